@@ -1,0 +1,1 @@
+"""The embedded default stack: Temporal dev server, Postgres with pgvector, and a worker, from pip packages only."""

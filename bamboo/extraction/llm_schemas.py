@@ -1,0 +1,41 @@
+"""What the LLM is asked to return during accumulation. Every call carries one of these as a JSON schema."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class NamedItem(BaseModel):
+    name: str = Field(description="Short generic label (2-8 words) without task ids, dates or user names")
+    description: str = Field(description="One or two sentences with the specifics")
+
+
+class ProcedureItem(BaseModel):
+    name: str = Field(description="Short imperative label of an investigation step")
+    description: str = Field(description="What was checked and how")
+    depends_on: list[str] = Field(description="Names of steps that must happen before this one")
+
+
+class EmailExtraction(BaseModel):
+    """Cause / Resolution / Procedures read from an incident's email thread."""
+
+    cause: NamedItem
+    resolution: NamedItem
+    procedures: list[ProcedureItem]
+
+
+class CanonicalLabels(BaseModel):
+    """Canonical names for the labels of a human-reviewed resolution record (wording only, same meaning)."""
+
+    cause: str
+    resolution: str
+    procedures: list[str]
+
+
+class ReviewVerdict(BaseModel):
+    """The reviewer's gap analysis of an extracted graph."""
+
+    approved: bool
+    confidence: float
+    issues: list[str]
+    feedback: str

@@ -1,0 +1,149 @@
+"""Deterministic routing of PanDA task fields into graph clues.
+
+The same routing serves accumulation and analysis, so a clue extracted from a new task matches the
+node a past incident stored. No LLM is involved: discrete keys become features verbatim, continuous
+keys are bucketed so near values meet, and user identities are pseudonymised with a keyed HMAC.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import html
+import re
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from bamboo.extraction.panda.error_classes import classify_error_dialog
+from bamboo.models.graph import GraphNode
+
+DISCRETE_TASK_KEYS = (
+    "prodSourceLabel", "vo", "coreCount", "taskType", "processingType", "taskPriority", "architecture",
+    "transUses", "transHome", "transPath", "site", "campaign", "goal", "nucleus", "requestType", "gshare",
+    "resource_type", "container_name", "framework", "ramUnit", "walltimeUnit", "outDiskUnit", "workDiskUnit",
+    "cpuTimeUnit", "ioIntensityUnit",
+)
+# Features that describe the kind of work rather than the fault; they associate with the symptom.
+CONTEXT_TASK_KEYS = frozenset({
+    "prodSourceLabel", "taskType", "processingType", "vo", "architecture", "transUses", "resource_type",
+    "gshare", "requestType", "campaign", "goal", "framework",
+})
+SENSITIVE_TASK_KEYS = ("userName", "prodUserName", "prodUserID")
+PROSE_TASK_KEYS = ("taskName",)
+
+_GB = 1024.0
+_HOUR = 3600.0
+_MEMORY_EDGES_GB = (1, 2, 3, 4, 6, 8, 16)
+_DISK_EDGES_GB = (1, 5, 10, 50, 100, 500)
+_TIME_EDGES_H = (1, 6, 12, 24, 48)
+
+
+def _bucket(value: float, edges: tuple[float, ...], unit: str) -> str:
+    lower = 0
+    for edge in edges:
+        if value < edge:
+            return f"{lower}-{edge}{unit}"
+        lower = edge
+    return f">{edges[-1]}{unit}"
+
+
+def bucket_continuous(key: str, raw: Any) -> str | None:
+    """Bucket a continuous field; None when the value is absent or not a number (reported, not guessed)."""
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        return None
+    if value < 0:
+        return None
+    if key in ("ramCount", "baseRamCount"):
+        return _bucket(value / _GB, _MEMORY_EDGES_GB, "GB")
+    if key in ("outDiskCount", "workDiskCount"):
+        return _bucket(value / _GB, _DISK_EDGES_GB, "GB")
+    if key in ("walltime", "baseWalltime", "cpuTime"):
+        return _bucket(value / _HOUR, _TIME_EDGES_H, "h")
+    if key in ("diskIO", "ioIntensity"):
+        return _bucket(value, (10, 100, 1000, 10000), "")
+    return None
+
+
+CONTINUOUS_TASK_KEYS = ("ramCount", "baseRamCount", "outDiskCount", "workDiskCount", "diskIO", "walltime",
+                        "baseWalltime", "cpuTime", "ioIntensity")
+
+
+def pseudonymise(value: str, key: bytes) -> str:
+    digest = hmac.new(key, value.strip().lower().encode("utf-8"), hashlib.sha256).hexdigest()
+    return f"user-{digest[:10]}"
+
+
+_TAG = re.compile(r"<[^>]+>")
+
+
+def strip_html(text: str) -> str:
+    return re.sub(r"\s+", " ", html.unescape(_TAG.sub(" ", text))).strip()
+
+
+class TaskClues(BaseModel):
+    symptoms: list[GraphNode] = Field(default_factory=list)
+    features: list[GraphNode] = Field(default_factory=list)
+    context_features: list[GraphNode] = Field(default_factory=list)
+    components: list[GraphNode] = Field(default_factory=list)
+    prose: dict[str, str] = Field(default_factory=dict)
+    skipped: list[str] = Field(default_factory=list, description="fields ignored, with why")
+
+
+def _feature(attribute: str, value: Any, **props: Any) -> GraphNode:
+    text = str(value).strip()
+    return GraphNode(kind="Task_Feature", name=f"{attribute}={text}"[:300],
+                     props={"attribute": attribute, "value": text, **props})
+
+
+def route_task_data(task: dict[str, Any], pseudonym_key: bytes) -> TaskClues:
+    clues = TaskClues()
+    dialog = task.get("errorDialog")
+    if isinstance(dialog, str) and dialog.strip():
+        klass = classify_error_dialog(dialog)
+        clues.symptoms.append(GraphNode(
+            kind="Symptom", name=klass.category, description=strip_html(dialog)[:500],
+            props={"raw_description": dialog[:2000], "matched_rule": klass.matched_rule,
+                   "pilot_error_code": klass.pilot_error_code, "classifier_confidence": klass.confidence},
+        ))
+    status = task.get("status")
+    if isinstance(status, str) and status.strip():
+        clean = re.sub(r"[^A-Za-z0-9]", "", status.strip().title())
+        clues.symptoms.append(GraphNode(kind="Symptom", name=f"TaskStatus{clean}", description=f"task status {status}"))
+
+    for key in DISCRETE_TASK_KEYS:
+        value = task.get(key)
+        if value is None or value == "" or isinstance(value, (dict, list)):
+            continue
+        node = _feature(key, value, concept="discrete")
+        (clues.context_features if key in CONTEXT_TASK_KEYS else clues.features).append(node)
+    for key in CONTINUOUS_TASK_KEYS:
+        if key not in task or task[key] in (None, ""):
+            continue
+        bucket = bucket_continuous(key, task[key])
+        if bucket is None:
+            clues.skipped.append(f"{key}: not a non-negative number ({task[key]!r})")
+            continue
+        clues.features.append(_feature(key, bucket, concept="continuous", raw=task[key]))
+    split_rule = task.get("splitRule")
+    if isinstance(split_rule, str):
+        for part in split_rule.split(","):
+            k, sep, v = part.partition("=")
+            if sep and k.strip():
+                clues.features.append(_feature(f"splitRule:{k.strip()}", v.strip(), concept="split"))
+    for key in SENSITIVE_TASK_KEYS:
+        value = task.get(key)
+        if value not in (None, ""):
+            clues.features.append(_feature("user", pseudonymise(str(value), pseudonym_key), concept="identity"))
+            break
+    for key in PROSE_TASK_KEYS:
+        value = task.get(key)
+        if isinstance(value, str) and value.strip():
+            clues.prose[key] = value.strip()[:1000]
+    args = task.get("task_creation_arguments")
+    if isinstance(args, str) and args.strip():
+        tool = args.split()[0]
+        clues.components.append(GraphNode(kind="Component", name=tool, props={"system": "submission_tool"}))
+    return clues

@@ -1,0 +1,143 @@
+"""Inputs and outputs of the accumulate/populate workflows and their activities.
+
+Kept free of service imports so workflows can use them inside Temporal's deterministic sandbox.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from bamboo.models.graph import KnowledgeGraph, PassageDraft, WriteStats
+
+
+class IncidentSource(BaseModel):
+    """Where one incident lives: a JSON file, or one line of a JSONL file (1-based)."""
+
+    path: str
+    line: int | None = None
+
+    def label(self) -> str:
+        return f"{self.path}:{self.line}" if self.line else self.path
+
+
+class LoadedIncident(BaseModel):
+    incident_ref: str
+    incident_id: str
+    graph_id: str
+    task_id: int | None = None
+    hints: dict = Field(default_factory=dict)
+
+
+class ExtractInput(BaseModel):
+    incident_ref: str
+    attempt: int = 0
+    feedback: str = ""
+    exploration: dict | None = None
+
+
+class ReviewInput(BaseModel):
+    graph: KnowledgeGraph
+    task_fields: dict = Field(default_factory=dict)
+
+
+class ReviewOutcome(BaseModel):
+    approved: bool
+    issues: list[str] = Field(default_factory=list)
+    feedback: str = ""
+    hard_failures: list[str] = Field(default_factory=list)
+    reviewer_error: str | None = None
+    human_input_needed: list[str] = Field(default_factory=list)
+
+    @property
+    def score(self) -> int:
+        """Fewer problems is better; used to keep the best attempt."""
+        return len(self.hard_failures) * 10 + len(self.issues)
+
+
+class StoreInput(BaseModel):
+    graph_id: str
+    incident_id: str
+    task_id: int | None = None
+    graph: KnowledgeGraph
+    passages: list[PassageDraft]
+    summary: str
+    warnings: list[str] = Field(default_factory=list)
+    human_requests: list[str] = Field(default_factory=list)
+
+
+class AccumulateInput(BaseModel):
+    source: IncidentSource
+    batch_id: str | None = None
+    max_review_retries: int = 2
+
+
+class AccumulateResult(BaseModel):
+    source: str
+    graph_id: str
+    incident_id: str
+    stored: WriteStats
+    attempts: int
+    approved: bool
+    warnings: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    exploration: str
+    reviewer_error: str | None = None
+    human_requests: list[str] = Field(default_factory=list)
+
+
+class SourceListing(BaseModel):
+    ref: str
+    total: int
+
+
+class SourcePageInput(BaseModel):
+    ref: str
+    offset: int
+    limit: int
+
+
+class FailedItem(BaseModel):
+    index: int
+    source: str
+    reason: str
+
+
+class PopulateInput(BaseModel):
+    batch_id: str
+    path: str
+    concurrency: int = Field(default=8, ge=1, le=256)
+    continue_as_new_every: int = Field(default=200, ge=1)
+    max_review_retries: int = 2
+    # carried across continue-as-new
+    listing: SourceListing | None = None
+    cursor: int = 0
+    done: int = 0
+    failed: list[FailedItem] = Field(default_factory=list)
+    failed_count: int = 0
+    paused: bool = False
+    generation: int = 0
+    listing_error: str | None = None
+
+
+class PopulateProgress(BaseModel):
+    batch_id: str
+    total: int | None
+    done: int
+    failed: int
+    running: int
+    pending: int | None
+    paused: bool
+    cancelled: bool
+    finished: bool
+    generation: int
+    recent_failures: list[FailedItem] = Field(default_factory=list)
+    listing_error: str | None = None
+
+
+class PopulateResult(BaseModel):
+    batch_id: str
+    total: int
+    done: int
+    failed: int
+    cancelled: bool
+    failures: list[FailedItem]

@@ -1,0 +1,105 @@
+"""Effective configuration: environment (``BAMBOO_`` prefix), an optional ``.env``, then defaults.
+
+One object describes where every service lives so the same code runs against the embedded
+stack on a laptop and against a Temporal cluster and a managed Postgres in production.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="BAMBOO_", env_file=".env", extra="ignore")
+
+    # --- embedded stack / locations -------------------------------------------------------
+    data_dir: Path = Field(default=Path(".bamboo"), description="Where the embedded stack keeps its state")
+    temporal_address: str = Field(default="127.0.0.1:7233", description="Temporal frontend host:port")
+    temporal_namespace: str = "default"
+    temporal_ui_port: int = 8233
+    temporal_embedded: bool = Field(default=True, description="`bamboo dev up` starts a Temporal dev server")
+    database_url: str | None = Field(
+        default=None,
+        description="postgresql:// URL; empty means the embedded pgserver under data_dir",
+    )
+
+    # --- task queues ------------------------------------------------------------------------
+    task_queue: str = "bamboo"
+    llm_task_queue: str = "bamboo-llm"
+    store_task_queue: str = "bamboo-store"
+    sandbox_task_queue: str = "bamboo-sandbox"
+
+    # --- LLM --------------------------------------------------------------------------------
+    llm_base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint; empty = local SmolLM2")
+    llm_model: str = "local"
+    llm_api_key: SecretStr = SecretStr("not-needed")
+    llm_timeout_s: float = 120.0
+    llm_local_port: int = 8765
+    llm_concurrency: int = 8
+
+    # --- embeddings -------------------------------------------------------------------------
+    embedding_base_url: str | None = Field(default=None, description="OpenAI-compatible /embeddings; empty = local MiniLM")
+    embedding_model: str = "all-MiniLM-L6-v2"
+    embedding_api_key: SecretStr = SecretStr("not-needed")
+    embedding_dim: int = 384
+
+    # --- extraction / accumulation -------------------------------------------------------------
+    extraction_strategy: Literal["panda", "llm"] = "panda"
+    pseudonym_key: SecretStr = SecretStr("change-me-per-deployment")
+    max_review_retries: int = 2
+    populate_concurrency: int = 8
+    populate_continue_as_new_every: int = 200
+    canonical_match_threshold: float = 0.9
+
+    # --- PanDA ------------------------------------------------------------------------------
+    panda_api_url: str = "http://127.0.0.1:8780/api/v1"
+    panda_monitor_url: str = "http://127.0.0.1:8780"
+    panda_auth: Literal["none", "oidc", "x509"] = "none"
+    panda_oidc_token: SecretStr | None = None
+    panda_x509_proxy: Path | None = None
+    mcp_servers_config: Path | None = None
+
+    # --- trust model ------------------------------------------------------------------------
+    allow_mutating_autorun: bool = False
+    approvers_read_only: list[str] = Field(default_factory=list, description="Empty = anyone")
+    approvers_state_changing: list[str] = Field(default_factory=list, description="Empty = anyone")
+    require_distinct_approver: bool = True
+    investigation_idle_timeout_s: int = 7 * 24 * 3600
+
+    # --- observability ----------------------------------------------------------------------
+    otel_exporter: Literal["none", "console", "otlp"] = "none"
+    otel_endpoint: str | None = None
+
+    def resolved_data_dir(self) -> Path:
+        return self.data_dir.expanduser().resolve()
+
+    def masked(self) -> dict[str, Any]:
+        """The effective configuration with every secret replaced, safe to print or log."""
+        out: dict[str, Any] = {}
+        for name, value in self.model_dump().items():
+            if isinstance(getattr(self, name), SecretStr):
+                out[name] = "********" if value else None
+            elif name.endswith("_url") and isinstance(value, str) and "@" in value:
+                out[name] = _mask_url_password(value)
+            else:
+                out[name] = str(value) if isinstance(value, Path) else value
+        return out
+
+
+def _mask_url_password(url: str) -> str:
+    scheme, _, rest = url.partition("://")
+    creds, at, host = rest.rpartition("@")
+    if not at:
+        return url
+    user = creds.split(":", 1)[0]
+    return f"{scheme}://{user}:********@{host}"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

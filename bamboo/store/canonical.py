@@ -1,0 +1,55 @@
+"""Canonical names: a new Cause / Resolution / Procedure that means the same as a stored one
+takes the stored name, so knowledge accumulates on one node instead of scattering over synonyms.
+
+Find-then-write is not atomic: two concurrent incidents proposing two new synonyms may both be
+stored. The unique (kind, name) key still prevents exact duplicates; near-duplicates created by
+such a race merge on the next incident that matches either.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bamboo.embeddings.base import Embedder
+from bamboo.models.graph import GraphEdge, GraphNode, KnowledgeGraph, NodeRef
+from bamboo.store.knowledge import KnowledgeStore
+
+CANONICAL_KINDS = ("Cause", "Resolution", "Procedure")
+
+
+@dataclass
+class CanonicalGraph:
+    graph: KnowledgeGraph
+    renames: dict[tuple[str, str], NodeRef] = field(default_factory=dict)
+    canonical_embeddings: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+
+
+async def canonicalise_graph(graph: KnowledgeGraph, store: KnowledgeStore, embedder: Embedder,
+                             threshold: float) -> CanonicalGraph:
+    targets = [n for n in graph.nodes if n.kind in CANONICAL_KINDS]
+    if not targets:
+        return CanonicalGraph(graph=graph)
+    vectors = await embedder.embed([n.name for n in targets])
+    renames: dict[tuple[str, str], NodeRef] = {}
+    embeddings: dict[tuple[str, str], list[float]] = {}
+    for node, vec in zip(targets, vectors):
+        match = await store.nearest_node(node.kind, vec, threshold)
+        if match and match != node.name:
+            renames[(node.kind, node.name)] = NodeRef(kind=node.kind, name=match)
+        else:
+            embeddings[(node.kind, node.name)] = vec
+    if not renames:
+        return CanonicalGraph(graph=graph, canonical_embeddings=embeddings)
+
+    def ref(r: NodeRef) -> NodeRef:
+        return renames.get(r.key(), r)
+
+    out = KnowledgeGraph()
+    for n in graph.nodes:
+        new = renames.get((n.kind, n.name))
+        out.add_node(GraphNode(kind=n.kind, name=new.name, description=n.description,
+                               props={**n.props, "alias": n.name}) if new else n)
+    for e in graph.edges:
+        if ref(e.src) != ref(e.dst):
+            out.add_edge(GraphEdge(src=ref(e.src), kind=e.kind, dst=ref(e.dst), confidence=e.confidence, params=e.params))
+    return CanonicalGraph(graph=out, renames=renames, canonical_embeddings=embeddings)

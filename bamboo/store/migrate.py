@@ -1,0 +1,63 @@
+"""Ordered SQL migrations applied once, under an advisory lock, so concurrent workers starting
+together never race each other into a half-built schema."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+import psycopg
+
+MIGRATION_LOCK = 0x6A6D_B00  # any constant unique to this project
+_NAME = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")
+
+
+class EmbeddingDimensionMismatch(RuntimeError):
+    pass
+
+
+def _migrations() -> list[tuple[int, str, str]]:
+    folder = resources.files("bamboo.store") / "migrations"
+    found = []
+    for entry in folder.iterdir():
+        m = _NAME.match(entry.name)
+        if m:
+            found.append((int(m.group(1)), entry.name, entry.read_text()))
+    return sorted(found)
+
+
+async def migrate(conn: psycopg.AsyncConnection, embedding_dim: int, embedding_model: str) -> list[str]:
+    """Apply pending migrations; record and check the embedding dimension. Returns the names applied."""
+    applied: list[str] = []
+    await conn.set_autocommit(True)
+    await conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
+    try:
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, name text NOT NULL, "
+            "applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        done = {r[0] for r in await (await conn.execute("SELECT version FROM schema_migrations")).fetchall()}
+        for version, name, sql in _migrations():
+            if version in done:
+                continue
+            async with conn.transaction():
+                await conn.execute(sql.replace("{{EMBEDDING_DIM}}", str(int(embedding_dim))))
+                await conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, name))
+                await conn.execute(
+                    "INSERT INTO store_meta (key, value) VALUES ('embedding_dim', %s), ('embedding_model', %s) "
+                    "ON CONFLICT (key) DO NOTHING",
+                    (str(embedding_dim), embedding_model),
+                )
+            applied.append(name)
+        row = await (await conn.execute("SELECT value FROM store_meta WHERE key = 'embedding_dim'")).fetchone()
+        recorded = int(row[0]) if row else embedding_dim
+        if recorded != embedding_dim:
+            model = await (await conn.execute("SELECT value FROM store_meta WHERE key = 'embedding_model'")).fetchone()
+            raise EmbeddingDimensionMismatch(
+                f"The knowledge store holds {recorded}-dimensional vectors (model {model[0] if model else '?'}), "
+                f"but the configured embedder produces {embedding_dim}. Configure the same embedding model "
+                f"(BAMBOO_EMBEDDING_*), or start a fresh database."
+            )
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
+    return applied

@@ -1,0 +1,78 @@
+"""Real services for the integration tests: a Temporal dev server and an embedded Postgres, started
+with the same code `bamboo dev up` uses, on free ports and in temporary directories."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+
+from bamboo.devstack.ports import free_port
+from bamboo.devstack.postgres import start_postgres, stop_postgres
+from bamboo.devstack.temporal_server import start_temporal
+from bamboo.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class TestStack:
+    temporal_address: str
+    admin_url: str
+    pgdata: Path
+    temporal_proc: subprocess.Popen
+
+    def new_database(self) -> str:
+        name = f"t_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.admin_url.replace("/bamboo?", f"/{name}?")
+
+    def settings(self, database_url: str, llm_url: str, **extra) -> Settings:
+        return Settings(
+            _env_file=None, temporal_address=self.temporal_address, database_url=database_url,
+            llm_base_url=llm_url, embedding_base_url=llm_url, embedding_model="scripted-embedding",
+            **extra,
+        )
+
+    def stop(self) -> None:
+        self.temporal_proc.send_signal(signal.SIGTERM)
+        try:
+            self.temporal_proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.temporal_proc.kill()
+        stop_postgres(self.pgdata)
+
+
+def start_stack(base: Path) -> TestStack:
+    port = free_port()
+    proc = start_temporal(base / "temporal.db", "127.0.0.1", port, 0, base / "temporal.log")
+    pgdata = base / "pg"
+    _, url = start_postgres(pgdata)
+    return TestStack(temporal_address=f"127.0.0.1:{port}", admin_url=url, pgdata=pgdata, temporal_proc=proc)
+
+
+def worker_env(settings: Settings) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BAMBOO_")}
+    env.update({
+        "BAMBOO_TEMPORAL_ADDRESS": settings.temporal_address,
+        "BAMBOO_DATABASE_URL": settings.database_url or "",
+        "BAMBOO_LLM_BASE_URL": settings.llm_base_url or "",
+        "BAMBOO_EMBEDDING_BASE_URL": settings.embedding_base_url or "",
+        "BAMBOO_EMBEDDING_MODEL": settings.embedding_model,
+        "BAMBOO_LLM_CONCURRENCY": str(settings.llm_concurrency),
+        "PYTHONPATH": str(ROOT),
+    })
+    return env
+
+
+def spawn_worker(settings: Settings, log: Path) -> subprocess.Popen:
+    """A worker in its own process, so a test can SIGKILL it like a crashed host."""
+    return subprocess.Popen([sys.executable, "-m", "worker"], cwd=ROOT, env=worker_env(settings),
+                            stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)

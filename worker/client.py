@@ -1,0 +1,26 @@
+"""One way to reach Temporal, for the CLI, the worker and the tests alike."""
+
+from __future__ import annotations
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from bamboo.settings import Settings
+from worker.tracing import configure_tracing
+
+
+class TemporalUnavailable(RuntimeError):
+    pass
+
+
+async def connect(settings: Settings) -> Client:
+    try:
+        return await Client.connect(
+            settings.temporal_address, namespace=settings.temporal_namespace,
+            data_converter=pydantic_data_converter, interceptors=configure_tracing(settings, "bamboo-client"),
+        )
+    except RuntimeError as exc:
+        raise TemporalUnavailable(
+            f"Cannot reach Temporal at {settings.temporal_address}: {exc}. Start the embedded stack with "
+            f"`bamboo dev up`, or set BAMBOO_TEMPORAL_ADDRESS to your cluster's frontend."
+        ) from exc

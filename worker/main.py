@@ -1,0 +1,78 @@
+"""The worker process: wires services once, then polls every task queue until told to stop.
+
+Run as `python -m worker` (what `bamboo dev up` starts) or `bamboo worker`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+from temporalio.worker import Worker
+
+from bamboo.llm.local import resolve_llm_endpoint, stop_shared_local_llm
+from bamboo.services import Services, build_services
+from bamboo.settings import Settings, get_settings
+from worker.client import connect
+from worker.registry import plan
+from worker.tracing import configure_tracing
+
+log = logging.getLogger("bamboo.worker")
+
+
+async def run_worker(settings: Settings, *, services: Services | None = None, stop: asyncio.Event | None = None,
+                     llm_concurrency: int | None = None) -> None:
+    own = services is None
+    if services is None:
+        base_url = await asyncio.to_thread(resolve_llm_endpoint, settings)
+        services = await build_services(settings, llm_base_url=base_url)
+    client = await connect(settings)
+    interceptors = configure_tracing(settings, "bamboo-worker")
+    workers = [
+        Worker(client, task_queue=p.queue, workflows=p.workflows, activities=p.activities,
+               max_concurrent_activities=p.max_concurrent_activities, max_concurrent_workflow_tasks=100,
+               interceptors=interceptors)
+        for p in plan(services, llm_concurrency or settings.llm_concurrency)
+    ]
+    stop = stop or asyncio.Event()
+    try:
+        async with _all(workers):
+            log.info("worker polling %s", [w.task_queue for w in workers])
+            await stop.wait()
+    finally:
+        if own:
+            await services.close()
+            stop_shared_local_llm()
+
+
+class _all:
+    def __init__(self, workers: list[Worker]) -> None:
+        self.workers = workers
+
+    async def __aenter__(self):
+        for w in self.workers:
+            await w.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc):
+        for w in reversed(self.workers):
+            await w.__aexit__(*exc)
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = get_settings()
+    stop = asyncio.Event()
+
+    async def _run() -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await run_worker(settings, stop=stop)
+
+    asyncio.run(_run())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""AccumulateIncident: learn one resolved incident into the knowledge graph.
+
+load → extract → review; on the first rejection the explorer would fetch missing facts with
+read-only tools (it needs the sandbox, not wired yet, so the workflow records that exploration was
+unavailable instead of silently skipping it); after `max_review_retries` rejections the best
+attempt is stored with a warning. Storing is idempotent on the incident's graph id.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from bamboo.extraction.base import ExtractionResult
+    from bamboo.models.accumulate import (
+        AccumulateInput, AccumulateResult, ExtractInput, LoadedIncident, ReviewInput, ReviewOutcome, StoreInput,
+    )
+    from bamboo.models.graph import WriteStats
+    from workflows import names
+    from workflows.queues import Queues
+
+TASK_ID = SearchAttributeKey.for_int("BambooTaskId")
+KIND = SearchAttributeKey.for_keyword("BambooKind")
+BATCH = SearchAttributeKey.for_keyword("BambooBatchId")
+
+EXPLORATION_UNAVAILABLE = "unavailable: the sandboxed read-only explorer is not wired into accumulation yet"
+HUMAN_GAP = "no investigation procedure captured"
+
+LLM_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
+                        maximum_interval=timedelta(seconds=30), maximum_attempts=6)
+STORE_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10),
+                          maximum_attempts=10)
+
+
+@workflow.defn(name=names.ACCUMULATE_WORKFLOW)
+class AccumulateIncident:
+    def __init__(self) -> None:
+        self._stage = "starting"
+        self._attempt = 0
+
+    @workflow.query
+    def progress(self) -> dict:
+        return {"stage": self._stage, "attempt": self._attempt}
+
+    @workflow.run
+    async def run(self, inp: AccumulateInput) -> AccumulateResult:
+        q = Queues()
+        attrs = [KIND.value_set("accumulate")]
+        if inp.batch_id:
+            attrs.append(BATCH.value_set(inp.batch_id))
+        workflow.upsert_search_attributes(attrs)
+
+        self._stage = "load"
+        loaded: LoadedIncident = await workflow.execute_activity(
+            names.LOAD_INCIDENT, inp.source, result_type=LoadedIncident, task_queue=q.store,
+            start_to_close_timeout=timedelta(minutes=1), retry_policy=STORE_RETRY,
+        )
+        if loaded.task_id is not None:
+            workflow.upsert_search_attributes([TASK_ID.value_set(loaded.task_id)])
+
+        warnings: list[str] = []
+        notes: list[str] = []
+        exploration_note = "not needed"
+        reviewer_error: str | None = None
+        best: tuple[ExtractionResult, ReviewOutcome] | None = None
+        feedback = ""
+        attempt = 0
+        while True:
+            self._attempt = attempt
+            self._stage = f"extract (attempt {attempt})"
+            extracted: ExtractionResult = await workflow.execute_activity(
+                names.EXTRACT_INCIDENT, ExtractInput(incident_ref=loaded.incident_ref, attempt=attempt, feedback=feedback),
+                result_type=ExtractionResult, task_queue=q.llm, start_to_close_timeout=timedelta(minutes=5),
+                retry_policy=LLM_RETRY,
+            )
+            notes.extend(n for n in extracted.notes if n not in notes)
+            self._stage = f"review (attempt {attempt})"
+            review = await self._review(extracted, loaded)
+            reviewer_error = review.reviewer_error or reviewer_error
+            if best is None or review.score < best[1].score:
+                best = (extracted, review)
+            if review.approved:
+                break
+            if attempt == 0:
+                exploration_note = EXPLORATION_UNAVAILABLE
+                notes.append(f"review rejected ({'; '.join(review.issues[:3])}); exploration {EXPLORATION_UNAVAILABLE}")
+            attempt += 1
+            if attempt > inp.max_review_retries:
+                warnings.append(
+                    f"stored the best of {attempt} attempts after {inp.max_review_retries} review retries; "
+                    f"open issues: {'; '.join(best[1].issues[:3])}"
+                )
+                break
+            feedback = review.feedback or "; ".join(review.issues)
+
+        chosen, chosen_review = best
+        human = list(chosen_review.human_input_needed)
+        if human:
+            warnings.append("waiting for human input: " + "; ".join(human))
+        if reviewer_error:
+            warnings.append(f"reviewer failed and approved fail-open: {reviewer_error[:200]}")
+
+        self._stage = "store"
+        stats: WriteStats = await workflow.execute_activity(
+            names.STORE_GRAPH,
+            StoreInput(graph_id=loaded.graph_id, incident_id=loaded.incident_id, task_id=loaded.task_id,
+                       graph=chosen.graph, passages=chosen.passages, summary=chosen.summary, warnings=warnings,
+                       human_requests=human),
+            result_type=WriteStats, task_queue=q.store, start_to_close_timeout=timedelta(minutes=2),
+            retry_policy=STORE_RETRY,
+        )
+        self._stage = "done"
+        return AccumulateResult(
+            source=inp.source.label(), graph_id=loaded.graph_id, incident_id=loaded.incident_id, stored=stats,
+            attempts=attempt + 1, approved=chosen_review.approved, warnings=warnings, notes=notes,
+            exploration=exploration_note, reviewer_error=reviewer_error, human_requests=human,
+        )
+
+    async def _review(self, extracted: ExtractionResult, loaded: LoadedIncident) -> ReviewOutcome:
+        try:
+            return await workflow.execute_activity(
+                names.REVIEW_EXTRACTION, ReviewInput(graph=extracted.graph, task_fields=loaded.hints),
+                result_type=ReviewOutcome, task_queue=Queues().llm, start_to_close_timeout=timedelta(minutes=5),
+                retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3),
+            )
+        except ActivityError as exc:
+            # Fail-open: a reviewer that cannot answer must not block accumulation; the result says so.
+            cause = exc.cause.message if exc.cause is not None and hasattr(exc.cause, "message") else str(exc)
+            return ReviewOutcome(approved=True, reviewer_error=f"review activity failed: {cause}"[:500])

@@ -1,0 +1,156 @@
+"""PopulateBatch: run AccumulateIncident over thousands of incidents, durably.
+
+Bounded concurrency of child workflows; a failed item is recorded with its reason and the batch
+goes on; `pause` / `resume` / `cancel` signals and a `progress` query; continue-as-new every N
+items (after draining running children) keeps the history small however long the batch is.
+Children are named `accumulate:<batch>:<index>`, so a replayed or restarted batch never starts an
+item twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
+from temporalio.workflow import ParentClosePolicy
+
+with workflow.unsafe.imports_passed_through():
+    from bamboo.models.accumulate import (
+        AccumulateInput, AccumulateResult, FailedItem, IncidentSource, PopulateInput, PopulateProgress,
+        PopulateResult, SourceListing, SourcePageInput,
+    )
+    from workflows import names
+    from workflows.accumulate import AccumulateIncident
+    from workflows.queues import Queues
+
+KIND = SearchAttributeKey.for_keyword("BambooKind")
+BATCH = SearchAttributeKey.for_keyword("BambooBatchId")
+MAX_KEPT_FAILURES = 500
+PAGE = 100
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost message: what the operator needs, not the chain of wrappers."""
+    while isinstance(exc, (ChildWorkflowError, ActivityError)) and exc.cause is not None:
+        exc = exc.cause
+    return (exc.message if isinstance(exc, ApplicationError) else str(exc))[:500]
+
+
+@workflow.defn(name=names.POPULATE_WORKFLOW)
+class PopulateBatch:
+    def __init__(self) -> None:
+        self._inp: PopulateInput | None = None
+        self._running: set[int] = set()
+        self._cancelled = False
+        self._finished = False
+
+    # ---------------------------------------------------------------- messages
+    @workflow.signal
+    def pause(self) -> None:
+        if self._inp:
+            self._inp.paused = True
+
+    @workflow.signal
+    def resume(self) -> None:
+        if self._inp:
+            self._inp.paused = False
+
+    @workflow.signal
+    def cancel(self) -> None:
+        self._cancelled = True
+
+    @workflow.query
+    def progress(self) -> PopulateProgress:
+        inp = self._inp
+        if inp is None:
+            return PopulateProgress(batch_id="", total=None, done=0, failed=0, running=0, pending=None, paused=False,
+                                    cancelled=False, finished=False, generation=0)
+        total = inp.listing.total if inp.listing else None
+        return PopulateProgress(
+            batch_id=inp.batch_id, total=total, done=inp.done, failed=inp.failed_count, running=len(self._running),
+            pending=(total - inp.cursor) if total is not None else None, paused=inp.paused, cancelled=self._cancelled,
+            finished=self._finished, generation=inp.generation, recent_failures=inp.failed[-20:],
+            listing_error=inp.listing_error,
+        )
+
+    # ---------------------------------------------------------------- run
+    @workflow.run
+    async def run(self, inp: PopulateInput) -> PopulateResult:
+        self._inp = inp
+        q = Queues()
+        workflow.upsert_search_attributes([KIND.value_set("populate"), BATCH.value_set(inp.batch_id)])
+        if inp.listing is None:
+            try:
+                inp.listing = await workflow.execute_activity(
+                    names.LIST_INCIDENT_SOURCES, inp.path, result_type=SourceListing, task_queue=q.store,
+                    start_to_close_timeout=timedelta(minutes=5),
+                    retry_policy=RetryPolicy(maximum_attempts=5),
+                )
+            except ActivityError as exc:
+                inp.listing_error = _reason(exc)
+                self._finished = True
+                raise ApplicationError(f"cannot list incidents at {inp.path}: {inp.listing_error}", non_retryable=True)
+        listing = inp.listing
+        started_this_run = 0
+        buffer: list[tuple[int, IncidentSource]] = []
+        tasks: set[asyncio.Task] = set()
+
+        while True:
+            if self._cancelled:
+                break
+            budget_left = started_this_run < inp.continue_as_new_every
+            more = inp.cursor < listing.total
+            if not inp.paused and more and budget_left and len(self._running) < inp.concurrency:
+                if not buffer:
+                    page = await workflow.execute_activity(
+                        names.READ_INCIDENT_SOURCES, SourcePageInput(ref=listing.ref, offset=inp.cursor, limit=PAGE),
+                        result_type=list[IncidentSource], task_queue=q.store,
+                        start_to_close_timeout=timedelta(minutes=1), retry_policy=RetryPolicy(maximum_attempts=10),
+                    )
+                    buffer = [(inp.cursor + i, s) for i, s in enumerate(page)]
+                index, source = buffer.pop(0)
+                inp.cursor += 1
+                started_this_run += 1
+                self._running.add(index)
+                tasks.add(asyncio.create_task(self._child(index, source)))
+                continue
+            if not self._running:
+                if not more:
+                    break
+                if not budget_left:
+                    await asyncio.gather(*tasks)
+                    inp.generation += 1
+                    workflow.continue_as_new(inp)
+            # Wait for a slot, a signal, or the end of the running set.
+            snapshot = (len(self._running), inp.paused, self._cancelled)
+            await workflow.wait_condition(lambda: (len(self._running), inp.paused, self._cancelled) != snapshot)
+
+        if self._cancelled and self._running:
+            await workflow.wait_condition(lambda: not self._running)
+        await asyncio.gather(*tasks)
+        self._finished = True
+        return PopulateResult(batch_id=inp.batch_id, total=listing.total, done=inp.done, failed=inp.failed_count,
+                              cancelled=self._cancelled, failures=inp.failed)
+
+    async def _child(self, index: int, source: IncidentSource) -> None:
+        inp = self._inp
+        assert inp is not None
+        try:
+            await workflow.execute_child_workflow(
+                AccumulateIncident.run,
+                AccumulateInput(source=source, batch_id=inp.batch_id, max_review_retries=inp.max_review_retries),
+                id=f"accumulate:{inp.batch_id}:{index}",
+                result_type=AccumulateResult,
+                parent_close_policy=ParentClosePolicy.TERMINATE,
+                execution_timeout=timedelta(hours=2),
+            )
+            inp.done += 1
+        except ChildWorkflowError as exc:
+            inp.failed_count += 1
+            inp.failed.append(FailedItem(index=index, source=source.label(), reason=_reason(exc)))
+            del inp.failed[:-MAX_KEPT_FAILURES]
+        finally:
+            self._running.discard(index)
