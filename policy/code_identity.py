@@ -1,0 +1,42 @@
+"""Code identity: which code blocks count as "the same code" for review policies and grants.
+
+A session policy or a durable grant is a statement about one exact piece of logic. Two blocks that differ
+only in formatting (trailing whitespace, blank lines, line-ending style) must share that statement, and any
+change to what a line says, including its indentation (which changes Python's meaning), must not. The
+normalisation is therefore textual and deliberately small: per-line trailing whitespace is stripped, lines
+that are then empty are dropped, and leading indentation is kept. Comments are not stripped: a changed
+comment is a new hash, which errs in the safe direction (one more review).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+HASH_HEX_LENGTH = 64
+
+
+def normalize_code(code: str) -> str:
+    """Return the text whose SHA-256 identifies ``code``.
+
+    ``\\r\\n`` and lone ``\\r`` are read as line breaks so that a block pasted from another system keeps its
+    identity. Other characters that ``str.splitlines`` would treat as breaks (form feed, Unicode separators)
+    are left alone on purpose: Python does not end a logical line at them, so treating them as breaks
+    would let two different programs share a hash.
+    """
+    unified = code.replace("\r\n", "\n").replace("\r", "\n")
+    kept = (line.rstrip() for line in unified.split("\n"))
+    return "\n".join(line for line in kept if line)
+
+
+def code_hash(code: str) -> str:
+    """SHA-256 (lowercase hex) of the normalised code; the key of session policies and grants.
+
+    ``surrogatepass`` keeps the function total: text decoded elsewhere with lone surrogates still has a
+    stable identity instead of raising halfway through a review.
+    """
+    return hashlib.sha256(normalize_code(code).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def short_hash(full_hash: str, length: int = 12) -> str:
+    """The prefix shown to operators (review prompts, ``/approvals``); long enough to type, short to read."""
+    return full_hash[:length]

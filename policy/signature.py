@@ -1,0 +1,259 @@
+"""Procedure signature: the set of tools a block of code references, read from its syntax tree.
+
+This scan is ADVISORY. It decides what to show an operator, names and de-duplicates procedures, and
+pre-screens stored procedures before an automatic phase replays them. It is never the enforcement
+boundary: the sandbox bridge checks every call's resolved tool name against the run's allow-set at call
+time, which is what stops code the scan misread.
+
+The scan over-approximates on purpose. It records every *reference* to a tool, not only calls, so an
+alias such as ``m = tools.kill_task; await m()`` puts ``kill_task`` in the signature even though the call
+site only says ``m()``. Where the code reaches tools in a way a syntax tree cannot follow (a ``getattr``
+with a computed name, ``tools`` passed around as a value, ``eval``/``exec``, dunder attribute walks, a
+star import from the stub module, code that does not parse) the signature is marked **opaque**, and every
+caller treats opaque code as not read-only.
+"""
+
+from __future__ import annotations
+
+import ast
+from pydantic import BaseModel, ConfigDict
+
+DEFAULT_TOOLS_OBJECT = "tools"
+DEFAULT_STUB_MODULE = "bamboo_tools"
+
+# Builtins that evaluate text as code or expose namespaces by name: through them code can reach the tools
+# object (or anything else) without the scan seeing a name it can follow.
+_DYNAMIC_BUILTINS = frozenset(
+    {"eval", "exec", "compile", "__import__", "globals", "locals", "vars", "breakpoint", "__builtins__"}
+)
+# Modules whose purpose is reaching objects by computed names or poking at interpreter internals.
+_INTROSPECTION_MODULES = frozenset({"importlib", "sys", "builtins", "inspect", "gc", "ctypes"})
+# Frame and code attributes: a generator's or traceback's frame exposes the globals (and so ``tools``)
+# under no name the scan could follow.
+_FRAME_ATTRIBUTES = frozenset(
+    {
+        "f_globals", "f_locals", "f_builtins", "f_back", "f_code",
+        "gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "ag_code", "tb_frame", "tb_next",
+    }
+)
+# Dunder names ordinary orchestration code may use without walking the object graph.
+_HARMLESS_DUNDERS = frozenset({"__name__", "__doc__", "__init__"})
+_NAME_LOOKUP_BUILTINS = frozenset({"getattr", "setattr", "delattr", "hasattr"})
+
+
+class ScanConventions(BaseModel):
+    """How generated code reaches tools: the injected object's name and the generated stub module's name."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tools_object: str = DEFAULT_TOOLS_OBJECT
+    stub_module: str = DEFAULT_STUB_MODULE
+
+
+DEFAULT_CONVENTIONS = ScanConventions()
+
+
+class CodeSignature(BaseModel):
+    """What the static scan found: referenced tool names (sorted, unique) and why the code is opaque, if it is."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tools: tuple[str, ...] = ()
+    opaque_reasons: tuple[str, ...] = ()
+
+    @property
+    def opaque(self) -> bool:
+        return bool(self.opaque_reasons)
+
+
+def scan_code(code: str, conventions: ScanConventions = DEFAULT_CONVENTIONS) -> CodeSignature:
+    """Return the tools ``code`` references and any reason the scan cannot vouch for that list."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as exc:
+        return CodeSignature(opaque_reasons=(f"does not parse: {exc.msg} (line {exc.lineno})",))
+    except (ValueError, RecursionError, MemoryError) as exc:
+        return CodeSignature(opaque_reasons=(f"does not parse: {type(exc).__name__}",))
+    scanner = _Scanner(conventions)
+    try:
+        scanner.scan(tree)
+    except RecursionError:
+        return CodeSignature(opaque_reasons=("too deeply nested to analyse",))
+    return CodeSignature(tools=tuple(sorted(scanner.tools)), opaque_reasons=tuple(sorted(scanner.reasons)))
+
+
+def procedure_signature(code: str, conventions: ScanConventions = DEFAULT_CONVENTIONS) -> tuple[str, ...]:
+    """The sorted tool names that identify a procedure (advisory; see the module docstring)."""
+    return scan_code(code, conventions).tools
+
+
+class _Scanner:
+    """Collects tool references in one pass over a parsed module.
+
+    Scopes are ignored on purpose: a ``tools.<name>`` anywhere counts, whatever ``tools`` is bound to
+    there. That can only add names, which is the safe direction for an advisory scan.
+    """
+
+    def __init__(self, conventions: ScanConventions) -> None:
+        self.conventions = conventions
+        self.tools: set[str] = set()
+        self.reasons: set[str] = set()
+        # Names bound to the tools object and names bound to the stub module itself.
+        self.tool_objects: set[str] = {conventions.tools_object}
+        self.stub_modules: set[str] = set()
+        self.parents: dict[int, ast.AST] = {}
+
+    def scan(self, tree: ast.Module) -> None:
+        nodes = list(ast.walk(tree))
+        for node in nodes:
+            for child in ast.iter_child_nodes(node):
+                self.parents[id(child)] = node
+        # Imports first, so uses that appear before an import in the walk order still resolve.
+        for node in nodes:
+            if isinstance(node, ast.Import):
+                self._visit_import(node)
+            elif isinstance(node, ast.ImportFrom):
+                self._visit_import_from(node)
+        for node in nodes:
+            if isinstance(node, ast.Name):
+                self._visit_name(node)
+            elif isinstance(node, ast.Attribute):
+                self._check_attribute_name(node.attr)
+            elif isinstance(node, ast.Call):
+                self._visit_call(node)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self._check_rebinding(node.name)
+            elif isinstance(node, ast.arg):
+                self._check_rebinding(node.arg)
+            elif isinstance(node, (ast.Global, ast.Nonlocal)):
+                for name in node.names:
+                    self._check_rebinding(name)
+            elif isinstance(node, ast.ExceptHandler) and node.name:
+                self._check_rebinding(node.name)
+            elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+                self._check_rebinding(node.name)
+            elif isinstance(node, ast.MatchMapping) and node.rest:
+                self._check_rebinding(node.rest)
+
+    # -- imports ---------------------------------------------------------------------------------------
+
+    def _visit_import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            top = alias.name.split(".")[0]
+            if top == self.conventions.stub_module:
+                if alias.name != self.conventions.stub_module:
+                    self.reasons.add(f"imports a submodule of the tool stub module ({alias.name})")
+                self.stub_modules.add(alias.asname or top)
+                continue
+            if top in _INTROSPECTION_MODULES:
+                self.reasons.add(f"imports {alias.name}, which can reach objects by computed names")
+            self._check_rebinding(alias.asname or top)
+
+    def _visit_import_from(self, node: ast.ImportFrom) -> None:
+        module = node.module or ""
+        top = module.split(".")[0]
+        if top in _INTROSPECTION_MODULES:
+            self.reasons.add(f"imports from {module}, which can reach objects by computed names")
+            return
+        if top != self.conventions.stub_module:
+            for alias in node.names:
+                self._check_rebinding(alias.asname or alias.name)
+            return
+        if module != self.conventions.stub_module or node.level:
+            self.reasons.add(f"imports from a submodule of the tool stub module ({module})")
+            return
+        for alias in node.names:
+            if alias.name == "*":
+                self.reasons.add(f"star import from {module} hides which tools are used")
+            elif alias.name == self.conventions.tools_object:
+                self.tool_objects.add(alias.asname or alias.name)
+            elif alias.name.startswith("_"):
+                self.reasons.add(f"imports private name {alias.name} from {module}")
+            else:
+                # The import binding is the reference: any later alias of it is covered.
+                self.tools.add(alias.name)
+
+    # -- uses ------------------------------------------------------------------------------------------
+
+    def _visit_name(self, node: ast.Name) -> None:
+        if node.id in _DYNAMIC_BUILTINS:
+            self.reasons.add(f"uses {node.id}, which can reach tools by computed names")
+            return
+        self._check_attribute_name(node.id)
+        if node.id in self.tool_objects:
+            self._visit_tool_object_use(node)
+        elif node.id in self.stub_modules:
+            self._visit_stub_module_use(node)
+
+    def _visit_tool_object_use(self, node: ast.Name) -> None:
+        if not isinstance(node.ctx, ast.Load):
+            self.reasons.add(f"rebinds or deletes {node.id}")
+            return
+        self._resolve_member_access(node, node.id)
+
+    def _visit_stub_module_use(self, node: ast.Name) -> None:
+        if not isinstance(node.ctx, ast.Load):
+            self.reasons.add(f"rebinds or deletes {node.id}")
+            return
+        parent = self.parents.get(id(node))
+        if (
+            isinstance(parent, ast.Attribute)
+            and parent.value is node
+            and parent.attr == self.conventions.tools_object
+        ):
+            # ``stub.tools.<name>``: the attribute is the tools object itself.
+            self._resolve_member_access(parent, f"{node.id}.{parent.attr}")
+            return
+        self._resolve_member_access(node, node.id)
+
+    def _resolve_member_access(self, node: ast.expr, shown_as: str) -> None:
+        """``node`` denotes the tools object (or the stub module): accept only ``.name`` or ``getattr(x, "name")``."""
+        parent = self.parents.get(id(node))
+        if isinstance(parent, ast.Attribute) and parent.value is node:
+            self._record_tool(parent.attr, shown_as)
+            return
+        if (
+            isinstance(parent, ast.Call)
+            and isinstance(parent.func, ast.Name)
+            and parent.func.id in ("getattr", "hasattr")
+            and parent.args
+            and parent.args[0] is node
+        ):
+            if len(parent.args) >= 2 and _literal_string(parent.args[1]) is not None:
+                self._record_tool(_literal_string(parent.args[1]) or "", shown_as)
+            else:
+                self.reasons.add(f"looks up an attribute of {shown_as} by a computed name")
+            return
+        self.reasons.add(f"uses {shown_as} as a value, so the tools it reaches cannot be followed")
+
+    def _record_tool(self, name: str, shown_as: str) -> None:
+        if name.startswith("_") or not name:
+            self.reasons.add(f"touches non-tool attribute {shown_as}.{name}")
+        else:
+            self.tools.add(name)
+
+    def _visit_call(self, node: ast.Call) -> None:
+        if not (isinstance(node.func, ast.Name) and node.func.id in _NAME_LOOKUP_BUILTINS):
+            return
+        attribute = _literal_string(node.args[1]) if len(node.args) >= 2 else None
+        if attribute is None:
+            self.reasons.add(f"calls {node.func.id} with a computed attribute name")
+        else:
+            self._check_attribute_name(attribute)
+
+    def _check_attribute_name(self, name: str) -> None:
+        if name.startswith("__") and name.endswith("__") and name not in _HARMLESS_DUNDERS:
+            self.reasons.add(f"touches dunder name {name}, which can walk to unrestricted objects")
+        elif name in _FRAME_ATTRIBUTES:
+            self.reasons.add(f"touches frame attribute {name}, which exposes globals by computed names")
+
+    def _check_rebinding(self, name: str) -> None:
+        if name in self.tool_objects or name in self.stub_modules:
+            self.reasons.add(f"rebinds {name}")
+
+
+def _literal_string(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return None
+

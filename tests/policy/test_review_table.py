@@ -1,0 +1,298 @@
+"""The review decision over every combination of phase x session policy x grant x read-only-ness x
+``allow_mutating_autorun``, checked against the rules of seed 000 written out as a separate oracle, plus
+invariants that must hold in every cell and the scenarios the issue names."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import datetime, timezone
+
+import pytest
+
+from policy.catalog import ToolCatalog, ToolFacts
+from policy.code_identity import code_hash
+from policy.decisions import ALL_CHOICES, ALWAYS_ASK_CHOICES
+from policy.grants import CodePolicy, ProcedureGrant, SessionPolicy, make_grant, make_session_policy
+from policy.phases import Phase
+from policy.review import ReviewDecision, ReviewOutcome, ReviewReason, ReviewRequest, decide_review
+
+AT = datetime(2026, 11, 30, 6, 0, tzinfo=timezone.utc)
+P = "proc__p"
+RAW_TOOLS = [
+    ToolFacts(name="get_task", read_only=True),
+    ToolFacts(name="get_jobs", read_only=True, origin="external"),
+    ToolFacts(name="kill_task", read_only=False),
+    ToolFacts(name="ask_operator", read_only=True, requires_interaction=True),
+]
+INTERACTIVE_SET = ("get_jobs", "get_task", "kill_task", P)
+
+PROCEDURE_CODE = {
+    "read_only": "await tools.get_task()\nawait tools.get_jobs()",
+    "state_changing": "await tools.get_task()\nawait tools.kill_task()",
+    "opaque": "await tools.get_task()\nawait getattr(tools, chosen)()",
+}
+EXTRA_CALL = {
+    "read_only": "await tools.get_jobs()",
+    "state_changing": "m = tools.kill_task\nawait m()",
+    "opaque": "await getattr(tools, chosen)()",
+}
+RAW_TURN = {
+    "read_only": "await tools.get_task(1)",
+    "state_changing": "await tools.get_task(1)\nawait tools.kill_task(1)",
+    "opaque": "await getattr(tools, chosen)(1)",
+}
+
+PHASES = tuple(Phase)
+POLICIES = ("none", "auto_run", "always_ask", "auto_run_other_code")
+GRANTS = ("raw_tools", "procedure_ungranted", "procedure_granted", "procedure_grant_stale", "granted_plus_raw")
+READ_ONLY = ("read_only", "state_changing", "opaque")
+MUTATING = (False, True)
+
+
+def build_request(phase: Phase, policy: str, grant: str, read_only: str, mutating: bool) -> ReviewRequest:
+    if grant == "raw_tools":
+        turn, procedure = RAW_TURN[read_only], PROCEDURE_CODE["read_only"]
+    elif grant == "granted_plus_raw":
+        turn, procedure = f"await tools.{P}()\n{EXTRA_CALL[read_only]}", PROCEDURE_CODE["read_only"]
+    else:
+        turn, procedure = f"result = await tools.{P}()\nprint(result)", PROCEDURE_CODE[read_only]
+    procedure_code = {P: procedure}
+    catalog = ToolCatalog.build([*RAW_TOOLS, ToolFacts(name=P, read_only=True, origin="procedure")], procedure_code)
+    grants: dict[str, ProcedureGrant] = {}
+    if grant in ("procedure_granted", "granted_plus_raw"):
+        grants[P] = make_grant(P, procedure_code, "granter", AT)
+    elif grant == "procedure_grant_stale":
+        grants[P] = make_grant(P, {P: procedure + "\n# the version that was granted"}, "granter", AT)
+    policies: dict[str, SessionPolicy] = {}
+    if policy in ("auto_run", "always_ask"):
+        key, entry = make_session_policy(turn, CodePolicy(policy), procedure_code, "approver")
+        policies[key] = entry
+    elif policy == "auto_run_other_code":
+        key, entry = make_session_policy(turn + "\nprint('other')", CodePolicy.AUTO_RUN, procedure_code, "approver")
+        policies[key] = entry
+    return ReviewRequest(
+        phase=phase,
+        code=turn,
+        catalog=catalog,
+        session_policies=policies,
+        grants=grants,
+        allow_mutating_autorun=mutating,
+    )
+
+
+def oracle(phase: Phase, policy: str, grant: str, read_only: str, mutating: bool):
+    """Seed 000's rules, written independently of the implementation: (outcome, reason, allow-set, choices)."""
+    if phase is Phase.AUTOMATIC:
+        if read_only == "read_only":
+            # Every read-only cell stores read-only code for P, so P is bridged alongside the read-only tools.
+            return ReviewOutcome.RUN, ReviewReason.AUTOMATIC_READ_ONLY, ("get_jobs", "get_task", P), ()
+        if read_only == "opaque":
+            return ReviewOutcome.REFUSE, ReviewReason.AUTOMATIC_OPAQUE, (), ()
+        return ReviewOutcome.REFUSE, ReviewReason.AUTOMATIC_STATE_CHANGING, (), ()
+
+    if policy == "always_ask":
+        return ReviewOutcome.ASK, ReviewReason.SESSION_ALWAYS_ASK, INTERACTIVE_SET, ALWAYS_ASK_CHOICES
+    only_granted_procedures = grant == "procedure_granted"
+    if only_granted_procedures and read_only != "opaque" and (read_only == "read_only" or mutating):
+        return ReviewOutcome.RUN, ReviewReason.DURABLE_GRANT, (P,), ()
+    if policy == "auto_run":
+        calls_state_changing_procedure = grant not in ("raw_tools", "granted_plus_raw") and read_only != "read_only"
+        if calls_state_changing_procedure and not mutating:
+            return (
+                ReviewOutcome.ASK,
+                ReviewReason.SESSION_AUTO_RUN_STATE_CHANGING_PROCEDURE,
+                INTERACTIVE_SET,
+                ALL_CHOICES,
+            )
+        return ReviewOutcome.RUN, ReviewReason.SESSION_AUTO_RUN, INTERACTIVE_SET, ()
+    if grant == "procedure_grant_stale":
+        reason = ReviewReason.DURABLE_GRANT_CODE_CHANGED
+    elif grant in ("procedure_granted", "granted_plus_raw") and read_only == "opaque":
+        reason = ReviewReason.DURABLE_GRANT_OPAQUE
+    elif grant == "procedure_granted":
+        reason = ReviewReason.DURABLE_GRANT_STATE_CHANGING
+    elif grant == "granted_plus_raw":
+        reason = ReviewReason.DURABLE_GRANT_MIXED
+    else:
+        reason = ReviewReason.NEW_CODE
+    return ReviewOutcome.ASK, reason, INTERACTIVE_SET, ALL_CHOICES
+
+
+CELLS = list(itertools.product(PHASES, POLICIES, GRANTS, READ_ONLY, MUTATING))
+
+
+def test_the_table_covers_every_combination() -> None:
+    assert len(CELLS) == 2 * 4 * 5 * 3 * 2
+
+
+@pytest.mark.parametrize(("phase", "policy", "grant", "read_only", "mutating"), CELLS)
+def test_review_table(phase: Phase, policy: str, grant: str, read_only: str, mutating: bool) -> None:
+    decision = decide_review(build_request(phase, policy, grant, read_only, mutating))
+    outcome, reason, allow_set, choices = oracle(phase, policy, grant, read_only, mutating)
+    assert (decision.outcome, decision.reason) == (outcome, reason), decision.detail
+    assert decision.allow_set == tuple(sorted(allow_set))
+    assert decision.choices == choices
+    assert decision.read_only is (read_only == "read_only")
+    assert decision.detail
+    _check_invariants(decision, phase, grant, read_only, mutating)
+
+
+def _check_invariants(decision: ReviewDecision, phase: Phase, grant: str, read_only: str, mutating: bool) -> None:
+    if decision.outcome is ReviewOutcome.REFUSE:
+        assert decision.allow_set == ()
+    if phase is Phase.AUTOMATIC:
+        assert decision.outcome is not ReviewOutcome.ASK  # nobody is there to answer
+        assert "kill_task" not in decision.allow_set and "ask_operator" not in decision.allow_set
+        if decision.outcome is ReviewOutcome.RUN:
+            assert decision.read_only
+    else:
+        assert "ask_operator" not in decision.allow_set
+        assert decision.outcome is not ReviewOutcome.REFUSE
+    if decision.reason is ReviewReason.DURABLE_GRANT:
+        assert set(decision.allow_set) <= {P} and not decision.opaque_reasons
+    procedure_changes_state = grant not in ("raw_tools", "granted_plus_raw") and read_only != "read_only"
+    if procedure_changes_state and not mutating:
+        assert decision.outcome is not ReviewOutcome.RUN
+
+
+# -- automatic phase: stored procedures and tools an unattended run cannot use ------------------------
+
+
+def _automatic(code: str, procedure_code: dict[str, str] | None = None, source: str = "generated") -> ReviewDecision:
+    procedures = procedure_code or {}
+    tools = [*RAW_TOOLS, *(ToolFacts(name=name, origin="procedure") for name in procedures)]
+    return decide_review(
+        ReviewRequest(
+            phase=Phase.AUTOMATIC,
+            code=code,
+            catalog=ToolCatalog.build(tools, procedures),
+            allow_mutating_autorun=True,
+            source=source,
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("stored_code", "outcome", "reason", "suggest"),
+    [
+        (PROCEDURE_CODE["read_only"], ReviewOutcome.RUN, ReviewReason.AUTOMATIC_READ_ONLY, False),
+        (PROCEDURE_CODE["state_changing"], ReviewOutcome.REFUSE, ReviewReason.AUTOMATIC_SKIP_AND_SUGGEST, True),
+        (PROCEDURE_CODE["opaque"], ReviewOutcome.REFUSE, ReviewReason.AUTOMATIC_SKIP_AND_SUGGEST, True),
+        ("await tools.ask_operator()", ReviewOutcome.REFUSE, ReviewReason.AUTOMATIC_TOOL_NOT_ALLOWED, True),
+    ],
+)
+def test_stored_procedure_in_automatic_phase_is_skipped_and_suggested(stored_code, outcome, reason, suggest) -> None:
+    decision = _automatic(stored_code, source="stored_procedure")
+    assert (decision.outcome, decision.reason, decision.suggest_interactive) == (outcome, reason, suggest)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "await tools.kill_task(1)",
+        "m = tools.kill_task\nawait m()",
+        "from bamboo_tools import kill_task as k\nawait k()",
+        'await getattr(tools, "kill_task")()',
+        f"await tools.{P}()",  # a replayed procedure whose code kills
+    ],
+)
+def test_kill_task_is_refused_in_the_automatic_phase_however_it_is_reached(code: str) -> None:
+    decision = _automatic(code, {P: PROCEDURE_CODE["state_changing"]})
+    assert decision.outcome is ReviewOutcome.REFUSE
+    assert "kill_task" in decision.state_changing
+
+
+def test_human_input_tools_are_not_available_unattended() -> None:
+    decision = _automatic("await tools.ask_operator('which job?')")
+    assert (decision.outcome, decision.reason) == (ReviewOutcome.REFUSE, ReviewReason.AUTOMATIC_TOOL_NOT_ALLOWED)
+
+
+# -- interactive scenarios from the issue -------------------------------------------------------------
+
+
+def _interactive(
+    code: str,
+    procedure_code: dict[str, str],
+    policies: dict[str, SessionPolicy] | None = None,
+    grants: dict[str, ProcedureGrant] | None = None,
+) -> ReviewDecision:
+    tools = [*RAW_TOOLS, *(ToolFacts(name=name, origin="procedure") for name in procedure_code)]
+    return decide_review(
+        ReviewRequest(
+            phase=Phase.INTERACTIVE,
+            code=code,
+            catalog=ToolCatalog.build(tools, procedure_code),
+            session_policies=policies or {},
+            grants=grants or {},
+        )
+    )
+
+
+def test_auto_run_covers_identical_and_reformatted_code_but_not_a_logic_change() -> None:
+    code = "jobs = await tools.get_jobs(task_id=1)\nif len(jobs) > 3:\n    print(jobs)"
+    key, entry = make_session_policy(code, CodePolicy.AUTO_RUN, {}, "approver")
+    reformatted = code.replace("\n", "   \n\n")
+    assert _interactive(reformatted, {}, {key: entry}).reason is ReviewReason.SESSION_AUTO_RUN
+    one_character = code.replace("> 3", "> 4")
+    assert _interactive(one_character, {}, {key: entry}).reason is ReviewReason.NEW_CODE
+    assert _interactive(code, {}, {}).reason is ReviewReason.NEW_CODE  # after /revoke
+
+
+def test_session_auto_run_is_bound_to_the_procedure_code_it_was_approved_with() -> None:
+    procedures = {P: PROCEDURE_CODE["read_only"]}
+    code = f"await tools.{P}()"
+    key, entry = make_session_policy(code, CodePolicy.AUTO_RUN, procedures, "approver")
+    assert _interactive(code, procedures, {key: entry}).reason is ReviewReason.SESSION_AUTO_RUN
+    changed = {P: PROCEDURE_CODE["read_only"] + "\nawait tools.get_task(2)"}
+    decision = _interactive(code, changed, {key: entry})
+    assert (decision.outcome, decision.reason) == (ReviewOutcome.ASK, ReviewReason.SESSION_AUTO_RUN_PROCEDURE_CHANGED)
+
+
+def test_durable_grant_replays_in_a_new_session_until_the_code_changes_or_the_grant_goes() -> None:
+    procedures = {P: PROCEDURE_CODE["read_only"]}
+    grants = {P: make_grant(P, procedures, "granter", AT)}
+    code = f"summary = await tools.{P}()\nprint(summary)"
+    decision = _interactive(code, procedures, grants=grants)
+    assert (decision.outcome, decision.allow_set) == (ReviewOutcome.RUN, (P,))
+    changed = {P: PROCEDURE_CODE["read_only"].replace("get_jobs()", "get_jobs(limit=5)")}
+    assert _interactive(code, changed, grants=grants).reason is ReviewReason.DURABLE_GRANT_CODE_CHANGED
+    assert _interactive(code, procedures, grants={}).reason is ReviewReason.NEW_CODE
+
+
+def test_durable_grant_checks_content_not_just_names() -> None:
+    """Upstream defect #3: a turn naming only granted procedures ran whatever else it contained."""
+    procedures = {P: PROCEDURE_CODE["read_only"]}
+    grants = {P: make_grant(P, procedures, "granter", AT)}
+    sneaky = [
+        f"await tools.{P}()\nawait getattr(tools, 'kill' + '_task')()",
+        f"await tools.{P}()\nimport sys\nsys.modules['bamboo_tools'].kill_task()",
+        f"await tools.{P}()\nh = tools\nawait h.kill_task()",
+        f"await tools.{P}()\n().__class__.__base__.__subclasses__()",
+    ]
+    for code in sneaky:
+        decision = _interactive(code, procedures, grants=grants)
+        assert decision.outcome is ReviewOutcome.ASK, code
+        assert decision.reason is ReviewReason.DURABLE_GRANT_OPAQUE, code
+
+
+def test_nested_procedures_need_their_own_grants() -> None:
+    procedures = {
+        "proc__outer": "await tools.proc__inner()\nawait tools.get_task()",
+        "proc__inner": "await tools.get_jobs()",
+    }
+    outer_only = {"proc__outer": make_grant("proc__outer", procedures, "granter", AT)}
+    code = "await tools.proc__outer()"
+    assert _interactive(code, procedures, grants=outer_only).reason is ReviewReason.DURABLE_GRANT_MIXED
+    both = {**outer_only, "proc__inner": make_grant("proc__inner", procedures, "granter", AT)}
+    decision = _interactive(code, procedures, grants=both)
+    assert (decision.outcome, decision.allow_set) == (ReviewOutcome.RUN, ("proc__outer",))
+
+
+def test_code_without_tool_calls_is_still_reviewed() -> None:
+    assert _interactive("print('hello')", {}).reason is ReviewReason.NEW_CODE
+
+
+def test_a_granted_procedure_name_without_stored_code_is_not_auto_run() -> None:
+    grants = {P: ProcedureGrant(procedure=P, code_hash=code_hash("x"), granted_by="granter", granted_at=AT)}
+    decision = _interactive(f"await tools.{P}()", {}, grants=grants)
+    assert decision.outcome is ReviewOutcome.ASK

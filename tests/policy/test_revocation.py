@@ -1,0 +1,67 @@
+"""``/revoke <hash-prefix|proc-name|all>`` planning."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from policy.grants import CodePolicy, ProcedureGrant, SessionPolicy
+from policy.revocation import plan_revocation
+
+AT = datetime(2026, 11, 30, tzinfo=timezone.utc)
+SHARED = "abcd1111" + "0" * 56
+POLICIES = {
+    SHARED: SessionPolicy(policy=CodePolicy.AUTO_RUN),
+    "abcd2222" + "0" * 56: SessionPolicy(policy=CodePolicy.ALWAYS_ASK),
+    "ffff0000" + "0" * 56: SessionPolicy(policy=CodePolicy.AUTO_RUN),
+}
+GRANTS = {
+    "proc__get_jobs__get_task": ProcedureGrant(
+        procedure="proc__get_jobs__get_task", code_hash=SHARED, granted_by="a", granted_at=AT
+    ),
+    "proc__get_logs__get_task": ProcedureGrant(
+        procedure="proc__get_logs__get_task", code_hash="9999" + "0" * 60, granted_by="a", granted_at=AT
+    ),
+}
+
+
+def test_all_removes_everything() -> None:
+    plan = plan_revocation(" ALL ", POLICIES, GRANTS)
+    assert plan.ok
+    assert plan.session_hashes == tuple(sorted(POLICIES))
+    assert plan.procedures == tuple(sorted(GRANTS))
+
+
+def test_a_unique_hash_prefix_removes_the_policy_and_any_grant_for_that_code() -> None:
+    plan = plan_revocation("ABCD1", POLICIES, GRANTS)
+    assert plan.ok
+    assert plan.session_hashes == (SHARED,)
+    assert plan.procedures == ("proc__get_jobs__get_task",)
+    assert plan_revocation("9999", POLICIES, GRANTS).procedures == ("proc__get_logs__get_task",)
+
+
+def test_an_ambiguous_hash_prefix_says_which_hashes_matched() -> None:
+    plan = plan_revocation("abcd", POLICIES, GRANTS)
+    assert not plan.ok
+    assert plan.matches == (SHARED, "abcd2222" + "0" * 56)
+    assert SHARED in (plan.error or "") and "ambiguous" in (plan.error or "")
+    assert plan.session_hashes == () and plan.procedures == ()
+
+
+def test_procedure_names() -> None:
+    assert plan_revocation("proc__get_jobs__get_task", POLICIES, GRANTS).procedures == ("proc__get_jobs__get_task",)
+    assert plan_revocation("proc__get_l", POLICIES, GRANTS).procedures == ("proc__get_logs__get_task",)
+    ambiguous = plan_revocation("proc__get", POLICIES, GRANTS)
+    assert not ambiguous.ok and ambiguous.matches == tuple(sorted(GRANTS))
+    assert "No durable grant" in (plan_revocation("proc__nothing", POLICIES, GRANTS).error or "")
+
+
+@pytest.mark.parametrize(
+    ("target", "fragment"),
+    [("", "Say what"), ("abc", "at least 4"), ("xyz123", "hex"), ("1234", "No session policy")],
+)
+def test_unusable_targets_explain_themselves(target: str, fragment: str) -> None:
+    plan = plan_revocation(target, POLICIES, GRANTS)
+    assert not plan.ok and fragment in (plan.error or "")
+    assert plan.session_hashes == () and plan.procedures == ()
