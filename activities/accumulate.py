@@ -9,6 +9,7 @@ from __future__ import annotations
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.heartbeat import with_heartbeats
 from bamboo.audit import AuditEvent
 from bamboo.extraction.base import ExtractionResult
 from bamboo.extraction.review import review_graph
@@ -48,19 +49,22 @@ class AccumulateActivities:
     async def extract_incident(self, inp: ExtractInput) -> ExtractionResult:
         incident = await self._incident(inp.incident_ref)
         try:
-            return await self.s.strategy.extract(incident, feedback=inp.feedback, exploration=inp.exploration)
+            return await with_heartbeats(self.s.strategy.extract(incident, feedback=inp.feedback, exploration=inp.exploration))
         except LLMError as exc:
             raise to_application_error(exc) from exc
 
     @activity.defn(name="review_extraction")
     async def review_extraction(self, inp: ReviewInput) -> ReviewOutcome:
         try:
-            return await review_graph(self.s.llm, inp.graph, inp.task_fields)
+            return await with_heartbeats(review_graph(self.s.llm, inp.graph, inp.task_fields))
         except LLMError as exc:
             raise to_application_error(exc) from exc
 
     @activity.defn(name="store_graph")
     async def store_graph(self, inp: StoreInput) -> WriteStats:
+        return await with_heartbeats(self._store_graph(inp))
+
+    async def _store_graph(self, inp: StoreInput) -> WriteStats:
         graph = await canonicalise_graph(inp.graph, self.s.store.knowledge, self.s.embedder,
                                          self.s.settings.canonical_match_threshold)
         passages = [p for p in inp.passages if p.content.strip()]

@@ -28,17 +28,12 @@ class Settings(BaseSettings):
         description="postgresql:// URL; empty means the embedded pgserver under data_dir",
     )
 
-    # --- task queues ------------------------------------------------------------------------
-    task_queue: str = "bamboo"
-    llm_task_queue: str = "bamboo-llm"
-    store_task_queue: str = "bamboo-store"
-    sandbox_task_queue: str = "bamboo-sandbox"
-
     # --- LLM --------------------------------------------------------------------------------
     llm_base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint; empty = local SmolLM2")
     llm_model: str = "local"
     llm_api_key: SecretStr = SecretStr("not-needed")
     llm_timeout_s: float = 120.0
+    llm_max_tokens: int = Field(default=768, description="Cap on generated tokens per call; bounds a rambling model")
     llm_local_port: int = 8765
     llm_concurrency: int = 8
 

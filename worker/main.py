@@ -62,6 +62,7 @@ class _all:
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     settings = get_settings()
     stop = asyncio.Event()
 

@@ -30,6 +30,9 @@ BATCH = SearchAttributeKey.for_keyword("BambooBatchId")
 EXPLORATION_UNAVAILABLE = "unavailable: the sandboxed read-only explorer is not wired into accumulation yet"
 HUMAN_GAP = "no investigation procedure captured"
 
+# A dead worker's activity is retried after this long, not after start-to-close.
+HEARTBEAT = timedelta(seconds=10)
+
 LLM_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
                         maximum_interval=timedelta(seconds=30), maximum_attempts=6)
 STORE_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10),
@@ -57,7 +60,7 @@ class AccumulateIncident:
         self._stage = "load"
         loaded: LoadedIncident = await workflow.execute_activity(
             names.LOAD_INCIDENT, inp.source, result_type=LoadedIncident, task_queue=q.store,
-            start_to_close_timeout=timedelta(minutes=1), retry_policy=STORE_RETRY,
+            start_to_close_timeout=timedelta(seconds=30), retry_policy=STORE_RETRY,
         )
         if loaded.task_id is not None:
             workflow.upsert_search_attributes([TASK_ID.value_set(loaded.task_id)])
@@ -75,7 +78,7 @@ class AccumulateIncident:
             extracted: ExtractionResult = await workflow.execute_activity(
                 names.EXTRACT_INCIDENT, ExtractInput(incident_ref=loaded.incident_ref, attempt=attempt, feedback=feedback),
                 result_type=ExtractionResult, task_queue=q.llm, start_to_close_timeout=timedelta(minutes=5),
-                retry_policy=LLM_RETRY,
+                heartbeat_timeout=HEARTBEAT, retry_policy=LLM_RETRY,
             )
             notes.extend(n for n in extracted.notes if n not in notes)
             self._stage = f"review (attempt {attempt})"
@@ -110,7 +113,7 @@ class AccumulateIncident:
             StoreInput(graph_id=loaded.graph_id, incident_id=loaded.incident_id, task_id=loaded.task_id,
                        graph=chosen.graph, passages=chosen.passages, summary=chosen.summary, warnings=warnings,
                        human_requests=human),
-            result_type=WriteStats, task_queue=q.store, start_to_close_timeout=timedelta(minutes=2),
+            result_type=WriteStats, task_queue=q.store, start_to_close_timeout=timedelta(minutes=2), heartbeat_timeout=HEARTBEAT,
             retry_policy=STORE_RETRY,
         )
         self._stage = "done"
@@ -125,6 +128,7 @@ class AccumulateIncident:
             return await workflow.execute_activity(
                 names.REVIEW_EXTRACTION, ReviewInput(graph=extracted.graph, task_fields=loaded.hints),
                 result_type=ReviewOutcome, task_queue=Queues().llm, start_to_close_timeout=timedelta(minutes=5),
+                heartbeat_timeout=HEARTBEAT,
                 retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3),
             )
         except ActivityError as exc:

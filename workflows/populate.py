@@ -108,7 +108,7 @@ class PopulateBatch:
                     page = await workflow.execute_activity(
                         names.READ_INCIDENT_SOURCES, SourcePageInput(ref=listing.ref, offset=inp.cursor, limit=PAGE),
                         result_type=list[IncidentSource], task_queue=q.store,
-                        start_to_close_timeout=timedelta(minutes=1), retry_policy=RetryPolicy(maximum_attempts=10),
+                        start_to_close_timeout=timedelta(seconds=20), retry_policy=RetryPolicy(maximum_attempts=10),
                     )
                     buffer = [(inp.cursor + i, s) for i, s in enumerate(page)]
                 index, source = buffer.pop(0)

@@ -6,14 +6,14 @@ from pydantic import BaseModel, Field
 
 
 class NamedItem(BaseModel):
-    name: str = Field(description="Short generic label (2-8 words) without task ids, dates or user names")
-    description: str = Field(description="One or two sentences with the specifics")
+    name: str = Field(max_length=120, description="Short generic label (2-8 words) without task ids, dates or user names")
+    description: str = Field(max_length=600, description="One or two sentences with the specifics")
 
 
 class ProcedureItem(BaseModel):
-    name: str = Field(description="Short imperative label of an investigation step")
-    description: str = Field(description="What was checked and how")
-    depends_on: list[str] = Field(description="Names of steps that must happen before this one")
+    name: str = Field(max_length=120, description="Short imperative label of an investigation step")
+    description: str = Field(max_length=600, description="What was checked and how")
+    depends_on: list[str] = Field(max_length=4, description="Names of steps that must happen before this one")
 
 
 class EmailExtraction(BaseModel):
@@ -21,15 +21,15 @@ class EmailExtraction(BaseModel):
 
     cause: NamedItem
     resolution: NamedItem
-    procedures: list[ProcedureItem]
+    procedures: list[ProcedureItem] = Field(max_length=6)
 
 
 class CanonicalLabels(BaseModel):
     """Canonical names for the labels of a human-reviewed resolution record (wording only, same meaning)."""
 
-    cause: str
-    resolution: str
-    procedures: list[str]
+    cause: str = Field(max_length=120)
+    resolution: str = Field(max_length=120)
+    procedures: list[str] = Field(max_length=8)
 
 
 class ReviewVerdict(BaseModel):
@@ -37,5 +37,5 @@ class ReviewVerdict(BaseModel):
 
     approved: bool
     confidence: float
-    issues: list[str]
-    feedback: str
+    issues: list[str] = Field(max_length=5)
+    feedback: str = Field(max_length=600)

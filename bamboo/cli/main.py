@@ -1,0 +1,188 @@
+"""The `bamboo` command: one entry point for operators."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from rich.table import Table
+
+from bamboo.cli.common import console, fail, run
+from bamboo.cli.populate_cmd import populate
+from bamboo.settings import get_settings
+
+app = typer.Typer(help="Bamboo on Temporal: learn from resolved PanDA incidents, diagnose tasks, investigate with review.",
+                  no_args_is_help=True, pretty_exceptions_enable=False)
+dev_app = typer.Typer(help="The embedded stack (Temporal dev server, Postgres+pgvector, worker).", no_args_is_help=True)
+config_app = typer.Typer(help="Configuration.", no_args_is_help=True)
+kb_app = typer.Typer(help="The knowledge base.", no_args_is_help=True)
+audit_app = typer.Typer(help="The tamper-evident audit log.", no_args_is_help=True)
+app.add_typer(dev_app, name="dev")
+app.add_typer(config_app, name="config")
+app.add_typer(kb_app, name="kb")
+app.add_typer(audit_app, name="audit")
+app.command()(populate)
+
+
+@dev_app.command("up")
+def dev_up(no_worker: bool = typer.Option(False, "--no-worker", help="Start only Temporal and Postgres")) -> None:
+    """Start whatever is not running yet; safe to run twice."""
+    from bamboo.devstack.ports import PortInUseError
+    from bamboo.devstack.stack import up
+    from bamboo.devstack.temporal_server import TemporalStartError
+
+    try:
+        state = up(get_settings(), with_worker=not no_worker, echo=console.print)
+    except (PortInUseError, TemporalStartError, RuntimeError) as exc:
+        fail(str(exc))
+    if state.ui_url:
+        console.print(f"Temporal Web: [bold]{state.ui_url}[/]")
+
+
+@dev_app.command("down")
+def dev_down() -> None:
+    """Stop the worker, Temporal and Postgres (their data stays in the data directory)."""
+    from bamboo.devstack.stack import down
+
+    down(get_settings(), echo=console.print)
+
+
+@dev_app.command("status")
+def dev_status() -> None:
+    """What runs where."""
+    from bamboo.devstack.stack import status
+
+    table = Table("service", "state", "where", "pid", "log", "note")
+    for s in status(get_settings()):
+        table.add_row(s.name, "[green]running[/]" if s.running else "[red]stopped[/]", s.where, str(s.pid or "-"),
+                      s.log or "-", s.note)
+    console.print(table)
+
+
+@config_app.command("show")
+def config_show(as_json: bool = typer.Option(False, "--json")) -> None:
+    """The effective configuration (environment, .env, defaults) with secrets masked."""
+    masked = get_settings().masked()
+    if as_json:
+        console.print_json(json.dumps(masked, default=str))
+        return
+    table = Table("setting", "value")
+    for k, v in masked.items():
+        table.add_row(f"BAMBOO_{k.upper()}", str(v))
+    console.print(table)
+
+
+@app.command("worker")
+def worker_cmd() -> None:
+    """Run a worker in the foreground (what `bamboo dev up` starts in the background)."""
+    from worker.main import main
+
+    main()
+
+
+@kb_app.command("stats")
+def kb_stats(as_json: bool = typer.Option(False, "--json")) -> None:
+    """Counts of graphs, nodes and edges by kind, passages, blobs, audit rows."""
+    from bamboo.cli.store_access import opened_store
+
+    async def go():
+        async with opened_store(get_settings()) as store:
+            return await store.knowledge.stats()
+
+    stats = _with_store_errors(go)
+    if as_json:
+        console.print_json(stats.model_dump_json())
+        return
+    table = Table("what", "count")
+    table.add_row("incident graphs", str(stats.graphs))
+    for k, n in stats.nodes.items():
+        table.add_row(f"nodes: {k}", str(n))
+    for k, n in stats.edges.items():
+        table.add_row(f"edges: {k}", str(n))
+    table.add_row("edge provenance rows", str(stats.provenance))
+    table.add_row("passages (vectors)", str(stats.passages))
+    table.add_row("blobs", str(stats.blobs))
+    table.add_row("audit rows", str(stats.audit_rows))
+    table.add_row("open human-input requests", str(stats.human_requests_open))
+    console.print(table)
+
+
+@kb_app.command("graph")
+def kb_graph(graph_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+    """What one incident contributed (e.g. `panda:40123456:broken`)."""
+    from bamboo.cli.store_access import opened_store
+
+    async def go():
+        async with opened_store(get_settings()) as store:
+            return await store.knowledge.graph_view(graph_id)
+
+    view = _with_store_errors(go)
+    if view is None:
+        fail(f"no graph {graph_id!r}; list them with `bamboo kb stats` or look up ids in Temporal Web")
+    if as_json:
+        console.print_json(json.dumps(view, default=str))
+        return
+    console.print(f"[bold]{graph_id}[/] incident {view['incident_id']} stored {view['stored_at']}")
+    if view["summary"]:
+        console.print(view["summary"])
+    for w in view["warnings"]:
+        console.print(f"[yellow]warning:[/] {w}")
+    table = Table("source", "edge", "target", "freq", "conf")
+    for e in view["edges"]:
+        table.add_row(e["src"], e["kind"], e["dst"], str(e["frequency"]), f"{e['confidence']:.2f}")
+    console.print(table)
+
+
+@audit_app.command("verify")
+def audit_verify() -> None:
+    """Walk the hash chain; exit 1 and name the first row that does not hold."""
+    from bamboo.cli.store_access import opened_store
+
+    async def go():
+        async with opened_store(get_settings()) as store:
+            return await store.audit.verify()
+
+    report = _with_store_errors(go)
+    if report.ok:
+        console.print(f"[green]audit chain intact[/]: {report.rows} rows")
+        return
+    fail(f"audit chain broken at row {report.first_bad_seq}: {report.reason}")
+
+
+@audit_app.command("tail")
+def audit_tail(limit: int = typer.Option(20, min=1, max=1000)) -> None:
+    """The most recent audit rows."""
+    from bamboo.cli.store_access import opened_store
+
+    async def go():
+        async with opened_store(get_settings()) as store:
+            return await store.audit.tail(limit)
+
+    for row in reversed(_with_store_errors(go)):
+        console.print(f"{row['seq']:>6} {row['at']} {row['actor']:<14} {row['kind']:<16} {json.dumps(row['body'])[:120]}")
+
+
+def _with_store_errors(make):
+    from bamboo.store import StoreNotConfigured
+
+    try:
+        return run(make())
+    except (StoreNotConfigured, ConnectionError) as exc:
+        fail(str(exc))
+
+
+def _mount_optional() -> None:
+    """Sub-commands of the tool layer, mounted when their package is present."""
+    try:
+        from bamboo.cli.tools_cmd import mcp_app, panda_sim, tools_app
+    except ImportError:
+        return
+    app.add_typer(tools_app, name="tools")
+    app.add_typer(mcp_app, name="mcp")
+    app.command("panda-sim")(panda_sim)
+
+
+_mount_optional()
+
+if __name__ == "__main__":
+    app()

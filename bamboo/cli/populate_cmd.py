@@ -1,0 +1,113 @@
+"""`bamboo populate`: start (or re-attach to) a PopulateBatch and follow it with a live progress bar.
+
+The batch lives in Temporal, not in this process: Ctrl-C only detaches the view.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from pathlib import Path
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import WorkflowIDConflictPolicy
+
+from bamboo.cli.common import console, fail, run
+from bamboo.ingest import SourceListingError, list_sources
+from bamboo.models.accumulate import PopulateInput, PopulateProgress, PopulateResult
+from bamboo.settings import get_settings
+
+
+def default_batch_id(path: Path) -> str:
+    return "populate-" + hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:10]
+
+
+async def follow(handle: WorkflowHandle, quiet: bool = False) -> PopulateResult | None:
+    """Poll the progress query into a bar until the batch ends; Ctrl-C detaches."""
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("failed {task.fields[failed]} · running {task.fields[running]} {task.fields[state]}"),
+                  TimeElapsedColumn(), console=console, disable=quiet) as bar:
+        task = bar.add_task(handle.id, total=None, failed=0, running=0, state="")
+        try:
+            while True:
+                desc = await handle.describe()
+                if desc.status is not None and desc.status.name != "RUNNING":
+                    break
+                try:
+                    p: PopulateProgress = await handle.query("progress", result_type=PopulateProgress)
+                except Exception:  # noqa: BLE001 — between continue-as-new runs the query may briefly fail
+                    await asyncio.sleep(0.5)
+                    continue
+                state = "(paused)" if p.paused else "(cancelling)" if p.cancelled else ""
+                bar.update(task, total=p.total, completed=p.done + p.failed, failed=p.failed, running=p.running,
+                           state=state)
+                await asyncio.sleep(0.5)
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            console.print(f"\nDetached. The batch goes on; re-attach with [bold]bamboo populate --attach {handle.id.removeprefix('populate:')}[/]")
+            return None
+    result: PopulateResult = await handle.result()
+    return result
+
+
+def print_result(result: PopulateResult) -> None:
+    console.print(f"[bold]{result.batch_id}[/]: {result.done} stored, {result.failed} failed of {result.total}"
+                  + (" (cancelled)" if result.cancelled else ""))
+    for f in result.failures[:20]:
+        console.print(f"  [red]✗[/] {f.source}: {f.reason}")
+    if len(result.failures) > 20:
+        console.print(f"  … and {len(result.failures) - 20} more")
+
+
+async def _client() -> Client:
+    from worker.client import TemporalUnavailable, connect
+
+    try:
+        return await connect(get_settings())
+    except TemporalUnavailable as exc:
+        fail(str(exc))
+        raise
+
+
+def populate(
+    path: Path = typer.Argument(None, help="A directory of incident .json files or a .jsonl file"),
+    attach: str = typer.Option(None, "--attach", help="Re-attach to a running batch by its id"),
+    batch_id: str = typer.Option(None, help="Batch id (default: derived from the path)"),
+    concurrency: int = typer.Option(None, min=1, max=256, help="Incidents processed at once"),
+    max_review_retries: int = typer.Option(None, min=0, max=10, help="Reviewer rejections before storing the best"),
+    detach: bool = typer.Option(False, "--detach", help="Start and return immediately"),
+) -> None:
+    """Learn resolved incidents into the knowledge graph as a durable PopulateBatch workflow."""
+    settings = get_settings()
+
+    async def go() -> None:
+        client = await _client()
+        if attach:
+            handle = client.get_workflow_handle(f"populate:{attach}", result_type=PopulateResult)
+        else:
+            if path is None:
+                fail("give a PATH (directory or .jsonl) or --attach BATCH_ID")
+            try:
+                count = len(list_sources(path))
+            except SourceListingError as exc:
+                fail(str(exc))
+            bid = batch_id or default_batch_id(path)
+            handle = await client.start_workflow(
+                "PopulateBatch",
+                PopulateInput(batch_id=bid, path=str(path.resolve()),
+                              concurrency=concurrency or settings.populate_concurrency,
+                              continue_as_new_every=settings.populate_continue_as_new_every,
+                              max_review_retries=settings.max_review_retries if max_review_retries is None else max_review_retries),
+                id=f"populate:{bid}", task_queue="bamboo", id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                result_type=PopulateResult,
+            )
+            console.print(f"Batch [bold]{bid}[/] ({count} incidents) — workflow id {handle.id}")
+            if detach:
+                console.print(f"Follow it with: bamboo populate --attach {bid}")
+                return
+        result = await follow(handle)
+        if result is not None:
+            print_result(result)
+
+    run(go())

@@ -1,0 +1,215 @@
+"""Operator commands for the tool layer, mounted on the main ``bamboo`` app:
+
+    bamboo tools list [--json]            every tool, where it comes from, read-only or not
+    bamboo tools call NAME --args JSON    call one tool and print its result
+    bamboo mcp check [--json]             per external server: reachable, tools, read-only and why
+    bamboo mcp serve --incidents DIR      Bamboo's knowledge as a read-only MCP server over stdio
+    bamboo panda-sim                      the PanDA simulator for the demo and manual testing
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from bamboo.mcp.config import McpConfigError, load_servers_config
+from bamboo.panda.errors import PandaConfigError
+from bamboo.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from bamboo.mcp.composite import CompositeToolCaller
+
+# The MCP SDK and the HTTP stack are imported inside the commands, so `bamboo --help` stays quick.
+
+tools_app = typer.Typer(help="List and call the tools the assistant can use.", no_args_is_help=True)
+mcp_app = typer.Typer(help="External MCP servers, and Bamboo as an MCP server.", no_args_is_help=True)
+
+out = Console()
+err = Console(stderr=True)
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    err.print(f"[red]error:[/red] {message}")
+    return typer.Exit(code)
+
+
+def _composite(settings: Settings) -> "CompositeToolCaller":
+    from bamboo.mcp.factory import build_tool_caller
+
+    try:
+        return build_tool_caller(settings)
+    except (McpConfigError, PandaConfigError) as exc:
+        raise _fail(str(exc)) from exc
+
+
+def _flag(value: bool) -> str:
+    return "[green]yes[/green]" if value else "[yellow]no[/yellow]"
+
+
+@tools_app.command("list")
+def tools_list(as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output")] = False) -> None:
+    """Show every callable tool: built-ins first, then each reachable external server's."""
+
+    async def run() -> dict[str, Any]:
+        async with _composite(get_settings()) as tools:
+            return {
+                "tools": [s.model_dump(mode="json") for s in tools.list_tools()],
+                "shadowed": [s.model_dump() for s in tools.shadowed],
+                "servers": [s.model_dump() for s in tools.statuses],
+            }
+
+    report = asyncio.run(run())
+    if as_json:
+        out.print_json(json.dumps(report))
+        return
+    table = Table(title="Tools")
+    table.add_column("name", no_wrap=True)
+    for col in ("source", "read-only", "external", "description"):
+        table.add_column(col, overflow="fold")
+    for t in report["tools"]:
+        table.add_row(t["name"], t["server"] or t["origin"], _flag(t["read_only"]), _flag(t["external_access"]),
+                      (t["description"] or "")[:90])
+    out.print(table)
+    for s in report["shadowed"]:
+        out.print(f"[yellow]shadowed:[/yellow] {s['name']} from {s['hidden_from']} (kept the one from {s['kept_from']})")
+    for s in report["servers"]:
+        if not s["reachable"]:
+            out.print(f"[yellow]server {s['name']} contributes no tools:[/yellow] {s['error']}")
+
+
+@tools_app.command("call")
+def tools_call(
+    name: Annotated[str, typer.Argument(help="Tool name, as shown by `bamboo tools list`")],
+    args: Annotated[str, typer.Option("--args", help='Arguments as a JSON object, e.g. \'{"task_id": 123}\'')] = "{}",
+) -> None:
+    """Call one tool. Exit code 0 with data or "no data", 1 when the tool failed, 2 on bad input."""
+    try:
+        arguments = json.loads(args)
+    except json.JSONDecodeError as exc:
+        raise _fail(f"--args is not valid JSON ({exc.msg} at column {exc.colno}); pass an object like '{{\"task_id\": 1}}'") from exc
+    if not isinstance(arguments, dict):
+        raise _fail("--args must be a JSON object, e.g. '{\"task_id\": 1}'")
+
+    async def run():  # type: ignore[no-untyped-def]
+        composite = _composite(get_settings())
+        if any(name in {s.name for s in b.list_tools()} for b in composite.builtins):
+            composite.externals = []  # built-ins win clashes anyway; spare the external connections
+        async with composite as tools:
+            return await tools.call_tool(name, arguments)
+
+    result = asyncio.run(run())
+    if not result.ok:
+        raise _fail(result.error or "tool failed", code=1)
+    if result.no_data:
+        err.print("[yellow]no data[/yellow]: the tool looked and found nothing")
+    out.print_json(json.dumps(result.data, default=str))
+
+
+@mcp_app.command("check")
+def mcp_check(as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output")] = False) -> None:
+    """Connect to each configured server and report what it offers. Exit code 1 if an enabled one is down."""
+    settings = get_settings()
+    try:
+        config = load_servers_config(settings.mcp_servers_config)
+    except McpConfigError as exc:
+        raise _fail(str(exc)) from exc
+    if not config.servers:
+        out.print("No external MCP servers configured (set BAMBOO_MCP_SERVERS_CONFIG to a servers file).")
+        return
+
+    from bamboo.mcp.external import client_for
+
+    async def run():  # type: ignore[no-untyped-def]
+        clients = [client_for(s) for s in config.servers]
+        try:
+            return await asyncio.gather(*(c.connect() for c in clients))
+        finally:
+            await asyncio.gather(*(c.close() for c in clients))
+
+    statuses = asyncio.run(run())
+    if as_json:
+        out.print_json(json.dumps([s.model_dump() for s in statuses]))
+    else:
+        for s in statuses:
+            state = "[green]reachable[/green]" if s.reachable else f"[red]unreachable[/red] ({s.error})"
+            if not s.enabled:
+                state = "[dim]disabled[/dim]"
+            out.print(f"[bold]{s.name}[/bold] [{s.transport}] {state}")
+            if s.tools:
+                table = Table(show_header=True, box=None, padding=(0, 2))
+                for col in ("tool", "read-only", "why"):
+                    table.add_column(col)
+                for t in s.tools:
+                    table.add_row(t.name, _flag(t.read_only), t.reason)
+                out.print(table)
+            if s.filtered_out:
+                out.print(f"  filtered out by include/exclude: {', '.join(s.filtered_out)}")
+    if any(s.enabled and not s.reachable for s in statuses):
+        raise typer.Exit(1)
+
+
+def _load_reader(spec: str) -> Any:
+    module_name, _, attr = spec.partition(":")
+    if not attr:
+        raise _fail(f"--reader must look like 'package.module:factory', got {spec!r}")
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise _fail(f"cannot load reader factory {spec!r}: {exc}") from exc
+    return factory(get_settings())
+
+
+@mcp_app.command("serve")
+def mcp_serve(
+    incidents: Annotated[Path | None, typer.Option(help="Answer from resolved incident files in this directory")] = None,
+    reader: Annotated[str | None, typer.Option(help="'module:factory' returning a KnowledgeReader from Settings")] = None,
+) -> None:
+    """Serve read-only knowledge tools (causes_for_symptom, similar_incidents, procedures_for_cause) over stdio."""
+    from bamboo.mcp.incident_reader import IncidentFileKnowledgeReader
+    from bamboo.mcp.knowledge_server import build_knowledge_server
+
+    if (incidents is None) == (reader is None):
+        raise _fail("give exactly one of --incidents DIR or --reader module:factory")
+    if incidents is not None:
+        if not incidents.is_dir():
+            raise _fail(f"--incidents {incidents} is not a directory")
+        knowledge = IncidentFileKnowledgeReader.from_dir(incidents)
+    else:
+        knowledge = _load_reader(reader or "")
+    build_knowledge_server(knowledge).run("stdio")
+
+
+def panda_sim(
+    port: Annotated[int, typer.Option(help="Port to listen on (0 = any free port)")] = 8780,
+    host: Annotated[str, typer.Option(help="Interface to bind")] = "127.0.0.1",
+    incidents: Annotated[Path, typer.Option(help="Incident files the tasks come from")] = Path("examples/incidents"),
+    require_token: Annotated[str | None, typer.Option(help="Demand this OIDC bearer token on every request")] = None,
+) -> None:
+    """Serve the PanDA API v1 and the monitor's log browser from incident fixtures (GET /sim/calls shows
+    every kill/retry received)."""
+    from bamboo.panda.simulator import PandaSimulator
+
+    if not incidents.is_dir():
+        raise _fail(f"--incidents {incidents} is not a directory")
+    sim = PandaSimulator(incidents, host=host, port=port, require_token=require_token)
+    err.print(f"PanDA simulator: {len(sim.world.tasks)} tasks from {incidents}")
+    for name, reason in sim.world.skipped_files.items():
+        err.print(f"[yellow]skipped {name}:[/yellow] {reason}")
+    try:
+        sim.start()
+    except RuntimeError as exc:
+        raise _fail(f"{exc} (is the port already in use? try --port 0)") from exc
+    err.print(f"API      {sim.api_url}   (BAMBOO_PANDA_API_URL)")
+    err.print(f"monitor  {sim.monitor_url}   (BAMBOO_PANDA_MONITOR_URL)")
+    err.print(f"record   {sim.base_url}/sim/calls   (every kill/retry received)")
+    try:
+        sim.wait()
+    except KeyboardInterrupt:
+        sim.stop()

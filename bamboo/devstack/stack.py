@@ -1,0 +1,135 @@
+"""`bamboo dev up | down | status`: the whole embedded stack, idempotently.
+
+Each service is recorded in `<data_dir>/stack.json`; `up` starts only what is not already running,
+`down` stops what the file names, `status` reports what answers where.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from bamboo.devstack.ports import port_open
+from bamboo.devstack.postgres import start_postgres, stop_postgres
+from bamboo.devstack.state import ServiceState, StackState, load_state, pid_alive, save_state
+from bamboo.devstack.temporal_server import start_temporal
+from bamboo.settings import Settings
+
+
+class ServiceStatus(BaseModel):
+    name: str
+    running: bool
+    where: str
+    pid: int | None = None
+    log: str | None = None
+    note: str = ""
+
+
+def _split(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host or "127.0.0.1", int(port)
+
+
+def up(settings: Settings, *, with_worker: bool = True, echo=print) -> StackState:
+    data = settings.resolved_data_dir()
+    data.mkdir(parents=True, exist_ok=True)
+    logs = data / "logs"
+    logs.mkdir(exist_ok=True)
+    state = load_state(data)
+
+    if settings.database_url:
+        echo("postgres: external (BAMBOO_DATABASE_URL), not started")
+    else:
+        pid, url = start_postgres(data / "pgdata")
+        state.postgres = ServiceState(pid=pid, address=url, log=str(data / "pgdata" / "log"))
+        state.database_url = url
+        echo(f"postgres: running (pid {pid})")
+
+    host, port = _split(settings.temporal_address)
+    if not settings.temporal_embedded:
+        echo(f"temporal: external at {settings.temporal_address}, not started")
+    elif pid_alive(state.temporal.pid) and port_open(host, port):
+        echo(f"temporal: already running (pid {state.temporal.pid})")
+    else:
+        proc = start_temporal(data / "temporal.db", host, port, settings.temporal_ui_port, logs / "temporal.log")
+        state.temporal = ServiceState(pid=proc.pid, address=settings.temporal_address, log=str(logs / "temporal.log"))
+        state.ui_url = f"http://{host}:{settings.temporal_ui_port}" if settings.temporal_ui_port else None
+        echo(f"temporal: started (pid {proc.pid}), Web UI {state.ui_url}")
+    save_state(data, state)
+
+    if with_worker:
+        if pid_alive(state.worker.pid):
+            echo(f"worker: already running (pid {state.worker.pid})")
+        else:
+            state.worker = start_worker(settings, state, logs / "worker.log")
+            echo(f"worker: started (pid {state.worker.pid}), log {state.worker.log}")
+        save_state(data, state)
+    return state
+
+
+def start_worker(settings: Settings, state: StackState, log: Path) -> ServiceState:
+    env = dict(os.environ)
+    if state.database_url and not settings.database_url:
+        env["BAMBOO_DATABASE_URL"] = state.database_url
+    env["BAMBOO_DATA_DIR"] = str(settings.resolved_data_dir())
+    proc = subprocess.Popen([sys.executable, "-m", "worker"], stdout=open(log, "ab"), stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True, env=env)
+    time.sleep(1.0)
+    if proc.poll() is not None:
+        tail = log.read_text(errors="replace")[-2000:]
+        raise RuntimeError(f"the worker exited at start-up (code {proc.returncode}). Its log says:\n{tail}")
+    return ServiceState(pid=proc.pid, log=str(log))
+
+
+def _terminate(pid: int | None, timeout: float = 15) -> None:
+    if not pid_alive(pid):
+        return
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if pid_alive(pid):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def down(settings: Settings, echo=print) -> None:
+    data = settings.resolved_data_dir()
+    state = load_state(data)
+    _terminate(state.worker.pid)
+    echo("worker: stopped")
+    _terminate(state.temporal.pid)
+    echo("temporal: stopped (history kept in temporal.db)")
+    if not settings.database_url and (data / "pgdata").exists():
+        stop_postgres(data / "pgdata")
+        echo("postgres: stopped (data kept in pgdata)")
+    state.worker = ServiceState()
+    state.temporal = ServiceState()
+    state.postgres = ServiceState()
+    save_state(data, state)
+
+
+def status(settings: Settings) -> list[ServiceStatus]:
+    data = settings.resolved_data_dir()
+    state = load_state(data)
+    host, port = _split(settings.temporal_address)
+    pg_running = bool(state.postgres.pid and pid_alive(state.postgres.pid))
+    out = [
+        ServiceStatus(name="temporal", running=port_open(host, port), where=settings.temporal_address,
+                      pid=state.temporal.pid, log=state.temporal.log,
+                      note=(f"Web UI {state.ui_url}" if state.ui_url else "") if settings.temporal_embedded else "external"),
+        ServiceStatus(name="postgres", running=pg_running if not settings.database_url else True,
+                      where="external" if settings.database_url else (state.database_url or "-"),
+                      pid=state.postgres.pid, log=state.postgres.log),
+        ServiceStatus(name="worker", running=pid_alive(state.worker.pid), where="local process",
+                      pid=state.worker.pid, log=state.worker.log),
+    ]
+    return out

@@ -1,0 +1,211 @@
+"""The one way the project talks to a chat model: structured answers validated against pydantic models.
+
+Every structured call sends the model's JSON schema as an OpenAI ``json_schema`` response format, so
+the endpoint constrains decoding (llama.cpp compiles it into a grammar) and the reply needs no fence
+stripping or key guessing at the call site. The reply is validated by pydantic; if it does not hold,
+the model gets exactly one repair turn that quotes the validation error, and a second failure raises
+`LLMOutputError` rather than degrading to an empty default the way ad-hoc parsers do.
+
+Retries of transport failures belong to Temporal, so the SDK's retry loop is off (``max_retries=0``)
+and every failure leaves here as a classified `LLMError` (see `bamboo.llm.errors`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import httpx
+import openai
+from opentelemetry import trace
+from pydantic import BaseModel, ValidationError
+
+from bamboo.llm.errors import LLMOutputError, classify
+from bamboo.llm.schema import schema_name_for, strict_json_schema
+from bamboo.settings import Settings
+
+T = TypeVar("T", bound=BaseModel)
+
+_tracer = trace.get_tracer("bamboo.llm")
+
+REPAIR_INSTRUCTION = (
+    "Your previous reply does not conform to the required JSON schema {name!r}. Validation error:\n"
+    "{error}\n"
+    "Reply again with only a single JSON object that conforms to the schema."
+)
+
+
+def local_base_url(settings: Settings) -> str:
+    """Where the offline SmolLM2 server listens when no endpoint is configured."""
+    return f"http://127.0.0.1:{settings.llm_local_port}/v1"
+
+
+class LLMClient:
+    """An OpenAI-compatible chat endpoint, used concurrently from many activities of one worker."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str = "not-needed",
+        timeout_s: float = 120.0,
+        max_tokens: int | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if http_client is not None and transport is not None:
+            raise ValueError("pass either http_client or transport, not both")
+        if transport is not None:
+            http_client = httpx.AsyncClient(transport=transport, timeout=timeout_s)
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.timeout_s = timeout_s
+        self.max_tokens = max_tokens
+        self._openai = openai.AsyncOpenAI(
+            base_url=self.base_url,
+            api_key=api_key or "not-needed",
+            timeout=timeout_s,
+            max_retries=0,
+            http_client=http_client,
+        )
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        *,
+        base_url: str | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> LLMClient:
+        """A client for the configured endpoint; without one, for the local server's address.
+
+        The local server itself is started by `bamboo.llm.local.resolve_llm_endpoint` (the worker
+        does that at start-up); pass its result as `base_url` to be explicit.
+        """
+        return cls(
+            base_url=base_url or settings.llm_base_url or local_base_url(settings),
+            model=settings.llm_model,
+            api_key=settings.llm_api_key.get_secret_value(),
+            timeout_s=settings.llm_timeout_s,
+            max_tokens=settings.llm_max_tokens,
+            http_client=http_client,
+            transport=transport,
+        )
+
+    async def structured(
+        self,
+        *,
+        system: str,
+        user: str,
+        output: type[T],
+        temperature: float = 0.0,
+        name: str | None = None,
+    ) -> T:
+        """Ask for an instance of `output`; one repair turn on invalid output, then `LLMOutputError`."""
+        schema_name = schema_name_for(output, name)
+        response_format = {
+            "type": "json_schema",
+            "json_schema": {"name": schema_name, "schema": strict_json_schema(output), "strict": True},
+        }
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": user},
+        ]
+        with _tracer.start_as_current_span("llm.structured") as span:
+            span.set_attribute("llm.model", self.model)
+            span.set_attribute("llm.schema", schema_name)
+            span.set_attribute("llm.attempts", 1)
+            reply, finish = await self._complete(messages, temperature=temperature, response_format=response_format)
+            try:
+                return _parse(reply, output)
+            except ValueError as first_error:
+                error_text = _describe(first_error, finish)
+            span.add_event("llm.repair", {"error": error_text[:1000]})
+            span.set_attribute("llm.attempts", 2)
+            messages += [
+                {"role": "assistant", "content": reply or ""},
+                {"role": "user", "content": REPAIR_INSTRUCTION.format(name=schema_name, error=error_text)},
+            ]
+            reply, finish = await self._complete(messages, temperature=temperature, response_format=response_format)
+            try:
+                return _parse(reply, output)
+            except ValueError as second_error:
+                raise LLMOutputError(
+                    schema_name=schema_name,
+                    validation_error=_describe(second_error, finish),
+                    last_reply=reply,
+                    endpoint=self.base_url,
+                    model=self.model,
+                ) from second_error
+
+    async def text(self, *, system: str, user: str, temperature: float = 0.0, max_tokens: int | None = None) -> str:
+        """Free text, for prose meant for people (summaries, e-mail drafts), never for parsing."""
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        with _tracer.start_as_current_span("llm.text") as span:
+            span.set_attribute("llm.model", self.model)
+            reply, _ = await self._complete(messages, temperature=temperature, max_tokens=max_tokens)
+        return reply or ""
+
+    async def _complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        temperature: float,
+        response_format: dict[str, Any] | None = None,
+        max_tokens: int | None = None,
+    ) -> tuple[str | None, str | None]:
+        """The reply's content and finish reason; failures leave as a classified `LLMError`."""
+        extra: dict[str, Any] = {}
+        if response_format is not None:
+            extra["response_format"] = response_format
+        limit = max_tokens if max_tokens is not None else self.max_tokens
+        if limit is not None:
+            extra["max_tokens"] = limit
+        try:
+            completion = await self._openai.chat.completions.create(
+                model=self.model, messages=messages, temperature=temperature, **extra
+            )
+        except Exception as exc:  # every failure leaves classified; the cause stays attached
+            raise classify(exc, endpoint=self.base_url, model=self.model, timeout_s=self.timeout_s) from exc
+        if not completion.choices:
+            return None, None
+        choice = completion.choices[0]
+        return choice.message.content, choice.finish_reason
+
+    async def aclose(self) -> None:
+        await self._openai.close()
+
+    async def __aenter__(self) -> LLMClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+def _parse(reply: str | None, output: type[T]) -> T:
+    if reply is None or not reply.strip():
+        raise ValueError("the reply was empty; a JSON object was required")
+    return output.model_validate_json(_unfence(reply))
+
+
+def _unfence(reply: str) -> str:
+    """Endpoints that ignore `response_format` sometimes wrap the JSON in one Markdown fence."""
+    text = reply.strip()
+    if text.startswith("```") and text.endswith("```") and "\n" in text:
+        return text[text.index("\n") + 1 : -3]
+    return text
+
+
+def _describe(error: ValueError, finish_reason: str | None = None) -> str:
+    if isinstance(error, ValidationError):
+        lines = []
+        for item in error.errors(include_url=False)[:20]:
+            where = ".".join(str(part) for part in item["loc"]) or "(root)"
+            lines.append(f"- {where}: {item['msg']}")
+        text = "\n".join(lines)
+    else:
+        text = str(error)
+    if finish_reason == "length":
+        text += "\n(The reply was cut off at the token limit; answer more briefly.)"
+    return text
