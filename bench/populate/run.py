@@ -1,0 +1,125 @@
+"""Populate throughput: 500 synthetic incidents through the real Temporal dev server, the real
+worker process and the real Postgres, with a scripted LLM that answers after 100 ms per call.
+
+For batch concurrency 1, 8 and 32 it reports wall time, incidents per minute, peak worker RSS
+(worker process tree, sampled every 100 ms), and the ratio of wall time to the ideal LLM-bound
+time (LLM calls × 100 ms ÷ concurrency). All runs happen in one invocation, side by side, so the
+ratios survive a noisy machine. Embeddings come from a second scripted endpoint with no latency:
+the benchmark measures orchestration against LLM latency, not the CPU cost of a local model.
+
+    .venv/bin/python -m bench.populate.run --out bench/populate/results.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+from bamboo.models.accumulate import PopulateInput, PopulateResult
+from bamboo.samples import generate_incidents, write_incidents
+from tests.services import spawn_worker, start_stack
+from tests.support.answers import accumulation_handler
+from tests.support.scripted_llm import ScriptedLLMServer
+from worker.client import connect
+from workflows.populate import PopulateBatch
+from workflows.queues import Queues
+
+LATENCY_S = 0.1
+
+
+class PeakRss(threading.Thread):
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.proc = psutil.Process(pid)
+        self.peak = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                procs = [self.proc, *self.proc.children(recursive=True)]
+                self.peak = max(self.peak, sum(p.memory_info().rss for p in procs if p.is_running()))
+            except psutil.Error:
+                pass
+            self.stop.wait(0.1)
+
+
+async def one_run(stack, batch_dir: Path, n: int, concurrency: int, work: Path) -> dict:
+    db = stack.new_database()
+    with ScriptedLLMServer(accumulation_handler(), latency_s=LATENCY_S) as llm, ScriptedLLMServer() as emb:
+        settings = stack.settings(db, llm.base_url, llm_concurrency=max(concurrency, 8))
+        settings = settings.model_copy(update={"embedding_base_url": emb.base_url})
+        worker = spawn_worker(settings, work / f"worker-c{concurrency}.log")
+        rss = PeakRss(worker.pid)
+        rss.start()
+        try:
+            client = await connect(settings)
+            await asyncio.sleep(2.0)  # worker start-up is not part of the batch
+            calls_before = llm.call_count
+            started = time.perf_counter()
+            result: PopulateResult = await client.execute_workflow(
+                PopulateBatch.run,
+                PopulateInput(batch_id=f"bench-c{concurrency}-{int(time.time())}", path=str(batch_dir),
+                              concurrency=concurrency, continue_as_new_every=200),
+                id=f"populate:bench-c{concurrency}-{time.time_ns()}", task_queue=Queues().main,
+            )
+            wall = time.perf_counter() - started
+            calls = llm.call_count - calls_before
+        finally:
+            rss.stop.set()
+            worker.terminate()
+            worker.wait(30)
+    ideal = calls * LATENCY_S / concurrency
+    return {"concurrency": concurrency, "done": result.done, "failed": result.failed, "wall_s": wall,
+            "per_min": result.done / wall * 60, "rss_mb": rss.peak / 2**20, "llm_calls": calls,
+            "ideal_s": ideal, "vs_ideal": wall / ideal}
+
+
+async def main(n: int, levels: list[int], out: Path | None) -> None:
+    base = Path(tempfile.mkdtemp(prefix="bamboo-bench-"))
+    stack = start_stack(base)
+    try:
+        batch = base / "incidents"
+        write_incidents(generate_incidents(n, seed=2026), batch)
+        rows = []
+        for c in levels:
+            row = await one_run(stack, batch, n, c, base)
+            rows.append(row)
+            print(f"c={c}: {row}", flush=True)
+    finally:
+        stack.stop()
+        shutil.rmtree(base, ignore_errors=True)
+    base_wall = rows[0]["wall_s"]
+    lines = [
+        f"Command: `.venv/bin/python -m bench.populate.run{' --n ' + str(n) if n != 500 else ''}` "
+        f"({n} synthetic incidents, scripted LLM {int(LATENCY_S * 1000)} ms per call, one run, this machine: "
+        f"{psutil.cpu_count()} cores)",
+        "",
+        "| concurrency | stored | failed | wall s | incidents/min | peak worker RSS MB | LLM calls | ideal s | wall ÷ ideal | speed-up vs c=1 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(f"| {r['concurrency']} | {r['done']} | {r['failed']} | {r['wall_s']:.1f} | {r['per_min']:.0f} | "
+                     f"{r['rss_mb']:.0f} | {r['llm_calls']} | {r['ideal_s']:.1f} | {r['vs_ideal']:.2f} | "
+                     f"{base_wall / r['wall_s']:.1f}× |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if out:
+        out.write_text(text)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=500)
+    ap.add_argument("--levels", default="1,8,32")
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args()
+    sys.exit(asyncio.run(main(a.n, [int(x) for x in a.levels.split(",")], a.out)))
