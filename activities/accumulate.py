@@ -56,7 +56,7 @@ class AccumulateActivities:
     @activity.defn(name="review_extraction")
     async def review_extraction(self, inp: ReviewInput) -> ReviewOutcome:
         try:
-            return await with_heartbeats(review_graph(self.s.llm, inp.graph, inp.task_fields))
+            return await with_heartbeats(review_graph(self.s.llm, inp.graph, inp.task_fields, inp.source))
         except LLMError as exc:
             raise to_application_error(exc) from exc
 

@@ -14,9 +14,9 @@ from temporalio.worker import Worker
 from bamboo.llm.local import resolve_llm_endpoint, stop_shared_local_llm
 from bamboo.services import Services, build_services
 from bamboo.settings import Settings, get_settings
-from worker.client import connect
+from bamboo.temporal_client import connect
 from worker.registry import plan
-from worker.tracing import configure_tracing
+from bamboo.telemetry import configure_tracing
 
 log = logging.getLogger("bamboo.worker")
 

@@ -72,6 +72,7 @@ class AccumulateIncident:
         best: tuple[ExtractionResult, ReviewOutcome] | None = None
         feedback = ""
         attempt = 0
+        attempts_made = 0
         while True:
             self._attempt = attempt
             self._stage = f"extract (attempt {attempt})"
@@ -80,12 +81,15 @@ class AccumulateIncident:
                 result_type=ExtractionResult, task_queue=q.llm, start_to_close_timeout=timedelta(minutes=5),
                 heartbeat_timeout=HEARTBEAT, retry_policy=LLM_RETRY,
             )
+            attempts_made += 1
             notes.extend(n for n in extracted.notes if n not in notes)
             self._stage = f"review (attempt {attempt})"
             review = await self._review(extracted, loaded)
             reviewer_error = review.reviewer_error or reviewer_error
             if best is None or review.score < best[1].score:
                 best = (extracted, review)
+            if not review.llm_reviewed and attempt == 0:
+                notes.append("reviewed resolution record: hard checks only, LLM gap analysis skipped")
             if review.approved:
                 break
             if attempt == 0:
@@ -119,14 +123,14 @@ class AccumulateIncident:
         self._stage = "done"
         return AccumulateResult(
             source=inp.source.label(), graph_id=loaded.graph_id, incident_id=loaded.incident_id, stored=stats,
-            attempts=attempt + 1, approved=chosen_review.approved, warnings=warnings, notes=notes,
+            attempts=attempts_made, approved=chosen_review.approved, warnings=warnings, notes=notes,
             exploration=exploration_note, reviewer_error=reviewer_error, human_requests=human,
         )
 
     async def _review(self, extracted: ExtractionResult, loaded: LoadedIncident) -> ReviewOutcome:
         try:
             return await workflow.execute_activity(
-                names.REVIEW_EXTRACTION, ReviewInput(graph=extracted.graph, task_fields=loaded.hints),
+                names.REVIEW_EXTRACTION, ReviewInput(graph=extracted.graph, task_fields=loaded.hints, source=extracted.source),
                 result_type=ReviewOutcome, task_queue=Queues().llm, start_to_close_timeout=timedelta(minutes=5),
                 heartbeat_timeout=HEARTBEAT,
                 retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3),

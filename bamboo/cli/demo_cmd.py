@@ -40,7 +40,7 @@ def demo(
 ) -> None:
     """Start the embedded stack, populate the bundled incidents, and print what was learned."""
     from bamboo.devstack.stack import up
-    from worker.client import connect
+    from bamboo.temporal_client import connect
 
     settings = get_settings()
     console.rule("[bold]1. Embedded stack")

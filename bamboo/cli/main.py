@@ -77,9 +77,10 @@ def config_show(as_json: bool = typer.Option(False, "--json")) -> None:
 @app.command("worker")
 def worker_cmd() -> None:
     """Run a worker in the foreground (what `bamboo dev up` starts in the background)."""
-    from worker.main import main
+    import os
+    import sys
 
-    main()
+    os.execv(sys.executable, [sys.executable, "-m", "worker"])
 
 
 @kb_app.command("stats")

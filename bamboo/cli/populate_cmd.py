@@ -61,7 +61,7 @@ def print_result(result: PopulateResult) -> None:
 
 
 async def _client() -> Client:
-    from worker.client import TemporalUnavailable, connect
+    from bamboo.temporal_client import TemporalUnavailable, connect
 
     try:
         return await connect(get_settings())

@@ -42,13 +42,16 @@ def hard_checks(graph: KnowledgeGraph) -> list[str]:
     return failures
 
 
-async def review_graph(llm: LLMClient, graph: KnowledgeGraph, task_fields: dict) -> ReviewOutcome:
+async def review_graph(llm: LLMClient, graph: KnowledgeGraph, task_fields: dict, source: str = "") -> ReviewOutcome:
     failures = hard_checks(graph)
     human = [f for f in failures if f in HUMAN_ONLY_GAPS]
     blocking = [f for f in failures if f not in HUMAN_ONLY_GAPS]
     if blocking:
         return ReviewOutcome(approved=False, issues=blocking, hard_failures=blocking, human_input_needed=human,
                              feedback="Fix: " + "; ".join(blocking))
+    if source == "resolution_record":
+        # A human already reviewed this record; an LLM second-guessing it adds cost, not knowledge.
+        return ReviewOutcome(approved=True, human_input_needed=human, llm_reviewed=False)
     compact = {
         "nodes": [{"kind": n.kind, "name": n.name} for n in graph.nodes if n.kind != "Task_Feature"][:40],
         "edges": [f"{e.src.kind}:{e.src.name} -{e.kind}-> {e.dst.kind}:{e.dst.name}" for e in graph.edges

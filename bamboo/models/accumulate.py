@@ -38,6 +38,7 @@ class ExtractInput(BaseModel):
 class ReviewInput(BaseModel):
     graph: KnowledgeGraph
     task_fields: dict = Field(default_factory=dict)
+    source: str = Field(default="", description="resolution_record | email | none (from the extraction)")
 
 
 class ReviewOutcome(BaseModel):
@@ -47,6 +48,7 @@ class ReviewOutcome(BaseModel):
     hard_failures: list[str] = Field(default_factory=list)
     reviewer_error: str | None = None
     human_input_needed: list[str] = Field(default_factory=list)
+    llm_reviewed: bool = True
 
     @property
     def score(self) -> int:

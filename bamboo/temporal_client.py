@@ -6,7 +6,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from bamboo.settings import Settings
-from worker.tracing import configure_tracing
+from bamboo.telemetry import configure_tracing
 
 
 class TemporalUnavailable(RuntimeError):

@@ -1,0 +1,113 @@
+"""Bamboo as an MCP server: what it has learned, offered read-only to other agents.
+
+The server is written against ``KnowledgeReader`` so the store behind it can change (the Postgres
+knowledge store in production, resolved incident files offline). Every tool is annotated read-only.
+An empty answer means "nothing known"; a reader failure is an MCP error result, never an empty list.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field
+
+log = logging.getLogger(__name__)
+
+MAX_LIMIT = 50
+
+
+class CauseMatch(BaseModel):
+    cause: str
+    detail: str = ""
+    score: float = Field(description="0..1, higher is a closer match to the symptom")
+    incident_count: int = 0
+
+
+class IncidentMatch(BaseModel):
+    incident_id: str
+    summary: str
+    cause: str | None = None
+    resolution: str | None = None
+    score: float
+
+
+class ProcedureMatch(BaseModel):
+    cause: str
+    steps: list[str]
+    tools: list[str] = Field(default_factory=list)
+    times_used: int = 0
+
+
+class KnowledgeReader(Protocol):
+    """Read-only queries over accumulated knowledge; implementations must not write."""
+
+    async def causes_for_symptom(self, symptom: str, limit: int) -> list[CauseMatch]: ...
+
+    async def similar_incidents(self, description: str, limit: int) -> list[IncidentMatch]: ...
+
+    async def procedures_for_cause(self, cause: str, limit: int) -> list[ProcedureMatch]: ...
+
+
+class CausesAnswer(BaseModel):
+    symptom: str
+    causes: list[CauseMatch]
+
+
+class IncidentsAnswer(BaseModel):
+    description: str
+    incidents: list[IncidentMatch]
+
+
+class ProceduresAnswer(BaseModel):
+    cause: str
+    procedures: list[ProcedureMatch]
+
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+
+
+def _check(text: str, limit: int, what: str) -> int:
+    if not text.strip():
+        raise ToolError(f"{what} must not be empty")
+    if not 1 <= limit <= MAX_LIMIT:
+        raise ToolError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
+    return limit
+
+
+def build_knowledge_server(reader: KnowledgeReader, name: str = "bamboo-knowledge") -> MCPServer:
+    server = MCPServer(name, instructions="Read-only knowledge learned from resolved PanDA incidents.",
+                       log_level="WARNING")
+
+    async def ask(what: str, coro):  # type: ignore[no-untyped-def]
+        try:
+            return await coro
+        except ToolError:
+            raise
+        except Exception as exc:
+            log.exception("knowledge reader failed on %s", what)
+            raise ToolError(f"knowledge store unavailable ({what}): {type(exc).__name__}: {exc}") from exc
+
+    @server.tool(annotations=READ_ONLY)
+    async def causes_for_symptom(symptom: str, limit: int = 5) -> CausesAnswer:
+        """Known root causes for a symptom (an error message or behaviour), best match first."""
+        _check(symptom, limit, "symptom")
+        return CausesAnswer(symptom=symptom, causes=await ask("causes_for_symptom", reader.causes_for_symptom(symptom, limit)))
+
+    @server.tool(annotations=READ_ONLY)
+    async def similar_incidents(description: str, limit: int = 5) -> IncidentsAnswer:
+        """Resolved incidents most like a description, with their cause and resolution."""
+        _check(description, limit, "description")
+        found = await ask("similar_incidents", reader.similar_incidents(description, limit))
+        return IncidentsAnswer(description=description, incidents=found)
+
+    @server.tool(annotations=READ_ONLY)
+    async def procedures_for_cause(cause: str, limit: int = 5) -> ProceduresAnswer:
+        """Investigation procedures that were used for a known cause, most used first."""
+        _check(cause, limit, "cause")
+        return ProceduresAnswer(cause=cause, procedures=await ask("procedures_for_cause", reader.procedures_for_cause(cause, limit)))
+
+    return server

@@ -1,0 +1,54 @@
+"""``PandaToolbox``: the built-in PanDA tools behind the ``ToolCaller`` protocol.
+
+It is the only place where PanDA exceptions become ``ToolResult`` failures, so every caller (the
+sandbox bridge, the CLI, the composite) sees the same three outcomes: data, no data, or a failure
+that says what went wrong.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from bamboo.mcp.arguments import ArgumentError, validate_arguments
+from bamboo.panda.client import PandaClient
+from bamboo.panda.errors import PandaConfigError, PandaError, PandaNotFound, PandaUnavailable
+from bamboo.panda.tools import BuiltinTool, builtin_tools
+from bamboo.tools.model import ToolResult, ToolSpec
+
+log = logging.getLogger(__name__)
+
+
+class PandaToolbox:
+    def __init__(self, client: PandaClient, tools: list[BuiltinTool] | None = None) -> None:
+        self.client = client
+        self._tools = {t.spec.name: t for t in (tools if tools is not None else builtin_tools())}
+
+    def list_tools(self) -> list[ToolSpec]:
+        return [t.spec for t in self._tools.values()]
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        tool = self._tools.get(name)
+        if tool is None:
+            return ToolResult.failure(f"unknown tool {name!r}; available: {', '.join(sorted(self._tools))}")
+        try:
+            args = validate_arguments(name, tool.spec.input_schema, arguments)
+        except ArgumentError as exc:
+            return ToolResult.failure(str(exc))
+        try:
+            data = await tool.handler(self.client, args)
+        except PandaNotFound as exc:
+            return ToolResult.failure(f"{name}: not found in PanDA ({exc.detail or exc.url})")
+        except PandaUnavailable as exc:
+            return ToolResult.failure(f"{name}: PanDA is unreachable: {exc}")
+        except PandaConfigError as exc:
+            return ToolResult.failure(f"{name}: PanDA client is misconfigured: {exc}")
+        except PandaError as exc:
+            return ToolResult.failure(f"{name}: {exc}")
+        except Exception as exc:  # a handler bug must surface as a failure, not crash the caller's turn
+            log.exception("built-in tool %s raised", name)
+            return ToolResult.failure(f"{name}: internal error {type(exc).__name__}: {exc}")
+        return ToolResult.success(data)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()

@@ -1,0 +1,251 @@
+"""Parent side of the tool bridge: every call a sandboxed script makes is decided here.
+
+Per call, in order: the frame's token (constant-time compare) and call id (strictly increasing, so a
+replayed frame is refused), the run's deadline and call budget, the tool name resolved *now* against
+the run's allow-set (human-input tools are never bridged, whatever the allow-set says), arguments
+validated against the tool's JSON schema, dispatch with a per-call timeout, secrets scrubbed from the
+result, size cap. Every call, allowed or denied, is appended to the audit log. A script only ever sees
+a short error for a denial; the reason in full goes to the operator's audit row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import secrets
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+
+from bamboo.audit import AuditEvent, AuditSink
+from bamboo.sandbox.models import BridgeLimits, CallOutcome, CallRecord
+from bamboo.tools.model import ToolCaller, ToolSpec
+from policy.scrub import scrub_text, scrub_value
+
+TOKEN_BYTES = 32  # 256 bits
+
+
+def new_token() -> str:
+    return secrets.token_hex(TOKEN_BYTES)
+
+
+def args_digest(arguments: Any) -> str:
+    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def bridgeable(specs: Sequence[ToolSpec], allowed: frozenset[str]) -> list[ToolSpec]:
+    """The tools a run may call: in the allow-set, known, and not waiting on a human."""
+    return [s for s in specs if s.name in allowed and not s.requires_interaction]
+
+
+@dataclass
+class _Decision:
+    outcome: CallOutcome
+    reply: dict[str, Any]
+    reason: str | None = None
+    size: int = 0
+    redactions: int = 0
+
+
+class ToolBridge:
+    """One run's gate to the tools. Create one per run; it is useless after the run ends."""
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        caller: ToolCaller,
+        specs: Sequence[ToolSpec],
+        allowed: frozenset[str],
+        audit: AuditSink,
+        actor: str = "sandbox",
+        limits: BridgeLimits | None = None,
+        token: str | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.actor = actor
+        self.token = token or new_token()
+        self.limits = limits or BridgeLimits()
+        self._caller = caller
+        self._specs = {s.name: s for s in specs}
+        self._allowed = frozenset(allowed)
+        self._audit = audit
+        self._deadline: float | None = None
+        self._last_call_id = 0
+        self._calls_seen = 0
+        self._closed_reason: str | None = None
+        self._slots = asyncio.Semaphore(self.limits.max_concurrent_calls)
+        self._validators: dict[str, Any] = {}
+        self.calls: list[CallRecord] = []
+
+    # -- what the child is told --------------------------------------------------------------
+    @property
+    def bridged_specs(self) -> list[ToolSpec]:
+        return bridgeable(list(self._specs.values()), self._allowed)
+
+    def set_deadline(self, monotonic_deadline: float) -> None:
+        self._deadline = monotonic_deadline
+
+    def close(self, reason: str) -> None:
+        """Refuse every later call (the run ended, or the child broke protocol)."""
+        if self._closed_reason is None:
+            self._closed_reason = reason
+
+    def token_matches(self, frame: dict[str, Any]) -> bool:
+        presented = frame.get("token")
+        if not isinstance(presented, str):
+            return False
+        return hmac.compare_digest(presented.encode("utf-8", "replace"), self.token.encode("ascii"))
+
+    # -- the gate ----------------------------------------------------------------------------
+    async def handle_call(self, frame: dict[str, Any]) -> dict[str, Any]:
+        """Decide, dispatch and audit one ``call`` frame; returns the reply frame for the child."""
+        started = time.monotonic()
+        call_id = frame.get("id")
+        tool = frame.get("tool") if isinstance(frame.get("tool"), str) else repr(frame.get("tool"))
+        arguments = frame.get("args")
+        digest = args_digest(arguments)
+        decision = self._precheck(frame, call_id, tool, arguments)
+        if decision is None:
+            try:
+                async with self._slots:
+                    decision = await self._dispatch(tool, arguments)
+            except asyncio.CancelledError:
+                # The run ended mid-call: the tool may have acted, so the row is still written.
+                cut = _failed("the run ended while the call was in flight", "cancelled_in_flight")
+                await self._record(tool, digest, cut, started)
+                raise
+        if not await self._record(tool, digest, decision, started):
+            return _error(call_id, "the audit log is unavailable; no further tool calls in this run", denied=True)
+        reply = dict(decision.reply)
+        reply["id"] = call_id
+        return reply
+
+    async def _record(self, tool: str, digest: str, decision: _Decision, started: float) -> bool:
+        """Append to the call log and the audit; False (and the bridge closed) when the audit failed."""
+        reason = scrub_text(decision.reason).text if decision.reason else None
+        record = CallRecord(
+            seq=len(self.calls) + 1,
+            tool=tool,
+            args_sha256=digest,
+            outcome=decision.outcome,
+            reason=reason,
+            bytes=decision.size,
+            duration_ms=round((time.monotonic() - started) * 1000.0, 3),
+            redactions=decision.redactions,
+        )
+        self.calls.append(record)
+        try:
+            await self._audit.append(
+                AuditEvent(
+                    kind="tool_call",
+                    run_id=self.run_id,
+                    actor=self.actor,
+                    body={
+                        "tool": tool,
+                        "args_sha256": digest,
+                        "outcome": decision.outcome,
+                        "bytes": decision.size,
+                        "duration_ms": record.duration_ms,
+                        "reason": reason,
+                        "via": "sandbox",
+                    },
+                )
+            )
+        except Exception as exc:  # an unaudited bridge must not keep serving
+            self.close(f"audit append failed: {type(exc).__name__}")
+            return False
+        return True
+
+    def _precheck(self, frame: dict[str, Any], call_id: Any, tool: str, arguments: Any) -> _Decision | None:
+        if not self.token_matches(frame):
+            self.close("a frame carried a wrong token")
+            return _denied(call_id, "invalid bridge token", "bad_token")
+        if not isinstance(call_id, int) or isinstance(call_id, bool) or call_id <= self._last_call_id:
+            return _denied(call_id, "call id is not fresh (replayed or out of order)", "replayed_frame")
+        self._last_call_id = call_id
+        if self._closed_reason is not None:
+            return _denied(call_id, f"the bridge is closed: {self._closed_reason}", "bridge_closed")
+        if self._deadline is not None and time.monotonic() >= self._deadline:
+            return _denied(call_id, "the run's deadline has passed", "deadline_passed")
+        self._calls_seen += 1
+        if self._calls_seen > self.limits.max_calls:
+            return _denied(call_id, f"this run may make at most {self.limits.max_calls} tool calls", "max_calls")
+        spec = self._specs.get(tool)
+        if tool not in self._allowed or spec is None:
+            allowed = ", ".join(sorted(s.name for s in self.bridged_specs)) or "none"
+            return _denied(call_id, f"tool {tool!r} is not allowed in this run (allowed: {allowed})", "not_allowed")
+        if spec.requires_interaction:
+            return _denied(call_id, f"tool {tool!r} needs a human and is never callable from code", "requires_interaction")
+        if not isinstance(arguments, dict):
+            return _denied(call_id, "arguments must be a JSON object", "invalid_arguments")
+        try:
+            validator = self._validator(spec)
+            if not validator.is_valid(arguments):
+                error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+                if error is not None:
+                    raise error
+        except jsonschema.ValidationError as exc:
+            where = "/".join(str(p) for p in exc.absolute_path) or "(top level)"
+            return _denied(call_id, f"invalid arguments for {tool!r} at {where}: {exc.message}", "invalid_arguments")
+        except jsonschema.SchemaError as exc:
+            return _denied(call_id, f"tool {tool!r} has an unusable input schema: {exc.message}", "invalid_schema")
+        return None
+
+    def _validator(self, spec: ToolSpec) -> Any:
+        """Checked once per tool per run; building a validator per call costs more than the call itself."""
+        validator = self._validators.get(spec.name)
+        if validator is None:
+            cls = jsonschema.validators.validator_for(spec.input_schema)
+            cls.check_schema(spec.input_schema)
+            validator = cls(spec.input_schema)
+            self._validators[spec.name] = validator
+        return validator
+
+    async def _dispatch(self, tool: str, arguments: dict[str, Any]) -> _Decision:
+        timeout = self.limits.call_timeout_s
+        if self._deadline is not None:
+            timeout = min(timeout, max(0.0, self._deadline - time.monotonic()))
+        try:
+            result = await asyncio.wait_for(self._caller.call_tool(tool, arguments), timeout=timeout)
+        except asyncio.TimeoutError:
+            return _failed(f"tool {tool!r} did not answer within {timeout:.1f} s", "timeout")
+        except Exception as exc:
+            return _failed(f"tool {tool!r} failed: {type(exc).__name__}", f"exception: {exc}")
+        if not result.ok:
+            scrubbed, hits = scrub_value(result.error or "tool reported an error")
+            reply = {"type": "result", "ok": False, "error": f"{tool}: {scrubbed}"}
+            return _Decision("error", reply, "tool_error", redactions=hits)
+        data, hits = scrub_value(result.data)
+        try:
+            size = len(json.dumps(data, allow_nan=False, default=str).encode("utf-8"))
+        except ValueError as exc:
+            return _failed(f"tool {tool!r} returned data that is not JSON: {exc}", "unserialisable_result")
+        if size > self.limits.max_result_bytes:
+            return _Decision(
+                "error",
+                {"type": "result", "ok": False, "error": f"result of {tool!r} is {size} bytes, over the {self.limits.max_result_bytes}-byte cap"},
+                "result_too_large",
+                size=size,
+                redactions=hits,
+            )
+        reply = {"type": "result", "ok": True, "data": data, "no_data": result.no_data}
+        return _Decision("allowed", reply, None, size, hits)
+
+
+def _denied(call_id: Any, message: str, reason: str) -> _Decision:
+    return _Decision("denied", _error(call_id, message, denied=True), reason)
+
+
+def _failed(message: str, reason: str) -> _Decision:
+    return _Decision("error", {"type": "result", "ok": False, "error": message}, reason)
+
+
+def _error(call_id: Any, message: str, *, denied: bool) -> dict[str, Any]:
+    return {"type": "result", "id": call_id, "ok": False, "denied": denied, "error": message}

@@ -1,0 +1,207 @@
+"""Sandbox child: runs one untrusted script body and talks to the parent over one inherited socket.
+
+This file is executed by path with the system interpreter (``python3 -I -S -B child_runner.py FD
+LIMITS``) inside the sandbox. It must stay standalone (stdlib only, no project imports): the child
+cannot read the project's virtualenv, and nothing of the project should be importable in there.
+
+Sequence: apply the resource limits, close every descriptor but the bridge, pre-import what a run
+needs (so a warm-pool child is ready), then block until the parent sends the ``start`` frame with
+the code, the per-run token and the generated tool-stub module. The script's body runs as the body
+of an ``async def``; its return value must be a JSON-serialisable dict. Every frame the child sends
+carries the token. The token binds frames to this run; it is not a secret from the script itself
+(the script runs in this same process) — the parent's allow-set and validation are the boundary.
+"""
+
+import ast
+import asyncio
+import json
+import os
+import resource
+import socket
+import struct
+import sys
+import traceback
+import types
+
+HEADER = struct.Struct(">I")
+MAX_INBOUND_FRAME = 16 * 1024 * 1024
+MAX_ERROR_CHARS = 4000
+
+
+class ToolError(Exception):
+    """A bridged tool call failed (the tool reported an error, timed out, or its result was too large)."""
+
+
+class ToolDenied(ToolError, PermissionError):
+    """The parent refused the call: tool not allowed in this run, bad arguments, or limits reached."""
+
+
+def apply_limits(limits):
+    pairs = [
+        (resource.RLIMIT_CPU, limits["cpu_seconds"], limits["cpu_seconds"] + 1),
+        (resource.RLIMIT_AS, limits["memory_bytes"], limits["memory_bytes"]),
+        (resource.RLIMIT_NPROC, limits["max_processes"], limits["max_processes"]),
+        (resource.RLIMIT_FSIZE, limits["max_file_bytes"], limits["max_file_bytes"]),
+        (resource.RLIMIT_NOFILE, limits["max_open_files"], limits["max_open_files"]),
+        (resource.RLIMIT_CORE, 0, 0),
+    ]
+    for which, soft, hard in pairs:
+        resource.setrlimit(which, (soft, hard))
+
+
+def recv_exact_blocking(sock, n):
+    chunks = []
+    while n:
+        chunk = sock.recv(n)
+        if not chunk:
+            raise EOFError("bridge closed")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame_blocking(sock):
+    (size,) = HEADER.unpack(recv_exact_blocking(sock, HEADER.size))
+    if size > MAX_INBOUND_FRAME:
+        raise ValueError("frame too large")
+    return json.loads(recv_exact_blocking(sock, size).decode("utf-8"))
+
+
+def encode_frame(message):
+    body = json.dumps(message, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    return HEADER.pack(len(body)) + body
+
+
+class BridgeClient:
+    """Sends call frames and routes the parent's answers back to the awaiting stub by call id."""
+
+    def __init__(self, sock, token):
+        self._sock = sock
+        self._token = token
+        self._next_id = 0
+        self._pending = {}
+        self._reader = None
+        self._writer = None
+        self._listener = None
+
+    async def open(self):
+        self._reader, self._writer = await asyncio.open_connection(sock=self._sock)
+        self._listener = asyncio.get_running_loop().create_task(self._listen())
+
+    async def _listen(self):
+        try:
+            while True:
+                header = await self._reader.readexactly(HEADER.size)
+                (size,) = HEADER.unpack(header)
+                if size > MAX_INBOUND_FRAME:
+                    raise ValueError("frame too large")
+                message = json.loads((await self._reader.readexactly(size)).decode("utf-8"))
+                future = self._pending.pop(message.get("id"), None)
+                if future is not None and not future.done():
+                    future.set_result(message)
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError) as exc:
+            for future in self._pending.values():
+                if not future.done():
+                    future.set_exception(ToolError("the tool bridge closed: %s" % (exc,)))
+            self._pending.clear()
+
+    async def call(self, name, arguments):
+        self._next_id += 1
+        call_id = self._next_id
+        future = asyncio.get_running_loop().create_future()
+        self._pending[call_id] = future
+        frame = {"type": "call", "token": self._token, "id": call_id, "tool": name, "args": arguments}
+        try:
+            self._writer.write(encode_frame(frame))
+        except (TypeError, ValueError) as exc:
+            self._pending.pop(call_id, None)
+            raise ToolError("arguments for %r are not JSON-serialisable: %s" % (name, exc)) from None
+        await self._writer.drain()
+        answer = await future
+        if answer.get("ok"):
+            return answer.get("data")
+        message = answer.get("error") or "tool call failed"
+        if answer.get("denied"):
+            raise ToolDenied(message)
+        raise ToolError(message)
+
+    async def finish(self, message):
+        message["token"] = self._token
+        self._writer.write(encode_frame(message))
+        await self._writer.drain()
+
+
+def build_stub_module(name, source, bridge):
+    module = types.ModuleType(name)
+    module.__dict__["_bridge_call"] = bridge.call
+    module.__dict__["ToolError"] = ToolError
+    module.__dict__["ToolDenied"] = ToolDenied
+    exec(compile(source, "<%s>" % name, "exec"), module.__dict__)
+    sys.modules[name] = module
+    return module
+
+
+def compile_body(code):
+    """The script is the body of ``async def __sandbox_main__()``; line numbers stay the script's own."""
+    tree = ast.parse(code, filename="<sandbox>", mode="exec")
+    wrapper = ast.parse("async def __sandbox_main__():\n    pass\n", mode="exec")
+    function = wrapper.body[0]
+    function.body = tree.body or [ast.Pass()]
+    ast.fix_missing_locations(wrapper)
+    return compile(wrapper, "<sandbox>", "exec")
+
+
+def json_ready(value):
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise TypeError("the script must return a JSON-serialisable dict (or nothing), got %s" % type(value).__name__)
+    json.dumps(value, allow_nan=False)
+    return value
+
+
+def short_traceback():
+    text = traceback.format_exc()
+    return text[-MAX_ERROR_CHARS:]
+
+
+async def run_script(start, bridge):
+    # Opened once, before the script runs: concurrent first calls must not race to open it.
+    await bridge.open()
+    module = build_stub_module(start["stub_module"], start["stub_source"], bridge)
+    namespace = {"__name__": "__sandbox__", "tools": module, "ToolError": ToolError, "ToolDenied": ToolDenied}
+    try:
+        exec(compile_body(start["code"]), namespace)
+        value = json_ready(await namespace["__sandbox_main__"]())
+        outcome = {"type": "done", "ok": True, "value": value}
+    except BaseException:  # the script's own failure, reported to the parent as data
+        outcome = {"type": "done", "ok": False, "error": short_traceback()}
+    sys.stdout.flush()
+    sys.stderr.flush()
+    await bridge.finish(outcome)
+
+
+def main():
+    fd = int(sys.argv[1])
+    apply_limits(json.loads(sys.argv[2]))
+    os.closerange(3, fd)
+    os.closerange(fd + 1, 4096)
+    sock = socket.socket(fileno=fd)
+    sock.sendall(encode_frame({"type": "ready", "pid": os.getpid()}))
+    try:
+        start = read_frame_blocking(sock)
+    except (EOFError, ValueError):
+        return 0
+    if start.get("type") != "start":
+        return 2
+    sock.setblocking(False)
+    bridge = BridgeClient(sock, start["token"])
+    asyncio.run(run_script(start, bridge))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # The result is delivered; skip interpreter teardown (the parent is waiting for this exit).
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+import json
+
+import pytest
+
+from bamboo.ingest import IncidentRejected, SourceListingError, list_sources, load_incident
+from bamboo.models.accumulate import IncidentSource
+
+
+def test_jsonl_lines_are_sources_and_blank_lines_skipped(tmp_path):
+    f = tmp_path / "b.jsonl"
+    f.write_text('{"incident_id": "a"}\n\n{"incident_id": "b"}\n')
+    sources = list_sources(f)
+    assert [s.line for s in sources] == [1, 3]
+    assert load_incident(sources[1]).incident_id == "b"
+
+
+def test_listing_errors_say_what_to_pass(tmp_path):
+    with pytest.raises(SourceListingError, match="does not exist"):
+        list_sources(tmp_path / "nope")
+    with pytest.raises(SourceListingError, match="no .json files"):
+        list_sources(tmp_path)
+
+
+@pytest.mark.parametrize("content,reason", [
+    (b"[1, 2]", "top level must be a JSON object"),
+    (b'{"incident_id": "x", "surprise": 1}', "surprise: Extra inputs are not permitted"),
+    (b'{"incident_id": "x", "task_data": {"jediTaskID": "1"}}', "jediTaskID must be an integer"),
+    (b'{"incident_id": "x"', "invalid JSON at line 1"),
+    (b'{"incident_id": "\xe9"}', "not valid UTF-8 (byte 0xe9 at offset 17)"),
+])
+def test_each_bad_file_has_its_own_reason(tmp_path, content, reason):
+    f = tmp_path / "i.json"
+    f.write_bytes(content)
+    with pytest.raises(IncidentRejected, match=reason.replace("(", r"\(").replace(")", r"\)")):
+        load_incident(IncidentSource(path=str(f)))
+
+
+def test_missing_file_and_fallback_id(tmp_path):
+    with pytest.raises(IncidentRejected, match="file not found"):
+        load_incident(IncidentSource(path=str(tmp_path / "gone.json")))
+    f = tmp_path / "named.json"
+    f.write_text(json.dumps({"task_data": {}}))
+    assert load_incident(IncidentSource(path=str(f))).incident_id == "named"
