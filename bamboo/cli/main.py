@@ -185,7 +185,12 @@ def _mount_optional() -> None:
             if exc.name != module:
                 raise
             continue
-        mod.register(app)
+        if hasattr(mod, "register"):
+            mod.register(app)
+        else:  # the tool layer's module exposes its sub-apps directly
+            app.add_typer(mod.tools_app, name="tools")
+            app.add_typer(mod.mcp_app, name="mcp")
+            app.command("panda-sim")(mod.panda_sim)
 
 
 _mount_optional()

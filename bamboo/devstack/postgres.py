@@ -12,6 +12,9 @@ from pathlib import Path
 
 import psycopg
 
+# pgserver pulls in platformdirs, which warns about XDG_RUNTIME_DIR on headless hosts: not actionable.
+warnings.filterwarnings("ignore", module=r"platformdirs(\..*)?$")
+
 DATABASE = "bamboo"
 
 
@@ -20,7 +23,6 @@ def start_postgres(pgdata: Path) -> tuple[int | None, str]:
 
     Returns (pid, database URL). Left running on exit: `bamboo dev down` stops it.
     """
-    warnings.filterwarnings("ignore", category=UserWarning, module="platformdirs")
     logging.getLogger("pgserver").setLevel(logging.WARNING)
     import pgserver
 

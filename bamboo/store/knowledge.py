@@ -13,10 +13,13 @@ import uuid
 from typing import Any
 
 import numpy as np
+from opentelemetry import trace
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
 from bamboo.models.graph import GraphWrite, WriteStats
+
+_tracer = trace.get_tracer("bamboo.store")
 
 PASSAGE_NAMESPACE = uuid.UUID("7d6f3f2e-7c38-4f0e-9a49-2b7c55b0a001")
 
@@ -53,7 +56,13 @@ class KnowledgeStore:
                           canonical_embeddings: dict[tuple[str, str], list[float]] | None = None) -> WriteStats:
         if len(embeddings) != len(write.passages):
             raise ValueError("one embedding per passage is required")
-        canonical_embeddings = canonical_embeddings or {}
+        with _tracer.start_as_current_span("store.write_graph") as span:
+            span.set_attribute("bamboo.graph_id", write.graph_id)
+            span.set_attribute("bamboo.nodes", len(write.graph.nodes))
+            return await self._write_graph(write, embeddings, canonical_embeddings or {})
+
+    async def _write_graph(self, write: GraphWrite, embeddings: list[list[float]],
+                           canonical_embeddings: dict[tuple[str, str], list[float]]) -> WriteStats:
         nodes = sorted(write.graph.nodes, key=lambda n: (n.kind, n.name))
         async with self._pool.connection() as conn:
             async with conn.transaction():

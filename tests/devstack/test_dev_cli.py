@@ -1,0 +1,63 @@
+"""`bamboo dev up | status | down` for real: idempotent, and a taken port is a clear error."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from bamboo.devstack.ports import free_port
+from tests.services import ROOT
+
+pytestmark = pytest.mark.integration
+
+
+def _bamboo(args, env):
+    return subprocess.run([sys.executable, "-m", "bamboo.cli.main", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=180)
+
+
+@pytest.fixture
+def dev_env(tmp_path):
+    port, ui = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BAMBOO_")}
+    env.update(BAMBOO_DATA_DIR=str(tmp_path / "data"), BAMBOO_TEMPORAL_ADDRESS=f"127.0.0.1:{port}",
+               BAMBOO_TEMPORAL_UI_PORT=str(ui), COLUMNS="200", PYTHONPATH=str(ROOT))
+    yield env, port, ui
+    _bamboo(["dev", "down"], env)
+
+
+def test_up_is_idempotent_status_reports_and_down_stops(dev_env):
+    env, port, ui = dev_env
+    first = _bamboo(["dev", "up", "--no-worker"], env)
+    assert first.returncode == 0, first.stderr
+    assert "temporal: started" in first.stdout and f"http://127.0.0.1:{ui}" in first.stdout
+    second = _bamboo(["dev", "up", "--no-worker"], env)
+    assert second.returncode == 0 and "temporal: already running" in second.stdout
+    status = _bamboo(["dev", "status"], env)
+    assert status.stdout.count("running") >= 2 and f"127.0.0.1:{port}" in status.stdout
+    down = _bamboo(["dev", "down"], env)
+    assert "temporal: stopped" in down.stdout and "postgres: stopped" in down.stdout
+    after = _bamboo(["dev", "status"], env)
+    assert "stopped" in after.stdout
+
+
+def test_taken_port_is_a_clear_error(dev_env):
+    env, port, _ = dev_env
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", port))
+        squatter.listen()
+        result = _bamboo(["dev", "up", "--no-worker"], env)
+    assert result.returncode == 1
+    assert f"Port {port} on 127.0.0.1 is already taken" in result.stderr
+    assert "BAMBOO_TEMPORAL_ADDRESS" in result.stderr
+
+
+def test_config_show_masks_secrets(dev_env):
+    env, _, _ = dev_env
+    env = dict(env, BAMBOO_LLM_API_KEY="sk-very-secret", BAMBOO_DATABASE_URL="postgresql://u:hunter2@db/x")
+    out = _bamboo(["config", "show", "--json"], env).stdout
+    assert "sk-very-secret" not in out and "hunter2" not in out and "********" in out
