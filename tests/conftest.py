@@ -51,7 +51,7 @@ async def services(settings):
 
 @pytest.fixture
 async def client(settings):
-    from worker.client import connect
+    from bamboo.temporal_client import connect
 
     return await connect(settings)
 

@@ -28,7 +28,7 @@ from bamboo.samples import generate_incidents, write_incidents
 from tests.services import spawn_worker, start_stack
 from tests.support.answers import accumulation_handler
 from tests.support.scripted_llm import ScriptedLLMServer
-from worker.client import connect
+from bamboo.temporal_client import connect
 from workflows.populate import PopulateBatch
 from workflows.queues import Queues
 

@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from bamboo.panda.simulator.fixtures import World
+from bamboo.panda.simulator.world import World
 
 API = "/api/v1"
 UNKILLABLE = {"done", "finished", "aborted", "broken"}

@@ -15,7 +15,7 @@ from pathlib import Path
 import uvicorn
 
 from bamboo.panda.simulator.app import SimulatorState, build_app
-from bamboo.panda.simulator.fixtures import FIXTURES_DIR, World, build_world
+from bamboo.panda.simulator.world import FIXTURES_DIR, World, build_world
 
 STARTUP_TIMEOUT_S = 15.0
 

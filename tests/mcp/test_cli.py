@@ -1,0 +1,142 @@
+"""The operator commands, run through typer against the simulator and real MCP servers."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from bamboo.cli.tools_cmd import mcp_app, tools_app
+from bamboo.mcp.config import McpServerConfig
+from bamboo.mcp.external import StdioMcpClient
+from bamboo.panda.simulator import PandaSimulator
+from bamboo.settings import get_settings
+from tests.panda.incidents import DONE_TASK, MEMORY_TASK, write_incidents
+
+from .conftest import TIME_SERVER, free_port
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def cli_env(panda_simulator: PandaSimulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    servers = tmp_path / "servers.json"
+    servers.write_text(json.dumps({"servers": [
+        {"name": "time", "command": TIME_SERVER, "trust_annotations": True, "exclude_tools": ["^convert"]},
+        {"name": "gone", "url": f"http://127.0.0.1:{free_port()}/mcp", "connect_timeout_s": 5},
+    ]}))
+    monkeypatch.setenv("BAMBOO_PANDA_API_URL", panda_simulator.api_url)
+    monkeypatch.setenv("BAMBOO_PANDA_MONITOR_URL", panda_simulator.monitor_url)
+    monkeypatch.setenv("BAMBOO_MCP_SERVERS_CONFIG", str(servers))
+    get_settings.cache_clear()
+    yield servers
+    get_settings.cache_clear()
+
+
+def test_tools_list_json_shows_sources_and_flags(cli_env: Path) -> None:
+    result = runner.invoke(tools_app, ["list", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    by_name = {t["name"]: t for t in report["tools"]}
+    assert by_name["kill_task"]["read_only"] is False
+    assert by_name["get_current_time"]["server"] == "time" and by_name["get_current_time"]["read_only"]
+    assert "convert_time" not in by_name
+    assert {s["name"]: s["reachable"] for s in report["servers"]} == {"time": True, "gone": False}
+
+
+def test_tools_list_table(cli_env: Path) -> None:
+    cli_env.write_text(json.dumps({"servers": [
+        {"name": "gone", "url": f"http://127.0.0.1:{free_port()}/mcp", "connect_timeout_s": 5}]}))
+    result = runner.invoke(tools_app, ["list"])
+    assert result.exit_code == 0, result.output
+    assert "get_scout_job_details" in result.stdout and "gone contributes no tools" in result.stdout
+
+
+def test_tools_call_outcomes(cli_env: Path) -> None:
+    ok = runner.invoke(tools_app, ["call", "get_task_details", "--args", json.dumps({"task_id": MEMORY_TASK})])
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.stdout)["jediTaskID"] == MEMORY_TASK
+    empty = runner.invoke(tools_app, ["call", "get_failed_job_log_summary", "--args", json.dumps({"task_id": DONE_TASK})])
+    assert empty.exit_code == 0 and "no data" in empty.stderr
+    bad = runner.invoke(tools_app, ["call", "get_task_details", "--args", '{"task_id": "x"}'])
+    assert bad.exit_code == 1 and "task_id" in bad.stderr
+    not_json = runner.invoke(tools_app, ["call", "get_task_details", "--args", "{task_id: 1}"])
+    assert not_json.exit_code == 2 and "not valid JSON" in not_json.stderr
+
+
+def test_mcp_check_reports_each_server(cli_env: Path) -> None:
+    result = runner.invoke(mcp_app, ["check", "--json"])
+    assert result.exit_code == 1
+    statuses = {s["name"]: s for s in json.loads(result.stdout)}
+    assert statuses["time"]["reachable"] and statuses["time"]["filtered_out"] == ["convert_time"]
+    assert statuses["time"]["tools"][0]["reason"].startswith("server hints read-only")
+    assert not statuses["gone"]["reachable"] and statuses["gone"]["error"]
+
+
+def test_mcp_check_rejects_a_bad_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bad = tmp_path / "servers.json"
+    bad.write_text(json.dumps({"servers": [{"name": "x"}]}))
+    monkeypatch.setenv("BAMBOO_MCP_SERVERS_CONFIG", str(bad))
+    get_settings.cache_clear()
+    try:
+        result = runner.invoke(mcp_app, ["check"])
+    finally:
+        get_settings.cache_clear()
+    assert result.exit_code == 2 and "servers[0] (x): give exactly one of 'url'" in " ".join(result.stderr.split())
+
+
+async def test_mcp_serve_over_stdio(tmp_path: Path) -> None:
+    incident = {
+        "incident_id": "mem-1",
+        "task_data": {"jediTaskID": 1, "status": "failed", "errorDialog": "maxPSS exceeded the ramCount limit"},
+        "resolution_record": {"cause": "Insufficient memory request", "resolution": "Raise ramCount",
+                              "procedure": ["get_scout_job_details", "compare maxPSS with ramCount"]},
+    }
+    (tmp_path / "mem.json").write_text(json.dumps(incident))
+    launcher = "from bamboo.cli.tools_cmd import mcp_app; mcp_app()"
+    client = StdioMcpClient(McpServerConfig(name="bamboo", command=sys.executable,
+                                            args=["-c", launcher, "serve", "--incidents", str(tmp_path)],
+                                            trust_annotations=True))
+    status = await client.connect()
+    try:
+        assert status.reachable, status.error
+        assert {s.name for s in client.list_tools() if s.read_only} == {
+            "causes_for_symptom", "similar_incidents", "procedures_for_cause"}
+        causes = await client.call_tool("causes_for_symptom", {"symptom": "maxPSS exceeded"})
+        assert causes.data["causes"][0]["cause"] == "Insufficient memory request"
+        procedures = await client.call_tool("procedures_for_cause", {"cause": "insufficient memory"})
+        assert procedures.data["procedures"][0]["steps"][0] == "get_scout_job_details"
+        nothing = await client.call_tool("similar_incidents", {"description": "cvmfs unreachable"})
+        assert nothing.ok and nothing.data["incidents"] == []
+    finally:
+        await client.close()
+
+
+def test_panda_sim_command_serves_and_stops_on_interrupt(tmp_path: Path) -> None:
+    write_incidents(tmp_path)
+    launcher = ("import typer; from bamboo.cli.tools_cmd import panda_sim; "
+                "app = typer.Typer(); app.command()(panda_sim); app()")
+    process = subprocess.Popen([sys.executable, "-c", launcher, "--port", "0", "--incidents", str(tmp_path)],
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        api_url = None
+        for line in process.stderr:
+            if line.startswith("API"):
+                api_url = line.split()[1]
+                break
+        assert api_url, "the command did not print its API URL"
+        body = httpx.get(f"{api_url}/task/get_detailed_info", params={"task_id": MEMORY_TASK}).json()
+        assert body["data"]["jediTaskID"] == MEMORY_TASK
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=15) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
