@@ -7,10 +7,6 @@ a symptom named after its first words, and the email thread is read by the LLM a
 from __future__ import annotations
 
 import re
-from typing import Any
-
-from bamboo.extraction.base import ExtractionResult
-from bamboo.extraction.labels import normalise_label
 from bamboo.extraction.panda.routing import TaskClues
 from bamboo.extraction.panda.strategy import PandaExtractionStrategy
 from bamboo.llm.client import LLMClient
@@ -50,23 +46,5 @@ class GenericLLMExtractionStrategy(PandaExtractionStrategy):
     def __init__(self, llm: LLMClient) -> None:
         super().__init__(llm, pseudonym_key=b"")
 
-    def prefetch_hints(self, incident: Incident) -> dict[str, Any]:
-        clues = _generic_clues(incident.task_data)
-        return {"symptoms": [s.name for s in clues.symptoms], "features": [f.name for f in clues.features]}
-
-    async def extract(self, incident: Incident, *, feedback: str = "", exploration: dict[str, Any] | None = None) -> ExtractionResult:
-        clues = _generic_clues(incident.task_data)
-        if incident.resolution_record is not None:
-            cause, resolution, procedures = await self._from_record(incident, feedback)
-            source = "resolution_record"
-        elif incident.email_text.strip():
-            cause, resolution, procedures = await self._from_email(incident, feedback, exploration)
-            source = "email"
-        else:
-            cause, resolution, procedures, source = None, None, [], "none"
-        return ExtractionResult(
-            graph=self._assemble(clues, cause, resolution, procedures),
-            passages=self._passages(incident, clues, cause, resolution),
-            summary=normalise_label(self._summary(clues, cause, resolution, procedures), 4000),
-            source=source,
-        )
+    def _clues(self, incident: Incident) -> TaskClues:
+        return _generic_clues(incident.task_data)

@@ -57,8 +57,11 @@ class PandaExtractionStrategy:
         self._llm = llm
         self._key = pseudonym_key
 
+    def _clues(self, incident: Incident) -> TaskClues:
+        return route_task_data(incident.task_data, self._key)
+
     def prefetch_hints(self, incident: Incident) -> dict[str, Any]:
-        clues = route_task_data(incident.task_data, self._key)
+        clues = self._clues(incident)
         return {
             "symptoms": [s.name for s in clues.symptoms],
             "features": [f.name for f in clues.features + clues.context_features],
@@ -66,7 +69,7 @@ class PandaExtractionStrategy:
         }
 
     async def extract(self, incident: Incident, *, feedback: str = "", exploration: dict[str, Any] | None = None) -> ExtractionResult:
-        clues = route_task_data(incident.task_data, self._key)
+        clues = self._clues(incident)
         notes = [f"skipped {s}" for s in clues.skipped]
         if incident.resolution_record is not None:
             cause, resolution, procedures = await self._from_record(incident, feedback)
