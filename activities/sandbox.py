@@ -49,12 +49,12 @@ class SandboxActivities:
         *,
         runner: SandboxRunner,
         caller: ToolCaller,
-        specs: Sequence[ToolSpec],
         audit: AuditSink,
         blobs: BlobSink,
+        specs: Sequence[ToolSpec] | None = None,
     ) -> None:
-        self.specs = list(specs)
-        self.executor = CodeExecutor(runner=runner, caller=caller, specs=self.specs, audit=audit, blobs=blobs)
+        """``specs=None`` reads the caller's live catalogue per run (tools added later are seen)."""
+        self.executor = CodeExecutor(runner=runner, caller=caller, specs=specs, audit=audit, blobs=blobs)
 
     @activity.defn(name=EXECUTE_CODE)
     async def execute_code(self, inp: ExecuteCodeInput) -> ExecuteCodeOutput:
@@ -91,7 +91,7 @@ class SandboxActivities:
     def _refuse_unsafe_retry(self, inp: ExecuteCodeInput, allowed: frozenset[str]) -> None:
         if activity.info().attempt <= 1:
             return
-        mutating = sorted(s.name for s in self.specs if s.name in allowed and not s.read_only)
+        mutating = sorted(s.name for s in self.executor.current_specs() if s.name in allowed and not s.read_only)
         if mutating:
             raise ApplicationError(
                 f"run {inp.run_id} may already have called state-changing tools ({', '.join(mutating)}); "

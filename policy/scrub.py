@@ -51,10 +51,15 @@ class _Rule:
     kind: str
     pattern: re.Pattern[str]
     group: int = 0
+    hints: tuple[str, ...] = ()
+
+    def may_match(self, lowered: str) -> bool:
+        """Cheap prefilter: a rule whose literal hints are all absent cannot match (keeps MB/s high)."""
+        return not self.hints or any(h in lowered for h in self.hints)
 
 
-def _rule(kind: str, pattern: str, group: int = 0, flags: int = 0) -> _Rule:
-    return _Rule(kind, re.compile(pattern, flags), group)
+def _rule(kind: str, pattern: str, group: int = 0, hints: tuple[str, ...] = ()) -> _Rule:
+    return _Rule(kind, re.compile(pattern), group, hints)
 
 
 # Order matters only for readability: overlapping matches are resolved by position, longest first.
@@ -63,38 +68,48 @@ _RULES: tuple[_Rule, ...] = (
         "private_key",
         r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
         r"(?:[\s\S]{0,16384}?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|[\s\S]{0,4096})",
+        hints=("private key",),
     ),
-    _rule("aws_access_key_id", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA|ABIA|ACCA)[A-Z0-9]{16}\b"),
+    _rule("aws_access_key_id", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA|ABIA|ACCA)[A-Z0-9]{16}\b",
+          hints=("akia", "asia", "agpa", "aida", "aroa", "anpa", "anva", "aipa", "abia", "acca")),
     _rule(
         "aws_secret_access_key",
         r"(?i)(aws.{0,20}?(?:secret|key).{0,20}?[\s:=\"']{1,4})([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])",
         group=2,
+        hints=("aws",),
     ),
-    _rule("gcp_api_key", r"\bAIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])"),
-    _rule("gcp_oauth_token", r"\bya29\.[0-9A-Za-z_\-]{20,}"),
-    _rule("azure_storage_key", r"(?i)(AccountKey=)([A-Za-z0-9+/]{60,}={0,2})", group=2),
-    _rule("azure_sas_signature", r"(?i)([?&]sig=)([A-Za-z0-9%+/]{30,}={0,2})", group=2),
-    _rule("azure_client_secret", r"(?<![A-Za-z0-9_~.\-])[A-Za-z0-9_~.\-]{3}\dQ~[A-Za-z0-9_~.\-]{31,34}(?![A-Za-z0-9_~.\-])"),
-    _rule("github_token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b"),
-    _rule("gitlab_token", r"\bgl(?:pat|dt|rt|ptt|ft|imt|agent|oas|cbt|soat)-[A-Za-z0-9_\-]{20,}"),
-    _rule("slack_token", r"\bxox[abposre]-[A-Za-z0-9\-]{10,}"),
+    _rule("gcp_api_key", r"\bAIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])", hints=("aiza",)),
+    _rule("gcp_oauth_token", r"\bya29\.[0-9A-Za-z_\-]{20,}", hints=("ya29.",)),
+    _rule("azure_storage_key", r"(?i)(AccountKey=)([A-Za-z0-9+/]{60,}={0,2})", group=2, hints=("accountkey=",)),
+    _rule("azure_sas_signature", r"(?i)([?&]sig=)([A-Za-z0-9%+/]{30,}={0,2})", group=2, hints=("sig=",)),
+    _rule("azure_client_secret", r"(?<![A-Za-z0-9_~.\-])[A-Za-z0-9_~.\-]{3}\dQ~[A-Za-z0-9_~.\-]{31,34}(?![A-Za-z0-9_~.\-])", hints=("q~",)),
+    _rule("github_token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b",
+          hints=("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
+    _rule("gitlab_token", r"\bgl(?:pat|dt|rt|ptt|ft|imt|agent|oas|cbt|soat)-[A-Za-z0-9_\-]{20,}",
+          hints=("glpat-", "gldt-", "glrt-", "glptt-", "glft-", "glimt-", "glagent-", "gloas-", "glcbt-", "glsoat-")),
+    _rule("slack_token", r"\bxox[abposre]-[A-Za-z0-9\-]{10,}", hints=("xox",)),
     _rule(
         "slack_webhook",
         r"https://hooks\.slack(?:-gov)?\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/\-]{20,}",
+        hints=("hooks.slack",),
     ),
-    _rule("mattermost_webhook", r"(https?://[^\s/]+(?:/[^\s/]+)*?/hooks/)([a-z0-9]{26})\b", group=2),
-    _rule("jwt", r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
-    _rule("bearer_token", r"(?i)(\bbearer\s+)([A-Za-z0-9\-._~+/]{12,}=*)", group=2),
-    _rule("basic_auth", r"(?i)(\bauthorization\s*[:=]\s*basic\s+)([A-Za-z0-9+/]{8,}={0,2})", group=2),
-    _rule("url_password", r"(?i)\b([a-z][a-z0-9+.\-]{1,20}://[^\s:/@?#]{1,128}:)([^\s@/?#]{1,256})(@)", group=2),
+    _rule("mattermost_webhook", r"(https?://[^\s/]+(?:/[^\s/]+)*?/hooks/)([a-z0-9]{26})\b", group=2, hints=("/hooks/",)),
+    _rule("jwt", r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}", hints=("eyj",)),
+    _rule("bearer_token", r"(?i)(\bbearer\s+)([A-Za-z0-9\-._~+/]{12,}=*)", group=2, hints=("bearer",)),
+    _rule("basic_auth", r"(?i)(\bauthorization\s*[:=]\s*basic\s+)([A-Za-z0-9+/]{8,}={0,2})", group=2, hints=("basic",)),
+    _rule("url_password", r"://([^\s:/@?#]{1,128}):([^\s@/?#]{1,256})@", group=2, hints=("://",)),
     _rule(
         "secret_assignment",
         r"(?i)((?<![A-Za-z0-9])(?:password|passwd|secret|client_secret|api[_-]?key|apikey|access[_-]?token"
         r"|auth[_-]?token|private[_-]?token|token|secret[_-]?key|access[_-]?key)\b[\"']?\s*[:=]\s*[\"']?)"
         r"([^\s\"',;&]{8,})",
         group=2,
+        hints=("passw", "secret", "key", "token"),
     ),
 )
+
+_ANY_HINT = re.compile("|".join(re.escape(h) for rule in _RULES for h in rule.hints))
+_SHORTEST_SECRET = 8
 
 # High-entropy candidates: long runs of base64/url-safe characters. Dots, colons and slashes split
 # tokens so dataset names, hostnames and paths are judged piece by piece.
@@ -157,12 +172,18 @@ def _entropy_floor(length: int) -> float:
 def find_secrets(text: str, *, entropy: bool = True) -> list[Finding]:
     """Every secret-looking span, non-overlapping, in text order."""
     found: list[Finding] = []
+    if len(text) < _SHORTEST_SECRET:
+        return found
+    lowered = text.lower()
+    any_hint = _ANY_HINT.search(lowered) is not None
     for rule in _RULES:
+        if rule.hints and not (any_hint and rule.may_match(lowered)):
+            continue
         for m in rule.pattern.finditer(text):
             start, end = m.span(rule.group)
             if end > start:
                 found.append(Finding(rule.kind, start, end))
-    if entropy:
+    if entropy and len(text) >= MIN_ENTROPY_LENGTH:
         for m in _CANDIDATE.finditer(text):
             if looks_high_entropy(m.group(0)):
                 found.append(Finding("high_entropy", m.start(), m.end()))

@@ -134,8 +134,6 @@ class BridgeClient:
 def build_stub_module(name, source, bridge):
     module = types.ModuleType(name)
     module.__dict__["_bridge_call"] = bridge.call
-    module.__dict__["ToolError"] = ToolError
-    module.__dict__["ToolDenied"] = ToolDenied
     exec(compile(source, "<%s>" % name, "exec"), module.__dict__)
     sys.modules[name] = module
     return module
@@ -176,9 +174,17 @@ async def run_script(start, bridge):
         outcome = {"type": "done", "ok": True, "value": value}
     except BaseException:  # the script's own failure, reported to the parent as data
         outcome = {"type": "done", "ok": False, "error": short_traceback()}
-    sys.stdout.flush()
-    sys.stderr.flush()
+    flush_streams()
     await bridge.finish(outcome)
+
+
+def flush_streams():
+    """Push the script's buffered output into the pipes before the result; a script may have broken them."""
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()
+        except Exception:
+            pass
 
 
 def main():
@@ -197,8 +203,7 @@ def main():
     sock.setblocking(False)
     bridge = BridgeClient(sock, start["token"])
     asyncio.run(run_script(start, bridge))
-    sys.stdout.flush()
-    sys.stderr.flush()
+    flush_streams()
     # The result is delivered; skip interpreter teardown (the parent is waiting for this exit).
     os._exit(0)
 

@@ -188,6 +188,7 @@ def _bwrap_argv(
         "--size", str(limits.tmpfs_bytes), "--tmpfs", "/tmp",
         "--size", str(limits.tmpfs_bytes), "--tmpfs", SANDBOX_WORKDIR,
         "--remount-ro", "/",
+        "--remount-ro", "/dev",  # bwrap's /dev is an unbounded tmpfs; the device nodes stay usable
         "--chdir", SANDBOX_WORKDIR,
         "--uid", str(uid),
         "--gid", str(gid),

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 Isolation = Literal["bwrap", "degraded"]
-RunStatus = Literal["ok", "error", "timeout", "output_limit", "crashed", "cancelled"]
+RunStatus = Literal["ok", "error", "timeout", "output_limit", "crashed"]
 CallOutcome = Literal["allowed", "denied", "error"]
 
 
@@ -47,7 +47,6 @@ class BridgeLimits(BaseModel):
     max_calls: int = Field(default=50, ge=0)
     call_timeout_s: float = Field(default=30.0, gt=0)
     max_result_bytes: int = Field(default=256 * 1024, ge=256)
-    max_request_bytes: int = Field(default=256 * 1024, ge=256)
     max_concurrent_calls: int = Field(default=4, ge=1)
 
 

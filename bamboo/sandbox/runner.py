@@ -100,7 +100,7 @@ class SandboxRunner:
         self.limits = limits or SandboxLimits()
         self.output = output or OutputLimits()
         self.pool_size = max(0, pool_size)
-        self.max_frame_bytes = max_frame_bytes
+        self.max_frame_bytes = max(max_frame_bytes, self.output.max_return_bytes + 64 * 1024)
         self._runtime_dir = Path(tempfile.mkdtemp(prefix="bamboo-sandbox-rt-"))
         self._finalizer = weakref.finalize(self, shutil.rmtree, str(self._runtime_dir), True)
         os.chmod(self._runtime_dir, 0o755)

@@ -33,15 +33,19 @@ class CodeExecutor:
         *,
         runner: SandboxRunner,
         caller: ToolCaller,
-        specs: Sequence[ToolSpec],
         audit: AuditSink,
         blobs: BlobSink,
+        specs: Sequence[ToolSpec] | None = None,
     ) -> None:
         self.runner = runner
         self.caller = caller
-        self.specs = list(specs)
+        self._fixed_specs = list(specs) if specs is not None else None
         self.audit = audit
         self.blobs = blobs
+
+    def current_specs(self) -> list[ToolSpec]:
+        """The catalogue for a new run: the fixed list if one was given, else the caller's live listing."""
+        return list(self._fixed_specs) if self._fixed_specs is not None else list(self.caller.list_tools())
 
     async def execute(
         self,
@@ -56,7 +60,7 @@ class CodeExecutor:
         bridge = ToolBridge(
             run_id=run_id,
             caller=self.caller,
-            specs=self.specs,
+            specs=self.current_specs(),
             allowed=allowed_tools,
             audit=self.audit,
             actor=actor,

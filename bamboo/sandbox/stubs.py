@@ -131,4 +131,5 @@ def generate_stub_module(specs: Sequence[ToolSpec]) -> tuple[str, dict[str, str]
         "        + (', '.join(__all__) or 'none'))"
     )
     blocks.append("def __dir__() -> list:\n    return list(__all__)")
+    blocks.append("del Any  # annotations are evaluated already; keep the public surface to the tools")
     return "\n\n".join(blocks) + "\n", names

@@ -1,0 +1,200 @@
+"""The bridge's decisions, frame by frame, without a child process."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+
+import pytest
+
+from bamboo.audit import AuditEvent, MemoryAuditSink
+from bamboo.sandbox import BridgeLimits, ToolBridge, bridgeable
+from bamboo.sandbox.bridge import args_digest
+from bamboo.tools.model import ToolResult
+from tests.sandbox.conftest import AWS_KEY, SPECS, MemoryToolCaller
+
+
+class FailingAudit:
+    async def append(self, event: AuditEvent) -> None:
+        raise ConnectionError("audit store is down")
+
+
+def make_bridge(allowed=("get_task", "get_log"), audit=None, **limits) -> tuple[ToolBridge, MemoryToolCaller, MemoryAuditSink]:
+    caller = MemoryToolCaller()
+    audit = audit if audit is not None else MemoryAuditSink()
+    bridge = ToolBridge(
+        run_id="run-1", caller=caller, specs=SPECS, allowed=frozenset(allowed), audit=audit,
+        actor="tester", limits=BridgeLimits(**limits),
+    )
+    return bridge, caller, audit
+
+
+def frame(bridge: ToolBridge, call_id: int, tool: str, args=None, token=None) -> dict:
+    return {"type": "call", "token": bridge.token if token is None else token, "id": call_id, "tool": tool,
+            "args": {"task_id": 1} if args is None else args}
+
+
+async def test_allowed_call_is_dispatched_and_audited():
+    bridge, caller, audit = make_bridge()
+    reply = await bridge.handle_call(frame(bridge, 1, "get_task", {"task_id": 42}))
+    assert reply["ok"] is True and reply["id"] == 1 and reply["data"]["task_id"] == 42
+    assert caller.calls == [("get_task", {"task_id": 42})]
+    [event] = audit.events
+    assert event.kind == "tool_call" and event.run_id == "run-1" and event.actor == "tester"
+    assert event.body["tool"] == "get_task" and event.body["outcome"] == "allowed"
+    assert event.body["args_sha256"] == hashlib.sha256(b'{"task_id":42}').hexdigest()
+    assert event.body["bytes"] == len(json.dumps(reply["data"]).encode())
+    assert event.body["duration_ms"] >= 0
+
+
+async def test_token_is_256_bits_and_unique_per_bridge():
+    a, _, _ = make_bridge()
+    b, _, _ = make_bridge()
+    assert len(bytes.fromhex(a.token)) == 32 and a.token != b.token
+
+
+@pytest.mark.parametrize("token", ["", "x" * 64, None, 12345])
+async def test_wrong_token_is_denied_and_poisons_the_bridge(token):
+    bridge, caller, audit = make_bridge()
+    bad = frame(bridge, 1, "get_task")
+    bad["token"] = token
+    reply = await bridge.handle_call(bad)
+    assert reply["ok"] is False and reply["denied"] is True
+    later = await bridge.handle_call(frame(bridge, 2, "get_task"))
+    assert later["ok"] is False and "closed" in later["error"]
+    assert caller.calls == []
+    assert [e.body["reason"] for e in audit.events] == ["bad_token", "bridge_closed"]
+
+
+async def test_replayed_and_out_of_order_ids_are_denied():
+    bridge, caller, _ = make_bridge()
+    assert (await bridge.handle_call(frame(bridge, 5, "get_task")))["ok"]
+    for stale in (5, 4, "6", True):
+        reply = await bridge.handle_call(frame(bridge, stale, "get_task"))
+        assert reply["ok"] is False and "fresh" in reply["error"]
+    assert len(caller.calls) == 1
+
+
+async def test_allow_set_is_checked_at_call_time_with_a_clear_message():
+    bridge, caller, audit = make_bridge()
+    reply = await bridge.handle_call(frame(bridge, 1, "kill_task"))
+    assert reply["denied"] and "'kill_task' is not allowed in this run (allowed: get_log, get_task)" in reply["error"]
+    assert caller.calls == [] and audit.events[0].body["outcome"] == "denied"
+
+
+async def test_unknown_tool_is_denied():
+    bridge, caller, _ = make_bridge(allowed=("get_task", "no_such_tool"))
+    reply = await bridge.handle_call(frame(bridge, 1, "no_such_tool"))
+    assert reply["denied"] and caller.calls == []
+
+
+async def test_human_input_tools_are_never_bridged_even_when_allowed():
+    bridge, caller, audit = make_bridge(allowed=("ask_operator", "get_task"))
+    assert [s.name for s in bridge.bridged_specs] == ["get_task"]
+    reply = await bridge.handle_call(frame(bridge, 1, "ask_operator", {}))
+    assert reply["denied"] and caller.calls == []
+    assert audit.events[0].body["reason"] == "requires_interaction"
+
+
+def test_bridgeable_is_the_allow_set_minus_interaction():
+    names = {s.name for s in bridgeable(SPECS, frozenset({"get_task", "kill_task", "ask_operator", "ghost"}))}
+    assert names == {"get_task", "kill_task"}
+
+
+@pytest.mark.parametrize(
+    "args", [{"task_id": "1"}, {}, {"task_id": 1, "extra": True}, ["task_id", 1], "not an object"]
+)
+async def test_arguments_must_match_the_schema(args):
+    bridge, caller, audit = make_bridge()
+    reply = await bridge.handle_call(frame(bridge, 1, "get_task", args))
+    assert reply["denied"] and caller.calls == []
+    assert audit.events[0].body["reason"] == "invalid_arguments"
+
+
+async def test_call_budget():
+    bridge, caller, _ = make_bridge(max_calls=2)
+    replies = [await bridge.handle_call(frame(bridge, i, "get_task")) for i in range(1, 5)]
+    assert [r["ok"] for r in replies] == [True, True, False, False]
+    assert "at most 2" in replies[2]["error"] and len(caller.calls) == 2
+
+
+async def test_deadline_passed_is_denied_and_audited():
+    bridge, caller, audit = make_bridge()
+    bridge.set_deadline(time.monotonic() - 0.01)
+    reply = await bridge.handle_call(frame(bridge, 1, "get_task"))
+    assert reply["denied"] and "deadline" in reply["error"]
+    assert caller.calls == [] and audit.events[0].body["reason"] == "deadline_passed"
+
+
+async def test_closed_bridge_refuses():
+    bridge, caller, _ = make_bridge()
+    bridge.close("the run has ended")
+    reply = await bridge.handle_call(frame(bridge, 1, "get_task"))
+    assert reply["denied"] and "the run has ended" in reply["error"] and caller.calls == []
+
+
+async def test_per_call_timeout():
+    bridge, _, audit = make_bridge(allowed=("slow_tool",), call_timeout_s=0.2)
+    reply = await bridge.handle_call(frame(bridge, 1, "slow_tool", {}))
+    assert reply["ok"] is False and not reply.get("denied") and "did not answer" in reply["error"]
+    assert audit.events[0].body["outcome"] == "error" and audit.events[0].body["reason"] == "timeout"
+
+
+async def test_results_are_scrubbed_before_they_enter_the_sandbox():
+    bridge, _, _ = make_bridge(allowed=("leak_secret",))
+    reply = await bridge.handle_call(frame(bridge, 1, "leak_secret", {}))
+    assert reply["ok"] and AWS_KEY not in json.dumps(reply)
+    assert bridge.calls[0].redactions >= 2
+
+
+async def test_result_size_cap():
+    bridge, _, audit = make_bridge(max_result_bytes=1000)
+    reply = await bridge.handle_call(frame(bridge, 1, "get_log"))
+    assert reply["ok"] is False and "cap" in reply["error"]
+    assert audit.events[0].body["reason"] == "result_too_large" and audit.events[0].body["bytes"] > 1000
+
+
+async def test_tool_failures_and_exceptions_become_errors_not_crashes():
+    class Broken(MemoryToolCaller):
+        async def call_tool(self, name, arguments):
+            if arguments["task_id"] == 1:
+                raise RuntimeError("connection reset with password=hunter2hunter2")
+            return ToolResult.failure("PanDA said no")
+
+    caller = Broken()
+    audit = MemoryAuditSink()
+    bridge = ToolBridge(run_id="r", caller=caller, specs=SPECS, allowed=frozenset({"get_task"}), audit=audit)
+    crashed = await bridge.handle_call(frame(bridge, 1, "get_task", {"task_id": 1}))
+    failed = await bridge.handle_call(frame(bridge, 2, "get_task", {"task_id": 2}))
+    assert crashed["ok"] is False and "hunter2" not in crashed["error"]
+    assert "hunter2" not in repr([e.body for e in audit.events])
+    assert failed["ok"] is False and "PanDA said no" in failed["error"]
+    assert [e.body["outcome"] for e in audit.events] == ["error", "error"]
+
+
+async def test_audit_failure_closes_the_bridge():
+    bridge, caller, _ = make_bridge(audit=FailingAudit())
+    first = await bridge.handle_call(frame(bridge, 1, "get_task"))
+    second = await bridge.handle_call(frame(bridge, 2, "get_task"))
+    assert first["ok"] is False and "audit" in first["error"]
+    assert second["ok"] is False and len(caller.calls) == 1
+
+
+def test_args_digest_is_canonical():
+    assert args_digest({"b": 1, "a": 2}) == args_digest({"a": 2, "b": 1})
+    assert args_digest({"a": 1}) != args_digest({"a": 2})
+
+
+
+async def test_a_call_cut_off_by_the_end_of_the_run_is_still_audited():
+    import asyncio
+
+    bridge, caller, audit = make_bridge(allowed=("slow_tool",))
+    task = asyncio.create_task(bridge.handle_call(frame(bridge, 1, "slow_tool", {})))
+    while not caller.calls:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert [(e.body["outcome"], e.body["reason"]) for e in audit.events] == [("error", "cancelled_in_flight")]
