@@ -16,6 +16,7 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from bamboo.extraction.base import ExtractionResult
+    from bamboo.extraction.checks import checked_outcome
     from bamboo.models.accumulate import (
         AccumulateInput, AccumulateResult, ExtractInput, LoadedIncident, ReviewInput, ReviewOutcome, StoreInput,
     )
@@ -128,6 +129,9 @@ class AccumulateIncident:
         )
 
     async def _review(self, extracted: ExtractionResult, loaded: LoadedIncident) -> ReviewOutcome:
+        decided = checked_outcome(extracted.graph, extracted.source)
+        if decided is not None:
+            return decided  # pure checks settle it: no activity, no LLM
         try:
             return await workflow.execute_activity(
                 names.REVIEW_EXTRACTION, ReviewInput(graph=extracted.graph, task_fields=loaded.hints, source=extracted.source),

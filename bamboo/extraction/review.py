@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 
+from bamboo.extraction.checks import HUMAN_ONLY_GAPS, checked_outcome, hard_checks
 from bamboo.extraction.llm_schemas import ReviewVerdict
 from bamboo.llm.client import LLMClient
 from bamboo.llm.errors import LLMError
@@ -18,9 +19,6 @@ from bamboo.models.graph import KnowledgeGraph
 
 log = logging.getLogger(__name__)
 
-NO_PROCEDURE = "no investigation procedure captured"
-HUMAN_ONLY_GAPS = (NO_PROCEDURE,)
-
 REVIEW_SYSTEM = (
     "You review a knowledge graph extracted from a resolved PanDA incident. Flag only gaps implied by the graph "
     "itself or by the task fields given (a symptom with no cause, a vague node name, a cause with no resolution). "
@@ -28,30 +26,11 @@ REVIEW_SYSTEM = (
 )
 
 
-def hard_checks(graph: KnowledgeGraph) -> list[str]:
-    failures = []
-    if not graph.of_kind("Symptom"):
-        failures.append("no Symptom extracted: the task has no errorDialog or status")
-    if not graph.of_kind("Cause"):
-        failures.append("no Cause extracted: the email does not state what went wrong")
-    if not graph.of_kind("Procedure"):
-        failures.append(NO_PROCEDURE)
-    dangling = graph.validate_refs()
-    if dangling:
-        failures.append(f"edges point at missing nodes: {dangling[:3]}")
-    return failures
-
-
 async def review_graph(llm: LLMClient, graph: KnowledgeGraph, task_fields: dict, source: str = "") -> ReviewOutcome:
-    failures = hard_checks(graph)
-    human = [f for f in failures if f in HUMAN_ONLY_GAPS]
-    blocking = [f for f in failures if f not in HUMAN_ONLY_GAPS]
-    if blocking:
-        return ReviewOutcome(approved=False, issues=blocking, hard_failures=blocking, human_input_needed=human,
-                             feedback="Fix: " + "; ".join(blocking))
-    if source == "resolution_record":
-        # A human already reviewed this record; an LLM second-guessing it adds cost, not knowledge.
-        return ReviewOutcome(approved=True, human_input_needed=human, llm_reviewed=False)
+    decided = checked_outcome(graph, source)
+    if decided is not None:
+        return decided
+    human = [f for f in hard_checks(graph) if f in HUMAN_ONLY_GAPS]
     compact = {
         "nodes": [{"kind": n.kind, "name": n.name} for n in graph.nodes if n.kind != "Task_Feature"][:40],
         "edges": [f"{e.src.kind}:{e.src.name} -{e.kind}-> {e.dst.kind}:{e.dst.name}" for e in graph.edges

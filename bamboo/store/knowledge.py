@@ -28,6 +28,13 @@ def passage_id(graph_id: str, section: str, key: str) -> uuid.UUID:
     return uuid.uuid5(PASSAGE_NAMESPACE, f"{graph_id}\x1f{section}\x1f{key}")
 
 
+def _vector_text(vec: list[float] | None) -> str | None:
+    """pgvector's text form; lets a whole column of vectors travel as one text[] parameter."""
+    if vec is None:
+        return None
+    return "[" + ",".join(f"{float(x):.7g}" for x in vec) + "]"
+
+
 class KbStats(BaseModel):
     graphs: int
     nodes: dict[str, int]
@@ -63,7 +70,10 @@ class KnowledgeStore:
 
     async def _write_graph(self, write: GraphWrite, embeddings: list[list[float]],
                            canonical_embeddings: dict[tuple[str, str], list[float]]) -> WriteStats:
+        """Set-based statements (one per table) rather than one per row: a graph write costs a
+        handful of round trips whatever the graph's size."""
         nodes = sorted(write.graph.nodes, key=lambda n: (n.kind, n.name))
+        edges = sorted(write.graph.edges, key=lambda e: e.key())
         async with self._pool.connection() as conn:
             async with conn.transaction():
                 await conn.execute(
@@ -73,36 +83,38 @@ class KnowledgeStore:
                     "stored_at = now()",
                     (write.graph_id, write.incident_id, write.task_id, write.summary, json.dumps(write.warnings)),
                 )
-                ids: dict[tuple[str, str], int] = {}
-                for node in nodes:
-                    emb = canonical_embeddings.get((node.kind, node.name))
-                    row = await (await conn.execute(
-                        "INSERT INTO nodes (kind, name, description, props, embedding) VALUES (%s,%s,%s,%s,%s) "
-                        "ON CONFLICT (kind, name) DO UPDATE SET "
-                        "description = CASE WHEN nodes.description = '' THEN EXCLUDED.description ELSE nodes.description END, "
-                        "props = EXCLUDED.props || nodes.props, "
-                        "embedding = COALESCE(nodes.embedding, EXCLUDED.embedding) "
-                        "RETURNING id",
-                        (node.kind, node.name, node.description, json.dumps(node.props, default=str),
-                         np.asarray(emb, dtype=np.float32) if emb is not None else None),
-                    )).fetchone()
-                    ids[(node.kind, node.name)] = row[0]
+                rows = await (await conn.execute(
+                    "INSERT INTO nodes (kind, name, description, props, embedding) "
+                    "SELECT k, n, d, p::jsonb, e::vector FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[]) "
+                    "AS t(k, n, d, p, e) ORDER BY k, n "
+                    "ON CONFLICT (kind, name) DO UPDATE SET "
+                    "description = CASE WHEN nodes.description = '' THEN EXCLUDED.description ELSE nodes.description END, "
+                    "props = EXCLUDED.props || nodes.props, "
+                    "embedding = COALESCE(nodes.embedding, EXCLUDED.embedding) "
+                    "RETURNING id, kind, name",
+                    ([n.kind for n in nodes], [n.name for n in nodes], [n.description for n in nodes],
+                     [json.dumps(n.props, default=str) for n in nodes],
+                     [_vector_text(canonical_embeddings.get((n.kind, n.name))) for n in nodes]),
+                )).fetchall()
+                ids: dict[tuple[str, str], int] = {(r[1], r[2]): r[0] for r in rows}
 
-                edge_ids: list[int] = []
-                for edge in sorted(write.graph.edges, key=lambda e: e.key()):
-                    src, dst = ids[edge.src.key()], ids[edge.dst.key()]
-                    row = await (await conn.execute(
-                        "INSERT INTO edges (src, kind, dst, confidence) VALUES (%s,%s,%s,%s) "
-                        "ON CONFLICT (src, kind, dst) DO UPDATE SET kind = EXCLUDED.kind RETURNING id",
-                        (src, edge.kind, dst, edge.confidence),
-                    )).fetchone()
-                    edge_ids.append(row[0])
-                    await conn.execute(
-                        "INSERT INTO edge_provenance (edge_id, graph_id, confidence, params) VALUES (%s,%s,%s,%s) "
-                        "ON CONFLICT (edge_id, graph_id) DO UPDATE SET confidence = EXCLUDED.confidence, "
-                        "params = EXCLUDED.params",
-                        (row[0], write.graph_id, edge.confidence, json.dumps(edge.params, default=str)),
-                    )
+                edge_rows = await (await conn.execute(
+                    "INSERT INTO edges (src, kind, dst, confidence) "
+                    "SELECT s, k, d, c FROM unnest(%s::bigint[], %s::text[], %s::bigint[], %s::real[]) AS t(s, k, d, c) "
+                    "ORDER BY s, k, d "
+                    "ON CONFLICT (src, kind, dst) DO UPDATE SET kind = EXCLUDED.kind RETURNING id, src, kind, dst",
+                    ([ids[e.src.key()] for e in edges], [e.kind for e in edges], [ids[e.dst.key()] for e in edges],
+                     [e.confidence for e in edges]),
+                )).fetchall()
+                edge_id = {(r[1], r[2], r[3]): r[0] for r in edge_rows}
+                edge_ids = [edge_id[(ids[e.src.key()], e.kind, ids[e.dst.key()])] for e in edges]
+                await conn.execute(
+                    "INSERT INTO edge_provenance (edge_id, graph_id, confidence, params) "
+                    "SELECT e, %s, c, p::jsonb FROM unnest(%s::bigint[], %s::real[], %s::text[]) AS t(e, c, p) ORDER BY e "
+                    "ON CONFLICT (edge_id, graph_id) DO UPDATE SET confidence = EXCLUDED.confidence, params = EXCLUDED.params",
+                    (write.graph_id, edge_ids, [e.confidence for e in edges],
+                     [json.dumps(e.params, default=str) for e in edges]),
+                )
                 # Re-populating a graph replaces its provenance: drop links it no longer claims.
                 stale = await (await conn.execute(
                     "DELETE FROM edge_provenance WHERE graph_id = %s AND NOT (edge_id = ANY(%s)) RETURNING edge_id",
@@ -121,17 +133,21 @@ class KnowledgeStore:
                     (touched,),
                 )
 
-                pids = []
-                for draft, emb in zip(write.passages, embeddings):
-                    pid = passage_id(write.graph_id, draft.section, draft.key)
-                    pids.append(pid)
-                    node_id = ids.get(draft.node.key()) if draft.node else None
+                unique = {passage_id(write.graph_id, d.section, d.key): (d, v) for d, v in zip(write.passages, embeddings)}
+                pids = list(unique)
+                drafts = [d for d, _ in unique.values()]
+                vectors = [v for _, v in unique.values()]
+                if pids:
                     await conn.execute(
                         "INSERT INTO passages (id, graph_id, section, node_id, content, embedding, meta) "
-                        "VALUES (%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (id) DO UPDATE SET content = EXCLUDED.content, "
+                        "SELECT i, %s, s, n, c, e::vector, m::jsonb FROM unnest(%s::uuid[], %s::text[], %s::bigint[], "
+                        "%s::text[], %s::text[], %s::text[]) AS t(i, s, n, c, e, m) ORDER BY i "
+                        "ON CONFLICT (id) DO UPDATE SET content = EXCLUDED.content, "
                         "embedding = EXCLUDED.embedding, node_id = EXCLUDED.node_id, meta = EXCLUDED.meta",
-                        (pid, write.graph_id, draft.section, node_id, draft.content,
-                         np.asarray(emb, dtype=np.float32), json.dumps({"key": draft.key})),
+                        (write.graph_id, pids, [d.section for d in drafts],
+                         [ids.get(d.node.key()) if d.node else None for d in drafts],
+                         [d.content for d in drafts], [_vector_text(v) for v in vectors],
+                         [json.dumps({"key": d.key}) for d in drafts]),
                     )
                 await conn.execute(
                     "DELETE FROM passages WHERE graph_id = %s AND NOT (id = ANY(%s))", (write.graph_id, pids)
