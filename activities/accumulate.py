@@ -21,7 +21,7 @@ from bamboo.models.accumulate import (
 from bamboo.models.graph import GraphWrite, WriteStats
 from bamboo.models.incident import Incident
 from bamboo.services import Services
-from bamboo.store.canonical import canonicalise_graph
+from bamboo.store.canonical import canonical_targets, canonicalise_graph
 
 INCIDENT_REJECTED = "IncidentRejected"
 
@@ -65,14 +65,17 @@ class AccumulateActivities:
         return await with_heartbeats(self._store_graph(inp))
 
     async def _store_graph(self, inp: StoreInput) -> WriteStats:
-        graph = await canonicalise_graph(inp.graph, self.s.store.knowledge, self.s.embedder,
-                                         self.s.settings.canonical_match_threshold)
+        # One embedding call for canonical names and passages together: the round trip dominates.
+        targets = canonical_targets(inp.graph)
         passages = [p for p in inp.passages if p.content.strip()]
-        renamed = {(n.kind, n.name) for n in graph.graph.nodes}
+        texts = [n.name for n in targets] + [p.content for p in passages]
+        vectors = await self.s.embedder.embed(texts) if texts else []
+        graph = await canonicalise_graph(inp.graph, self.s.store.knowledge, vectors[:len(targets)],
+                                         self.s.settings.canonical_match_threshold)
         for p in passages:
-            if p.node is not None and p.node.key() not in renamed:
+            if p.node is not None:
                 p.node = graph.renames.get(p.node.key(), p.node)
-        vectors = await self.s.embedder.embed([p.content for p in passages]) if passages else []
+        vectors = vectors[len(targets):]
         stats = await self.s.store.knowledge.write_graph(
             GraphWrite(graph_id=inp.graph_id, incident_id=inp.incident_id, task_id=inp.task_id, graph=graph.graph,
                        passages=passages, summary=inp.summary, warnings=inp.warnings),

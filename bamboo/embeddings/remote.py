@@ -8,7 +8,10 @@ the first call instead of corrupting the index.
 
 from __future__ import annotations
 
+import base64
+
 import httpx
+import numpy as np
 import openai
 
 from bamboo.embeddings.base import EmbeddingDimensionError
@@ -48,7 +51,9 @@ class OpenAIEmbedder:
 
     async def _embed_batch(self, texts: list[str]) -> list[list[float]]:
         try:
-            response = await self._openai.embeddings.create(model=self.model_id, input=texts, encoding_format="float")
+            # base64 parses an order of magnitude faster than JSON floats; a server that ignores it still
+            # answers with floats, which _vector() accepts too.
+            response = await self._openai.embeddings.create(model=self.model_id, input=texts, encoding_format="base64")
         except LLMError:
             raise
         except Exception as exc:
@@ -57,18 +62,25 @@ class OpenAIEmbedder:
                 settings_prefix=EMBEDDING_SETTINGS_PREFIX,
             ) from exc
         items = sorted(response.data, key=lambda item: item.index)
+        vectors = [_vector(item.embedding) for item in items]
         if len(items) != len(texts):
             raise EmbeddingDimensionError(
                 f"{self.base_url} returned {len(items)} embeddings for {len(texts)} texts (model {self.model_id!r})."
             )
-        for item in items:
-            if len(item.embedding) != self.dim:
+        for vector in vectors:
+            if len(vector) != self.dim:
                 raise EmbeddingDimensionError(
-                    f"Model {self.model_id!r} at {self.base_url} returns {len(item.embedding)}-dimensional vectors, "
-                    f"but BAMBOO_EMBEDDING_DIM is {self.dim}. Set BAMBOO_EMBEDDING_DIM={len(item.embedding)} "
+                    f"Model {self.model_id!r} at {self.base_url} returns {len(vector)}-dimensional vectors, "
+                    f"but BAMBOO_EMBEDDING_DIM is {self.dim}. Set BAMBOO_EMBEDDING_DIM={len(vector)} "
                     "(a knowledge store built with another dimension must then be rebuilt)."
                 )
-        return [list(item.embedding) for item in items]
+        return vectors
 
     async def aclose(self) -> None:
         await self._openai.close()
+
+
+def _vector(raw: object) -> list[float]:
+    if isinstance(raw, str):
+        return np.frombuffer(base64.b64decode(raw), dtype="<f4").astype(float).tolist()
+    return [float(x) for x in raw]  # type: ignore[union-attr]

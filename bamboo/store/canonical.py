@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bamboo.embeddings.base import Embedder
 from bamboo.models.graph import GraphEdge, GraphNode, KnowledgeGraph, NodeRef
 from bamboo.store.knowledge import KnowledgeStore
 
@@ -24,16 +23,21 @@ class CanonicalGraph:
     canonical_embeddings: dict[tuple[str, str], list[float]] = field(default_factory=dict)
 
 
-async def canonicalise_graph(graph: KnowledgeGraph, store: KnowledgeStore, embedder: Embedder,
+def canonical_targets(graph: KnowledgeGraph) -> list[GraphNode]:
+    """The nodes whose names are matched against stored ones (their names must be embedded)."""
+    return [n for n in graph.nodes if n.kind in CANONICAL_KINDS]
+
+
+async def canonicalise_graph(graph: KnowledgeGraph, store: KnowledgeStore, vectors: list[list[float]],
                              threshold: float) -> CanonicalGraph:
-    targets = [n for n in graph.nodes if n.kind in CANONICAL_KINDS]
+    """`vectors` are the embeddings of `canonical_targets(graph)` names, in that order."""
+    targets = canonical_targets(graph)
     if not targets:
         return CanonicalGraph(graph=graph)
-    vectors = await embedder.embed([n.name for n in targets])
+    matches = await store.nearest_nodes([(n.kind, v) for n, v in zip(targets, vectors)], threshold)
     renames: dict[tuple[str, str], NodeRef] = {}
     embeddings: dict[tuple[str, str], list[float]] = {}
-    for node, vec in zip(targets, vectors):
-        match = await store.nearest_node(node.kind, vec, threshold)
+    for node, vec, match in zip(targets, vectors, matches):
         if match and match != node.name:
             renames[(node.kind, node.name)] = NodeRef(kind=node.kind, name=match)
         else:

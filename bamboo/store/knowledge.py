@@ -174,6 +174,20 @@ class KnowledgeStore:
             return row[0]
         return None
 
+    async def nearest_nodes(self, queries: list[tuple[str, list[float]]], threshold: float) -> list[str | None]:
+        """`nearest_node` for many (kind, embedding) pairs in one round trip."""
+        if not queries:
+            return []
+        async with self._pool.connection() as conn:
+            rows = await (await conn.execute(
+                "SELECT q.i, m.name, m.sim FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS q(k, e, i) "
+                "CROSS JOIN LATERAL (SELECT name, 1 - (embedding <=> q.e::vector) AS sim FROM nodes "
+                "  WHERE kind = q.k AND embedding IS NOT NULL ORDER BY embedding <=> q.e::vector LIMIT 1) m",
+                ([k for k, _ in queries], [_vector_text(v) for _, v in queries]),
+            )).fetchall()
+        found = {int(i): name for i, name, sim in rows if sim >= threshold}
+        return [found.get(i + 1) for i in range(len(queries))]
+
     async def search_passages(self, embedding: list[float], k: int = 5, section: str | None = None) -> list[StoredPassageHit]:
         vec = np.asarray(embedding, dtype=np.float32)
         where, params = ("WHERE section = %s", [section]) if section else ("", [])
