@@ -50,9 +50,10 @@ class TestStack:
         stop_postgres(self.pgdata)
 
 
-def start_stack(base: Path) -> TestStack:
+def start_stack(base: Path, persistent: bool = True) -> TestStack:
     port = free_port()
-    proc = start_temporal(base / "temporal.db", "127.0.0.1", port, 0, base / "temporal.log")
+    db = base / "temporal.db" if persistent else None
+    proc = start_temporal(db, "127.0.0.1", port, 0, base / "temporal.log")
     pgdata = base / "pg"
     _, url = start_postgres(pgdata)
     return TestStack(temporal_address=f"127.0.0.1:{port}", admin_url=url, pgdata=pgdata, temporal_proc=proc)

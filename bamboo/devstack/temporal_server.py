@@ -30,15 +30,17 @@ def temporal_cli() -> str:
     return found
 
 
-def start_temporal(db_file: Path, host: str, port: int, ui_port: int, log_file: Path) -> subprocess.Popen:
+def start_temporal(db_file: Path | None, host: str, port: int, ui_port: int, log_file: Path) -> subprocess.Popen:
+    """Start the dev server; `db_file=None` keeps history in memory (benchmarks only)."""
     ensure_port_free(host, port, "Temporal dev server", "BAMBOO_TEMPORAL_ADDRESS")
     if ui_port:
         ensure_port_free(host, ui_port, "Temporal Web UI", "BAMBOO_TEMPORAL_UI_PORT")
-    db_file.parent.mkdir(parents=True, exist_ok=True)
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [
-        temporal_cli(), "server", "start-dev",
-        "--db-filename", str(db_file),
+    cmd = [temporal_cli(), "server", "start-dev"]
+    if db_file is not None:
+        db_file.parent.mkdir(parents=True, exist_ok=True)
+        cmd += ["--db-filename", str(db_file)]
+    cmd += [
         "--ip", host,
         "--port", str(port),
         "--log-level", "warn",

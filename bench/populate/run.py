@@ -6,6 +6,9 @@ For batch concurrency 1, 8 and 32 it reports wall time, incidents per minute, pe
 time (LLM calls × 100 ms ÷ concurrency). All runs happen in one invocation, side by side, so the
 ratios survive a noisy machine. Embeddings come from a second scripted endpoint with no latency:
 the benchmark measures orchestration against LLM latency, not the CPU cost of a local model.
+Incidents take the email path (no reviewed record), the common case for raw tickets: two LLM calls
+each (extraction, then the LLM review). The dev server keeps history in memory here; `bamboo dev up`
+uses its SQLite file, and production a Temporal cluster.
 
     .venv/bin/python -m bench.populate.run --out bench/populate/results.md
 """
@@ -85,10 +88,11 @@ async def one_run(stack, batch_dir: Path, n: int, concurrency: int, work: Path) 
 
 async def main(n: int, levels: list[int], out: Path | None) -> None:
     base = Path(tempfile.mkdtemp(prefix="bamboo-bench-"))
-    stack = start_stack(base)
+    stack = start_stack(base, persistent=False)
     try:
         batch = base / "incidents"
-        write_incidents(generate_incidents(n, seed=2026), batch)
+        incidents = [i.model_copy(update={"resolution_record": None}) for i in generate_incidents(n, seed=2026)]
+        write_incidents(incidents, batch)
         rows = []
         for c in levels:
             row = await one_run(stack, batch, n, c, base)
