@@ -172,12 +172,15 @@ def mcp_serve(
     incidents: Annotated[Path | None, typer.Option(help="Answer from resolved incident files in this directory")] = None,
     reader: Annotated[str | None, typer.Option(help="'module:factory' returning a KnowledgeReader from Settings")] = None,
 ) -> None:
-    """Serve read-only knowledge tools (causes_for_symptom, similar_incidents, procedures_for_cause) over stdio."""
+    """Serve read-only knowledge tools (causes_for_symptom, similar_incidents, procedures_for_cause) over stdio,
+    from the knowledge store by default."""
     from bamboo.mcp.incident_reader import IncidentFileKnowledgeReader
     from bamboo.mcp.knowledge_server import build_knowledge_server
 
-    if (incidents is None) == (reader is None):
-        raise _fail("give exactly one of --incidents DIR or --reader module:factory")
+    if incidents is not None and reader is not None:
+        raise _fail("give at most one of --incidents DIR or --reader module:factory")
+    if incidents is None and reader is None:
+        reader = "bamboo.store.knowledge_reader:from_settings"  # what populate learned
     if incidents is not None:
         if not incidents.is_dir():
             raise _fail(f"--incidents {incidents} is not a directory")
