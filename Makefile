@@ -30,6 +30,9 @@ test: install
 
 bench: install
 	$(BIN)/python -m bench.populate.run --out bench/populate/results.md
+	$(BIN)/python -m bench.sandbox.run --iterations 30 --calls 500 --write
+	$(BIN)/python -m bench.tools.bench_tools
+	$(BIN)/python -m bench.assemble
 
 clean:
 	rm -rf $(VENV) .bamboo

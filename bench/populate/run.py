@@ -55,6 +55,36 @@ class PeakRss(threading.Thread):
             self.stop.wait(0.1)
 
 
+def cpu_seconds(stack, worker_pid: int) -> dict[str, float]:
+    """CPU time consumed so far by each party, to show where a run's cost goes."""
+    def tree(pid: int) -> float:
+        try:
+            root = psutil.Process(pid)
+            procs = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return 0.0
+        total = 0.0
+        for p in procs:
+            try:
+                t = p.cpu_times()
+                total += t.user + t.system
+            except psutil.Error:
+                pass
+        return total
+
+    postgres = 0.0
+    for p in psutil.process_iter(["name", "cmdline"]):
+        try:
+            if p.info["name"] == "postgres":
+                t = p.cpu_times()
+                postgres += t.user + t.system
+        except psutil.Error:
+            pass
+    me = psutil.Process().cpu_times()
+    return {"worker": tree(worker_pid), "temporal": tree(stack.temporal_proc.pid), "postgres": postgres,
+            "bench+scripted LLM": me.user + me.system}
+
+
 async def one_run(stack, batch_dir: Path, n: int, concurrency: int, work: Path) -> dict:
     db = stack.new_database()
     with ScriptedLLMServer(accumulation_handler(), latency_s=LATENCY_S) as llm, ScriptedLLMServer() as emb:
@@ -67,6 +97,7 @@ async def one_run(stack, batch_dir: Path, n: int, concurrency: int, work: Path) 
             client = await connect(settings)
             await asyncio.sleep(2.0)  # worker start-up is not part of the batch
             calls_before = llm.call_count
+            cpu_before = cpu_seconds(stack, worker.pid)
             started = time.perf_counter()
             result: PopulateResult = await client.execute_workflow(
                 PopulateBatch.run,
@@ -75,6 +106,7 @@ async def one_run(stack, batch_dir: Path, n: int, concurrency: int, work: Path) 
                 id=f"populate:bench-c{concurrency}-{time.time_ns()}", task_queue=Queues().main,
             )
             wall = time.perf_counter() - started
+            cpu_after = cpu_seconds(stack, worker.pid)
             calls = llm.call_count - calls_before
         finally:
             rss.stop.set()
@@ -83,7 +115,8 @@ async def one_run(stack, batch_dir: Path, n: int, concurrency: int, work: Path) 
     ideal = calls * LATENCY_S / concurrency
     return {"concurrency": concurrency, "done": result.done, "failed": result.failed, "wall_s": wall,
             "per_min": result.done / wall * 60, "rss_mb": rss.peak / 2**20, "llm_calls": calls,
-            "ideal_s": ideal, "vs_ideal": wall / ideal}
+            "ideal_s": ideal, "vs_ideal": wall / ideal,
+            "cpu_ms_per_incident": {k: (cpu_after[k] - cpu_before[k]) / max(result.done, 1) * 1000 for k in cpu_after}}
 
 
 async def main(n: int, levels: list[int], out: Path | None) -> None:
@@ -114,6 +147,12 @@ async def main(n: int, levels: list[int], out: Path | None) -> None:
         lines.append(f"| {r['concurrency']} | {r['done']} | {r['failed']} | {r['wall_s']:.1f} | {r['per_min']:.0f} | "
                      f"{r['rss_mb']:.0f} | {r['llm_calls']} | {r['ideal_s']:.1f} | {r['vs_ideal']:.2f} | "
                      f"{base_wall / r['wall_s']:.1f}× |")
+    lines += ["", "CPU per stored incident (ms), by process — where the cost goes:", "",
+              "| concurrency | " + " | ".join(rows[0]["cpu_ms_per_incident"]) + " | total |",
+              "|---|" + "---|" * (len(rows[0]["cpu_ms_per_incident"]) + 1)]
+    for r in rows:
+        cpu = r["cpu_ms_per_incident"]
+        lines.append(f"| {r['concurrency']} | " + " | ".join(f"{v:.0f}" for v in cpu.values()) + f" | {sum(cpu.values()):.0f} |")
     text = "\n".join(lines) + "\n"
     print(text)
     if out:
