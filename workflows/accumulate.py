@@ -59,8 +59,10 @@ class AccumulateIncident:
         workflow.upsert_search_attributes(attrs)
 
         self._stage = "load"
-        loaded: LoadedIncident = await workflow.execute_activity(
-            names.LOAD_INCIDENT, inp.source, result_type=LoadedIncident, task_queue=q.store,
+        # A local activity: reading one file and parking it as a blob is quick, and skipping the
+        # task-queue round trip is a large share of a small incident's orchestration cost.
+        loaded: LoadedIncident = await workflow.execute_local_activity(
+            names.LOAD_INCIDENT, inp.source, result_type=LoadedIncident,
             start_to_close_timeout=timedelta(seconds=30), retry_policy=STORE_RETRY,
         )
         if loaded.task_id is not None:

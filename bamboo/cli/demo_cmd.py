@@ -89,3 +89,24 @@ def demo(
     console.print("Knowledge base:   bamboo kb stats · bamboo kb graph panda:<jediTaskID>:<status>")
     console.print("Audit chain:      bamboo audit verify")
     console.print("Stop everything:  bamboo dev down")
+    _analyse_a_new_task(settings)
+
+
+def _analyse_a_new_task(settings) -> None:
+    """Step 4: diagnose a task the knowledge base has never seen (a generated one, not an example)."""
+    from bamboo.analysis.config import AnalysisConfig
+    from bamboo.cli.analyze_cmd import analyze_once, print_diagnosis
+    from bamboo.samples import generate_incidents
+    from bamboo.temporal_client import connect
+
+    console.rule("[bold]4. Diagnose a new task")
+    task = dict(generate_incidents(1, seed=2026)[0].task_data)  # task fields only: its labels stay behind
+    console.print(f"Task {task['jediTaskID']} ({task['status']}): {str(task.get('errorDialog', ''))[:160]}")
+
+    async def go():
+        client = await connect(settings)
+        return await analyze_once(client, task, AnalysisConfig().exploratory_investigation_threshold)
+
+    print_diagnosis(run(go()))
+    console.print(f"Again, or for your own task: bamboo analyze --task-data FILE · bamboo feedback {task['jediTaskID']} "
+                  "--correct --cause \"...\"")

@@ -1,0 +1,57 @@
+"""A resolution email draft for the task owner: written by the LLM, from a template if it cannot.
+
+The draft is prose for a person, so it is asked for as free text; a failed call falls back to a plain
+template and says so in the draft's note rather than leaving the operator without anything to send.
+"""
+
+from __future__ import annotations
+
+import json
+
+from bamboo.analysis.models import EmailDraft, EmailInput
+from bamboo.llm.client import LLMClient
+from bamboo.llm.errors import LLMError
+
+SYSTEM = (
+    "You write a short, professional email to the owner of a failed PanDA task explaining what went wrong "
+    "and what to do. Plain text, no markdown, no greeting placeholders, at most 200 words. Do not invent "
+    "facts beyond the diagnosis given."
+)
+
+
+def subject(inp: EmailInput) -> str:
+    task = f"task {inp.task_id}" if inp.task_id is not None else "your task"
+    return f"PanDA {task}: {inp.diagnosis.root_cause}"[:200]
+
+
+def template_body(inp: EmailInput) -> str:
+    d = inp.diagnosis
+    lines = [
+        "Hello,",
+        "",
+        f"We looked at {'task ' + str(inp.task_id) if inp.task_id is not None else 'your task'}"
+        f"{' (' + inp.task_name + ')' if inp.task_name else ''}.",
+        f"Most likely cause: {d.root_cause} (confidence {d.confidence:.0%}).",
+    ]
+    if d.explanation:
+        lines.append(d.explanation)
+    if d.resolution:
+        lines += ["", f"Suggested resolution: {d.resolution}"]
+    if inp.suggestions:
+        lines += ["", "Steps an operator may take for you:"] + [f"- {s}" for s in inp.suggestions]
+    lines += ["", "Best regards,", "PanDA operations"]
+    return "\n".join(lines)
+
+
+async def draft_email(llm: LLMClient, inp: EmailInput) -> EmailDraft:
+    ask = {"task_id": inp.task_id, "task_name": inp.task_name, "diagnosis": inp.diagnosis.model_dump(),
+           "operator_suggestions": inp.suggestions}
+    try:
+        body = (await llm.text(system=SYSTEM, user=json.dumps(ask, default=str))).strip()
+    except LLMError as exc:
+        return EmailDraft(subject=subject(inp), body=template_body(inp), source="template",
+                          note=f"LLM email draft failed ({exc.kind.value}: {str(exc)[:200]}); template used")
+    if not body:
+        return EmailDraft(subject=subject(inp), body=template_body(inp), source="template",
+                          note="LLM returned an empty email; template used")
+    return EmailDraft(subject=subject(inp), body=body)

@@ -1,0 +1,297 @@
+"""Inputs and outputs of the analysis pipeline.
+
+Free of service imports so the AnalyzeTask / BatchAnalyze workflows can use them inside Temporal's
+deterministic sandbox. `AnalysisResult` is the shape the seed's ReasoningNavigator returns (root cause,
+confidence, resolution, explanation, supporting evidence, capability gaps, email), plus the evidence
+trail an operator needs to judge it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+ClueType = Literal["symptom", "status", "task_feature", "task_context", "component", "environment"]
+NOVEL = "novel"
+
+
+class Clue(BaseModel):
+    """One fact read from the task, named exactly as accumulation stores its node."""
+
+    type: ClueType
+    kind: str = Field(description="graph node kind (Symptom, Task_Feature, Component, Environment)")
+    name: str
+    text: str = Field(default="", description="raw text worth embedding (the error dialog), if any")
+
+
+class TaskClues(BaseModel):
+    task_id: int | None = None
+    status: str | None = None
+    clues: list[Clue] = Field(default_factory=list)
+    prose: dict[str, str] = Field(default_factory=dict)
+    skipped: list[str] = Field(default_factory=list)
+
+    def of_type(self, *types: str) -> list[Clue]:
+        return [c for c in self.clues if c.type in types]
+
+
+class MatchedClue(BaseModel):
+    type: ClueType
+    name: str
+    edge_frequency: int
+    share: float = Field(description="fraction of this clue's stored evidence that points at this cause")
+
+
+class CandidateCause(BaseModel):
+    name: str
+    description: str = ""
+    breadth: int = Field(description="distinct clue types that point at this cause")
+    support: float = Field(description="sum over matched clues of the share of their evidence for this cause")
+    frequency: int = Field(description="incidents that stored this cause, plus operator confirmations")
+    confidence: float
+    confirmations: int = 0
+    resolution_success_rate: float | None = Field(
+        default=None, description="of the analyses that proposed this cause and got feedback, how many were right")
+    matched: list[MatchedClue] = Field(default_factory=list)
+    resolutions: list[str] = Field(default_factory=list)
+    score: float = Field(default=0.0, description="share of the candidates' total support (a ranking confidence)")
+
+
+class NovelLead(BaseModel):
+    symptom: str
+    description: str = ""
+    reason: str
+
+
+class SimilarIncident(BaseModel):
+    graph_id: str
+    score: float
+    matched_section: str
+    matched_text: str
+    summary: str = ""
+
+
+class Evidence(BaseModel):
+    """Everything read from the knowledge store for one task (read-only)."""
+
+    clues: TaskClues
+    candidates: list[CandidateCause] = Field(default_factory=list)
+    novel: list[NovelLead] = Field(default_factory=list)
+    similar: list[SimilarIncident] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+
+class CapabilityGap(BaseModel):
+    investigation: str
+    suggested_tool_capability: str
+
+
+class Diagnosis(BaseModel):
+    root_cause: str
+    is_novel: bool = False
+    confidence: float = Field(ge=0.0, le=1.0)
+    resolution: str = ""
+    explanation: str = ""
+    supporting_evidence: list[str] = Field(default_factory=list)
+    source: Literal["llm", "ranking"] = "llm"
+    note: str = ""
+
+
+class ExplorationInput(BaseModel):
+    evidence: Evidence
+    diagnosis: Diagnosis
+
+
+class ExplorationPlan(BaseModel):
+    """Generated read-only investigation code and the allow-set the trust policy grants it (automatic phase)."""
+
+    status: Literal["run", "refused", "nothing_to_do"]
+    code: str = ""
+    allowed_tools: list[str] = Field(default_factory=list)
+    capability_gaps: list[CapabilityGap] = Field(default_factory=list)
+    reason: str = ""
+
+
+class DiagnoseInput(BaseModel):
+    evidence: Evidence
+    extra_context: dict = Field(default_factory=dict, description="findings of an exploratory investigation")
+
+
+class StepReport(BaseModel):
+    """What a conditional step did — or, explicitly, why it did not run."""
+
+    step: str
+    status: Literal["ran", "not_needed", "unavailable", "failed"]
+    detail: str = ""
+
+
+class ProcedurePlanInput(BaseModel):
+    cause: str
+
+
+class ProcedureStep(BaseModel):
+    name: str
+    description: str = ""
+    order: int = 0
+    has_code: bool = False
+    state_changing_tools: list[str] = Field(default_factory=list)
+    disposition: Literal["replayable", "suggestion", "manual_step"]
+    code: str = Field(default="", description="stored code, for replayable steps only")
+    allowed_tools: list[str] = Field(default_factory=list, description="the replay's allow-set (policy decision)")
+    reason: str = ""
+
+
+class ProcedurePlan(BaseModel):
+    cause: str
+    steps: list[ProcedureStep] = Field(default_factory=list)
+
+
+class EmailInput(BaseModel):
+    task_id: int | None = None
+    task_name: str = ""
+    diagnosis: Diagnosis
+    suggestions: list[str] = Field(default_factory=list)
+
+
+class EmailDraft(BaseModel):
+    subject: str
+    body: str
+    source: Literal["llm", "template"] = "llm"
+    note: str = ""
+
+
+class AnalyzeInput(BaseModel):
+    """A task to diagnose: its fields inline, or a JSON file a worker can read (task or incident file)."""
+
+    task_data: dict | None = None
+    source_path: str | None = None
+    batch_id: str | None = None
+    exploration_threshold: float = Field(default=0.5, ge=0.0, le=1.0,
+                                         description="below this confidence an exploratory investigation runs")
+    sandbox_wait_s: float = Field(default=60.0, gt=0,
+                                  description="how long the exploration waits for a worker on the sandbox queue")
+
+
+class AnalysisResult(BaseModel):
+    task_id: int | None
+    status: str | None
+    root_cause: str
+    is_novel: bool
+    confidence: float
+    resolution: str
+    explanation: str
+    supporting_evidence: list[str] = Field(default_factory=list)
+    capability_gaps: list[CapabilityGap] = Field(default_factory=list)
+    email_subject: str = ""
+    email_content: str = ""
+    candidates: list[CandidateCause] = Field(default_factory=list)
+    novel_leads: list[NovelLead] = Field(default_factory=list)
+    similar_incidents: list[SimilarIncident] = Field(default_factory=list)
+    procedure_plan: list[ProcedureStep] = Field(default_factory=list)
+    suggestions: list[str] = Field(default_factory=list, description="state-changing steps for an operator to run")
+    steps: list[StepReport] = Field(default_factory=list)
+    diagnosis_source: str = "llm"
+    notes: list[str] = Field(default_factory=list)
+
+
+class Feedback(BaseModel):
+    task_id: int
+    verdict: Literal["correct", "wrong"]
+    cause: str = Field(min_length=3, description="the true cause (confirmed or corrected)")
+    proposed_cause: str | None = Field(default=None, description="what the analysis proposed, if known")
+    operator: str | None = None
+
+
+class FeedbackReceipt(BaseModel):
+    task_id: int
+    verdict: str
+    cause: str
+    matched_known_cause: bool
+    cause_frequency: int
+    cause_confirmations: int
+
+
+# ------------------------------------------------------------------ batch
+class TaskSource(BaseModel):
+    path: str
+    task_id: int | None
+    status: str | None
+
+    def workflow_id(self) -> str:
+        return analyze_workflow_id(self.task_id, self.status, self.path)
+
+
+def analyze_workflow_id(task_id: int | None, status: str | None, path: str | None = None) -> str:
+    """`analyze:<task>:<status>`: a duplicate start of the same analysis is found, not repeated."""
+    if task_id is None:
+        import hashlib
+
+        return f"analyze:file-{hashlib.sha256((path or '').encode()).hexdigest()[:12]}:{status or 'unknown'}"
+    return f"analyze:{task_id}:{status or 'unknown'}"
+
+
+class TaskListing(BaseModel):
+    ref: str
+    total: int
+    skipped: int = 0
+
+
+class TaskListingInput(BaseModel):
+    path: str
+    skip_workflow_ids: list[str] = Field(default_factory=list)
+
+
+class TaskPageInput(BaseModel):
+    ref: str
+    offset: int
+    limit: int
+
+
+class BatchFailure(BaseModel):
+    index: int
+    source: str
+    reason: str
+
+
+class BatchAnalyzeInput(BaseModel):
+    batch_id: str
+    path: str
+    skip_workflow_ids: list[str] = Field(default_factory=list, description="already analysed; not redone")
+    concurrency: int = Field(default=4, ge=1, le=256)
+    exploration_threshold: float = Field(default=0.5, ge=0.0, le=1.0)
+    continue_as_new_every: int = Field(default=200, ge=1)
+    # carried across continue-as-new
+    listing: TaskListing | None = None
+    cursor: int = 0
+    done: int = 0
+    skipped: int = 0
+    failed: list[BatchFailure] = Field(default_factory=list)
+    failed_count: int = 0
+    paused: bool = False
+    generation: int = 0
+
+
+class BatchAnalyzeProgress(BaseModel):
+    batch_id: str
+    total: int | None
+    done: int
+    skipped: int
+    failed: int
+    running: int
+    pending: int | None
+    paused: bool
+    cancelled: bool
+    finished: bool
+    generation: int
+    recent_failures: list[BatchFailure] = Field(default_factory=list)
+
+
+class BatchAnalyzeResult(BaseModel):
+    batch_id: str
+    total: int
+    done: int
+    skipped: int
+    failed: int
+    cancelled: bool
+    failures: list[BatchFailure]

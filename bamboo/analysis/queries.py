@@ -1,0 +1,190 @@
+"""Read-only SQL the analysis needs. Nothing here writes: analysis must leave the knowledge store as it
+found it (a test compares every table's row count before and after).
+
+Each clue type is looked up through the one edge kind accumulation writes for it (EDGE_SHAPES), so the
+edge written and the edge queried are the same (upstream defect #6: Environment written with one kind,
+queried with another).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from psycopg_pool import AsyncConnectionPool
+
+from bamboo.analysis.models import Clue
+
+# clue node kind -> the edge kind that links it to a Cause (see bamboo.models.graph.EDGE_SHAPES)
+CAUSE_EDGE_FOR_KIND = {
+    "Symptom": "indicate",
+    "Task_Feature": "contribute_to",
+    "Component": "originated_from",
+    "Environment": "associated_with",
+}
+
+
+@dataclass(frozen=True)
+class ClueEdge:
+    clue_kind: str
+    clue_name: str
+    cause: str
+    cause_description: str
+    frequency: int
+    confidence: float
+    clue_total: int
+
+
+@dataclass(frozen=True)
+class CauseStats:
+    incidents: int
+    confirmations: int
+    proposed: int
+    proposed_correct: int
+
+
+@dataclass(frozen=True)
+class ProcedureRow:
+    name: str
+    description: str
+    order: int
+    code: str | None
+
+
+async def clue_edges(pool: AsyncConnectionPool, clues: list[Clue]) -> list[ClueEdge]:
+    """Every (clue → Cause) edge for the given clues, with the clue's total evidence across causes."""
+    wanted = [(c.kind, c.name, CAUSE_EDGE_FOR_KIND[c.kind]) for c in clues
+              if c.kind in CAUSE_EDGE_FOR_KIND and c.type != "task_context"]
+    if not wanted:
+        return []
+    kinds, names, edge_kinds = (list(x) for x in zip(*wanted))
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(
+            "WITH clue(kind, name, edge_kind) AS (SELECT * FROM unnest(%s::text[], %s::text[], %s::text[])) "
+            "SELECT s.kind, s.name, c.name, c.description, e.frequency, e.confidence, "
+            "       sum(e.frequency) OVER (PARTITION BY s.id) "
+            "FROM clue JOIN nodes s ON s.kind = clue.kind AND s.name = clue.name "
+            "JOIN edges e ON e.src = s.id AND e.kind = clue.edge_kind "
+            "JOIN nodes c ON c.id = e.dst AND c.kind = 'Cause' "
+            "ORDER BY s.kind, s.name, c.name",
+            (kinds, names, edge_kinds),
+        )).fetchall()
+    return [ClueEdge(r[0], r[1], r[2], r[3], int(r[4]), float(r[5]), int(r[6])) for r in rows]
+
+
+async def context_edges(pool: AsyncConnectionPool, clues: list[Clue]) -> list[ClueEdge]:
+    """Context features → Cause through provenance: the feature was associated with the symptom that
+    indicated the cause in the same stored incident (accumulation links context to the symptom only)."""
+    names = [c.name for c in clues if c.type == "task_context"]
+    if not names:
+        return []
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(
+            "SELECT f.name, c.name, c.description, count(DISTINCT pc.graph_id) AS n, avg(ec.confidence) "
+            "FROM nodes f JOIN edges ea ON ea.src = f.id AND ea.kind = 'associated_with' "
+            "JOIN edge_provenance pa ON pa.edge_id = ea.id "
+            "JOIN edge_provenance pc ON pc.graph_id = pa.graph_id "
+            "JOIN edges ec ON ec.id = pc.edge_id AND ec.kind = 'indicate' AND ec.src = ea.dst "
+            "JOIN nodes c ON c.id = ec.dst AND c.kind = 'Cause' "
+            "WHERE f.kind = 'Task_Feature' AND f.name = ANY(%s) "
+            "GROUP BY f.name, c.name, c.description ORDER BY f.name, c.name",
+            (names,),
+        )).fetchall()
+    totals: dict[str, int] = {}
+    for r in rows:
+        totals[r[0]] = totals.get(r[0], 0) + int(r[3])
+    return [ClueEdge("Task_Feature", r[0], r[1], r[2], int(r[3]), float(r[4]), totals[r[0]]) for r in rows]
+
+
+async def known_symptoms(pool: AsyncConnectionPool, names: list[str]) -> dict[str, int]:
+    """Symptom name -> how many causes it indicates (0 when stored without a cause); absent when unknown."""
+    if not names:
+        return {}
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(
+            "SELECT s.name, count(e.id) FROM nodes s LEFT JOIN edges e ON e.src = s.id AND e.kind = 'indicate' "
+            "WHERE s.kind = 'Symptom' AND s.name = ANY(%s) GROUP BY s.name",
+            (names,),
+        )).fetchall()
+    return {r[0]: int(r[1]) for r in rows}
+
+
+async def cause_stats(pool: AsyncConnectionPool, causes: list[str]) -> dict[str, CauseStats]:
+    """Per cause: incidents that stored it (distinct graphs) and what operators said about it."""
+    if not causes:
+        return {}
+    async with pool.connection() as conn:
+        incidents = dict(await (await conn.execute(
+            "SELECT c.name, count(DISTINCT p.graph_id) FROM nodes c "
+            "JOIN edges e ON (e.dst = c.id OR e.src = c.id) JOIN edge_provenance p ON p.edge_id = e.id "
+            "WHERE c.kind = 'Cause' AND c.name = ANY(%s) GROUP BY c.name",
+            (causes,),
+        )).fetchall())
+        lowered = [c.lower() for c in causes]
+        fb = await (await conn.execute(
+            "SELECT k, "
+            "  count(*) FILTER (WHERE lower(cause) = k), "
+            "  count(*) FILTER (WHERE lower(proposed_cause) = k), "
+            "  count(*) FILTER (WHERE lower(proposed_cause) = k AND verdict = 'correct') "
+            "FROM unnest(%s::text[]) AS k LEFT JOIN analysis_feedback f "
+            "  ON lower(f.cause) = k OR lower(f.proposed_cause) = k GROUP BY k",
+            (lowered,),
+        )).fetchall()
+    by_lower = {r[0]: r[1:] for r in fb}
+    out = {}
+    for c in causes:
+        conf, proposed, correct = by_lower.get(c.lower(), (0, 0, 0))
+        out[c] = CauseStats(int(incidents.get(c, 0)), int(conf), int(proposed), int(correct))
+    return out
+
+
+async def resolutions(pool: AsyncConnectionPool, causes: list[str]) -> dict[str, list[str]]:
+    if not causes:
+        return {}
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(
+            "SELECT c.name, r.name FROM nodes c JOIN edges e ON e.src = c.id AND e.kind = 'solved_by' "
+            "JOIN nodes r ON r.id = e.dst AND r.kind = 'Resolution' WHERE c.kind = 'Cause' AND c.name = ANY(%s) "
+            "ORDER BY c.name, e.frequency DESC, e.confidence DESC, r.name",
+            (causes,),
+        )).fetchall()
+    out: dict[str, list[str]] = {}
+    for cause, resolution in rows:
+        out.setdefault(cause, []).append(resolution)
+    return out
+
+
+async def procedures_for_cause(pool: AsyncConnectionPool, cause: str) -> list[ProcedureRow]:
+    """Investigation procedures of a cause, in recorded order, with captured code when there is some."""
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(
+            "SELECT pn.name, pn.description, "
+            "  coalesce(min((p.params->>'order')::int), 0) AS ord, pr.code "
+            "FROM nodes c JOIN edges e ON e.src = c.id AND e.kind = 'investigated_by' "
+            "JOIN nodes pn ON pn.id = e.dst AND pn.kind = 'Procedure' "
+            "LEFT JOIN edge_provenance p ON p.edge_id = e.id "
+            "LEFT JOIN procedures pr ON pr.signature = pn.name AND pr.status = 'approved' "
+            "WHERE c.kind = 'Cause' AND lower(c.name) = lower(%s) "
+            "GROUP BY pn.name, pn.description, pr.code, e.frequency ORDER BY ord, e.frequency DESC, pn.name",
+            (cause,),
+        )).fetchall()
+    return [ProcedureRow(r[0], r[1], int(r[2]), r[3]) for r in rows]
+
+
+async def graph_summaries(pool: AsyncConnectionPool, graph_ids: list[str]) -> dict[str, str]:
+    if not graph_ids:
+        return {}
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(
+            "SELECT graph_id, summary FROM graphs WHERE graph_id = ANY(%s)", (graph_ids,),
+        )).fetchall()
+    return {r[0]: r[1] for r in rows}
+
+
+async def find_cause_name(pool: AsyncConnectionPool, text: str) -> str | None:
+    """The stored Cause whose name equals `text` ignoring case and surrounding space, if any."""
+    async with pool.connection() as conn:
+        row = await (await conn.execute(
+            "SELECT name FROM nodes WHERE kind = 'Cause' AND lower(name) = lower(%s) ORDER BY name LIMIT 1",
+            (text.strip(),),
+        )).fetchone()
+    return row[0] if row else None

@@ -1,0 +1,74 @@
+"""Rank candidate causes from the clue → cause edges, and keep symptoms without a cause as novel leads.
+
+Order: breadth (how many distinct clue types — error symptom, status, task feature, component,
+environment — point at the cause), then support, then frequency, then confidence.
+Support is frequency made relative to the clue: for each matched clue, the share of that clue's stored
+evidence that points at this cause. A feature every cause shares adds little; a symptom seen with only
+two causes adds a half to each. Frequency counts the incidents that stored the cause plus operator
+confirmations, which is how feedback makes the ranking learn.
+
+A symptom with no known cause is reported as a novel lead and the other clues still rank their causes
+(upstream defect #8 emptied the whole graph result when one symptom was unknown).
+Pure functions of their inputs, so they are tested without a database.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from bamboo.analysis.models import CandidateCause, Clue, MatchedClue, NovelLead
+from bamboo.analysis.queries import CauseStats, ClueEdge
+
+
+def rank_candidates(
+    clues: list[Clue],
+    edges: list[ClueEdge],
+    stats: dict[str, CauseStats],
+    resolutions: dict[str, list[str]],
+    limit: int = 10,
+) -> list[CandidateCause]:
+    type_of = {(c.kind, c.name): c.type for c in clues}
+    by_cause: dict[str, list[tuple[ClueEdge, str]]] = defaultdict(list)
+    for e in edges:
+        clue_type = type_of.get((e.clue_kind, e.clue_name))
+        if clue_type is not None:
+            by_cause[e.cause].append((e, clue_type))
+
+    candidates = []
+    for cause, matched in by_cause.items():
+        s = stats.get(cause, CauseStats(0, 0, 0, 0))
+        shares = [MatchedClue(type=t, name=e.clue_name, edge_frequency=e.frequency,
+                              share=round(e.frequency / e.clue_total, 4) if e.clue_total else 0.0)
+                  for e, t in matched]
+        candidates.append(CandidateCause(
+            name=cause,
+            description=matched[0][0].cause_description,
+            breadth=len({t for _, t in matched}),
+            support=round(sum(m.share for m in shares), 4),
+            frequency=max(s.incidents, max(e.frequency for e, _ in matched)) + s.confirmations,
+            confidence=round(sum(e.confidence for e, _ in matched) / len(matched), 4),
+            confirmations=s.confirmations,
+            resolution_success_rate=round(s.proposed_correct / s.proposed, 4) if s.proposed else None,
+            matched=sorted(shares, key=lambda m: (-m.share, m.type, m.name)),
+            resolutions=resolutions.get(cause, []),
+        ))
+    candidates.sort(key=lambda c: (-c.breadth, -c.support, -c.frequency, -c.confidence, c.name))
+    top = candidates[:limit]
+    total = sum(c.support for c in top) or 1.0
+    for c in top:
+        c.score = round(c.support / total, 4)
+    return top
+
+
+def novel_leads(clues: list[Clue], causes_per_symptom: dict[str, int]) -> list[NovelLead]:
+    """Error symptoms the knowledge base has never linked to a cause."""
+    leads = []
+    for c in clues:
+        if c.type != "symptom":
+            continue
+        known = causes_per_symptom.get(c.name)
+        if known is None:
+            leads.append(NovelLead(symptom=c.name, description=c.text[:300], reason="symptom never seen before"))
+        elif known == 0:
+            leads.append(NovelLead(symptom=c.name, description=c.text[:300], reason="symptom seen, but no cause recorded"))
+    return leads

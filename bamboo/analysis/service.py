@@ -1,0 +1,63 @@
+"""The analysis steps as plain async functions over the worker's services (activities wrap them).
+
+Everything here reads the knowledge store; the single write in this package is operator feedback
+(bamboo.analysis.feedback), which has its own table.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bamboo.analysis import queries
+from bamboo.analysis.clues import extract_clues
+from bamboo.analysis.diagnosis import llm_diagnosis
+from bamboo.analysis.ranked import ranking_diagnosis
+from bamboo.analysis.email import draft_email
+from bamboo.analysis.models import Diagnosis, DiagnoseInput, EmailDraft, EmailInput, Evidence, ProcedurePlan
+from bamboo.analysis.procedures import builtin_catalog, plan_procedures
+from bamboo.analysis.ranking import novel_leads, rank_candidates
+from bamboo.analysis.retrieval import similar_incidents
+from bamboo.llm.errors import LLMOutputError
+from bamboo.services import Services
+
+MAX_CANDIDATES = 10
+
+
+class AnalysisService:
+    def __init__(self, services: Services) -> None:
+        self.s = services
+
+    @property
+    def _pool(self):
+        return self.s.store.pool
+
+    async def gather_evidence(self, task: dict[str, Any]) -> Evidence:
+        clues = extract_clues(task, self.s.settings.pseudonym_key.get_secret_value().encode())
+        notes = [f"skipped field {s}" for s in clues.skipped]
+        edges = await queries.clue_edges(self._pool, clues.clues) + await queries.context_edges(self._pool, clues.clues)
+        causes = sorted({e.cause for e in edges})
+        stats = await queries.cause_stats(self._pool, causes)
+        fixes = await queries.resolutions(self._pool, causes)
+        candidates = rank_candidates(clues.clues, edges, stats, fixes, limit=MAX_CANDIDATES)
+        symptoms = [c.name for c in clues.of_type("symptom")]
+        novel = novel_leads(clues.clues, await queries.known_symptoms(self._pool, symptoms))
+        if not clues.of_type("symptom"):
+            notes.append("the task has no errorDialog: ranking rests on status and task features only")
+        similar = await similar_incidents(clues, self.s.store.knowledge, self._pool, self.s.embedder)
+        return Evidence(clues=clues, candidates=candidates, novel=novel, similar=similar, notes=notes)
+
+    async def diagnose(self, inp: DiagnoseInput) -> Diagnosis:
+        """The LLM's diagnosis; if the model cannot produce a valid answer, the ranking's, saying so."""
+        try:
+            return await llm_diagnosis(self.s.llm, inp.evidence, inp.extra_context)
+        except LLMOutputError as exc:
+            return ranking_diagnosis(inp.evidence, note=f"LLM answer invalid twice ({str(exc)[:200]}); "
+                                                         "used the graph ranking")
+
+    async def procedure_plan(self, cause: str) -> ProcedurePlan:
+        rows = await queries.procedures_for_cause(self._pool, cause)
+        code = {r.name: r.code for r in rows if r.code}
+        return plan_procedures(cause, rows, builtin_catalog(code))
+
+    async def email(self, inp: EmailInput) -> EmailDraft:
+        return await draft_email(self.s.llm, inp)

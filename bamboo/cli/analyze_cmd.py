@@ -1,0 +1,277 @@
+"""`bamboo analyze`, `bamboo analyze-batch` and `bamboo feedback`.
+
+Analyses run as durable workflows in the worker; this module starts or re-attaches to them, follows
+their progress, prints the diagnosis and writes each AnalysisResult as JSON. Ctrl-C only detaches.
+Feedback is written straight to the knowledge store's feedback table (the only table analysis writes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import WorkflowIDConflictPolicy
+
+from bamboo.analysis.config import AnalysisConfig
+from bamboo.analysis.models import (
+    AnalysisResult, AnalyzeInput, BatchAnalyzeInput, BatchAnalyzeProgress, BatchAnalyzeResult, Feedback,
+    analyze_workflow_id,
+)
+from bamboo.analysis.task_files import TaskFileError, list_task_files, read_task_file
+from bamboo.cli.common import console, fail, run
+from bamboo.settings import Settings, get_settings
+
+MAIN_QUEUE = "bamboo"
+
+
+async def _client(settings: Settings) -> Client:
+    from bamboo.temporal_client import TemporalUnavailable, connect
+
+    try:
+        return await connect(settings)
+    except TemporalUnavailable as exc:
+        fail(str(exc))
+        raise
+
+
+async def fetch_task(settings: Settings, task_id: int) -> dict:
+    """The task's fields from PanDA, or a message that says how to get them another way."""
+    from bamboo.panda.client import PandaClient
+    from bamboo.panda.errors import PandaConfigError, PandaError, PandaNotFound, PandaUnavailable
+
+    hint = "or pass the task's JSON with --task-data FILE"
+    try:
+        async with PandaClient.from_settings(settings) as panda:
+            return await panda.get_task(task_id)
+    except PandaConfigError as exc:
+        fail(f"the PanDA client is not configured: {exc}; {hint}")
+    except PandaNotFound:
+        fail(f"PanDA at {settings.panda_api_url} has no task {task_id}; {hint}")
+    except PandaUnavailable as exc:
+        fail(f"cannot reach PanDA at {settings.panda_api_url} ({exc}); set BAMBOO_PANDA_API_URL (or start the "
+             f"simulator with `bamboo panda-sim`), {hint}")
+    except PandaError as exc:
+        fail(f"PanDA could not return task {task_id}: {exc}; {hint}")
+    raise AssertionError("unreachable")
+
+
+def result_file_name(workflow_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", workflow_id) + ".json"
+
+
+def write_result(result: AnalysisResult, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
+
+
+def print_diagnosis(result: AnalysisResult) -> None:
+    console.rule(f"[bold]Task {result.task_id} ({result.status})")
+    colour = "yellow" if result.is_novel else "green"
+    console.print(f"Root cause: [bold {colour}]{result.root_cause}[/] — confidence {result.confidence:.2f} "
+                  f"({result.diagnosis_source})")
+    if result.resolution:
+        console.print(f"Resolution: {result.resolution}")
+    if result.explanation:
+        console.print(f"Why: {result.explanation}")
+    for e in result.supporting_evidence[:5]:
+        console.print(f"  • {e}")
+    if result.candidates:
+        table = Table("#", "candidate cause", "clue types", "support", "incidents", "confirmed")
+        for i, c in enumerate(result.candidates[:5], 1):
+            table.add_row(str(i), c.name, str(c.breadth), f"{c.support:.2f}", str(c.frequency), str(c.confirmations))
+        console.print(table)
+    for lead in result.novel_leads:
+        console.print(f"[yellow]novel lead:[/] {lead.symptom} — {lead.reason}")
+    for step in result.steps:
+        if step.status in ("unavailable", "failed"):
+            console.print(f"[yellow]{step.step} {step.status}:[/] {step.detail}")
+    for s in result.suggestions:
+        console.print(f"[cyan]suggestion:[/] {s}")
+    for n in result.notes:
+        console.print(f"[dim]note: {n}[/]")
+    if result.email_content:
+        console.print(f"\n[bold]Email draft[/] — {result.email_subject}\n{result.email_content}")
+
+
+async def analyze_once(client: Client, task: dict, threshold: float) -> AnalysisResult:
+    wid = analyze_workflow_id(task.get("jediTaskID"), task.get("status"))
+    handle = await client.start_workflow(
+        "AnalyzeTask", AnalyzeInput(task_data=task, exploration_threshold=threshold), id=wid, task_queue=MAIN_QUEUE,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING, result_type=AnalysisResult,
+    )
+    return await handle.result()
+
+
+def analyze(
+    task_id: int = typer.Option(None, "--task-id", help="jediTaskID to fetch from PanDA and diagnose"),
+    task_data: Path = typer.Option(None, "--task-data", help="A JSON file with the task's fields (or an incident file)"),
+    out: Path = typer.Option(None, "--out", help="Write the AnalysisResult JSON here"),
+    as_json: bool = typer.Option(False, "--json", help="Print the AnalysisResult as JSON"),
+) -> None:
+    """Diagnose one problem task as a durable AnalyzeTask workflow (read-only on the knowledge base)."""
+    if (task_id is None) == (task_data is None):
+        fail("give exactly one of --task-id N or --task-data FILE")
+    settings = get_settings()
+
+    async def go() -> AnalysisResult:
+        if task_data is not None:
+            try:
+                task = read_task_file(task_data)
+            except TaskFileError as exc:
+                fail(str(exc))
+        else:
+            task = await fetch_task(settings, task_id)
+        client = await _client(settings)
+        return await analyze_once(client, task, AnalysisConfig().exploratory_investigation_threshold)
+
+    result = run(go())
+    if out:
+        write_result(result, out)
+    if as_json:
+        console.print_json(result.model_dump_json())
+    else:
+        print_diagnosis(result)
+        if out:
+            console.print(f"Result written to {out}")
+
+
+def default_batch_id(path: Path) -> str:
+    return "analyze-" + hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:10]
+
+
+async def collect_finished(client: Client, ids: list[str], out: Path) -> int:
+    """Write the results of analyses that already finished (a batch that ran while nobody watched)."""
+    written = 0
+    for wid in ids:
+        target = out / result_file_name(wid)
+        if target.exists():
+            continue
+        try:
+            desc = await client.get_workflow_handle(wid).describe()
+        except Exception:  # noqa: BLE001 — no such workflow yet: it simply has not run
+            continue
+        if desc.status is not None and desc.status.name == "COMPLETED":
+            write_result(await client.get_workflow_handle(wid, result_type=AnalysisResult).result(), target)
+            written += 1
+    return written
+
+
+async def follow_batch(handle: WorkflowHandle) -> BatchAnalyzeResult | None:
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("failed {task.fields[failed]} · running {task.fields[running]} {task.fields[state]}"),
+                  TimeElapsedColumn(), console=console) as bar:
+        task = bar.add_task(handle.id, total=None, failed=0, running=0, state="")
+        try:
+            while True:
+                desc = await handle.describe()
+                if desc.status is not None and desc.status.name != "RUNNING":
+                    break
+                try:
+                    p: BatchAnalyzeProgress = await handle.query("progress", result_type=BatchAnalyzeProgress)
+                except Exception:  # noqa: BLE001 — between continue-as-new runs the query may briefly fail
+                    await asyncio.sleep(0.5)
+                    continue
+                state = "(paused)" if p.paused else "(cancelling)" if p.cancelled else ""
+                bar.update(task, total=p.total, completed=p.done + p.failed, failed=p.failed, running=p.running,
+                           state=state)
+                await asyncio.sleep(0.5)
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            console.print(f"\nDetached. The batch goes on; re-attach by running the same command again "
+                          f"(or --attach {handle.id.removeprefix('analyze-batch:')}).")
+            return None
+    return await handle.result()
+
+
+def analyze_batch(
+    path: Path = typer.Argument(..., help="A directory of task (or incident) .json files"),
+    out: Path = typer.Option(..., "--out", help="Directory for one AnalysisResult JSON per task"),
+    attach: str = typer.Option(None, "--attach", help="Re-attach to a running batch by its id"),
+    concurrency: int = typer.Option(4, min=1, max=256, help="Analyses run at once"),
+    detach: bool = typer.Option(False, "--detach", help="Start and return immediately"),
+) -> None:
+    """Diagnose every task of a directory as a durable BatchAnalyze; tasks already analysed are skipped."""
+    settings = get_settings()
+    threshold = AnalysisConfig().exploratory_investigation_threshold
+
+    async def go() -> None:
+        try:
+            sources = list_task_files(path)
+        except TaskFileError as exc:
+            fail(str(exc))
+        client = await _client(settings)
+        ids = [s.workflow_id() for s in sources]
+        out.mkdir(parents=True, exist_ok=True)
+        recovered = await collect_finished(client, ids, out)
+        done_ids = [wid for wid in ids if (out / result_file_name(wid)).exists()]
+        bid = attach or default_batch_id(path)
+        if recovered:
+            console.print(f"Collected {recovered} analyses that finished while detached.")
+        handle = await client.start_workflow(
+            "BatchAnalyze",
+            BatchAnalyzeInput(batch_id=bid, path=str(path.resolve()), skip_workflow_ids=done_ids,
+                              concurrency=concurrency, exploration_threshold=threshold),
+            id=f"analyze-batch:{bid}", task_queue=MAIN_QUEUE, result_type=BatchAnalyzeResult,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        )
+        console.print(f"Batch [bold]{bid}[/]: {len(sources)} tasks, {len(done_ids)} already analysed — "
+                      f"workflow id {handle.id}")
+        if detach:
+            console.print("Follow it by running the same command again.")
+            return
+        result = await follow_batch(handle)
+        if result is None:
+            return
+        written = await collect_finished(client, ids, out)
+        console.print(f"[bold]{bid}[/]: {result.done} analysed, {result.skipped} skipped (already analysed), "
+                      f"{result.failed} failed of {result.total}" + (" (cancelled)" if result.cancelled else "")
+                      + f"; {written} results written to {out}")
+        for f in result.failures[:20]:
+            console.print(f"  [red]✗[/] {f.source}: {f.reason}")
+
+    run(go())
+
+
+def feedback(
+    task_id: int = typer.Argument(..., help="jediTaskID the diagnosis was about"),
+    correct: bool = typer.Option(None, "--correct/--wrong", help="Was the diagnosis right?"),
+    cause: str = typer.Option(..., "--cause", help="The true cause (the diagnosed one with --correct)"),
+    proposed: str = typer.Option(None, "--proposed", help="With --wrong: the cause the analysis proposed"),
+    operator: str = typer.Option(None, "--operator", help="Who gives this verdict"),
+) -> None:
+    """Confirm or correct a diagnosis; confirmed causes rank higher next time."""
+    if correct is None:
+        fail("say whether the diagnosis was right: --correct or --wrong")
+    from bamboo.analysis.feedback import record_feedback
+    from bamboo.cli.store_access import opened_store
+    from bamboo.store import StoreNotConfigured
+
+    try:
+        item = Feedback(task_id=task_id, verdict="correct" if correct else "wrong", cause=cause,
+                        proposed_cause=proposed, operator=operator)
+    except ValueError as exc:
+        fail(f"invalid feedback: {exc}")
+
+    async def go():
+        async with opened_store(get_settings()) as store:
+            return await record_feedback(store.pool, item)
+
+    try:
+        receipt = run(go())
+    except (StoreNotConfigured, ConnectionError) as exc:
+        fail(str(exc))
+    known = "" if receipt.matched_known_cause else " [yellow](not a cause the knowledge base knows yet)[/]"
+    console.print(f"Recorded: task {receipt.task_id} {receipt.verdict}, cause [bold]{receipt.cause}[/]{known}; "
+                  f"it now counts {receipt.cause_frequency} incidents ({receipt.cause_confirmations} confirmed).")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("analyze")(analyze)
+    app.command("analyze-batch")(analyze_batch)
+    app.command("feedback")(feedback)

@@ -1,0 +1,317 @@
+"""AnalyzeTask, BatchAnalyze, feedback and the CLI on the real stack (Temporal dev server, Postgres,
+the production worker in-process, the scripted LLM over HTTP)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+
+import pytest
+from typer.testing import CliRunner
+
+from bamboo.analysis.feedback import record_feedback
+from bamboo.analysis.models import (
+    AnalysisResult, AnalyzeInput, BatchAnalyzeInput, BatchAnalyzeProgress, BatchAnalyzeResult, Feedback,
+    analyze_workflow_id,
+)
+from bamboo.analysis.service import AnalysisService
+from bamboo.extraction.labels import normalise_label
+from tests.analysis.answers import analysis_handler, explore_with, pick_top
+from tests.support.scripted_llm import Reply
+from workflows.analyze import AnalyzeTask, BatchAnalyze
+from workflows.queues import Queues
+
+pytestmark = pytest.mark.integration
+
+# Tables analysis may write: its feedback table, claim-check blobs (batch listings) and the audit log.
+ANALYSIS_MAY_WRITE = {"analysis_feedback", "blobs", "audit"}
+
+
+async def all_row_counts(pool) -> dict[str, int]:
+    async with pool.connection() as conn:
+        tables = [r[0] for r in await (await conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename")).fetchall()]
+        return {t: (await (await conn.execute(f'SELECT count(*) FROM "{t}"')).fetchone())[0] for t in tables}
+
+
+async def forget_feedback(pool, task_id: int) -> None:
+    """Tests share one knowledge base; a verdict given by one test must not steer another's ranking."""
+    async with pool.connection() as conn:
+        await conn.execute("DELETE FROM analysis_feedback WHERE task_id = %s", (task_id,))
+
+
+async def run_analysis(client, task: dict, threshold: float = 0.5, sandbox_wait_s: float = 2) -> AnalysisResult:
+    return await client.execute_workflow(
+        AnalyzeTask.run, AnalyzeInput(task_data=task, exploration_threshold=threshold, sandbox_wait_s=sandbox_wait_s),
+        id=f"{analyze_workflow_id(task.get('jediTaskID'), task.get('status'))}:{uuid.uuid4().hex[:6]}",
+        task_queue=Queues().main,
+    )
+
+
+async def test_analysis_diagnoses_held_out_tasks_and_never_writes_the_knowledge_store(learned, analysis_client, analysis_services):
+    before = await all_row_counts(analysis_services.store.pool)
+    results = [await run_analysis(analysis_client, dict(i.task_data)) for i in learned]
+    after = await all_row_counts(analysis_services.store.pool)
+    unchanged = {t: n for t, n in before.items() if t not in ANALYSIS_MAY_WRITE}
+    assert {t: after[t] for t in unchanged} == unchanged
+    assert before["nodes"] > 0 and before["edge_provenance"] > 0
+
+    truths = [normalise_label(i.resolution_record.cause) for i in learned]
+    top3 = sum(t in [c.name for c in r.candidates[:3]] for r, t in zip(results, truths))
+    assert top3 >= 5, [(t, [c.name for c in r.candidates[:3]]) for r, t in zip(results, truths)]
+    first = results[0]
+    assert first.task_id == learned[0].task_data["jediTaskID"] and first.diagnosis_source == "llm"
+    assert first.root_cause == first.candidates[0].name  # the scripted LLM picks the top candidate
+    assert first.email_subject.startswith(f"PanDA task {first.task_id}") and first.root_cause in first.email_content
+    steps = {s.step: s for s in first.steps}
+    assert steps["exploratory_investigation"].status == "not_needed"  # scripted confidence 0.8 ≥ 0.5
+    assert steps["procedure_replay"].status == "not_needed" and "manual step" in steps["procedure_replay"].detail
+    assert [p.disposition for p in first.procedure_plan] and all(p.disposition == "manual_step" for p in first.procedure_plan)
+    assert first.similar_incidents, "vector retrieval found no similar incident"
+    assert all(s.summary for s in first.similar_incidents)
+
+
+async def test_unknown_symptom_keeps_the_other_evidence(learned, analysis_services):
+    task = dict(learned[0].task_data)
+    task["errorDialog"] = "zzkx: the flux capacitor rejected the payload"
+    evidence = await AnalysisService(analysis_services).gather_evidence(task)
+    assert [n.symptom for n in evidence.novel] and evidence.novel[0].reason == "symptom never seen before"
+    assert evidence.candidates, "one unknown symptom must not discard the status and feature evidence"
+    assert {m.type for m in evidence.candidates[0].matched} >= {"status", "task_feature"}
+
+
+async def test_low_confidence_explores_read_only_or_says_why_not(learned, analysis_client, llm):
+    llm.handler = analysis_handler(diagnose=pick_top(confidence=0.2))
+    result = await run_analysis(analysis_client, dict(learned[1].task_data))
+    steps = {s.step: s for s in result.steps}
+    explore = steps["exploratory_investigation"]
+    assert "0.20 < 0.5" in explore.detail
+    assert any(g.suggested_tool_capability == "a site downtime lookup" for g in result.capability_gaps)
+    if explore.status == "unavailable":  # no worker polls the sandbox queue in this test process
+        assert "sandbox queue" in explore.detail and "re_diagnosis" not in steps
+    else:
+        assert explore.status == "ran" and "get_task_jobs_summary" in explore.detail, explore
+        assert "re_diagnosis" in steps
+
+
+async def test_exploration_code_reaching_a_state_changing_tool_is_refused(learned, analysis_client, llm):
+    llm.handler = analysis_handler(diagnose=pick_top(confidence=0.2), explore=explore_with("kill_task"))
+    result = await run_analysis(analysis_client, dict(learned[1].task_data))
+    explore = {s.step: s for s in result.steps}["exploratory_investigation"]
+    assert explore.status == "failed" and "refused" in explore.detail and "state_changing" in explore.detail
+
+
+async def test_exploration_without_code_or_gap_is_a_reported_failure(learned, analysis_client, llm):
+    base = analysis_handler(diagnose=pick_top(confidence=0.2))
+    llm.handler = lambda r: ({"code": "", "capability_gaps": []} if r.schema_name == "analysis_exploration_code"
+                             else base(r))
+    result = await run_analysis(analysis_client, dict(learned[1].task_data))
+    explore = {s.step: s for s in result.steps}["exploratory_investigation"]
+    assert explore.status == "failed" and "neither investigation code nor a capability gap" in explore.detail
+
+
+async def test_known_cause_procedures_replay_read_only_and_suggest_state_changing(learned, analysis_client,
+                                                                                analysis_services):
+    task = dict(learned[2].task_data)
+    cause = (await AnalysisService(analysis_services).gather_evidence(task)).candidates[0].name
+    pool = analysis_services.store.pool
+    async with pool.connection() as conn:
+        names = [r[0] for r in await (await conn.execute(
+            "SELECT p.name FROM nodes c JOIN edges e ON e.src = c.id AND e.kind = 'investigated_by' "
+            "JOIN nodes p ON p.id = e.dst WHERE c.kind = 'Cause' AND c.name = %s ORDER BY p.name", (cause,))).fetchall()]
+        assert len(names) >= 2
+        captured = {names[0]: f"return await tools.get_task_jobs_summary(task_id={task['jediTaskID']})",
+                    names[1]: f"return await tools.retry_task(task_id={task['jediTaskID']})"}
+        for name, code in captured.items():
+            await conn.execute("INSERT INTO procedures (signature, code, code_hash) VALUES (%s, %s, 'test')",
+                               (name, code))
+    try:
+        result = await run_analysis(analysis_client, task)
+    finally:
+        async with pool.connection() as conn:
+            await conn.execute("DELETE FROM procedures WHERE signature = ANY(%s)", (list(captured),))
+    plan = {p.name: p for p in result.procedure_plan}
+    assert plan[names[0]].disposition == "replayable" and plan[names[0]].allowed_tools == ["get_task_jobs_summary"]
+    assert plan[names[1]].disposition == "suggestion" and plan[names[1]].state_changing_tools == ["retry_task"]
+    assert any(s.startswith(names[1]) and "retry_task" in s for s in result.suggestions)
+    replay = [s for s in result.steps if s.step == "procedure_replay"]
+    assert replay and replay[0].detail.startswith(names[0])
+    assert replay[0].status in ("ran", "unavailable"), replay
+
+
+async def test_invalid_llm_answers_fall_back_to_the_ranking_and_say_so(learned, analysis_client, llm):
+    base = analysis_handler()
+    llm.handler = lambda r: Reply.json({"cause": "made up"}) if r.schema_name == "analysis_diagnosis" else base(r)
+    result = await run_analysis(analysis_client, dict(learned[2].task_data))
+    assert result.diagnosis_source == "ranking" and result.root_cause == result.candidates[0].name
+    assert any("used the graph ranking" in n for n in result.notes)
+
+
+async def test_feedback_raises_the_confirmed_cause_and_is_idempotent(learned, analysis_services):
+    analysis = AnalysisService(analysis_services)
+    task = dict(learned[3].task_data)
+    before = await analysis.gather_evidence(task)
+    assert len(before.candidates) >= 2
+    runner_up = before.candidates[1]
+    for _ in range(2):  # the same verdict twice counts once
+        receipt = await record_feedback(analysis_services.store.pool, Feedback(
+            task_id=task["jediTaskID"], verdict="wrong", cause=runner_up.name.lower(),
+            proposed_cause=before.candidates[0].name))
+    assert receipt.matched_known_cause and receipt.cause == runner_up.name and receipt.cause_confirmations == 1
+    after = {c.name: c for c in (await analysis.gather_evidence(task)).candidates}
+    assert after[runner_up.name].frequency == runner_up.frequency + 1
+    assert after[runner_up.name].confirmations == 1
+    assert after[before.candidates[0].name].resolution_success_rate == 0.0
+    await forget_feedback(analysis_services.store.pool, task["jediTaskID"])
+
+
+async def test_batch_analyze_skips_done_tasks_and_reports_progress(learned, analysis_client, tmp_path):
+    folder = tmp_path / "tasks"
+    folder.mkdir()
+    for i in learned[:3]:
+        (folder / f"{i.task_data['jediTaskID']}.json").write_text(json.dumps(i.task_data))
+    done_id = analyze_workflow_id(learned[0].task_data["jediTaskID"], learned[0].task_data["status"])
+    bid = f"t-{uuid.uuid4().hex[:6]}"
+    handle = await analysis_client.start_workflow(
+        BatchAnalyze.run, BatchAnalyzeInput(batch_id=bid, path=str(folder), skip_workflow_ids=[done_id],
+                                            concurrency=2, continue_as_new_every=1),
+        id=f"analyze-batch:{bid}", task_queue=Queues().main,
+    )
+    result: BatchAnalyzeResult = await handle.result()
+    assert (result.total, result.done, result.skipped, result.failed) == (3, 2, 1, 0), result.failures
+    child = await analysis_client.get_workflow_handle(
+        analyze_workflow_id(learned[1].task_data["jediTaskID"], learned[1].task_data["status"]),
+        result_type=AnalysisResult).result()
+    assert child.task_id == learned[1].task_data["jediTaskID"]
+
+
+async def test_batch_analyze_pause_resume_and_cancel(learned, analysis_client, tmp_path):
+    folder = tmp_path / "tasks"
+    folder.mkdir()
+    for i in learned[:2]:
+        (folder / f"{i.task_data['jediTaskID']}.json").write_text(json.dumps(i.task_data))
+
+    async def progress(handle) -> BatchAnalyzeProgress:
+        for _ in range(100):
+            try:
+                p = await handle.query(BatchAnalyze.progress)
+                if p.total is not None:
+                    return p
+            except Exception:  # noqa: BLE001 — the first workflow task may not have run yet
+                pass
+            await asyncio.sleep(0.1)
+        raise AssertionError("no progress from the batch")
+
+    resumed = await analysis_client.start_workflow(
+        BatchAnalyze.run, BatchAnalyzeInput(batch_id="paused", path=str(folder), paused=True),
+        id=f"analyze-batch:p-{uuid.uuid4().hex[:6]}", task_queue=Queues().main)
+    p = await progress(resumed)
+    assert (p.paused, p.done, p.running, p.pending) == (True, 0, 0, 2)
+    await resumed.signal(BatchAnalyze.resume)
+    assert (await resumed.result()).done == 2
+
+    cancelled = await analysis_client.start_workflow(
+        BatchAnalyze.run, BatchAnalyzeInput(batch_id="cancelled", path=str(folder)),
+        id=f"analyze-batch:c-{uuid.uuid4().hex[:6]}", task_queue=Queues().main, start_signal="pause")
+    p = await progress(cancelled)
+    assert p.paused and p.done == 0
+    await cancelled.signal(BatchAnalyze.cancel)
+    result = await cancelled.result()
+    assert result.cancelled and result.done == 0 and result.total == 2
+
+
+async def test_cli_analyze_batch_and_feedback(learned, analysis_settings, analysis_services, tmp_path, monkeypatch):
+    pool = analysis_services.store.pool
+    from bamboo.cli.main import app
+    from bamboo.settings import get_settings
+
+    for key, value in {"BAMBOO_TEMPORAL_ADDRESS": analysis_settings.temporal_address,
+                       "BAMBOO_DATABASE_URL": analysis_settings.database_url,
+                       "BAMBOO_EMBEDDING_BASE_URL": analysis_settings.embedding_base_url,
+                       "BAMBOO_EMBEDDING_MODEL": analysis_settings.embedding_model}.items():
+        monkeypatch.setenv(key, value)
+    get_settings.cache_clear()
+    runner = CliRunner()
+    try:
+        task_file = tmp_path / "task.json"
+        task_file.write_text(json.dumps(learned[4].task_data))
+        out = await asyncio.to_thread(runner.invoke, app, ["analyze", "--task-data", str(task_file), "--out",
+                                                           str(tmp_path / "one.json")])
+        assert out.exit_code == 0, out.output
+        assert "Root cause:" in out.output and "Email draft" in out.output
+        saved = AnalysisResult.model_validate_json((tmp_path / "one.json").read_text())
+        assert saved.task_id == learned[4].task_data["jediTaskID"]
+
+        folder = tmp_path / "tasks"
+        folder.mkdir()
+        for i in learned[4:6]:
+            (folder / f"{i.task_data['jediTaskID']}.json").write_text(json.dumps(i.task_data))
+        args = ["analyze-batch", str(folder), "--out", str(tmp_path / "results")]
+        first = await asyncio.to_thread(runner.invoke, app, args)
+        assert first.exit_code == 0, first.output
+        assert len(list((tmp_path / "results").glob("*.json"))) == 2
+        again = await asyncio.to_thread(runner.invoke, app, args)
+        assert again.exit_code == 0 and "2 already analysed" in again.output, again.output
+
+        fb = await asyncio.to_thread(runner.invoke, app, ["feedback", str(saved.task_id), "--correct",
+                                                          "--cause", saved.root_cause])
+        assert fb.exit_code == 0 and "1 confirmed" in fb.output, fb.output
+        await forget_feedback(pool, saved.task_id)
+        missing = await asyncio.to_thread(runner.invoke, app, ["feedback", "1", "--cause", "Something"])
+        assert missing.exit_code != 0 and "--correct or --wrong" in missing.output
+        neither = await asyncio.to_thread(runner.invoke, app, ["analyze"])
+        assert neither.exit_code != 0 and "exactly one of" in neither.output
+    finally:
+        get_settings.cache_clear()
+
+
+async def test_exploration_runs_in_the_sandbox_against_panda_and_rediagnoses(learned, analysis_client, llm,
+                                                                           analysis_services):
+    """The worker's sandbox queue (the sandbox's execute_code, the built-in PanDA tools, the PanDA
+    simulator over HTTP) runs the generated read-only code, and the findings reach a re-diagnosis —
+    still without writing the knowledge store."""
+    incident = learned[5]
+    llm.handler = analysis_handler(diagnose=pick_top(confidence=0.2))
+    before = await all_row_counts(analysis_services.store.pool)
+    result = await run_analysis(analysis_client, dict(incident.task_data), sandbox_wait_s=60)
+    after = await all_row_counts(analysis_services.store.pool)
+    assert {t: n for t, n in after.items() if t not in ANALYSIS_MAY_WRITE} == \
+        {t: n for t, n in before.items() if t not in ANALYSIS_MAY_WRITE}
+    steps = {s.step: s for s in result.steps}
+    explore = steps["exploratory_investigation"]
+    assert explore.status == "ran", explore
+    assert "1 tool call(s)" in explore.detail and "kill_task" not in explore.detail
+    assert steps["re_diagnosis"].status == "ran"
+    rediagnosis = [c for c in llm.calls if c.schema_name == "analysis_diagnosis" and "investigation" in c.first_user]
+    assert rediagnosis
+    findings = json.loads(rediagnosis[-1].first_user)["investigation"]["exploration"]
+    assert [c["tool"] for c in findings["tool_calls"]] == ["get_task_jobs_summary"], findings
+    assert findings["status"] == "ok" and findings["return_value"]["total_jobs"] > 0, findings
+
+
+async def test_cli_analyze_task_id_fetches_from_panda_or_says_how_to(learned, analysis_settings, monkeypatch):
+    from bamboo.cli.main import app
+    from bamboo.devstack.ports import free_port
+    from bamboo.settings import get_settings
+
+    for key, value in {"BAMBOO_TEMPORAL_ADDRESS": analysis_settings.temporal_address,
+                       "BAMBOO_DATABASE_URL": analysis_settings.database_url,
+                       "BAMBOO_PANDA_API_URL": analysis_settings.panda_api_url,
+                       "BAMBOO_PANDA_MONITOR_URL": analysis_settings.panda_monitor_url}.items():
+        monkeypatch.setenv(key, value)
+    incident = learned[3]
+    runner = CliRunner()
+    get_settings.cache_clear()
+    try:
+        ok = await asyncio.to_thread(runner.invoke, app, ["analyze", "--task-id",
+                                                          str(incident.task_data["jediTaskID"]), "--json"])
+        assert ok.exit_code == 0, ok.output
+        assert json.loads(ok.output)["task_id"] == incident.task_data["jediTaskID"]
+
+        monkeypatch.setenv("BAMBOO_PANDA_API_URL", f"http://127.0.0.1:{free_port()}/api/v1")
+        get_settings.cache_clear()
+        down = await asyncio.to_thread(runner.invoke, app, ["analyze", "--task-id", "123"])
+        assert down.exit_code == 1 and "cannot reach PanDA" in down.output and "--task-data" in down.output
+    finally:
+        get_settings.cache_clear()

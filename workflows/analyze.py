@@ -1,0 +1,376 @@
+"""AnalyzeTask and BatchAnalyze: diagnose problem tasks from the knowledge graph, durably.
+
+AnalyzeTask (seed 001, ReasoningNavigator; DESIGN.md §3): clues → graph ranking → vector retrieval
+(one read-only activity) → LLM diagnosis → (confidence below the threshold) exploratory read-only
+investigation → (known cause) procedure replay with state-changing procedures skipped and listed as
+suggestions → email draft. A step that cannot run says so in `steps` — never a silent no-op.
+The workflow id is `analyze:<task>:<status>`, so a duplicate start finds the running analysis.
+
+BatchAnalyze: many AnalyzeTask children with the controls of PopulateBatch — bounded concurrency,
+`pause` / `resume` / `cancel`, a `progress` query, continue-as-new every N items — and tasks already
+analysed (named by the starter) are skipped, not redone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.exceptions import (
+    ActivityError, ApplicationError, ChildWorkflowError, TimeoutError, TimeoutType, WorkflowAlreadyStartedError,
+)
+from temporalio.workflow import ParentClosePolicy
+
+with workflow.unsafe.imports_passed_through():
+    from bamboo.analysis.models import (
+        AnalysisResult, AnalyzeInput, BatchAnalyzeInput, BatchAnalyzeProgress, BatchAnalyzeResult, BatchFailure,
+        CapabilityGap, Diagnosis, DiagnoseInput, EmailDraft, EmailInput, Evidence, ExplorationInput, ExplorationPlan,
+        ProcedurePlan, ProcedureStep,
+        ProcedurePlanInput, StepReport, TaskListing, TaskListingInput, TaskPageInput, TaskSource,
+    )
+    from bamboo.analysis.ranked import ranking_diagnosis
+    from workflows import names
+    from workflows.queues import Queues
+
+TASK_ID = SearchAttributeKey.for_int("BambooTaskId")
+KIND = SearchAttributeKey.for_keyword("BambooKind")
+BATCH = SearchAttributeKey.for_keyword("BambooBatchId")
+
+HEARTBEAT = timedelta(seconds=10)
+LLM_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
+                        maximum_interval=timedelta(seconds=30), maximum_attempts=6)
+STORE_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10),
+                          maximum_attempts=10)
+
+SANDBOX_UNAVAILABLE = (
+    "no worker polls the sandbox queue (execute_code), so the generated read-only investigation did not run and "
+    "the diagnosis was not re-synthesised"
+)
+MAX_KEPT_FAILURES = 500
+PAGE = 100
+
+
+def _reason(exc: BaseException) -> str:
+    while isinstance(exc, (ChildWorkflowError, ActivityError)) and exc.cause is not None:
+        exc = exc.cause
+    return (exc.message if isinstance(exc, ApplicationError) else str(exc))[:500]
+
+
+def _findings(report: dict) -> dict:
+    """What the model may see of a sandbox run: its scrubbed, capped output and the call log."""
+    return {
+        "status": report.get("status"), "error": report.get("error"), "return_value": report.get("return_value"),
+        "stdout": (report.get("stdout") or {}).get("preview", ""),
+        "tool_calls": [{"tool": c.get("tool"), "outcome": c.get("outcome"), "reason": c.get("reason")}
+                       for c in report.get("calls") or []],
+    }
+
+
+@workflow.defn(name=names.ANALYZE_WORKFLOW)
+class AnalyzeTask:
+    def __init__(self) -> None:
+        self._stage = "starting"
+        self._steps: list[StepReport] = []
+
+    @workflow.query
+    def progress(self) -> dict:
+        return {"stage": self._stage, "steps": [s.model_dump() for s in self._steps]}
+
+    @workflow.run
+    async def run(self, inp: AnalyzeInput) -> AnalysisResult:
+        q = Queues()
+        attrs = [KIND.value_set("analyze")]
+        if inp.batch_id:
+            attrs.append(BATCH.value_set(inp.batch_id))
+        workflow.upsert_search_attributes(attrs)
+        steps = self._steps
+        notes: list[str] = []
+        gaps: list[CapabilityGap] = []
+
+        self._stage = "evidence"
+        evidence: Evidence = await workflow.execute_activity(
+            names.ANALYSIS_GATHER_EVIDENCE, inp, result_type=Evidence, task_queue=q.store,
+            start_to_close_timeout=timedelta(minutes=2), heartbeat_timeout=HEARTBEAT, retry_policy=STORE_RETRY,
+        )
+        if evidence.clues.task_id is not None:
+            workflow.upsert_search_attributes([TASK_ID.value_set(evidence.clues.task_id)])
+        notes += evidence.notes
+        steps.append(StepReport(step="clues", status="ran", detail=f"{len(evidence.clues.clues)} clues"))
+        steps.append(StepReport(step="graph_ranking", status="ran",
+                                detail=f"{len(evidence.candidates)} candidate causes, {len(evidence.novel)} novel leads"))
+        steps.append(StepReport(step="vector_retrieval", status="ran",
+                                detail=f"{len(evidence.similar)} similar incidents"))
+
+        self._stage = "diagnosis"
+        diagnosis = await self._diagnose(evidence, {}, steps, "llm_diagnosis")
+
+        self._stage = "exploration"
+        if diagnosis.confidence < inp.exploration_threshold:
+            diagnosis = await self._explore(inp, evidence, diagnosis, steps, gaps)
+        else:
+            steps.append(StepReport(step="exploratory_investigation", status="not_needed",
+                                    detail=f"confidence {diagnosis.confidence:.2f} ≥ {inp.exploration_threshold}"))
+        for lead in evidence.novel:
+            gaps.append(CapabilityGap(
+                investigation=f"find the cause of symptom {lead.symptom} ({lead.reason})",
+                suggested_tool_capability="an investigation session (bamboo investigate) whose finalised cause is "
+                                          "written back to the knowledge base"))
+
+        self._stage = "procedures"
+        plan = ProcedurePlan(cause=diagnosis.root_cause)
+        suggestions: list[str] = []
+        if diagnosis.is_novel:
+            steps.append(StepReport(step="procedure_replay", status="not_needed", detail="no known cause"))
+        else:
+            plan = await workflow.execute_activity(
+                names.ANALYSIS_PROCEDURE_PLAN, ProcedurePlanInput(cause=diagnosis.root_cause),
+                result_type=ProcedurePlan, task_queue=q.store, start_to_close_timeout=timedelta(minutes=1),
+                heartbeat_timeout=HEARTBEAT, retry_policy=STORE_RETRY,
+            )
+            suggestions = [f"{s.name} (calls state-changing {', '.join(s.state_changing_tools) or 'tools'}; "
+                           "run it in an investigation session)" for s in plan.steps if s.disposition == "suggestion"]
+            replayable = [s for s in plan.steps if s.disposition == "replayable"]
+            manual = [s for s in plan.steps if s.disposition == "manual_step"]
+            if replayable:
+                diagnosis = await self._replay(inp, evidence, diagnosis, replayable, steps)
+            else:
+                steps.append(StepReport(
+                    step="procedure_replay", status="not_needed",
+                    detail=f"no captured read-only code to replay ({len(manual)} manual step(s), "
+                           f"{len(suggestions)} state-changing suggestion(s))"))
+
+        self._stage = "email"
+        draft: EmailDraft = await workflow.execute_activity(
+            names.ANALYSIS_EMAIL,
+            EmailInput(task_id=evidence.clues.task_id, task_name=evidence.clues.prose.get("taskName", ""),
+                       diagnosis=diagnosis, suggestions=suggestions),
+            result_type=EmailDraft, task_queue=q.llm, start_to_close_timeout=timedelta(minutes=5),
+            heartbeat_timeout=HEARTBEAT, retry_policy=LLM_RETRY,
+        )
+        steps.append(StepReport(step="email_draft", status="ran", detail=draft.source))
+        if draft.note:
+            notes.append(draft.note)
+        if diagnosis.note:
+            notes.append(diagnosis.note)
+
+        self._stage = "done"
+        return AnalysisResult(
+            task_id=evidence.clues.task_id, status=evidence.clues.status, root_cause=diagnosis.root_cause,
+            is_novel=diagnosis.is_novel, confidence=diagnosis.confidence, resolution=diagnosis.resolution,
+            explanation=diagnosis.explanation, supporting_evidence=diagnosis.supporting_evidence,
+            capability_gaps=gaps, email_subject=draft.subject, email_content=draft.body,
+            candidates=evidence.candidates, novel_leads=evidence.novel, similar_incidents=evidence.similar,
+            procedure_plan=plan.steps, suggestions=suggestions, steps=list(steps),
+            diagnosis_source=diagnosis.source, notes=notes,
+        )
+
+    async def _explore(self, inp: AnalyzeInput, evidence: Evidence, diagnosis: Diagnosis, steps: list[StepReport],
+                       gaps: list[CapabilityGap]) -> Diagnosis:
+        """Generated read-only code → trust policy → sandbox → re-diagnosis; every exit is recorded."""
+        why = f"confidence {diagnosis.confidence:.2f} < {inp.exploration_threshold}"
+        try:
+            plan: ExplorationPlan = await workflow.execute_activity(
+                names.ANALYSIS_PLAN_EXPLORATION, ExplorationInput(evidence=evidence, diagnosis=diagnosis),
+                result_type=ExplorationPlan, task_queue=Queues().llm, start_to_close_timeout=timedelta(minutes=5),
+                heartbeat_timeout=HEARTBEAT, retry_policy=LLM_RETRY,
+            )
+        except ActivityError as exc:
+            steps.append(StepReport(step="exploratory_investigation", status="failed",
+                                    detail=f"{why}; planning failed: {_reason(exc)}"))
+            return diagnosis
+        gaps.extend(plan.capability_gaps)
+        if plan.status != "run":
+            status = "not_needed" if plan.status == "nothing_to_do" else "failed"
+            steps.append(StepReport(step="exploratory_investigation", status=status,
+                                    detail=f"{why}; {plan.status}: {plan.reason}"))
+            return diagnosis
+        outcome = await self._sandbox("explore", plan.code, plan.allowed_tools, inp.sandbox_wait_s)
+        if isinstance(outcome, StepReport):
+            outcome.detail = f"{why}; {outcome.detail}"
+            steps.append(outcome)
+            if outcome.status == "unavailable":
+                gaps.append(CapabilityGap(
+                    investigation="gather job-level evidence for a low-confidence diagnosis",
+                    suggested_tool_capability="a worker polling the sandbox queue (execute_code)"))
+            return diagnosis
+        findings = _findings(outcome)
+        steps.append(StepReport(step="exploratory_investigation", status="ran",
+                                detail=f"{why}; sandbox {findings['status']}, {len(findings['tool_calls'])} tool "
+                                       f"call(s) with allow-set {', '.join(plan.allowed_tools)}"))
+        return await self._diagnose(evidence, {"exploration": findings}, steps, "re_diagnosis")
+
+    async def _replay(self, inp: AnalyzeInput, evidence: Evidence, diagnosis: Diagnosis,
+                      replayable: list[ProcedureStep], steps: list[StepReport]) -> Diagnosis:
+        """Replay the known cause's read-only procedures; new data triggers one more diagnosis."""
+        results = {}
+        for i, proc in enumerate(replayable):
+            outcome = await self._sandbox(f"replay-{i}", proc.code, proc.allowed_tools, inp.sandbox_wait_s)
+            if isinstance(outcome, StepReport):
+                outcome.detail = f"{proc.name}: {outcome.detail}"
+                steps.append(outcome)
+                if outcome.status == "unavailable":
+                    break  # the next replay would wait for the same missing worker
+                continue
+            results[proc.name] = _findings(outcome)
+            steps.append(StepReport(step="procedure_replay", status="ran",
+                                    detail=f"{proc.name}: sandbox {results[proc.name]['status']}"))
+        if not results:
+            return diagnosis
+        return await self._diagnose(evidence, {"procedures": results}, steps, "re_diagnosis")
+
+    async def _sandbox(self, label: str, code: str, allowed: list[str], wait_s: float) -> dict | StepReport:
+        """Run code in the sandbox with exactly `allowed`; a StepReport says why it did not run."""
+        info = workflow.info()
+        step = "exploratory_investigation" if label == "explore" else "procedure_replay"
+        run = {"run_id": f"{info.workflow_id}:{info.run_id}:{label}", "code": code, "allowed_tools": allowed,
+               "actor": "analyze", "timeout_s": 60.0}
+        try:
+            return await workflow.execute_activity(
+                names.EXECUTE_CODE, run, result_type=dict, task_queue=Queues().sandbox,
+                schedule_to_start_timeout=timedelta(seconds=wait_s), start_to_close_timeout=timedelta(minutes=3),
+                heartbeat_timeout=HEARTBEAT, retry_policy=RetryPolicy(maximum_attempts=2),
+            )
+        except ActivityError as exc:
+            cause = exc.cause
+            if isinstance(cause, TimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START:
+                return StepReport(step=step, status="unavailable", detail=f"{SANDBOX_UNAVAILABLE} (waited {wait_s:g} s)")
+            return StepReport(step=step, status="failed", detail=f"sandbox run failed: {_reason(exc)}")
+
+    async def _diagnose(self, evidence: Evidence, extra: dict, steps: list[StepReport], step: str) -> Diagnosis:
+        """The LLM's diagnosis; if the LLM step fails for good, the ranking's, with the reason recorded."""
+        try:
+            diagnosis = await workflow.execute_activity(
+                names.ANALYSIS_DIAGNOSE, DiagnoseInput(evidence=evidence, extra_context=extra), result_type=Diagnosis,
+                task_queue=Queues().llm, start_to_close_timeout=timedelta(minutes=5), heartbeat_timeout=HEARTBEAT,
+                retry_policy=LLM_RETRY,
+            )
+        except ActivityError as exc:
+            diagnosis = ranking_diagnosis(evidence, note=f"LLM diagnosis failed ({_reason(exc)}); used the graph ranking")
+            steps.append(StepReport(step=step, status="failed", detail=diagnosis.note))
+            return diagnosis
+        steps.append(StepReport(step=step, status="ran", detail=diagnosis.note or f"source {diagnosis.source}"))
+        return diagnosis
+
+
+@workflow.defn(name=names.BATCH_ANALYZE_WORKFLOW)
+class BatchAnalyze:
+    def __init__(self) -> None:
+        self._inp: BatchAnalyzeInput | None = None
+        self._early_pause: bool | None = None  # a signal that arrived before run() took its input
+        self._running: set[int] = set()
+        self._cancelled = False
+        self._finished = False
+
+    def _set_paused(self, paused: bool) -> None:
+        if self._inp is None:
+            self._early_pause = paused
+        else:
+            self._inp.paused = paused
+
+    @workflow.signal
+    def pause(self) -> None:
+        self._set_paused(True)
+
+    @workflow.signal
+    def resume(self) -> None:
+        self._set_paused(False)
+
+    @workflow.signal
+    def cancel(self) -> None:
+        self._cancelled = True
+
+    @workflow.query
+    def progress(self) -> BatchAnalyzeProgress:
+        inp = self._inp
+        if inp is None:
+            return BatchAnalyzeProgress(batch_id="", total=None, done=0, skipped=0, failed=0, running=0, pending=None,
+                                        paused=False, cancelled=False, finished=False, generation=0)
+        total = inp.listing.total if inp.listing else None
+        return BatchAnalyzeProgress(
+            batch_id=inp.batch_id, total=total, done=inp.done, skipped=inp.skipped, failed=inp.failed_count,
+            running=len(self._running), pending=(total - inp.cursor) if total is not None else None,
+            paused=inp.paused, cancelled=self._cancelled, finished=self._finished, generation=inp.generation,
+            recent_failures=inp.failed[-20:],
+        )
+
+    @workflow.run
+    async def run(self, inp: BatchAnalyzeInput) -> BatchAnalyzeResult:
+        self._inp = inp
+        if self._early_pause is not None:
+            inp.paused = self._early_pause
+        q = Queues()
+        workflow.upsert_search_attributes([KIND.value_set("analyze-batch"), BATCH.value_set(inp.batch_id)])
+        if inp.listing is None:
+            try:
+                inp.listing = await workflow.execute_activity(
+                    names.ANALYSIS_LIST_TASKS, TaskListingInput(path=inp.path, skip_workflow_ids=inp.skip_workflow_ids),
+                    result_type=TaskListing, task_queue=q.store, start_to_close_timeout=timedelta(minutes=5),
+                    retry_policy=RetryPolicy(maximum_attempts=5),
+                )
+            except ActivityError as exc:
+                self._finished = True
+                raise ApplicationError(f"cannot list tasks at {inp.path}: {_reason(exc)}", non_retryable=True)
+            inp.skipped = inp.listing.skipped
+            inp.skip_workflow_ids = []  # applied to the listing; not carried through continue-as-new
+        listing = inp.listing
+        started_this_run = 0
+        buffer: list[tuple[int, TaskSource]] = []
+        tasks: set[asyncio.Task] = set()
+
+        while not self._cancelled:
+            budget_left = started_this_run < inp.continue_as_new_every
+            more = inp.cursor < listing.total
+            if not inp.paused and more and budget_left and len(self._running) < inp.concurrency:
+                if not buffer:
+                    page = await workflow.execute_activity(
+                        names.ANALYSIS_READ_TASKS, TaskPageInput(ref=listing.ref, offset=inp.cursor, limit=PAGE),
+                        result_type=list[TaskSource], task_queue=q.store, start_to_close_timeout=timedelta(seconds=20),
+                        retry_policy=RetryPolicy(maximum_attempts=10),
+                    )
+                    buffer = [(inp.cursor + i, s) for i, s in enumerate(page)]
+                index, source = buffer.pop(0)
+                inp.cursor += 1
+                started_this_run += 1
+                self._running.add(index)
+                tasks.add(asyncio.create_task(self._child(index, source)))
+                continue
+            if not self._running:
+                if not more:
+                    break
+                if not budget_left:
+                    await asyncio.gather(*tasks)
+                    inp.generation += 1
+                    workflow.continue_as_new(inp)
+            snapshot = (len(self._running), inp.paused, self._cancelled)
+            await workflow.wait_condition(lambda: (len(self._running), inp.paused, self._cancelled) != snapshot)
+
+        if self._running:
+            await workflow.wait_condition(lambda: not self._running)
+        await asyncio.gather(*tasks)
+        self._finished = True
+        return BatchAnalyzeResult(batch_id=inp.batch_id, total=listing.total + inp.skipped, done=inp.done,
+                                  skipped=inp.skipped, failed=inp.failed_count, cancelled=self._cancelled,
+                                  failures=inp.failed)
+
+    async def _child(self, index: int, source: TaskSource) -> None:
+        inp = self._inp
+        assert inp is not None
+        try:
+            await workflow.execute_child_workflow(
+                AnalyzeTask.run,
+                AnalyzeInput(source_path=source.path, batch_id=inp.batch_id,
+                             exploration_threshold=inp.exploration_threshold),
+                id=source.workflow_id(), result_type=AnalysisResult, parent_close_policy=ParentClosePolicy.TERMINATE,
+                execution_timeout=timedelta(hours=1),
+            )
+            inp.done += 1
+        except (ChildWorkflowError, WorkflowAlreadyStartedError) as exc:
+            inp.failed_count += 1
+            reason = (f"another analysis with id {source.workflow_id()} is running"
+                      if isinstance(exc, WorkflowAlreadyStartedError) else _reason(exc))
+            inp.failed.append(BatchFailure(index=index, source=source.path, reason=reason))
+            del inp.failed[:-MAX_KEPT_FAILURES]
+        finally:
+            self._running.discard(index)
