@@ -51,10 +51,22 @@ class Settings(BaseSettings):
     populate_continue_as_new_every: int = 200
     canonical_match_threshold: float = 0.9
 
+    # --- analysis ---------------------------------------------------------------------------
+    exploratory_investigation_threshold: float = Field(
+        default=0.5, ge=0.0, le=1.0,
+        description="Below this diagnosis confidence an exploratory read-only investigation runs")
+
+    # --- sandbox ----------------------------------------------------------------------------
+    sandbox_isolation: Literal["auto", "bwrap", "degraded"] = Field(
+        default="auto", description="auto = bubblewrap when it can start here, else degraded (announced)")
+    sandbox_pool_size: int = Field(default=2, ge=0, le=32, description="pre-started children (latency)")
+
     # --- PanDA ------------------------------------------------------------------------------
     panda_api_url: str = "http://127.0.0.1:8780/api/v1"
     panda_monitor_url: str = "http://127.0.0.1:8780"
     panda_auth: Literal["none", "oidc", "x509"] = "none"
+    panda_log_hosts: list[str] = Field(
+        default_factory=list, description="Extra hosts whose errorDialog log links may be fetched (API and monitor hosts always)")
     panda_oidc_token: SecretStr | None = None
     panda_x509_proxy: Path | None = None
     mcp_servers_config: Path | None = None

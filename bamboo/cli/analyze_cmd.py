@@ -19,7 +19,6 @@ from rich.table import Table
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 
-from bamboo.analysis.config import AnalysisConfig
 from bamboo.analysis.models import (
     AnalysisResult, AnalyzeInput, BatchAnalyzeInput, BatchAnalyzeProgress, BatchAnalyzeResult, Feedback,
     analyze_workflow_id,
@@ -129,7 +128,7 @@ def analyze(
         else:
             task = await fetch_task(settings, task_id)
         client = await _client(settings)
-        return await analyze_once(client, task, AnalysisConfig().exploratory_investigation_threshold)
+        return await analyze_once(client, task, get_settings().exploratory_investigation_threshold)
 
     result = run(go())
     if out:
@@ -198,7 +197,7 @@ def analyze_batch(
 ) -> None:
     """Diagnose every task of a directory as a durable BatchAnalyze; tasks already analysed are skipped."""
     settings = get_settings()
-    threshold = AnalysisConfig().exploratory_investigation_threshold
+    threshold = get_settings().exploratory_investigation_threshold
 
     async def go() -> None:
         try:

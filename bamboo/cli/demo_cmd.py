@@ -94,8 +94,7 @@ def demo(
 
 def _analyse_a_new_task(settings) -> None:
     """Step 4: diagnose a task the knowledge base has never seen (a generated one, not an example)."""
-    from bamboo.analysis.config import AnalysisConfig
-    from bamboo.cli.analyze_cmd import analyze_once, print_diagnosis
+        from bamboo.cli.analyze_cmd import analyze_once, print_diagnosis
     from bamboo.samples import generate_incidents
     from bamboo.temporal_client import connect
 
@@ -105,7 +104,7 @@ def _analyse_a_new_task(settings) -> None:
 
     async def go():
         client = await connect(settings)
-        return await analyze_once(client, task, AnalysisConfig().exploratory_investigation_threshold)
+        return await analyze_once(client, task, get_settings().exploratory_investigation_threshold)
 
     print_diagnosis(run(go()))
     console.print(f"Again, or for your own task: bamboo analyze --task-data FILE · bamboo feedback {task['jediTaskID']} "

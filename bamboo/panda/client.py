@@ -120,6 +120,7 @@ class PandaClient:
             settings.panda_monitor_url,
             PandaAuth.from_settings(settings),
             transport=transport,
+            log_host_allowlist=settings.panda_log_hosts,
         )
 
     async def __aenter__(self) -> "PandaClient":
