@@ -81,6 +81,8 @@ def demo(
     console.print(f"{stats.graphs} incident graphs · {sum(stats.nodes.values())} nodes · "
                   f"{sum(stats.edges.values())} edges · {stats.passages} vector passages · {stats.audit_rows} audit rows")
 
+    _analyse_a_new_task(settings)
+
     console.rule("[bold]Where to look")
     ui = state.ui_url or f"http://{settings.temporal_address.split(':')[0]}:{settings.temporal_ui_port}"
     console.print(f"Temporal Web:     {ui}/namespaces/{settings.temporal_namespace}/workflows")
@@ -89,12 +91,11 @@ def demo(
     console.print("Knowledge base:   bamboo kb stats · bamboo kb graph panda:<jediTaskID>:<status>")
     console.print("Audit chain:      bamboo audit verify")
     console.print("Stop everything:  bamboo dev down")
-    _analyse_a_new_task(settings)
 
 
 def _analyse_a_new_task(settings) -> None:
     """Step 4: diagnose a task the knowledge base has never seen (a generated one, not an example)."""
-        from bamboo.cli.analyze_cmd import analyze_once, print_diagnosis
+    from bamboo.cli.analyze_cmd import analyze_once, print_diagnosis
     from bamboo.samples import generate_incidents
     from bamboo.temporal_client import connect
 
