@@ -10,13 +10,16 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import with_heartbeats
+from bamboo.analysis.exploration import ExplorationError, plan_read_only_code
+from bamboo.analysis.models import ExplorationPlan
 from bamboo.audit import AuditEvent
 from bamboo.extraction.base import ExtractionResult
 from bamboo.extraction.review import review_graph
 from bamboo.ingest import IncidentRejected, list_sources, load_incident
 from bamboo.llm.errors import LLMError, to_application_error
 from bamboo.models.accumulate import (
-    ExtractInput, IncidentSource, LoadedIncident, ReviewInput, ReviewOutcome, SourceListing, SourcePageInput, StoreInput,
+    ExtractInput, IncidentSource, LoadedIncident, ReviewExplorationInput, ReviewInput, ReviewOutcome, SourceListing,
+    SourcePageInput, StoreInput,
 )
 from bamboo.models.graph import GraphWrite, WriteStats
 from bamboo.models.incident import Incident
@@ -42,7 +45,7 @@ class AccumulateActivities:
         ref = await self.s.store.blobs.put(incident.model_dump_json().encode())
         return LoadedIncident(
             incident_ref=ref, incident_id=incident.incident_id, graph_id=incident.graph_id(),
-            task_id=incident.task_data.get("jediTaskID"), hints=self.s.strategy.prefetch_hints(incident),
+            task_id=incident.task_data.get("jediTaskID"), status=incident.task_data.get("status"), hints=self.s.strategy.prefetch_hints(incident),
         )
 
     @activity.defn(name="extract_incident")
@@ -50,6 +53,18 @@ class AccumulateActivities:
         incident = await self._incident(inp.incident_ref)
         try:
             return await with_heartbeats(self.s.strategy.extract(incident, feedback=inp.feedback, exploration=inp.exploration))
+        except LLMError as exc:
+            raise to_application_error(exc) from exc
+
+    @activity.defn(name="plan_review_exploration")
+    async def plan_review_exploration(self, inp: ReviewExplorationInput) -> ExplorationPlan:
+        """Read-only code meant to fetch what the reviewer found missing (the automatic-phase explorer)."""
+        questions = [f"The reviewer found: {issue}. Fetch the task data that settles it." for issue in inp.issues]
+        try:
+            return await with_heartbeats(plan_read_only_code(self.s.llm, task_id=inp.task_id, status=inp.status,
+                                                             open_questions=questions))
+        except ExplorationError as exc:
+            raise ApplicationError(str(exc), type="ExplorationError", non_retryable=True) from None
         except LLMError as exc:
             raise to_application_error(exc) from exc
 

@@ -7,12 +7,18 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from activities.accumulate import AccumulateActivities
+from activities.analyze import AnalyzeActivities
+from activities.investigation import build_investigation_activities
 from bamboo.services import Services
 from workflows.accumulate import AccumulateIncident
+from workflows.analyze import AnalyzeTask, BatchAnalyze
+from workflows.investigation import Investigation
 from workflows.populate import PopulateBatch
 from workflows.queues import Queues
 
 WORKFLOWS: list[type] = [AccumulateIncident, PopulateBatch]
+WORKFLOWS += [AnalyzeTask, BatchAnalyze]
+WORKFLOWS += [Investigation]
 
 
 @dataclass
@@ -25,11 +31,21 @@ class QueuePlan:
 
 def plan(services: Services, llm_concurrency: int) -> list[QueuePlan]:
     acc = AccumulateActivities(services)
+    ana = AnalyzeActivities(services)
     q = Queues()
-    return [
-        QueuePlan(q.main, workflows=WORKFLOWS),
-        QueuePlan(q.llm, activities=[acc.extract_incident, acc.review_extraction],
+    plans = [
+        QueuePlan(q.main, workflows=WORKFLOWS, activities=[acc.load_incident]),  # local activity
+        QueuePlan(q.llm, activities=[acc.extract_incident, acc.review_extraction, acc.plan_review_exploration],
                   max_concurrent_activities=llm_concurrency),
-        QueuePlan(q.store, activities=[acc.load_incident, acc.store_graph, acc.list_incident_sources,
+        QueuePlan(q.store, activities=[acc.store_graph, acc.list_incident_sources,
                                        acc.read_incident_sources], max_concurrent_activities=32),
     ]
+    by_queue = {p.queue: p for p in plans}
+    by_queue[q.llm].activities += [ana.diagnose, ana.plan_exploration, ana.email]
+    by_queue[q.store].activities += [ana.gather_evidence, ana.procedure_plan, ana.list_tasks, ana.read_tasks]
+    inv = build_investigation_activities(services)
+    by_queue[q.llm].activities += inv.llm
+    by_queue[q.store].activities += inv.store
+    if inv.sandbox:
+        plans.append(QueuePlan(q.sandbox, activities=inv.sandbox, max_concurrent_activities=4))
+    return plans

@@ -12,23 +12,27 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
 
 with workflow.unsafe.imports_passed_through():
+    from bamboo.analysis.models import ExplorationPlan
     from bamboo.extraction.base import ExtractionResult
     from bamboo.extraction.checks import checked_outcome
     from bamboo.models.accumulate import (
-        AccumulateInput, AccumulateResult, ExtractInput, LoadedIncident, ReviewInput, ReviewOutcome, StoreInput,
+        AccumulateInput, AccumulateResult, ExtractInput, LoadedIncident, ReviewExplorationInput, ReviewInput, ReviewOutcome,
+        StoreInput,
     )
     from bamboo.models.graph import WriteStats
     from workflows import names
     from workflows.queues import Queues
+    from workflows.sandbox_steps import execute_code, findings
 
 TASK_ID = SearchAttributeKey.for_int("BambooTaskId")
 KIND = SearchAttributeKey.for_keyword("BambooKind")
 BATCH = SearchAttributeKey.for_keyword("BambooBatchId")
 
-EXPLORATION_UNAVAILABLE = "unavailable: the sandboxed read-only explorer is not wired into accumulation yet"
+EXPLORATION_UNAVAILABLE = "unavailable: no worker polls the sandbox queue, so the read-only explorer could not run"
+SANDBOX_WAIT_S = 60.0
 HUMAN_GAP = "no investigation procedure captured"
 
 # A dead worker's activity is retried after this long, not after start-to-close.
@@ -74,13 +78,15 @@ class AccumulateIncident:
         reviewer_error: str | None = None
         best: tuple[ExtractionResult, ReviewOutcome] | None = None
         feedback = ""
+        explored: dict | None = None
         attempt = 0
         attempts_made = 0
         while True:
             self._attempt = attempt
             self._stage = f"extract (attempt {attempt})"
             extracted: ExtractionResult = await workflow.execute_activity(
-                names.EXTRACT_INCIDENT, ExtractInput(incident_ref=loaded.incident_ref, attempt=attempt, feedback=feedback),
+                names.EXTRACT_INCIDENT, ExtractInput(incident_ref=loaded.incident_ref, attempt=attempt, feedback=feedback,
+                             exploration=explored),
                 result_type=ExtractionResult, task_queue=q.llm, start_to_close_timeout=timedelta(minutes=5),
                 heartbeat_timeout=HEARTBEAT, retry_policy=LLM_RETRY,
             )
@@ -95,9 +101,10 @@ class AccumulateIncident:
                 notes.append("reviewed resolution record: hard checks only, LLM gap analysis skipped")
             if review.approved:
                 break
+            exploration: dict | None = None
             if attempt == 0:
-                exploration_note = EXPLORATION_UNAVAILABLE
-                notes.append(f"review rejected ({'; '.join(review.issues[:3])}); exploration {EXPLORATION_UNAVAILABLE}")
+                exploration_note, exploration = await self._explore(loaded, review)
+                notes.append(f"review rejected ({'; '.join(review.issues[:3])}); exploration {exploration_note}")
             attempt += 1
             if attempt > inp.max_review_retries:
                 warnings.append(
@@ -106,6 +113,7 @@ class AccumulateIncident:
                 )
                 break
             feedback = review.feedback or "; ".join(review.issues)
+            explored = exploration if exploration is not None else explored
 
         chosen, chosen_review = best
         human = list(chosen_review.human_input_needed)
@@ -129,6 +137,30 @@ class AccumulateIncident:
             attempts=attempts_made, approved=chosen_review.approved, warnings=warnings, notes=notes,
             exploration=exploration_note, reviewer_error=reviewer_error, human_requests=human,
         )
+
+    async def _explore(self, loaded: LoadedIncident, review: ReviewOutcome) -> tuple[str, dict | None]:
+        """The explorer fires once, after the first rejection: read-only code, judged by the policy, run in
+        the sandbox. A generation failure fails the incident (the seed's fail-hard contract); a missing
+        sandbox worker or a refused plan is recorded and re-extraction proceeds unenriched."""
+        self._stage = "explore"
+        plan: ExplorationPlan = await workflow.execute_activity(
+            names.PLAN_REVIEW_EXPLORATION,
+            ReviewExplorationInput(task_id=loaded.task_id, status=loaded.status, issues=review.issues),
+            result_type=ExplorationPlan, task_queue=Queues().llm, start_to_close_timeout=timedelta(minutes=5),
+            heartbeat_timeout=HEARTBEAT, retry_policy=LLM_RETRY,
+        )
+        gaps = [g.investigation for g in plan.capability_gaps]
+        if plan.status != "run":
+            return f"{plan.status}: {plan.reason}" + (f"; capability gaps: {gaps}" if gaps else ""), None
+        try:
+            report = await execute_code("explore", plan.code, plan.allowed_tools, "accumulate", SANDBOX_WAIT_S)
+        except ActivityError as exc:
+            cause = exc.cause
+            if isinstance(cause, TimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START:
+                return EXPLORATION_UNAVAILABLE, None
+            return f"failed: {exc.cause.message if exc.cause is not None else exc}"[:300], None
+        seen = findings(report)
+        return f"ran: {len(seen['tool_calls'])} tool call(s), sandbox {seen['status']}", seen
 
     async def _review(self, extracted: ExtractionResult, loaded: LoadedIncident) -> ReviewOutcome:
         decided = checked_outcome(extracted.graph, extracted.source)

@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from bamboo.analysis.ranked import ranking_diagnosis
     from workflows import names
     from workflows.queues import Queues
+    from workflows.sandbox_steps import execute_code, findings
 
 TASK_ID = SearchAttributeKey.for_int("BambooTaskId")
 KIND = SearchAttributeKey.for_keyword("BambooKind")
@@ -56,16 +57,6 @@ def _reason(exc: BaseException) -> str:
     while isinstance(exc, (ChildWorkflowError, ActivityError)) and exc.cause is not None:
         exc = exc.cause
     return (exc.message if isinstance(exc, ApplicationError) else str(exc))[:500]
-
-
-def _findings(report: dict) -> dict:
-    """What the model may see of a sandbox run: its scrubbed, capped output and the call log."""
-    return {
-        "status": report.get("status"), "error": report.get("error"), "return_value": report.get("return_value"),
-        "stdout": (report.get("stdout") or {}).get("preview", ""),
-        "tool_calls": [{"tool": c.get("tool"), "outcome": c.get("outcome"), "reason": c.get("reason")}
-                       for c in report.get("calls") or []],
-    }
 
 
 @workflow.defn(name=names.ANALYZE_WORKFLOW)
@@ -195,11 +186,11 @@ class AnalyzeTask:
                     investigation="gather job-level evidence for a low-confidence diagnosis",
                     suggested_tool_capability="a worker polling the sandbox queue (execute_code)"))
             return diagnosis
-        findings = _findings(outcome)
+        found = findings(outcome)
         steps.append(StepReport(step="exploratory_investigation", status="ran",
-                                detail=f"{why}; sandbox {findings['status']}, {len(findings['tool_calls'])} tool "
+                                detail=f"{why}; sandbox {found['status']}, {len(found['tool_calls'])} tool "
                                        f"call(s) with allow-set {', '.join(plan.allowed_tools)}"))
-        return await self._diagnose(evidence, {"exploration": findings}, steps, "re_diagnosis")
+        return await self._diagnose(evidence, {"exploration": found}, steps, "re_diagnosis")
 
     async def _replay(self, inp: AnalyzeInput, evidence: Evidence, diagnosis: Diagnosis,
                       replayable: list[ProcedureStep], steps: list[StepReport]) -> Diagnosis:
@@ -213,7 +204,7 @@ class AnalyzeTask:
                 if outcome.status == "unavailable":
                     break  # the next replay would wait for the same missing worker
                 continue
-            results[proc.name] = _findings(outcome)
+            results[proc.name] = findings(outcome)
             steps.append(StepReport(step="procedure_replay", status="ran",
                                     detail=f"{proc.name}: sandbox {results[proc.name]['status']}"))
         if not results:
@@ -222,16 +213,9 @@ class AnalyzeTask:
 
     async def _sandbox(self, label: str, code: str, allowed: list[str], wait_s: float) -> dict | StepReport:
         """Run code in the sandbox with exactly `allowed`; a StepReport says why it did not run."""
-        info = workflow.info()
         step = "exploratory_investigation" if label == "explore" else "procedure_replay"
-        run = {"run_id": f"{info.workflow_id}:{info.run_id}:{label}", "code": code, "allowed_tools": allowed,
-               "actor": "analyze", "timeout_s": 60.0}
         try:
-            return await workflow.execute_activity(
-                names.EXECUTE_CODE, run, result_type=dict, task_queue=Queues().sandbox,
-                schedule_to_start_timeout=timedelta(seconds=wait_s), start_to_close_timeout=timedelta(minutes=3),
-                heartbeat_timeout=HEARTBEAT, retry_policy=RetryPolicy(maximum_attempts=2),
-            )
+            return await execute_code(label, code, allowed, "analyze", wait_s)
         except ActivityError as exc:
             cause = exc.cause
             if isinstance(cause, TimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START:

@@ -10,6 +10,7 @@ REVIEW_EXTRACTION = "review_extraction"
 STORE_GRAPH = "store_graph"
 LIST_INCIDENT_SOURCES = "list_incident_sources"
 READ_INCIDENT_SOURCES = "read_incident_sources"
+PLAN_REVIEW_EXPLORATION = "plan_review_exploration"
 
 ANALYZE_WORKFLOW = "AnalyzeTask"
 BATCH_ANALYZE_WORKFLOW = "BatchAnalyze"

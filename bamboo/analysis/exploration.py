@@ -63,12 +63,22 @@ def questions(evidence: Evidence, diagnosis: Diagnosis) -> list[str]:
 
 
 async def plan_exploration(llm: LLMClient, evidence: Evidence, diagnosis: Diagnosis) -> ExplorationPlan:
+    return await plan_read_only_code(llm, task_id=evidence.clues.task_id, status=evidence.clues.status,
+                                     open_questions=questions(evidence, diagnosis))
+
+
+async def plan_read_only_code(llm: LLMClient, *, task_id: int | None, status: str | None,
+                              open_questions: list[str]) -> ExplorationPlan:
+    """Ask for read-only code that settles `open_questions`; the policy, not the model, decides if it may run.
+
+    Shared by analysis (low-confidence diagnosis) and accumulation (first reviewer rejection): both are
+    automatic phases, so both see and may run only the read-only tools.
+    """
     specs, catalog = builtin_tool_catalogue()
     allowed = automatic_allow_set(catalog)
     visible = [{"name": s.name, "description": s.description, "input_schema": s.input_schema}
                for s in specs if s.name in allowed]
-    ask = {"task_id": evidence.clues.task_id, "status": evidence.clues.status,
-           "questions": questions(evidence, diagnosis), "tools": visible}
+    ask = {"task_id": task_id, "status": status, "questions": open_questions, "tools": visible}
     out = await llm.structured(system=SYSTEM, user=json.dumps(ask, default=str), output=ExplorationCode,
                                name=SCHEMA_NAME)
     gaps = [CapabilityGap(**g.model_dump()) for g in out.capability_gaps]

@@ -64,7 +64,7 @@ class LocalLLMServer:
         model_path: Path | None = None,
         alias: str | None = None,
         parallel: int = 2,
-        ctx_per_slot: int = 2048,
+        ctx_per_slot: int = 4096,
         threads: int | None = None,
         max_tokens: int = 512,
         startup_timeout_s: float = 60.0,

@@ -25,6 +25,7 @@ class LoadedIncident(BaseModel):
     incident_id: str
     graph_id: str
     task_id: int | None = None
+    status: str | None = None
     hints: dict = Field(default_factory=dict)
 
 
@@ -54,6 +55,14 @@ class ReviewOutcome(BaseModel):
     def score(self) -> int:
         """Fewer problems is better; used to keep the best attempt."""
         return len(self.hard_failures) * 10 + len(self.issues)
+
+
+class ReviewExplorationInput(BaseModel):
+    """What the explorer must settle after the first rejection: the reviewer's open issues."""
+
+    task_id: int | None = None
+    status: str | None = None
+    issues: list[str]
 
 
 class StoreInput(BaseModel):

@@ -10,9 +10,11 @@ import uuid
 import pytest
 
 from bamboo.models.accumulate import AccumulateInput, AccumulateResult, IncidentSource
+from temporalio.client import WorkflowFailureError
+
 from tests.support.answers import accumulation_handler, reject
-from tests.support.scripted_llm import Reply
-from workflows.accumulate import EXPLORATION_UNAVAILABLE, AccumulateIncident
+from tests.support.scripted_llm import Reply, schema_router
+from workflows.accumulate import AccumulateIncident
 from workflows.queues import Queues
 
 pytestmark = pytest.mark.integration
@@ -32,11 +34,19 @@ async def _accumulate(client, tmp_path, incident: dict) -> AccumulateResult:
     )
 
 
-async def test_rejected_every_time_stores_best_with_warning(client, running_worker, services, llm_server, tmp_path):
-    llm_server.handler = accumulation_handler(review=reject)
+def _with_explorer(plan: dict):
+    base = accumulation_handler(review=reject)
+    return schema_router({"analysis_exploration_code": lambda r: plan}, default=base)
+
+
+async def test_rejected_every_time_explores_once_then_stores_best_with_warning(client, running_worker, services,
+                                                                               llm_server, tmp_path):
+    code = "return {'checked': 'walltime', 'n': 2 + 2}"
+    llm_server.handler = _with_explorer({"code": code, "capability_gaps": []})
     result = await _accumulate(client, tmp_path, {"incident_id": "rej", "task_data": TASK, "email_text": EMAIL})
     assert result.approved is False and result.attempts == 3
-    assert result.exploration == EXPLORATION_UNAVAILABLE
+    assert result.exploration.startswith("ran: 0 tool call(s), sandbox ok"), result.exploration
+    assert llm_server.counts_by_schema()["analysis_exploration_code"] == 1, "the explorer fires exactly once"
     assert any("stored the best of 3 attempts" in w for w in result.warnings)
     assert llm_server.counts_by_schema()["review_verdict"] == 3
     view = await services.store.knowledge.graph_view(result.graph_id)
@@ -44,6 +54,22 @@ async def test_rejected_every_time_stores_best_with_warning(client, running_work
     # the rejection feedback reached the re-extraction prompt
     extraction_prompts = [c.first_user for c in llm_server.calls if c.schema_name == "email_extraction"]
     assert len(extraction_prompts) == 3 and "reviewer_feedback" in extraction_prompts[1]
+    # what the sandboxed code returned reached the re-extraction
+    assert '"checked": "walltime"' in extraction_prompts[1] and '"n": 4' in extraction_prompts[1]
+
+
+async def test_explorer_that_cannot_plan_fails_the_incident(client, running_worker, llm_server, tmp_path):
+    llm_server.handler = _with_explorer({"code": "", "capability_gaps": []})
+    with pytest.raises(WorkflowFailureError) as err:
+        await _accumulate(client, tmp_path, {"incident_id": "noplan", "task_data": TASK, "email_text": EMAIL})
+    assert "neither investigation code nor a capability gap" in str(err.value.cause.cause)
+
+
+async def test_explorer_state_changing_plan_is_refused_not_run(client, running_worker, llm_server, tmp_path):
+    llm_server.handler = _with_explorer({"code": "await tools.kill_task(task_id=40999001)\nreturn {}",
+                                         "capability_gaps": []})
+    result = await _accumulate(client, tmp_path, {"incident_id": "kill", "task_data": TASK, "email_text": EMAIL})
+    assert result.exploration.startswith("refused: automatic_state_changing"), result.exploration
 
 
 async def test_missing_procedure_becomes_human_request_and_batch_item_succeeds(client, running_worker, services, tmp_path):

@@ -30,3 +30,13 @@ def test_user_identity_is_keyed_pseudonym():
     assert a.startswith("user=user-") and "Jane" not in a
     assert pseudonymise("jane doe", KEY) == pseudonymise("Jane Doe ", KEY)
     assert pseudonymise("Jane Doe", b"other") != pseudonymise("Jane Doe", KEY)
+
+
+def test_canonical_rewording_must_stay_a_short_label_with_the_same_words():
+    from bamboo.extraction.panda.strategy import accept_canonical
+
+    assert accept_canonical("Storage endpoint unavailable", "Storage endpoint down") == "Storage endpoint down"
+    assert accept_canonical("Storage endpoint unavailable",
+                            "The server is unable to retrieve data from the storage endpoint") == "Storage endpoint unavailable"
+    assert accept_canonical("Insufficient memory request", "Disk quota exceeded") == "Insufficient memory request"
+    assert accept_canonical("Insufficient memory request", "") == "Insufficient memory request"

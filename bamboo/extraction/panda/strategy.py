@@ -40,11 +40,14 @@ def _content_words(text: str) -> set[str]:
 
 
 def accept_canonical(original: str, proposed: str) -> str:
-    """The proposed label if it keeps at least half of the original's content words, else the original."""
+    """The proposed label if it is still a short label (no longer than the original plus two words, at
+    most eight) that keeps at least half of the original's content words; else the original."""
     proposed_clean = normalise_label(proposed, limit=80)
     base = normalise_label(original)
     want = _content_words(base)
     if not proposed_clean or not want:
+        return base
+    if len(proposed_clean.split()) > max(8, len(base.split()) + 2) or len(proposed_clean.split()) > len(base.split()) + 2:
         return base
     kept = len(want & _content_words(proposed_clean)) / len(want)
     return proposed_clean if kept >= 0.5 else base

@@ -1,0 +1,148 @@
+"""Reusable procedures as ``proc__…`` tools, and the policy's view of the whole catalogue.
+
+``ProcedureToolCaller`` wraps the real tool caller: it lists the raw tools plus every exposable procedure
+(approved, at least two tools, read-only as recomputed from its current code unless the deployment opted
+in to mutating auto-run), and a call to ``proc__x`` replays x's *stored, reviewed* code through the same
+sandbox, with its own bridge. The replay's allow-set is what that code reaches (``replay_allow_set``), so
+a procedure can never do more than the code a human approved; the outer run's allow-set decides whether
+the procedure may be called at all, so the read-only boundary of an automatic phase composes through any
+depth of procedures. Code and exposure are re-read at call time: a procedure changed since the listing
+is judged by its new code.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from bamboo.audit import AuditSink, BlobSink
+from bamboo.investigation.code import with_task_preamble
+from bamboo.investigation.procedures import ProcedureRepository
+from bamboo.sandbox.runner import SandboxRunner
+from bamboo.sandbox.service import CodeExecutor
+from bamboo.tools.model import ToolCaller, ToolOrigin, ToolResult, ToolSpec
+from policy.catalog import ToolCatalog, ToolFacts
+from policy.phases import Phase, replay_allow_set
+from policy.procedures import assess_read_only, is_exposable_procedure, is_procedure_name
+from policy.signature import scan_code
+
+log = logging.getLogger(__name__)
+
+REPLAY_TIMEOUT_S = 25.0
+PROCEDURE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"task_id": {"type": "integer", "description": "JEDI task id the procedure works on"}},
+    "additionalProperties": False,
+}
+
+
+def exposed_procedures(
+    raw_specs: Sequence[ToolSpec], procedure_code: Mapping[str, str], allow_mutating_autorun: bool
+) -> list[str]:
+    flags = {s.name: s.read_only for s in raw_specs}
+    return sorted(
+        name for name in procedure_code
+        if is_exposable_procedure(name, flags, procedure_code, allow_mutating_autorun)
+    )
+
+
+def procedure_spec(name: str, code: str, read_only: bool, summary: str = "") -> ToolSpec:
+    tools = ", ".join(scan_code(code).tools)
+    text = summary or f"Replays a reviewed procedure that calls {tools}."
+    return ToolSpec(
+        name=name, description=f"{text} (stored procedure; calls {tools})", input_schema=PROCEDURE_SCHEMA,
+        read_only=read_only, external_access=True, origin=ToolOrigin.PROCEDURE,
+    )
+
+
+def policy_catalog(specs: Sequence[ToolSpec], procedure_code: Mapping[str, str]) -> ToolCatalog:
+    """The policy's view: every listed tool's facts, and the current code of every approved procedure."""
+    return ToolCatalog.build([ToolFacts.from_spec(s) for s in specs], procedure_code)
+
+
+class ProcedureToolCaller:
+    """A ``ToolCaller``: the raw tools plus exposed procedure tools that replay through the sandbox."""
+
+    def __init__(
+        self,
+        base: ToolCaller,
+        repository: ProcedureRepository,
+        runner: SandboxRunner | None,
+        audit: AuditSink,
+        blobs: BlobSink,
+        *,
+        allow_mutating_autorun: bool = False,
+    ) -> None:
+        self.base = base
+        self.repository = repository
+        self.allow_mutating_autorun = allow_mutating_autorun
+        self._executor = (CodeExecutor(runner=runner, caller=self, audit=audit, blobs=blobs)
+                          if runner is not None else None)
+        self._procedure_code: dict[str, str] = {}
+        self._procedure_specs: list[ToolSpec] = []
+        self._connected = False
+
+    async def _connect_once(self) -> None:
+        """External MCP servers are connected on first use (a worker builds this before any loop runs)."""
+        if self._connected:
+            return
+        self._connected = True
+        connect = getattr(self.base, "connect", None)
+        if connect is not None:
+            await connect()
+
+    async def refresh(self) -> None:
+        """Re-read the approved procedures; the sync ``list_tools`` answers from this snapshot."""
+        await self._connect_once()
+        code = await self.repository.approved_code()
+        raw = self.base.list_tools()
+        flags = {s.name: s.read_only for s in raw}
+        names = exposed_procedures(raw, code, self.allow_mutating_autorun)
+        self._procedure_code = code
+        self._procedure_specs = [
+            procedure_spec(n, code[n], assess_read_only(code[n], flags, code).read_only) for n in names
+        ]
+
+    @property
+    def procedure_code(self) -> dict[str, str]:
+        return dict(self._procedure_code)
+
+    def raw_tools(self) -> list[ToolSpec]:
+        return [s for s in self.base.list_tools() if not is_procedure_name(s.name)]
+
+    def list_tools(self) -> list[ToolSpec]:
+        return [*self.raw_tools(), *self._procedure_specs]
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        if not is_procedure_name(name):
+            return await self.base.call_tool(name, arguments)
+        return await self._replay(name, arguments)
+
+    async def _replay(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        await self.refresh()
+        code = self._procedure_code.get(name)
+        if code is None:
+            return ToolResult.failure(f"{name} is not an approved stored procedure")
+        if self._executor is None:
+            return ToolResult.failure(f"{name} cannot be replayed: this worker has no usable sandbox")
+        raw = self.raw_tools()
+        if name not in exposed_procedures(raw, self._procedure_code, self.allow_mutating_autorun):
+            return ToolResult.failure(
+                f"{name} is no longer replayable as a tool: its current code is not a read-only procedure of "
+                "at least two tools; run it as reviewed code in an interactive turn instead"
+            )
+        catalog = policy_catalog(self.list_tools(), self._procedure_code)
+        allowed = replay_allow_set(name, Phase.INTERACTIVE, catalog)
+        task_id = arguments.get("task_id")
+        result = await self._executor.execute(
+            run_id=f"replay:{name}:{uuid.uuid4().hex[:12]}",
+            code=with_task_preamble(code, task_id if isinstance(task_id, int) else None),
+            allowed_tools=allowed,
+            timeout_s=REPLAY_TIMEOUT_S,
+            actor=f"procedure:{name}",
+        )
+        if result.status != "ok":
+            return ToolResult.failure(f"{name} failed ({result.status}): {result.error or 'no detail'}")
+        return ToolResult.success(result.return_value or {})

@@ -1,0 +1,109 @@
+"""The LLM steps of a turn: classify the operator's intent, write the code, summarise the run.
+
+Each step is one structured call with its own schema name, so a scripted endpoint (and an operator
+reading traces) can tell them apart. The code step sees a tool block chosen by ``ToolSelector``: that
+bounds the prompt, never the permissions (the allow-set comes from the trust policy over the whole
+catalogue). In the automatic phase the block holds only read-only tools, so generation is read-only by
+construction and the bridge's read-only allow-set is the backstop.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from pydantic import BaseModel, Field
+
+from bamboo.investigation.code import TASK_VARIABLE
+from bamboo.llm.client import LLMClient
+from bamboo.models.investigation import (
+    CodegenInput, CodegenResult, IntentInput, IntentResult, SummaryInput, SummaryResult,
+)
+from bamboo.tools.model import ToolSpec
+from bamboo.tools.selection import RetrievalUnavailable, ToolSelector, truncated_block
+
+INTENT_SCHEMA = "InvestigationIntent"
+CODE_SCHEMA = "InvestigationCode"
+SUMMARY_SCHEMA = "InvestigationSummary"
+
+INTENT_SYSTEM = (
+    "You route messages in a PanDA incident investigation. Answer intent=tool when the operator asks to look "
+    "something up, check, fetch, compare, kill, retry or otherwise act through tools; intent=finding when the "
+    "operator states what they found or believe (a cause, a fix, an observation). Give a confidence in [0, 1]."
+)
+
+CODE_SYSTEM = (
+    "You write the body of an async Python function that investigates a PanDA task by calling tools. "
+    "Call a tool as `await tools.<name>(arg=value)`; the task under investigation is already in the variable "
+    f"`{TASK_VARIABLE}`. Return a small JSON-serialisable dict with what you found. Use only the tools listed. "
+    "If no listed tool fits, return code as an empty string and say why in reason. "
+    "List the observations that made you choose this step in trigger_signals."
+)
+
+CODE_USER = """Task: {task}
+Symptom: {symptom}
+Recent conversation:
+{recent}
+
+Request: {request}
+
+Tools:
+{tools}"""
+
+SUMMARY_SYSTEM = (
+    "Summarise for a PanDA operator what a tool run found, in two or three sentences, and state plainly if "
+    "a call was refused or failed. result_summary is one line for the knowledge base."
+)
+
+
+class CodeProposal(BaseModel):
+    code: str = Field(description="body of an async function, or empty when no tool fits")
+    summary: str = Field(description="what the code does, for the reviewer")
+    strategy: str = Field(description="a short name for the approach")
+    trigger_signals: list[str] = Field(description="observations that led to this step")
+    reason: str = Field(description="why no code was written, when code is empty")
+
+
+class TurnModel:
+    def __init__(self, llm: LLMClient, selector: ToolSelector) -> None:
+        self.llm = llm
+        self.selector = selector
+
+    async def intent(self, inp: IntentInput) -> IntentResult:
+        recent = "\n".join(inp.recent[-5:])
+        return await self.llm.structured(
+            system=INTENT_SYSTEM, user=f"Recent:\n{recent}\n\nMessage: {inp.text}", output=IntentResult,
+            name=INTENT_SCHEMA,
+        )
+
+    async def code(self, inp: CodegenInput, tools: Sequence[ToolSpec]) -> CodegenResult:
+        shown = [t for t in tools if t.read_only] if inp.phase == "automatic" else list(tools)
+        prompt = CODE_USER.format(
+            task=inp.task_id if inp.task_id is not None else "none", symptom=inp.symptom or "not given",
+            recent="\n".join(inp.recent[-5:]) or "(none)", request=inp.request, tools="{tools}",
+        )
+        try:
+            block = await self.selector.select(prompt, inp.request, shown)
+        except RetrievalUnavailable:
+            if inp.phase == "interactive":
+                raise
+            block = truncated_block(prompt, shown, self.selector.config, self.selector.count)
+        proposal = await self.llm.structured(system=CODE_SYSTEM, user=block.text, output=CodeProposal, name=CODE_SCHEMA)
+        code = proposal.code if proposal.code.strip() else None
+        return CodegenResult(
+            code=code, summary=proposal.summary, strategy=proposal.strategy,
+            trigger_signals=list(proposal.trigger_signals), reason=proposal.reason if code is None else "",
+            tools_shown=[*block.full, *block.compact], tools_omitted=list(block.omitted),
+        )
+
+    async def summary(self, inp: SummaryInput) -> SummaryResult:
+        payload = {
+            "request": inp.request, "code_summary": inp.code_summary, "status": inp.status,
+            "return_value": inp.return_value, "error": inp.error, "stdout": inp.stdout[-2000:],
+            "refused_calls": inp.denied_calls,
+        }
+        return await self.llm.structured(
+            system=SUMMARY_SYSTEM, user=json.dumps(payload, default=str)[:12000], output=SummaryResult,
+            name=SUMMARY_SCHEMA,
+        )
+

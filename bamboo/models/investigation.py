@@ -1,0 +1,290 @@
+"""Everything the Investigation workflow exchanges: start input, messages, decisions, views, activity I/O.
+
+The workflow keeps its whole state in ``InvestigationState`` so a continue-as-new carries it unchanged,
+and every query answers from it without touching any service. Decisions reuse the policy package's
+``OperatorDecision`` as is, so the shape a UI sends is the shape the policy validates.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from policy.approvers import ApproverRules
+from policy.catalog import ToolCatalog
+from policy.decisions import DecisionKind, DecisionRefusal, OperatorDecision
+from policy.grants import ProcedureGrant, SessionPolicy
+
+__all__ = ["OperatorDecision", "DecisionKind"]
+
+DEFAULT_MAX_HISTORY_EVENTS = 4000
+TRANSCRIPT_KEEP = 200
+
+
+class SessionStatus(str, Enum):
+    ACTIVE = "active"
+    FINALIZED = "finalized"
+    ABANDONED = "abandoned"
+    EXPIRED = "expired"
+
+
+class InvestigationStart(BaseModel):
+    """How a session starts. ``carried`` is set only by continue-as-new."""
+
+    session_id: str = Field(min_length=1)
+    requester: str = Field(min_length=1, description="who opened the session; the default author of messages")
+    task_id: int | None = None
+    symptom: str | None = None
+    rules: ApproverRules = Field(default_factory=ApproverRules)
+    allow_mutating_autorun: bool = False
+    idle_timeout_s: float = Field(default=7 * 24 * 3600, gt=0)
+    max_history_events: int = Field(default=DEFAULT_MAX_HISTORY_EVENTS, ge=50)
+    startup_hypothesis: bool = True
+    carried: InvestigationState | None = None
+
+
+class OperatorMessage(BaseModel):
+    text: str = Field(min_length=1)
+    author: str = Field(min_length=1)
+    force_tool: bool = Field(default=False, description="skip the intent classifier: this is a tool turn")
+
+
+class RevokeRequest(BaseModel):
+    target: str = Field(min_length=1, description="a code hash prefix, a proc__ name, or all")
+    actor: str = Field(min_length=1)
+
+
+class FinalizeRequest(BaseModel):
+    cause: str = Field(min_length=1)
+    resolution: str = Field(min_length=1)
+    actor: str = Field(min_length=1)
+
+
+class AbandonRequest(BaseModel):
+    actor: str = Field(min_length=1)
+    reason: str = ""
+
+
+class Ack(BaseModel):
+    """What an update answers: taken, or refused with the reason the operator should read."""
+
+    accepted: bool
+    detail: str = ""
+    refusal: DecisionRefusal | None = None
+
+
+EntryKind = Literal[
+    "operator", "intent", "finding", "code", "review", "decision", "refused_decision", "run", "reply", "policy",
+    "revoke", "grant", "hypothesis", "suggestion", "refused_run", "system",
+]
+
+
+class TranscriptEntry(BaseModel):
+    seq: int
+    at: datetime
+    kind: EntryKind
+    text: str
+    turn: int | None = None
+    actor: str | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class PendingView(BaseModel):
+    """The code waiting for a decision, with everything a reviewer needs to answer it."""
+
+    session_id: str
+    turn: int
+    code_hash: str
+    code: str
+    summary: str
+    trigger_signals: list[str] = Field(default_factory=list)
+    requester: str
+    read_only: bool
+    tools: list[str] = Field(default_factory=list)
+    state_changing: list[str] = Field(default_factory=list)
+    reason: str
+    detail: str
+    choices: list[DecisionKind]
+    allow_set: list[str] = Field(default_factory=list)
+    task_id: int | None = None
+
+
+class ApprovalsView(BaseModel):
+    session_policies: dict[str, SessionPolicy] = Field(default_factory=dict)
+    grants: dict[str, ProcedureGrant] = Field(default_factory=dict)
+
+
+class CapturedRun(BaseModel):
+    """One approved code block that ran: the raw material finalize turns into a Procedure."""
+
+    turn: int
+    code: str
+    code_hash: str
+    tools: list[str]
+    summary: str
+    trigger_signals: list[str] = Field(default_factory=list)
+    result_summary: str = ""
+    executed_at: datetime
+    approved_by: str
+    ok: bool
+
+
+class InvestigationState(BaseModel):
+    """The whole durable state; continue-as-new hands it to the next run."""
+
+    status: SessionStatus = SessionStatus.ACTIVE
+    turn: int = 0
+    seq: int = 0
+    audit_seq: int = 0
+    transcript: list[TranscriptEntry] = Field(default_factory=list)
+    dropped_entries: int = 0
+    session_policies: dict[str, SessionPolicy] = Field(default_factory=dict)
+    grants: dict[str, ProcedureGrant] = Field(default_factory=dict)
+    findings: list[str] = Field(default_factory=list)
+    captured: list[CapturedRun] = Field(default_factory=list)
+    inbox: list[OperatorMessage] = Field(default_factory=list)
+    revokes: list[RevokeRequest] = Field(default_factory=list)
+    hypothesis_done: bool = False
+    continued: int = 0
+
+
+class InvestigationResult(BaseModel):
+    session_id: str
+    status: SessionStatus
+    turns: int
+    cause: str | None = None
+    resolution: str | None = None
+    procedures: list[str] = Field(default_factory=list)
+    detail: str = ""
+
+
+# --- activity I/O --------------------------------------------------------------------------------
+
+
+class AuditRecord(BaseModel):
+    kind: str
+    actor: str
+    body: dict[str, Any] = Field(default_factory=dict)
+    dedup_key: str
+
+
+class AuditBatch(BaseModel):
+    session_id: str
+    records: list[AuditRecord]
+
+
+class PolicyContextInput(BaseModel):
+    session_id: str
+    allow_mutating_autorun: bool = False
+
+
+class PolicyContext(BaseModel):
+    """The catalogue (raw tools and exposed procedure tools, with every approved procedure's current code)
+    and the durable grants, read fresh before each decision."""
+
+    catalog: ToolCatalog
+    grants: dict[str, ProcedureGrant] = Field(default_factory=dict)
+    exposed_procedures: list[str] = Field(default_factory=list)
+
+
+class IntentInput(BaseModel):
+    session_id: str
+    text: str
+    recent: list[str] = Field(default_factory=list)
+
+
+class IntentResult(BaseModel):
+    """Whether the operator wants a tool run or is telling us a finding; the classifier's own words."""
+
+    intent: Literal["tool", "finding"]
+    confidence: float = Field(ge=0.0, le=1.0)
+    reason: str = ""
+
+
+Phase = Literal["automatic", "interactive"]
+
+
+class CodegenInput(BaseModel):
+    session_id: str
+    phase: Phase
+    request: str
+    task_id: int | None = None
+    symptom: str | None = None
+    recent: list[str] = Field(default_factory=list)
+    allow_mutating_autorun: bool = False
+
+
+class CodegenResult(BaseModel):
+    code: str | None = None
+    summary: str = ""
+    strategy: str = ""
+    trigger_signals: list[str] = Field(default_factory=list)
+    reason: str = Field(default="", description="why no code, when code is None")
+    tools_shown: list[str] = Field(default_factory=list)
+    tools_omitted: list[str] = Field(default_factory=list)
+
+
+class SummaryInput(BaseModel):
+    session_id: str
+    request: str
+    code_summary: str
+    status: str
+    return_value: dict[str, Any] | None = None
+    error: str | None = None
+    stdout: str = ""
+    denied_calls: list[str] = Field(default_factory=list)
+
+
+class SummaryResult(BaseModel):
+    reply: str
+    result_summary: str = ""
+
+
+class SandboxRunRequest(BaseModel):
+    """The ``execute_code`` activity's input as the workflow sends it (workflows may not import activities;
+    a test pins these fields to the activity's own input model)."""
+
+    run_id: str
+    code: str
+    allowed_tools: list[str]
+    actor: str
+    timeout_s: float = 60.0
+
+
+class GrantInput(BaseModel):
+    session_id: str
+    turn: int
+    grants: list[ProcedureGrant]
+
+
+class RevokeGrantsInput(BaseModel):
+    session_id: str
+    procedures: list[str]
+    actor: str
+    dedup_key: str
+
+
+class FinalizeInput(BaseModel):
+    session_id: str
+    task_id: int | None = None
+    symptom: str | None = None
+    outcome: Literal["resolved", "abandoned"]
+    cause: str | None = None
+    resolution: str | None = None
+    actor: str
+    findings: list[str] = Field(default_factory=list)
+    captured: list[CapturedRun] = Field(default_factory=list)
+
+
+class FinalizeResult(BaseModel):
+    cause: str | None = None
+    resolution: str | None = None
+    procedures: list[str] = Field(default_factory=list)
+    tentative: list[str] = Field(default_factory=list)
+    renamed: dict[str, str] = Field(default_factory=dict)
+
+
+InvestigationStart.model_rebuild()

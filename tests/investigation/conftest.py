@@ -1,0 +1,137 @@
+"""Fixtures for the Investigation tests: the PanDA simulator, settings that point at it, a scripted model.
+
+The model is scripted per schema: intent (tool unless the message starts with "FINDING"), code (taken
+from a queue the test fills, so each turn proposes exactly the code the test wants reviewed), summary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from bamboo.panda.simulator.server import PandaSimulator
+from tests.services import ROOT, worker_env
+from tests.support.scripted_llm import schema_router
+
+EXAMPLES = ROOT / "examples" / "incidents"
+TASK_ID = 40112233  # examples/incidents/001_memory_deriv_ramcount_low.json
+READ_CODE = "t = await tools.get_task_details(task_id=task_id)\nreturn {'status': t['status']}"
+KILL_CODE = "r = await tools.kill_task(task_id=task_id)\nreturn {'killed': r['accepted']}"
+READ_PROC = "proc__get_task_details__get_task_jobs_summary"
+READ_PROC_CODE = ("t = await tools.get_task_details(task_id=task_id)\n"
+                  "j = await tools.get_task_jobs_summary(task_id=task_id)\n"
+                  "return {'status': t['status'], 'jobs': len(j)}")
+KILL_PROC = "proc__get_task_details__kill_task"
+KILL_PROC_CODE = ("t = await tools.get_task_details(task_id=task_id)\n"
+                  "await tools.kill_task(task_id=task_id)\nreturn {'status': t['status']}")
+
+
+class ScriptedInvestigator:
+    """What the model answers, per schema; ``codes`` is consumed one reply per code-generation call."""
+
+    def __init__(self) -> None:
+        self.codes: collections.deque[str] = collections.deque()
+
+    def propose(self, *codes: str) -> None:
+        self.codes.extend(codes)
+
+    def handler(self):
+        def intent(request):
+            finding = "Message: FINDING" in request.first_user
+            return {"intent": "finding" if finding else "tool", "confidence": 0.9, "reason": "scripted"}
+
+        def code(request):
+            if not self.codes:
+                return {"code": "", "summary": "", "strategy": "", "trigger_signals": [], "reason": "no script left"}
+            return {"code": self.codes.popleft(), "summary": "scripted step", "strategy": "lookup",
+                    "trigger_signals": ["errorDialog mentions memory"], "reason": ""}
+
+        def summary(request):
+            body = json.loads(request.first_user)
+            return {"reply": f"run {body['status']}: {json.dumps(body['return_value'])}",
+                    "result_summary": f"status {body['status']}"}
+
+        return schema_router({"InvestigationIntent": intent, "InvestigationCode": code,
+                              "InvestigationSummary": summary})
+
+
+@pytest.fixture(scope="session")
+def sim():
+    with PandaSimulator(EXAMPLES, port=0, require_token=None) as simulator:
+        yield simulator
+
+
+@pytest.fixture
+def brain(llm_server) -> ScriptedInvestigator:
+    scripted = ScriptedInvestigator()
+    llm_server.handler = scripted.handler()
+    return scripted
+
+
+@pytest.fixture
+def settings(stack, database_url, llm_server, sim):
+    """Root ``settings`` plus the simulator; a distinct approver is required (the default)."""
+    return stack.settings(database_url, llm_server.base_url, panda_api_url=sim.api_url,
+                          panda_monitor_url=sim.monitor_url, require_distinct_approver=True)
+
+
+@pytest.fixture
+async def terminate_sessions(client):
+    """Sessions outlive a test on the shared dev server; end them so no later test's worker inherits them."""
+    yield
+    async for execution in client.list_workflows("BambooKind = 'investigate' AND ExecutionStatus = 'Running'"):
+        with contextlib.suppress(Exception):
+            await client.get_workflow_handle(execution.id, run_id=execution.run_id).terminate("test finished")
+
+
+def sim_calls(simulator: PandaSimulator) -> list[dict[str, Any]]:
+    return httpx.get(f"{simulator.base_url}/sim/calls", timeout=10).json()
+
+
+def kills(simulator: PandaSimulator) -> list[dict[str, Any]]:
+    return [c for c in sim_calls(simulator) if "kill" in c["endpoint"]]
+
+
+def new_session() -> str:
+    return f"test-{uuid.uuid4().hex[:10]}"
+
+
+async def wait_for(probe, timeout: float = 60.0, every: float = 0.2):
+    """Poll an async ``probe`` until it returns something truthy."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s")
+        await asyncio.sleep(every)
+
+
+def spawn_worker_process(settings, log: Path) -> subprocess.Popen:
+    """A production worker in its own process group (so a test can SIGKILL it), pointed at the simulator."""
+    env = worker_env(settings)
+    env["BAMBOO_PANDA_API_URL"] = settings.panda_api_url
+    env["BAMBOO_PANDA_MONITOR_URL"] = settings.panda_monitor_url
+    env["BAMBOO_REQUIRE_DISTINCT_APPROVER"] = "true" if settings.require_distinct_approver else "false"
+    return subprocess.Popen([sys.executable, "-m", "worker"], cwd=ROOT, env=env, stdout=open(log, "ab"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def kill_process_group(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(10)

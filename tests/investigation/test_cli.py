@@ -1,0 +1,93 @@
+"""The operator commands, run as real processes: approvals across sessions, approve, an attached session."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+
+import pytest
+
+from bamboo.investigation import client as inv
+from policy.code_identity import code_hash, short_hash
+from tests.investigation.conftest import KILL_CODE, READ_CODE, READ_PROC_CODE, TASK_ID, kills, new_session, wait_for
+from tests.services import ROOT, worker_env
+
+pytestmark = pytest.mark.usefixtures("terminate_sessions")
+
+
+async def _bamboo(settings, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    env = worker_env(settings)
+    env["COLUMNS"] = "200"
+    return await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "bamboo.cli.main", *args], cwd=ROOT, env=env, input=stdin,
+        capture_output=True, text=True, timeout=120,
+    )
+
+
+async def _pending(client, session):
+    return await wait_for(lambda: inv.pending(client, session))
+
+
+async def test_approvals_lists_pending_and_approve_checks_hash_and_identity(client, settings, running_worker,
+                                                                           brain, sim):
+    session = new_session()
+    brain.propose(KILL_CODE)
+    await inv.start(client, inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False))
+    await inv.send_message(client, session, "kill it", "alice")
+    view = await _pending(client, session)
+
+    async def listed():
+        out = await _bamboo(settings, "approvals")
+        return out if session in out.stdout else None
+    out = await wait_for(listed, timeout=60, every=1.0)
+    assert view.code_hash[:12] in out.stdout and "STATE-CHANGING" in out.stdout
+
+    wrong = await _bamboo(settings, "approve", session, "deadbeef00", "y", "--as", "bob")
+    assert wrong.returncode != 0 and "not deadbeef00" in (wrong.stdout + wrong.stderr)
+    selfish = await _bamboo(settings, "approve", session, view.code_hash[:12], "y", "--as", "alice")
+    assert selfish.returncode != 0 and "someone other than" in (selfish.stdout + selfish.stderr)
+    assert kills(sim) == []
+    rejected = await _bamboo(settings, "approve", session, view.code_hash[:12], "n", "--as", "bob")
+    assert rejected.returncode == 0, rejected.stdout + rejected.stderr
+    assert await inv.pending(client, session) is None and kills(sim) == []
+
+
+async def test_attached_terminal_reviews_and_lists_approvals(client, settings, running_worker, brain):
+    session = new_session()
+    brain.propose(READ_CODE)
+    await inv.start(client, inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False))
+    out = await _bamboo(settings, "investigate", "--attach", session, "--as", "bob", "-v",
+                        stdin="what is the task status?\na\n/approvals\n/quit\n")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"review turn 1 · {short_hash(code_hash(READ_CODE))}" in out.stdout
+    assert "[intent] tool" in out.stdout
+    assert "run ok" in out.stdout and "get_task_details → allowed" in out.stdout
+    assert "auto_run" in out.stdout and "detached" in out.stdout
+    approvals = await inv.approvals(client, session)
+    assert [p.approved_by for p in approvals.session_policies.values()] == ["bob"]
+
+
+
+async def test_demo_step_starts_a_session_and_prints_working_instructions(client, settings, running_worker, brain):
+    brain.propose(READ_CODE, READ_PROC_CODE)
+    env_script = ("from bamboo.cli.investigate_cmd import demo_investigation\n"
+                  "from bamboo.settings import get_settings\n"
+                  f"demo_investigation(get_settings(), task_id={TASK_ID})\n")
+    env = worker_env(settings)
+    env["COLUMNS"] = "250"
+    out = await asyncio.to_thread(subprocess.run, [sys.executable, "-c", env_script], cwd=ROOT, env=env,
+                                  capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = [line.strip(" │") for line in out.stdout.splitlines()]
+    approve = next(line.split(":", 1)[1].split() for line in lines if "bamboo approve demo-" in line)
+    assert "temporal workflow signal --workflow-id investigate:demo-" in out.stdout
+    assert "BambooAwaitingApproval%3Dtrue" in out.stdout and "bamboo investigate --attach demo-" in out.stdout
+    session = approve[2]
+    done = await _bamboo(settings, *approve[1:], "--as", "reviewer")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    async def ran():
+        return [e for e in await inv.transcript(client, session) if e.kind == "run" and e.turn == 1]
+    runs = await wait_for(ran)
+    assert runs[0].actor == "reviewer" and runs[0].data["status"] == "ok"

@@ -1,0 +1,89 @@
+"""Durable per-procedure grants: replay with no prompt in a new session; void after a code change or revoke."""
+
+from __future__ import annotations
+
+import pytest
+
+from bamboo.investigation import client as inv
+from bamboo.investigation.procedures import ProcedureRepository
+from policy.decisions import DecisionKind
+from tests.investigation.conftest import READ_PROC, READ_PROC_CODE, TASK_ID, new_session, wait_for
+
+pytestmark = pytest.mark.usefixtures("terminate_sessions")
+
+USE_PROC = f"r = await tools.{READ_PROC}(task_id=task_id)\nreturn {{'status': r['status']}}"
+USE_PROC_AGAIN = f"result = await tools.{READ_PROC}(task_id=task_id)\nreturn {{'jobs': result['jobs']}}"
+
+
+async def _entries(client, session, kind):
+    return [e for e in await inv.transcript(client, session) if e.kind == kind]
+
+
+async def _pending(client, session, turn):
+    async def probe():
+        view = await inv.pending(client, session)
+        return view if view is not None and view.turn == turn else None
+    return await wait_for(probe)
+
+
+async def _runs(client, session, count):
+    async def probe():
+        runs = await _entries(client, session, "run")
+        return runs if len(runs) >= count else None
+    return await wait_for(probe)
+
+
+async def _open(client, settings, brain_codes, brain):
+    session = new_session()
+    brain.propose(*brain_codes)
+    await inv.start(client, inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False))
+    return session
+
+
+async def test_durable_grant_replays_without_prompt_until_code_changes_or_revoked(
+        client, settings, services, running_worker, brain):
+    repo = ProcedureRepository(services.store.pool)
+    await repo.save(READ_PROC, READ_PROC_CODE, "approved", {})
+
+    first = await _open(client, settings, [USE_PROC], brain)
+    await inv.send_message(client, first, "use the stored procedure", "alice")
+    view = await _pending(client, first, 1)
+    assert view.tools == [READ_PROC]
+    await inv.decide_by_prefix(client, first, view.code_hash[:8], DecisionKind.AUTO_RUN, "bob")
+    runs = await _runs(client, first, 1)
+    assert runs[0].data["return_value"] == {"status": "broken"}
+    grants = await repo.grants()
+    assert grants[READ_PROC].granted_by == "bob"
+    assert (await inv.approvals(client, first)).session_policies == {}
+
+    second = await _open(client, settings, [USE_PROC_AGAIN, USE_PROC], brain)
+    await inv.send_message(client, second, "replay it here", "carol")
+    runs = await _runs(client, second, 1)
+    assert runs[0].actor == "policy:durable_grant"
+    policy = [e for e in await _entries(client, second, "policy") if e.turn == 1]
+    assert policy[0].data["allow_set"] == [READ_PROC]
+    assert await inv.pending(client, second) is None
+
+    await inv.revoke(client, second, READ_PROC, "carol")
+    await wait_for(lambda: _entries(client, second, "revoke"))
+    assert await repo.grants() == {}
+    await inv.send_message(client, second, "and again", "carol")
+    view = await _pending(client, second, 2)
+    assert view.reason == "new_code"
+    await inv.decide_by_prefix(client, second, view.code_hash[:8], DecisionKind.AUTO_RUN, "bob")
+    await _runs(client, second, 2)
+    assert READ_PROC in await repo.grants()
+
+    changed = READ_PROC_CODE.replace("len(j)", "len(j) + 0")
+    await repo.save(READ_PROC, changed, "approved", {})
+    third = await _open(client, settings, [USE_PROC], brain)
+    await inv.send_message(client, third, "replay once more", "alice")
+    view = await _pending(client, third, 1)
+    assert view.reason == "durable_grant_code_changed"
+    audit = await _audit_kinds(services)
+    assert audit.count("procedure_grant_created") == 2 and audit.count("procedure_grant_revoked") == 1
+
+
+async def _audit_kinds(services) -> list[str]:
+    async with services.store.pool.connection() as conn:
+        return [r[0] for r in await (await conn.execute("SELECT kind FROM audit ORDER BY seq")).fetchall()]
