@@ -162,7 +162,7 @@ def build_investigation_activities(services: Services) -> InvestigationWiring:
     ``execute_code`` (runs wait for a worker that has one) instead of refusing to start at all."""
     settings = services.settings
     try:
-        runner = SandboxRunner(isolation="auto")
+        runner = SandboxRunner(isolation=settings.sandbox_isolation, pool_size=settings.sandbox_pool_size)
     except SandboxUnavailable as exc:
         log.error("this worker will not run sandboxed code: %s", exc)
         runner = None

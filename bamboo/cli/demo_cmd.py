@@ -83,6 +83,11 @@ def demo(
 
     _analyse_a_new_task(settings)
 
+    from bamboo.cli.investigate_cmd import demo_investigation
+
+    console.rule("[bold]5. An investigation waiting for your review")
+    demo_investigation(settings)
+
     console.rule("[bold]Where to look")
     ui = state.ui_url or f"http://{settings.temporal_address.split(':')[0]}:{settings.temporal_ui_port}"
     console.print(f"Temporal Web:     {ui}/namespaces/{settings.temporal_namespace}/workflows")
