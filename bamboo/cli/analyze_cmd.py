@@ -7,14 +7,11 @@ Feedback is written straight to the knowledge store's feedback table (the only t
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import json
 import re
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
@@ -24,6 +21,7 @@ from bamboo.analysis.models import (
     analyze_workflow_id,
 )
 from bamboo.analysis.task_files import TaskFileError, list_task_files, read_task_file
+from bamboo.cli.batch_progress import follow_batch
 from bamboo.cli.common import console, fail, run
 from bamboo.settings import Settings, get_settings
 
@@ -162,30 +160,9 @@ async def collect_finished(client: Client, ids: list[str], out: Path) -> int:
     return written
 
 
-async def follow_batch(handle: WorkflowHandle) -> BatchAnalyzeResult | None:
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("failed {task.fields[failed]} · running {task.fields[running]} {task.fields[state]}"),
-                  TimeElapsedColumn(), console=console) as bar:
-        task = bar.add_task(handle.id, total=None, failed=0, running=0, state="")
-        try:
-            while True:
-                desc = await handle.describe()
-                if desc.status is not None and desc.status.name != "RUNNING":
-                    break
-                try:
-                    p: BatchAnalyzeProgress = await handle.query("progress", result_type=BatchAnalyzeProgress)
-                except Exception:  # noqa: BLE001 — between continue-as-new runs the query may briefly fail
-                    await asyncio.sleep(0.5)
-                    continue
-                state = "(paused)" if p.paused else "(cancelling)" if p.cancelled else ""
-                bar.update(task, total=p.total, completed=p.done + p.failed, failed=p.failed, running=p.running,
-                           state=state)
-                await asyncio.sleep(0.5)
-        except (KeyboardInterrupt, asyncio.CancelledError):
-            console.print(f"\nDetached. The batch goes on; re-attach by running the same command again "
-                          f"(or --attach {handle.id.removeprefix('analyze-batch:')}).")
-            return None
-    return await handle.result()
+async def follow_analysis_batch(handle: WorkflowHandle) -> BatchAnalyzeResult | None:
+    hint = f"the same command again (or --attach {handle.id.removeprefix('analyze-batch:')})"
+    return await follow_batch(handle, BatchAnalyzeProgress, hint)
 
 
 def analyze_batch(
@@ -224,7 +201,7 @@ def analyze_batch(
         if detach:
             console.print("Follow it by running the same command again.")
             return
-        result = await follow_batch(handle)
+        result = await follow_analysis_batch(handle)
         if result is None:
             return
         written = await collect_finished(client, ids, out)

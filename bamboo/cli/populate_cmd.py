@@ -5,15 +5,14 @@ The batch lives in Temporal, not in this process: Ctrl-C only detaches the view.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 
+from bamboo.cli.batch_progress import follow_batch
 from bamboo.cli.common import console, fail, run
 from bamboo.ingest import SourceListingError, list_sources
 from bamboo.models.accumulate import PopulateInput, PopulateProgress, PopulateResult
@@ -26,29 +25,8 @@ def default_batch_id(path: Path) -> str:
 
 async def follow(handle: WorkflowHandle, quiet: bool = False) -> PopulateResult | None:
     """Poll the progress query into a bar until the batch ends; Ctrl-C detaches."""
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("failed {task.fields[failed]} · running {task.fields[running]} {task.fields[state]}"),
-                  TimeElapsedColumn(), console=console, disable=quiet) as bar:
-        task = bar.add_task(handle.id, total=None, failed=0, running=0, state="")
-        try:
-            while True:
-                desc = await handle.describe()
-                if desc.status is not None and desc.status.name != "RUNNING":
-                    break
-                try:
-                    p: PopulateProgress = await handle.query("progress", result_type=PopulateProgress)
-                except Exception:  # noqa: BLE001 — between continue-as-new runs the query may briefly fail
-                    await asyncio.sleep(0.5)
-                    continue
-                state = "(paused)" if p.paused else "(cancelling)" if p.cancelled else ""
-                bar.update(task, total=p.total, completed=p.done + p.failed, failed=p.failed, running=p.running,
-                           state=state)
-                await asyncio.sleep(0.5)
-        except (KeyboardInterrupt, asyncio.CancelledError):
-            console.print(f"\nDetached. The batch goes on; re-attach with [bold]bamboo populate --attach {handle.id.removeprefix('populate:')}[/]")
-            return None
-    result: PopulateResult = await handle.result()
-    return result
+    hint = f"bamboo populate --attach {handle.id.removeprefix('populate:')}"
+    return await follow_batch(handle, PopulateProgress, hint, quiet=quiet)
 
 
 def print_result(result: PopulateResult) -> None:

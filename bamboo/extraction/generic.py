@@ -6,6 +6,8 @@ a symptom named after its first words, and the email thread is read by the LLM a
 
 from __future__ import annotations
 
+from typing import Any
+
 import re
 from bamboo.extraction.panda.routing import TaskClues
 from bamboo.extraction.panda.strategy import PandaExtractionStrategy
