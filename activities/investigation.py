@@ -28,8 +28,9 @@ from bamboo.models.investigation import (
 )
 from bamboo.sandbox.runner import SandboxRunner, SandboxUnavailable
 from bamboo.services import Services
-from bamboo.tools.selection import ToolSelector
-from bamboo.tools.vector_index import MemoryVectorIndex
+from bamboo.mcp.config import load_servers_config
+from bamboo.store.vectors import PgVectorIndex
+from bamboo.tools.selection import ToolSelector, config_namespace
 
 from workflows.names import (
     INVESTIGATION_AUDIT as AUDIT,
@@ -45,13 +46,27 @@ from workflows.names import (
 log = logging.getLogger(__name__)
 
 
+def _servers_fingerprint(settings) -> str:
+    if settings.mcp_servers_config is None:
+        return "builtin-only"
+    try:
+        return load_servers_config(settings.mcp_servers_config).fingerprint()
+    except Exception as exc:  # noqa: BLE001 — the composite client reports a bad config; selection still works
+        log.warning("tool selection namespace falls back to the config path: %s", exc)
+        return str(settings.mcp_servers_config)
+
+
 class InvestigationActivities:
     def __init__(self, services: Services, tools: ProcedureToolCaller) -> None:
         self.s = services
         self.tools = tools
         self.repository = tools.repository
-        selector = ToolSelector(MemoryVectorIndex(), services.embedder, "investigate")
-        self.model = TurnModel(services.llm, selector)
+        # Vectors in pgvector, namespaced by the tool configuration and embedder, so differently configured
+        # deployments sharing a database do not thrash each other's catalogue.
+        namespace = config_namespace(_servers_fingerprint(services.settings), services.embedder.model_id,
+                                     services.embedder.dim)
+        self.selector = ToolSelector(PgVectorIndex(services.store.pool), services.embedder, namespace)
+        self.model = TurnModel(services.llm, self.selector)
         self.finalizer = Finalizer(services.store.knowledge, self.repository, services.embedder,
                                    services.settings.canonical_match_threshold)
 
@@ -72,6 +87,10 @@ class InvestigationActivities:
 
     @activity.defn(name=SUMMARY)
     async def summary(self, inp: SummaryInput) -> SummaryResult:
+        if inp.status == "ok" and inp.tools_called:
+            # Every run in the interactive loop was approved by a human (now, or by their auto-run choice):
+            # it seeds tool selection's second source for similar requests later.
+            await self.selector.record_approved_run(inp.request, inp.tools_called, ended_in_cause=False)
         return await self._llm(self.model.summary(inp))
 
     @activity.defn(name=POLICY_CONTEXT)

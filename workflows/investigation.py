@@ -360,7 +360,7 @@ class Investigation:
         summary: SummaryResult = await self._llm(names.INVESTIGATION_SUMMARY, SummaryInput(
             session_id=self._inp.session_id, request=proposal.summary, code_summary=proposal.summary,
             status=out.status, return_value=out.return_value, error=out.error, stdout=out.stdout.preview,
-            denied_calls=denied,
+            denied_calls=denied, tools_called=[c.tool for c in out.calls if c.outcome == "allowed"],
         ), SummaryResult)
         self._entry("reply", summary.reply, turn=turn)
         if not capture:

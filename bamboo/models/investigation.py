@@ -236,6 +236,7 @@ class SummaryInput(BaseModel):
     error: str | None = None
     stdout: str = ""
     denied_calls: list[str] = Field(default_factory=list)
+    tools_called: list[str] = Field(default_factory=list, description="allowed calls of this approved run")
 
 
 class SummaryResult(BaseModel):
