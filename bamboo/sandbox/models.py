@@ -18,7 +18,10 @@ class SandboxLimits(BaseModel):
 
     cpu_seconds: int = Field(default=10, ge=1, description="RLIMIT_CPU; the kernel kills a busy loop past it")
     memory_bytes: int = Field(default=768 * 1024 * 1024, ge=64 * 1024 * 1024, description="RLIMIT_AS")
-    max_processes: int = Field(default=32, ge=1, description="RLIMIT_NPROC for the sandbox uid")
+    max_processes: int = Field(
+        default=128, ge=1,
+        description="RLIMIT_NPROC for the sandbox uid; it counts every process and thread of that uid on the "
+                    "host, warm-pool children and concurrent runs included, so it bounds a fork bomb, not one run")
     max_file_bytes: int = Field(default=16 * 1024 * 1024, ge=0, description="RLIMIT_FSIZE")
     max_open_files: int = Field(default=64, ge=8, description="RLIMIT_NOFILE")
     tmpfs_bytes: int = Field(default=64 * 1024 * 1024, ge=1024 * 1024, description="size of /tmp and the work dir (bwrap)")
