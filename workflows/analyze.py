@@ -13,7 +13,6 @@ analysed (named by the starter) are skipped, not redone.
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
@@ -32,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from bamboo.analysis.ranked import ranking_diagnosis
     from workflows import names
+    from workflows.batching import run_bounded_children
     from workflows.queues import Queues
     from workflows.sandbox_steps import execute_code, findings
 
@@ -299,40 +299,15 @@ class BatchAnalyze:
             inp.skipped = inp.listing.skipped
             inp.skip_workflow_ids = []  # applied to the listing; not carried through continue-as-new
         listing = inp.listing
-        started_this_run = 0
-        buffer: list[tuple[int, TaskSource]] = []
-        tasks: set[asyncio.Task] = set()
 
-        while not self._cancelled:
-            budget_left = started_this_run < inp.continue_as_new_every
-            more = inp.cursor < listing.total
-            if not inp.paused and more and budget_left and len(self._running) < inp.concurrency:
-                if not buffer:
-                    page = await workflow.execute_activity(
-                        names.ANALYSIS_READ_TASKS, TaskPageInput(ref=listing.ref, offset=inp.cursor, limit=PAGE),
-                        result_type=list[TaskSource], task_queue=q.store, start_to_close_timeout=timedelta(seconds=20),
-                        retry_policy=RetryPolicy(maximum_attempts=10),
-                    )
-                    buffer = [(inp.cursor + i, s) for i, s in enumerate(page)]
-                index, source = buffer.pop(0)
-                inp.cursor += 1
-                started_this_run += 1
-                self._running.add(index)
-                tasks.add(asyncio.create_task(self._child(index, source)))
-                continue
-            if not self._running:
-                if not more:
-                    break
-                if not budget_left:
-                    await asyncio.gather(*tasks)
-                    inp.generation += 1
-                    workflow.continue_as_new(inp)
-            snapshot = (len(self._running), inp.paused, self._cancelled)
-            await workflow.wait_condition(lambda: (len(self._running), inp.paused, self._cancelled) != snapshot)
+        async def read_page(offset: int) -> list[TaskSource]:
+            return await workflow.execute_activity(
+                names.ANALYSIS_READ_TASKS, TaskPageInput(ref=listing.ref, offset=offset, limit=PAGE),
+                result_type=list[TaskSource], task_queue=q.store, start_to_close_timeout=timedelta(seconds=20),
+                retry_policy=RetryPolicy(maximum_attempts=10),
+            )
 
-        if self._running:
-            await workflow.wait_condition(lambda: not self._running)
-        await asyncio.gather(*tasks)
+        await run_bounded_children(inp, listing.total, read_page, self._child, self._running, lambda: self._cancelled)
         self._finished = True
         return BatchAnalyzeResult(batch_id=inp.batch_id, total=listing.total + inp.skipped, done=inp.done,
                                   skipped=inp.skipped, failed=inp.failed_count, cancelled=self._cancelled,

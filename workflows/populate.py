@@ -9,7 +9,6 @@ item twice.
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
@@ -24,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows import names
     from workflows.accumulate import AccumulateIncident
+    from workflows.batching import run_bounded_children
     from workflows.queues import Queues
 
 KIND = SearchAttributeKey.for_keyword("BambooKind")
@@ -94,43 +94,15 @@ class PopulateBatch:
                 self._finished = True
                 raise ApplicationError(f"cannot list incidents at {inp.path}: {inp.listing_error}", non_retryable=True)
         listing = inp.listing
-        started_this_run = 0
-        buffer: list[tuple[int, IncidentSource]] = []
-        tasks: set[asyncio.Task] = set()
 
-        while True:
-            if self._cancelled:
-                break
-            budget_left = started_this_run < inp.continue_as_new_every
-            more = inp.cursor < listing.total
-            if not inp.paused and more and budget_left and len(self._running) < inp.concurrency:
-                if not buffer:
-                    page = await workflow.execute_activity(
-                        names.READ_INCIDENT_SOURCES, SourcePageInput(ref=listing.ref, offset=inp.cursor, limit=PAGE),
-                        result_type=list[IncidentSource], task_queue=q.store,
-                        start_to_close_timeout=timedelta(seconds=20), retry_policy=RetryPolicy(maximum_attempts=10),
-                    )
-                    buffer = [(inp.cursor + i, s) for i, s in enumerate(page)]
-                index, source = buffer.pop(0)
-                inp.cursor += 1
-                started_this_run += 1
-                self._running.add(index)
-                tasks.add(asyncio.create_task(self._child(index, source)))
-                continue
-            if not self._running:
-                if not more:
-                    break
-                if not budget_left:
-                    await asyncio.gather(*tasks)
-                    inp.generation += 1
-                    workflow.continue_as_new(inp)
-            # Wait for a slot, a signal, or the end of the running set.
-            snapshot = (len(self._running), inp.paused, self._cancelled)
-            await workflow.wait_condition(lambda: (len(self._running), inp.paused, self._cancelled) != snapshot)
+        async def read_page(offset: int) -> list[IncidentSource]:
+            return await workflow.execute_activity(
+                names.READ_INCIDENT_SOURCES, SourcePageInput(ref=listing.ref, offset=offset, limit=PAGE),
+                result_type=list[IncidentSource], task_queue=q.store,
+                start_to_close_timeout=timedelta(seconds=20), retry_policy=RetryPolicy(maximum_attempts=10),
+            )
 
-        if self._cancelled and self._running:
-            await workflow.wait_condition(lambda: not self._running)
-        await asyncio.gather(*tasks)
+        await run_bounded_children(inp, listing.total, read_page, self._child, self._running, lambda: self._cancelled)
         self._finished = True
         return PopulateResult(batch_id=inp.batch_id, total=listing.total, done=inp.done, failed=inp.failed_count,
                               cancelled=self._cancelled, failures=inp.failed)
