@@ -182,6 +182,7 @@ def build_investigation_activities(services: Services) -> InvestigationWiring:
     settings = services.settings
     try:
         runner = SandboxRunner(isolation=settings.sandbox_isolation, pool_size=settings.sandbox_pool_size)
+        services.closers.append(runner.close)  # pooled children must not outlive the worker
     except SandboxUnavailable as exc:
         log.error("this worker will not run sandboxed code: %s", exc)
         runner = None

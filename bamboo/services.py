@@ -6,7 +6,8 @@ activity code under test is the production code.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Awaitable, Callable
 
 from bamboo.embeddings.base import Embedder
 from bamboo.embeddings.factory import build_embedder
@@ -24,8 +25,13 @@ class Services:
     llm: LLMClient
     embedder: Embedder
     strategy: ExtractionStrategy
+    # Resources wired later (a sandbox warm pool, tool clients) register how to release them here.
+    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
     async def close(self) -> None:
+        for close in reversed(self.closers):
+            await close()
+        self.closers.clear()
         await self.store.close()
         await self.llm.aclose()
 
