@@ -348,21 +348,27 @@ async def _approve(settings: Settings, session: str, hash_prefix: str, kind: Dec
 
 
 # --------------------------------------------------------------------------------- demo
+DEMO_REQUESTER = "demo-requester"
+
+
 def demo_investigation(settings: Settings, task_id: int = 40112233) -> None:
     """Start a session on a sample task with a pending review, and tell the operator how to answer it."""
 
     async def go() -> tuple[str, PendingView | None]:
         client = await _connect(settings)
         session_id = f"demo-{uuid.uuid4().hex[:6]}"
-        me = default_identity()
-        await inv.start(client, inv.start_input(settings, session_id, me, task_id=task_id))
-        await inv.send_message(client, session_id, "What do the scout jobs say about memory?", me, force_tool=True)
+        # Opened by a separate identity, so that the operator approving from another terminal is a second
+        # person: state-changing (or unanalysable) code needs a distinct approver.
+        await inv.start(client, inv.start_input(settings, session_id, DEMO_REQUESTER, task_id=task_id))
+        await inv.send_message(client, session_id, "What do the scout jobs say about memory?", DEMO_REQUESTER,
+                               force_tool=True)
         view = await inv.wait_until(lambda: inv.pending(client, session_id), timeout_s=120)
         return session_id, view
 
     session_id, view = run(go())
     ui = f"http://{settings.temporal_address.split(':')[0]}:{settings.temporal_ui_port}"
-    lines = [f"Investigation [bold]{session_id}[/] is running on task {task_id}."]
+    lines = [f"Investigation [bold]{session_id}[/] is running on task {task_id} (opened as {DEMO_REQUESTER}; "
+             f"you approve as {default_identity()})."]
     if view is not None:
         lines.append(f"Turn {view.turn} waits for review (code {short_hash(view.code_hash)}).")
         lines.append(f"  approve from another terminal:  bamboo approve {session_id} {view.code_hash[:12]} y")
