@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from bamboo.analysis.ranked import ranking_diagnosis
     from workflows import names
-    from workflows.batching import run_bounded_children
+    from workflows.batching import innermost_reason, run_bounded_children
     from workflows.queues import Queues
     from workflows.sandbox_steps import execute_code, findings
 
@@ -51,12 +51,6 @@ SANDBOX_UNAVAILABLE = (
 )
 MAX_KEPT_FAILURES = 500
 PAGE = 100
-
-
-def _reason(exc: BaseException) -> str:
-    while isinstance(exc, (ChildWorkflowError, ActivityError)) and exc.cause is not None:
-        exc = exc.cause
-    return (exc.message if isinstance(exc, ApplicationError) else str(exc))[:500]
 
 
 @workflow.defn(name=names.ANALYZE_WORKFLOW)
@@ -169,7 +163,7 @@ class AnalyzeTask:
             )
         except ActivityError as exc:
             steps.append(StepReport(step="exploratory_investigation", status="failed",
-                                    detail=f"{why}; planning failed: {_reason(exc)}"))
+                                    detail=f"{why}; planning failed: {innermost_reason(exc)}"))
             return diagnosis
         gaps.extend(plan.capability_gaps)
         if plan.status != "run":
@@ -220,7 +214,7 @@ class AnalyzeTask:
             cause = exc.cause
             if isinstance(cause, TimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START:
                 return StepReport(step=step, status="unavailable", detail=f"{SANDBOX_UNAVAILABLE} (waited {wait_s:g} s)")
-            return StepReport(step=step, status="failed", detail=f"sandbox run failed: {_reason(exc)}")
+            return StepReport(step=step, status="failed", detail=f"sandbox run failed: {innermost_reason(exc)}")
 
     async def _diagnose(self, evidence: Evidence, extra: dict, steps: list[StepReport], step: str) -> Diagnosis:
         """The LLM's diagnosis; if the LLM step fails for good, the ranking's, with the reason recorded."""
@@ -231,7 +225,7 @@ class AnalyzeTask:
                 retry_policy=LLM_RETRY,
             )
         except ActivityError as exc:
-            diagnosis = ranking_diagnosis(evidence, note=f"LLM diagnosis failed ({_reason(exc)}); used the graph ranking")
+            diagnosis = ranking_diagnosis(evidence, note=f"LLM diagnosis failed ({innermost_reason(exc)}); used the graph ranking")
             steps.append(StepReport(step=step, status="failed", detail=diagnosis.note))
             return diagnosis
         steps.append(StepReport(step=step, status="ran", detail=diagnosis.note or f"source {diagnosis.source}"))
@@ -295,7 +289,7 @@ class BatchAnalyze:
                 )
             except ActivityError as exc:
                 self._finished = True
-                raise ApplicationError(f"cannot list tasks at {inp.path}: {_reason(exc)}", non_retryable=True)
+                raise ApplicationError(f"cannot list tasks at {inp.path}: {innermost_reason(exc)}", non_retryable=True)
             inp.skipped = inp.listing.skipped
             inp.skip_workflow_ids = []  # applied to the listing; not carried through continue-as-new
         listing = inp.listing
@@ -328,7 +322,7 @@ class BatchAnalyze:
         except (ChildWorkflowError, WorkflowAlreadyStartedError) as exc:
             inp.failed_count += 1
             reason = (f"another analysis with id {source.workflow_id()} is running"
-                      if isinstance(exc, WorkflowAlreadyStartedError) else _reason(exc))
+                      if isinstance(exc, WorkflowAlreadyStartedError) else innermost_reason(exc))
             inp.failed.append(BatchFailure(index=index, source=source.path, reason=reason))
             del inp.failed[:-MAX_KEPT_FAILURES]
         finally:

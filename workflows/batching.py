@@ -12,8 +12,16 @@ import asyncio
 from typing import Awaitable, Callable, Protocol, TypeVar
 
 from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
 T = TypeVar("T")
+
+
+def innermost_reason(exc: BaseException) -> str:
+    """The innermost message: what the operator needs, not the chain of wrappers."""
+    while isinstance(exc, (ChildWorkflowError, ActivityError)) and exc.cause is not None:
+        exc = exc.cause
+    return (exc.message if isinstance(exc, ApplicationError) else str(exc))[:500]
 
 
 class BatchState(Protocol):

@@ -23,20 +23,13 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows import names
     from workflows.accumulate import AccumulateIncident
-    from workflows.batching import run_bounded_children
+    from workflows.batching import innermost_reason, run_bounded_children
     from workflows.queues import Queues
 
 KIND = SearchAttributeKey.for_keyword("BambooKind")
 BATCH = SearchAttributeKey.for_keyword("BambooBatchId")
 MAX_KEPT_FAILURES = 500
 PAGE = 100
-
-
-def _reason(exc: BaseException) -> str:
-    """The innermost message: what the operator needs, not the chain of wrappers."""
-    while isinstance(exc, (ChildWorkflowError, ActivityError)) and exc.cause is not None:
-        exc = exc.cause
-    return (exc.message if isinstance(exc, ApplicationError) else str(exc))[:500]
 
 
 @workflow.defn(name=names.POPULATE_WORKFLOW)
@@ -90,7 +83,7 @@ class PopulateBatch:
                     retry_policy=RetryPolicy(maximum_attempts=5),
                 )
             except ActivityError as exc:
-                inp.listing_error = _reason(exc)
+                inp.listing_error = innermost_reason(exc)
                 self._finished = True
                 raise ApplicationError(f"cannot list incidents at {inp.path}: {inp.listing_error}", non_retryable=True)
         listing = inp.listing
@@ -122,7 +115,7 @@ class PopulateBatch:
             inp.done += 1
         except ChildWorkflowError as exc:
             inp.failed_count += 1
-            inp.failed.append(FailedItem(index=index, source=source.label(), reason=_reason(exc)))
+            inp.failed.append(FailedItem(index=index, source=source.label(), reason=innermost_reason(exc)))
             del inp.failed[:-MAX_KEPT_FAILURES]
         finally:
             self._running.discard(index)
