@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
 
 with workflow.unsafe.imports_passed_through():
@@ -24,24 +24,16 @@ with workflow.unsafe.imports_passed_through():
     )
     from bamboo.models.graph import WriteStats
     from workflows import names
+    from workflows.common import BATCH, HEARTBEAT, KIND, LLM_RETRY, STORE_RETRY, TASK_ID
     from workflows.queues import Queues
     from workflows.sandbox_steps import execute_code, findings
 
-TASK_ID = SearchAttributeKey.for_int("BambooTaskId")
-KIND = SearchAttributeKey.for_keyword("BambooKind")
-BATCH = SearchAttributeKey.for_keyword("BambooBatchId")
 
 EXPLORATION_UNAVAILABLE = "unavailable: no worker polls the sandbox queue, so the read-only explorer could not run"
 SANDBOX_WAIT_S = 60.0
 HUMAN_GAP = "no investigation procedure captured"
 
-# A dead worker's activity is retried after this long, not after start-to-close.
-HEARTBEAT = timedelta(seconds=10)
 
-LLM_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
-                        maximum_interval=timedelta(seconds=30), maximum_attempts=6)
-STORE_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10),
-                          maximum_attempts=10)
 
 
 @workflow.defn(name=names.ACCUMULATE_WORKFLOW)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import (
     ActivityError, ApplicationError, ChildWorkflowError, TimeoutError, TimeoutType, WorkflowAlreadyStartedError,
 )
@@ -32,18 +32,11 @@ with workflow.unsafe.imports_passed_through():
     from bamboo.analysis.ranked import ranking_diagnosis
     from workflows import names
     from workflows.batching import innermost_reason, run_bounded_children
+    from workflows.common import BATCH, HEARTBEAT, KIND, LLM_RETRY, STORE_RETRY, TASK_ID
     from workflows.queues import Queues
     from workflows.sandbox_steps import execute_code, findings
 
-TASK_ID = SearchAttributeKey.for_int("BambooTaskId")
-KIND = SearchAttributeKey.for_keyword("BambooKind")
-BATCH = SearchAttributeKey.for_keyword("BambooBatchId")
 
-HEARTBEAT = timedelta(seconds=10)
-LLM_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
-                        maximum_interval=timedelta(seconds=30), maximum_attempts=6)
-STORE_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10),
-                          maximum_attempts=10)
 
 SANDBOX_UNAVAILABLE = (
     "no worker polls the sandbox queue (execute_code), so the generated read-only investigation did not run and "

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -47,17 +47,10 @@ with workflow.unsafe.imports_passed_through():
     from policy.review import ReviewDecision, ReviewOutcome, ReviewRequest, decide_review
     from policy.revocation import plan_revocation
     from workflows import names
+    from workflows.common import AWAITING, HEARTBEAT, KIND, LLM_RETRY, STORE_RETRY, TASK_ID
     from workflows.queues import Queues
 
-TASK_ID = SearchAttributeKey.for_int("BambooTaskId")
-KIND = SearchAttributeKey.for_keyword("BambooKind")
-AWAITING = SearchAttributeKey.for_bool("BambooAwaitingApproval")
 
-HEARTBEAT = timedelta(seconds=10)
-LLM_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
-                        maximum_interval=timedelta(seconds=30), maximum_attempts=5)
-STORE_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10),
-                          maximum_attempts=10)
 SANDBOX_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3,
                             non_retryable_error_types=["SandboxRetryRefused"])
 MAX_STARTUP_REPLAYS = 3

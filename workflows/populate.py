@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 from temporalio.workflow import ParentClosePolicy
 
@@ -24,10 +24,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows import names
     from workflows.accumulate import AccumulateIncident
     from workflows.batching import innermost_reason, run_bounded_children
+    from workflows.common import BATCH, KIND
     from workflows.queues import Queues
 
-KIND = SearchAttributeKey.for_keyword("BambooKind")
-BATCH = SearchAttributeKey.for_keyword("BambooBatchId")
 MAX_KEPT_FAILURES = 500
 PAGE = 100
 

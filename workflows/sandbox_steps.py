@@ -11,9 +11,9 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 from workflows import names
+from workflows.common import HEARTBEAT
 from workflows.queues import Queues
 
-HEARTBEAT = timedelta(seconds=10)
 
 
 def findings(report: dict) -> dict:
