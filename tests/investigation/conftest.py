@@ -121,6 +121,32 @@ async def wait_for(probe, timeout: float = 60.0, every: float = 0.2):
         await asyncio.sleep(every)
 
 
+
+
+async def entries(client, session, kind):
+    """The session's transcript entries of one kind."""
+    from bamboo.investigation import client as inv
+
+    return [e for e in await inv.transcript(client, session) if e.kind == kind]
+
+
+async def pending_turn(client, session, turn):
+    """Wait until the given turn waits for review; its pending view."""
+    from bamboo.investigation import client as inv
+
+    async def probe():
+        view = await inv.pending(client, session)
+        return view if view is not None and view.turn == turn else None
+    return await wait_for(probe)
+
+
+async def wait_for_runs(client, session, count):
+    """Wait until at least `count` code runs are in the transcript."""
+    async def probe():
+        found = await entries(client, session, "run")
+        return found if len(found) >= count else None
+    return await wait_for(probe)
+
 def spawn_worker_process(settings, log: Path) -> subprocess.Popen:
     """A production worker in its own process group (so a test can SIGKILL it), pointed at the simulator."""
     env = worker_env(settings)

@@ -7,30 +7,12 @@ import pytest
 from bamboo.investigation import client as inv
 from bamboo.investigation.procedures import ProcedureRepository
 from policy.decisions import DecisionKind
-from tests.investigation.conftest import READ_PROC, READ_PROC_CODE, TASK_ID, new_session, wait_for
+from tests.investigation.conftest import entries, pending_turn, wait_for_runs, READ_PROC, READ_PROC_CODE, TASK_ID, new_session, wait_for
 
 pytestmark = pytest.mark.usefixtures("terminate_sessions")
 
 USE_PROC = f"r = await tools.{READ_PROC}(task_id=task_id)\nreturn {{'status': r['status']}}"
 USE_PROC_AGAIN = f"result = await tools.{READ_PROC}(task_id=task_id)\nreturn {{'jobs': result['jobs']}}"
-
-
-async def _entries(client, session, kind):
-    return [e for e in await inv.transcript(client, session) if e.kind == kind]
-
-
-async def _pending(client, session, turn):
-    async def probe():
-        view = await inv.pending(client, session)
-        return view if view is not None and view.turn == turn else None
-    return await wait_for(probe)
-
-
-async def _runs(client, session, count):
-    async def probe():
-        runs = await _entries(client, session, "run")
-        return runs if len(runs) >= count else None
-    return await wait_for(probe)
 
 
 async def _open(client, settings, brain_codes, brain):
@@ -47,10 +29,10 @@ async def test_durable_grant_replays_without_prompt_until_code_changes_or_revoke
 
     first = await _open(client, settings, [USE_PROC], brain)
     await inv.send_message(client, first, "use the stored procedure", "alice")
-    view = await _pending(client, first, 1)
+    view = await pending_turn(client, first, 1)
     assert view.tools == [READ_PROC]
     await inv.decide_by_prefix(client, first, view.code_hash[:8], DecisionKind.AUTO_RUN, "bob")
-    runs = await _runs(client, first, 1)
+    runs = await wait_for_runs(client, first, 1)
     assert runs[0].data["return_value"] == {"status": "broken"}
     grants = await repo.grants()
     assert grants[READ_PROC].granted_by == "bob"
@@ -58,27 +40,27 @@ async def test_durable_grant_replays_without_prompt_until_code_changes_or_revoke
 
     second = await _open(client, settings, [USE_PROC_AGAIN, USE_PROC], brain)
     await inv.send_message(client, second, "replay it here", "carol")
-    runs = await _runs(client, second, 1)
+    runs = await wait_for_runs(client, second, 1)
     assert runs[0].actor == "policy:durable_grant"
-    policy = [e for e in await _entries(client, second, "policy") if e.turn == 1]
+    policy = [e for e in await entries(client, second, "policy") if e.turn == 1]
     assert policy[0].data["allow_set"] == [READ_PROC]
     assert await inv.pending(client, second) is None
 
     await inv.revoke(client, second, READ_PROC, "carol")
-    await wait_for(lambda: _entries(client, second, "revoke"))
+    await wait_for(lambda: entries(client, second, "revoke"))
     assert await repo.grants() == {}
     await inv.send_message(client, second, "and again", "carol")
-    view = await _pending(client, second, 2)
+    view = await pending_turn(client, second, 2)
     assert view.reason == "new_code"
     await inv.decide_by_prefix(client, second, view.code_hash[:8], DecisionKind.AUTO_RUN, "bob")
-    await _runs(client, second, 2)
+    await wait_for_runs(client, second, 2)
     assert READ_PROC in await repo.grants()
 
     changed = READ_PROC_CODE.replace("len(j)", "len(j) + 0")
     await repo.save(READ_PROC, changed, "approved", {})
     third = await _open(client, settings, [USE_PROC], brain)
     await inv.send_message(client, third, "replay once more", "alice")
-    view = await _pending(client, third, 1)
+    view = await pending_turn(client, third, 1)
     assert view.reason == "durable_grant_code_changed"
     audit = await _audit_kinds(services)
     assert audit.count("procedure_grant_created") == 2 and audit.count("procedure_grant_revoked") == 1

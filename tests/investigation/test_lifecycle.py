@@ -11,14 +11,10 @@ from bamboo.models.graph import GraphNode, GraphWrite, KnowledgeGraph
 from bamboo.models.investigation import SessionStatus
 from policy.code_identity import code_hash
 from policy.decisions import DecisionKind
-from tests.investigation.conftest import READ_CODE, READ_PROC, READ_PROC_CODE, TASK_ID, new_session, wait_for
+from tests.investigation.conftest import entries, READ_CODE, READ_PROC, READ_PROC_CODE, TASK_ID, new_session, wait_for
 from workflows import names
 
 pytestmark = pytest.mark.usefixtures("terminate_sessions")
-
-
-async def _entries(client, session, kind):
-    return [e for e in await inv.transcript(client, session) if e.kind == kind]
 
 
 async def _approve_next(client, session, turn, kind=DecisionKind.RUN_ONCE):
@@ -29,7 +25,7 @@ async def _approve_next(client, session, turn, kind=DecisionKind.RUN_ONCE):
     await inv.decide_by_prefix(client, session, view.code_hash[:8], kind, "bob")
 
     async def ran():
-        return [e for e in await _entries(client, session, "reply") if e.turn == turn]
+        return [e for e in await entries(client, session, "reply") if e.turn == turn]
     await wait_for(ran)
 
 
@@ -46,7 +42,7 @@ async def test_finalize_canonicalises_and_keeps_provenance(client, settings, ser
     await inv.send_message(client, session, "status?", "alice")
     await _approve_next(client, session, 1)
     await inv.send_message(client, session, "FINDING the scouts exceeded ramCount", "alice")
-    await wait_for(lambda: _entries(client, session, "finding"))
+    await wait_for(lambda: entries(client, session, "finding"))
     await inv.send_message(client, session, "status and job summary", "alice")
     await _approve_next(client, session, 3)
     await inv.finalize(client, session, "Insufficient memory for the payload", "Increase ramCount", "alice")
@@ -113,13 +109,13 @@ async def test_long_session_continues_as_new_with_its_policies(client, settings,
         await inv.send_message(client, session, f"status {turn}?", "alice")
 
         async def replied(turn=turn):
-            return [e for e in await _entries(client, session, "reply") if e.turn == turn]
+            return [e for e in await entries(client, session, "reply") if e.turn == turn]
         await wait_for(replied)
     latest = client.get_workflow_handle(inv.workflow_id(session))
     assert (await latest.describe()).run_id != first_run
     approvals = await inv.approvals(client, session)
     assert list(approvals.session_policies) == [code_hash(READ_CODE)]
-    operator_turns = [e.turn for e in await _entries(client, session, "operator")]
+    operator_turns = [e.turn for e in await entries(client, session, "operator")]
     assert operator_turns == [1, 2, 3, 4, 5]
 
 

@@ -8,27 +8,9 @@ from bamboo.investigation import client as inv
 from bamboo.models.investigation import Ack
 from policy.code_identity import code_hash
 from policy.decisions import DecisionKind, OperatorDecision
-from tests.investigation.conftest import KILL_CODE, READ_CODE, TASK_ID, kills, new_session, wait_for
+from tests.investigation.conftest import entries, pending_turn, wait_for_runs, KILL_CODE, READ_CODE, TASK_ID, kills, new_session, wait_for
 
 pytestmark = pytest.mark.usefixtures("terminate_sessions")
-
-
-async def _entries(client, session, kind):
-    return [e for e in await inv.transcript(client, session) if e.kind == kind]
-
-
-async def _pending_for(client, session, turn):
-    async def probe():
-        view = await inv.pending(client, session)
-        return view if view is not None and view.turn == turn else None
-    return await wait_for(probe)
-
-
-async def _runs(client, session, count):
-    async def probe():
-        runs = await _entries(client, session, "run")
-        return runs if len(runs) >= count else None
-    return await wait_for(probe)
 
 
 async def test_auto_run_skips_review_until_code_changes_or_revoke(client, settings, running_worker, brain):
@@ -38,31 +20,31 @@ async def test_auto_run_skips_review_until_code_changes_or_revoke(client, settin
     await inv.start(client, inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False))
 
     await inv.send_message(client, session, "what is the task status?", "alice")
-    view = await _pending_for(client, session, 1)
+    view = await pending_turn(client, session, 1)
     assert view.code_hash == code_hash(READ_CODE) and view.read_only
     await inv.decide_by_prefix(client, session, view.code_hash[:10], DecisionKind.AUTO_RUN, "bob")
-    runs = await _runs(client, session, 1)
+    runs = await wait_for_runs(client, session, 1)
     assert runs[0].data["status"] == "ok" and runs[0].data["return_value"] == {"status": "broken"}
 
     await inv.send_message(client, session, "and again?", "alice")
-    runs = await _runs(client, session, 2)
+    runs = await wait_for_runs(client, session, 2)
     assert runs[1].turn == 2 and runs[1].actor == "policy:session_auto_run"
 
     await inv.send_message(client, session, "once more, slightly differently", "alice")
-    view = await _pending_for(client, session, 3)
+    view = await pending_turn(client, session, 3)
     assert view.code_hash == code_hash(changed)
     await inv.decide_by_prefix(client, session, view.code_hash[:8], DecisionKind.REJECT, "bob")
 
     approvals = await inv.approvals(client, session)
     assert list(approvals.session_policies) == [code_hash(READ_CODE)]
     await inv.revoke(client, session, code_hash(READ_CODE)[:6], "alice")
-    await wait_for(lambda: _entries(client, session, "revoke"))
+    await wait_for(lambda: entries(client, session, "revoke"))
     assert (await inv.approvals(client, session)).session_policies == {}
 
     await inv.send_message(client, session, "status after revoke?", "alice")
-    view = await _pending_for(client, session, 4)
+    view = await pending_turn(client, session, 4)
     assert view.code_hash == code_hash(READ_CODE) and view.reason == "new_code"
-    assert len(await _entries(client, session, "run")) == 2
+    assert len(await entries(client, session, "run")) == 2
 
 
 async def test_stale_hash_and_self_approval_are_refused(client, settings, services, running_worker, brain, sim):
@@ -70,7 +52,7 @@ async def test_stale_hash_and_self_approval_are_refused(client, settings, servic
     brain.propose(KILL_CODE)
     await inv.start(client, inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False))
     await inv.send_message(client, session, "kill the task", "alice")
-    view = await _pending_for(client, session, 1)
+    view = await pending_turn(client, session, 1)
     assert not view.read_only and view.state_changing == ["kill_task"]
 
     handle = inv.handle(client, session)
@@ -94,7 +76,7 @@ async def test_stale_hash_and_self_approval_are_refused(client, settings, servic
     ack = await handle.execute_update("decide", OperatorDecision(
         turn=1, code_hash=view.code_hash, kind=DecisionKind.REJECT, approver="bob"), result_type=Ack)
     assert ack.accepted
-    await wait_for(lambda: _entries(client, session, "reply"))
+    await wait_for(lambda: entries(client, session, "reply"))
     assert kills(sim) == []
 
     async def audited():
@@ -109,7 +91,7 @@ async def test_stale_hash_and_self_approval_are_refused(client, settings, servic
 
 
 async def _refused(client, session, count):
-    found = await _entries(client, session, "refused_decision")
+    found = await entries(client, session, "refused_decision")
     return found if len(found) >= count else None
 
 
@@ -118,7 +100,7 @@ async def test_edit_sends_new_code_back_through_review(client, settings, running
     brain.propose(READ_CODE)
     await inv.start(client, inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False))
     await inv.send_message(client, session, "status please", "alice")
-    view = await _pending_for(client, session, 1)
+    view = await pending_turn(client, session, 1)
     edited = READ_CODE.replace("return {'status': t['status']}",
                                "return {'site': t.get('site'), 'status': t['status']}")
     await inv.decide_by_prefix(client, session, view.code_hash[:8], DecisionKind.EDIT, "bob", edited)
@@ -129,5 +111,5 @@ async def test_edit_sends_new_code_back_through_review(client, settings, running
     again = await wait_for(re_review)
     assert again.turn == 1 and again.requester == "bob" and again.code == edited
     await inv.decide_by_prefix(client, session, again.code_hash[:8], DecisionKind.RUN_ONCE, "alice")
-    runs = await _runs(client, session, 1)
+    runs = await wait_for_runs(client, session, 1)
     assert runs[0].data["code_hash"] == code_hash(edited) and runs[0].data["return_value"]["status"] == "broken"
