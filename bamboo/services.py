@@ -34,6 +34,9 @@ class Services:
         self.closers.clear()
         await self.store.close()
         await self.llm.aclose()
+        close_embedder = getattr(self.embedder, "aclose", None)
+        if close_embedder is not None:  # the local ONNX model holds no connection
+            await close_embedder()
 
 
 def build_strategy(settings: Settings, llm: LLMClient) -> ExtractionStrategy:

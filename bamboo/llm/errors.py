@@ -107,14 +107,14 @@ def classify(
         return exc
     where = endpoint or "the configured endpoint"
     p = settings_prefix
-    if isinstance(exc, (openai.APITimeoutError, httpx.TimeoutException, TimeoutError)):
+    if isinstance(exc, (openai.APITimeoutError, httpx.TimeoutException, TimeoutError)) and not _refused(exc):
         limit = f"within {timeout_s:g} s " if timeout_s is not None else ""
         return LLMRequestError(
             f"{where} did not answer {limit}(model {model!r}); the call will be retried."
             + (f" If the model is simply slow, raise {p}_TIMEOUT_S." if p == LLM_SETTINGS_PREFIX else ""),
             kind=FailureKind.TIMEOUT, endpoint=endpoint, model=model,
         )
-    if isinstance(exc, (openai.APIConnectionError, httpx.TransportError, ConnectionError)):
+    if isinstance(exc, (openai.APIConnectionError, httpx.TransportError, ConnectionError)) or _refused(exc):
         return LLMRequestError(
             f"Cannot connect to {where}: {_root_message(exc)}; the call will be retried. "
             f"Check that the server runs and that {p}_BASE_URL is right.",
@@ -130,6 +130,17 @@ def classify(
         f"Unexpected failure calling {where} (model {model!r}): {type(exc).__name__}: {exc}",
         kind=FailureKind.UNEXPECTED, endpoint=endpoint, model=model,
     )
+
+
+def _refused(exc: BaseException) -> bool:
+    """The aiohttp transport reports a refused connection as a connect *timeout*; the operator's fix
+    differs (start the server, fix the URL), so look at the cause chain."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ConnectionRefusedError) or "Connect call failed" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _classify_status(

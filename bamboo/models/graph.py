@@ -72,8 +72,9 @@ class KnowledgeGraph(BaseModel):
     edges: list[GraphEdge] = Field(default_factory=list)
 
     def add_node(self, node: GraphNode) -> NodeRef:
+        # Compare plain fields: building a NodeRef per existing node made extraction quadratic in pydantic objects.
         for existing in self.nodes:
-            if existing.ref == node.ref:
+            if existing.kind == node.kind and existing.name == node.name:
                 if not existing.description and node.description:
                     existing.description = node.description
                 existing.props.update({k: v for k, v in node.props.items() if k not in existing.props})
@@ -84,7 +85,8 @@ class KnowledgeGraph(BaseModel):
     def add_edge(self, edge: GraphEdge) -> None:
         if (edge.src.kind, edge.kind, edge.dst.kind) not in EDGE_SHAPES:
             raise ValueError(f"edge shape {edge.src.kind} -{edge.kind}-> {edge.dst.kind} is not part of the schema")
-        if all(e.key() != edge.key() for e in self.edges):
+        key = edge.key()
+        if all(e.key() != key for e in self.edges):
             self.edges.append(edge)
 
     def of_kind(self, kind: str) -> list[GraphNode]:
@@ -92,9 +94,9 @@ class KnowledgeGraph(BaseModel):
 
     def validate_refs(self) -> list[str]:
         """Edges that point at nodes the graph does not contain (an extraction bug, reported not stored)."""
-        known = {n.ref for n in self.nodes}
+        known = {(n.kind, n.name) for n in self.nodes}
         return [f"{e.src.kind}:{e.src.name} -{e.kind}-> {e.dst.kind}:{e.dst.name}" for e in self.edges
-                if e.src not in known or e.dst not in known]
+                if e.src.key() not in known or e.dst.key() not in known]
 
 
 class PassageDraft(BaseModel):
