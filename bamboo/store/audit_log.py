@@ -30,24 +30,49 @@ class PostgresAuditLog:
         self._pool = pool
 
     async def append(self, event: AuditEvent, dedup_key: str | None = None) -> int | None:
+        """The new row's sequence number, or None when `dedup_key` was already recorded."""
+        return (await self.append_many([(event, dedup_key)]))[0]
+
+    async def append_many(self, events: list[tuple[AuditEvent, str | None]]) -> list[int | None]:
+        """Several rows under one lock and one transaction (a group of stored incidents), in order.
+        Each is skipped when its dedup key is already recorded, including earlier in the same call."""
+        if not events:
+            return []
         async with self._pool.connection() as conn:
             async with conn.transaction():
                 await conn.execute("SELECT pg_advisory_xact_lock(%s)", (AUDIT_LOCK,))
-                if dedup_key:
-                    hit = await (await conn.execute("SELECT seq FROM audit WHERE dedup_key = %s", (dedup_key,))).fetchone()
-                    if hit:
-                        return None
+                keys = [k for _, k in events if k]
+                seen: set[str] = set()
+                if keys:
+                    rows = await (await conn.execute(
+                        "SELECT dedup_key FROM audit WHERE dedup_key = ANY(%s)", (keys,))).fetchall()
+                    seen = {r[0] for r in rows}
                 last = await (await conn.execute("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")).fetchone()
-                seq, prev = (last[0] + 1, last[1]) if last else (1, GENESIS)
+                seq, prev = (last[0], last[1]) if last else (0, GENESIS)
                 at = datetime.now(timezone.utc).isoformat()
-                body = json.loads(json.dumps(event.body, default=str))
-                digest = row_hash(prev, seq, at, event.actor, event.run_id, event.kind, body)
-                await conn.execute(
-                    "INSERT INTO audit (seq, at, actor, run_id, kind, body, dedup_key, prev_hash, hash) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                    (seq, at, event.actor, event.run_id, event.kind, json.dumps(body), dedup_key, prev, digest),
-                )
-                return seq
+                out: list[int | None] = []
+                rows_to_insert = []
+                for event, dedup_key in events:
+                    if dedup_key and dedup_key in seen:
+                        out.append(None)
+                        continue
+                    if dedup_key:
+                        seen.add(dedup_key)
+                    seq += 1
+                    body = json.loads(json.dumps(event.body, default=str))
+                    digest = row_hash(prev, seq, at, event.actor, event.run_id, event.kind, body)
+                    rows_to_insert.append((seq, at, event.actor, event.run_id, event.kind, json.dumps(body), dedup_key,
+                                           prev, digest))
+                    prev = digest
+                    out.append(seq)
+                if rows_to_insert:
+                    async with conn.cursor() as cur:
+                        await cur.executemany(
+                            "INSERT INTO audit (seq, at, actor, run_id, kind, body, dedup_key, prev_hash, hash) "
+                            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                            rows_to_insert,
+                        )
+                return out
 
     async def verify(self) -> ChainReport:
         """Walk the chain from the first row; report the first row whose link or content does not hold."""

@@ -1,14 +1,18 @@
 """Canonical names: a new Cause / Resolution / Procedure that means the same as a stored one
 takes the stored name, so knowledge accumulates on one node instead of scattering over synonyms.
 
-Find-then-write is not atomic: two concurrent incidents proposing two new synonyms may both be
-stored. The unique (kind, name) key still prevents exact duplicates; near-duplicates created by
-such a race merge on the next incident that matches either.
+Graphs written together (a populate group commit) are matched against each other too, in order,
+so synonyms inside one group land on one node. Across concurrent writers find-then-write is not
+atomic: two of them proposing two new synonyms may both be stored. The unique (kind, name) key
+still prevents exact duplicates; near-duplicates created by such a race merge on the next incident
+that matches either.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from bamboo.models.graph import GraphEdge, GraphNode, KnowledgeGraph, NodeRef
 from bamboo.store.knowledge import KnowledgeStore
@@ -31,17 +35,52 @@ def canonical_targets(graph: KnowledgeGraph) -> list[GraphNode]:
 async def canonicalise_graph(graph: KnowledgeGraph, store: KnowledgeStore, vectors: list[list[float]],
                              threshold: float) -> CanonicalGraph:
     """`vectors` are the embeddings of `canonical_targets(graph)` names, in that order."""
-    targets = canonical_targets(graph)
-    if not targets:
-        return CanonicalGraph(graph=graph)
-    matches = await store.nearest_nodes([(n.kind, v) for n, v in zip(targets, vectors)], threshold)
-    renames: dict[tuple[str, str], NodeRef] = {}
-    embeddings: dict[tuple[str, str], list[float]] = {}
-    for node, vec, match in zip(targets, vectors, matches):
-        if match and match != node.name:
-            renames[(node.kind, node.name)] = NodeRef(kind=node.kind, name=match)
-        else:
-            embeddings[(node.kind, node.name)] = vec
+    return (await canonicalise_graphs([(graph, vectors)], store, threshold))[0]
+
+
+async def canonicalise_graphs(graphs: list[tuple[KnowledgeGraph, list[list[float]]]], store: KnowledgeStore,
+                              threshold: float) -> list[CanonicalGraph]:
+    """Each graph with the embeddings of its `canonical_targets` names; one nearest-node query for all.
+
+    A target with no stored match above `threshold` may still match a new name introduced by an
+    earlier graph of the same call, which then becomes its canonical name."""
+    targets = [canonical_targets(graph) for graph, _ in graphs]
+    queries = [(n.kind, v) for ts, (_, vecs) in zip(targets, graphs) for n, v in zip(ts, vecs)]
+    matches = iter(await store.nearest_nodes(queries, threshold) if queries else [])
+    introduced: dict[str, list[tuple[str, np.ndarray]]] = {}  # kind -> new names of this call with unit vectors
+    out = []
+    for (graph, vecs), ts in zip(graphs, targets):
+        renames: dict[tuple[str, str], NodeRef] = {}
+        embeddings: dict[tuple[str, str], list[float]] = {}
+        for node, vec in zip(ts, vecs):
+            match = next(matches) or _nearest_introduced(introduced.get(node.kind, []), vec, threshold)
+            if match and match != node.name:
+                renames[(node.kind, node.name)] = NodeRef(kind=node.kind, name=match)
+            elif not match:
+                embeddings[(node.kind, node.name)] = vec
+                introduced.setdefault(node.kind, []).append((node.name, _unit(vec)))
+            else:
+                embeddings[(node.kind, node.name)] = vec
+        out.append(_renamed(graph, renames, embeddings))
+    return out
+
+
+def _unit(vec: list[float]) -> np.ndarray:
+    v = np.asarray(vec, dtype=np.float32)
+    norm = float(np.linalg.norm(v))
+    return v / norm if norm else v
+
+
+def _nearest_introduced(candidates: list[tuple[str, np.ndarray]], vec: list[float], threshold: float) -> str | None:
+    if not candidates:
+        return None
+    sims = np.stack([c for _, c in candidates]) @ _unit(vec)
+    best = int(np.argmax(sims))
+    return candidates[best][0] if float(sims[best]) >= threshold else None
+
+
+def _renamed(graph: KnowledgeGraph, renames: dict[tuple[str, str], NodeRef],
+             embeddings: dict[tuple[str, str], list[float]]) -> CanonicalGraph:
     if not renames:
         return CanonicalGraph(graph=graph, canonical_embeddings=embeddings)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,7 @@ from opentelemetry import trace
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
-from bamboo.models.graph import GraphWrite, WriteStats
+from bamboo.models.graph import GraphNode, GraphWrite, PassageDraft, WriteStats
 
 _tracer = trace.get_tracer("bamboo.store")
 
@@ -28,11 +29,40 @@ def passage_id(graph_id: str, section: str, key: str) -> uuid.UUID:
     return uuid.uuid5(PASSAGE_NAMESPACE, f"{graph_id}\x1f{section}\x1f{key}")
 
 
-def _vector_text(vec: list[float] | None) -> str | None:
-    """pgvector's text form; lets a whole column of vectors travel as one text[] parameter."""
-    if vec is None:
-        return None
-    return "[" + ",".join(f"{float(x):.7g}" for x in vec) + "]"
+def _vector(vec: list[float] | None) -> np.ndarray | None:
+    """float32 arrays travel in pgvector's binary form: a whole column as one vector[] parameter,
+    without formatting hundreds of floats as text per row."""
+    return None if vec is None else np.asarray(vec, dtype=np.float32)
+
+
+@dataclass
+class GraphVectors:
+    """One graph to write with its vectors: one per passage, and the embeddings of the canonical
+    names it introduces (kept on new nodes so later synonyms can be matched against them)."""
+
+    write: GraphWrite
+    embeddings: list[list[float]]
+    canonical_embeddings: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+
+
+def _merged_nodes(items: list[GraphVectors]) -> list[tuple[GraphNode, list[float] | None]]:
+    """Nodes of all graphs, one per (kind, name), merged as `KnowledgeGraph.add_node` merges them
+    (first description, first value per prop key) — one statement may not upsert a row twice."""
+    merged: dict[tuple[str, str], tuple[GraphNode, list[float] | None]] = {}
+    for item in items:
+        for n in item.write.graph.nodes:
+            key = (n.kind, n.name)
+            vec = item.canonical_embeddings.get(key)
+            seen = merged.get(key)
+            if seen is None:
+                merged[key] = (n.model_copy(deep=True), vec)
+                continue
+            node, old_vec = seen
+            if not node.description and n.description:
+                node.description = n.description
+            node.props.update({k: v for k, v in n.props.items() if k not in node.props})
+            merged[key] = (node, old_vec if old_vec is not None else vec)
+    return [merged[k] for k in sorted(merged)]
 
 
 class KbStats(BaseModel):
@@ -61,98 +91,142 @@ class KnowledgeStore:
     # ------------------------------------------------------------------ writes
     async def write_graph(self, write: GraphWrite, embeddings: list[list[float]],
                           canonical_embeddings: dict[tuple[str, str], list[float]] | None = None) -> WriteStats:
-        if len(embeddings) != len(write.passages):
-            raise ValueError("one embedding per passage is required")
-        with _tracer.start_as_current_span("store.write_graph") as span:
-            span.set_attribute("bamboo.graph_id", write.graph_id)
-            span.set_attribute("bamboo.nodes", len(write.graph.nodes))
-            return await self._write_graph(write, embeddings, canonical_embeddings or {})
+        return (await self.write_graphs([GraphVectors(write, embeddings, canonical_embeddings or {})]))[0]
 
-    async def _write_graph(self, write: GraphWrite, embeddings: list[list[float]],
-                           canonical_embeddings: dict[tuple[str, str], list[float]]) -> WriteStats:
-        """Set-based statements (one per table) rather than one per row: a graph write costs a
-        handful of round trips whatever the graph's size."""
-        nodes = sorted(write.graph.nodes, key=lambda n: (n.kind, n.name))
-        edges = sorted(write.graph.edges, key=lambda e: e.key())
+    async def write_graphs(self, items: list[GraphVectors]) -> list[WriteStats]:
+        """Many graphs in one transaction and one statement per table: a populate batch commits
+        incidents in groups, so the store's cost per incident shrinks as the group grows.
+
+        Equivalent to writing them one after the other (a later graph with the same id wins), which
+        the tests check; stats come back in input order."""
+        for item in items:
+            if len(item.embeddings) != len(item.write.passages):
+                raise ValueError(f"graph {item.write.graph_id}: one embedding per passage is required")
+        if not items:
+            return []
+        with _tracer.start_as_current_span("store.write_graphs") as span:
+            span.set_attribute("bamboo.graphs", len(items))
+            span.set_attribute("bamboo.graph_id", items[0].write.graph_id)
+            span.set_attribute("bamboo.nodes", sum(len(i.write.graph.nodes) for i in items))
+            # A repeated graph id: the last write wins for what a graph owns (provenance, passages),
+            # while every write's nodes still merge in, as they would written one after the other.
+            latest = {item.write.graph_id: item for item in items}
+            stats = await self._write_graphs(list(latest.values()), _merged_nodes(items))
+        return [stats[item.write.graph_id] for item in items]
+
+    async def _write_graphs(self, items: list[GraphVectors],
+                            nodes: list[tuple[GraphNode, list[float] | None]]) -> dict[str, WriteStats]:
+        """Set-based statements (one per table) rather than one per row or per graph. Rows are
+        sorted, so concurrent writers take row locks in the same order."""
+        edge_keys = sorted({e.key() for item in items for e in item.write.graph.edges})
+        graph_ids = [item.write.graph_id for item in items]
         async with self._pool.connection() as conn:
             async with conn.transaction():
                 await conn.execute(
-                    "INSERT INTO graphs (graph_id, incident_id, task_id, summary, warnings) VALUES (%s,%s,%s,%s,%s) "
+                    "INSERT INTO graphs (graph_id, incident_id, task_id, summary, warnings) "
+                    "SELECT g, i, t, s, w::jsonb FROM unnest(%s::text[], %s::text[], %s::bigint[], %s::text[], %s::text[]) "
+                    "AS x(g, i, t, s, w) ORDER BY g "
                     "ON CONFLICT (graph_id) DO UPDATE SET incident_id = EXCLUDED.incident_id, "
                     "task_id = EXCLUDED.task_id, summary = EXCLUDED.summary, warnings = EXCLUDED.warnings, "
                     "stored_at = now()",
-                    (write.graph_id, write.incident_id, write.task_id, write.summary, json.dumps(write.warnings)),
+                    (graph_ids, [i.write.incident_id for i in items], [i.write.task_id for i in items],
+                     [i.write.summary for i in items], [json.dumps(i.write.warnings) for i in items]),
                 )
-                rows = await (await conn.execute(
-                    "INSERT INTO nodes (kind, name, description, props, embedding) "
-                    "SELECT k, n, d, p::jsonb, e::vector FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[]) "
-                    "AS t(k, n, d, p, e) ORDER BY k, n "
-                    "ON CONFLICT (kind, name) DO UPDATE SET "
-                    "description = CASE WHEN nodes.description = '' THEN EXCLUDED.description ELSE nodes.description END, "
-                    "props = EXCLUDED.props || nodes.props, "
-                    "embedding = COALESCE(nodes.embedding, EXCLUDED.embedding) "
-                    "RETURNING id, kind, name",
-                    ([n.kind for n in nodes], [n.name for n in nodes], [n.description for n in nodes],
-                     [json.dumps(n.props, default=str) for n in nodes],
-                     [_vector_text(canonical_embeddings.get((n.kind, n.name))) for n in nodes]),
-                )).fetchall()
-                ids: dict[tuple[str, str], int] = {(r[1], r[2]): r[0] for r in rows}
+                ids: dict[tuple[str, str], int] = {}
+                if nodes:
+                    rows = await (await conn.execute(
+                        "INSERT INTO nodes (kind, name, description, props, embedding) "
+                        "SELECT k, n, d, p::jsonb, e FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %b::vector[]) "
+                        "AS t(k, n, d, p, e) ORDER BY k, n "
+                        "ON CONFLICT (kind, name) DO UPDATE SET "
+                        "description = CASE WHEN nodes.description = '' THEN EXCLUDED.description ELSE nodes.description END, "
+                        "props = EXCLUDED.props || nodes.props, "
+                        "embedding = COALESCE(nodes.embedding, EXCLUDED.embedding) "
+                        "RETURNING id, kind, name",
+                        ([n.kind for n, _ in nodes], [n.name for n, _ in nodes], [n.description for n, _ in nodes],
+                         [json.dumps(n.props, default=str) for n, _ in nodes], [_vector(v) for _, v in nodes]),
+                    )).fetchall()
+                    ids = {(r[1], r[2]): r[0] for r in rows}
 
-                edge_rows = await (await conn.execute(
-                    "INSERT INTO edges (src, kind, dst, confidence) "
-                    "SELECT s, k, d, c FROM unnest(%s::bigint[], %s::text[], %s::bigint[], %s::real[]) AS t(s, k, d, c) "
-                    "ORDER BY s, k, d "
-                    "ON CONFLICT (src, kind, dst) DO UPDATE SET kind = EXCLUDED.kind RETURNING id, src, kind, dst",
-                    ([ids[e.src.key()] for e in edges], [e.kind for e in edges], [ids[e.dst.key()] for e in edges],
-                     [e.confidence for e in edges]),
-                )).fetchall()
-                edge_id = {(r[1], r[2], r[3]): r[0] for r in edge_rows}
-                edge_ids = [edge_id[(ids[e.src.key()], e.kind, ids[e.dst.key()])] for e in edges]
-                await conn.execute(
-                    "INSERT INTO edge_provenance (edge_id, graph_id, confidence, params) "
-                    "SELECT e, %s, c, p::jsonb FROM unnest(%s::bigint[], %s::real[], %s::text[]) AS t(e, c, p) ORDER BY e "
-                    "ON CONFLICT (edge_id, graph_id) DO UPDATE SET confidence = EXCLUDED.confidence, params = EXCLUDED.params",
-                    (write.graph_id, edge_ids, [e.confidence for e in edges],
-                     [json.dumps(e.params, default=str) for e in edges]),
-                )
+                edge_id: dict[tuple[int, str, int], int] = {}
+                if edge_keys:
+                    edge_rows = await (await conn.execute(
+                        "INSERT INTO edges (src, kind, dst) "
+                        "SELECT s, k, d FROM unnest(%s::bigint[], %s::text[], %s::bigint[]) AS t(s, k, d) "
+                        "ORDER BY s, k, d "
+                        "ON CONFLICT (src, kind, dst) DO UPDATE SET kind = EXCLUDED.kind RETURNING id, src, kind, dst",
+                        ([ids[k[0]] for k in edge_keys], [k[1] for k in edge_keys], [ids[k[2]] for k in edge_keys]),
+                    )).fetchall()
+                    edge_id = {(r[1], r[2], r[3]): r[0] for r in edge_rows}
+
+                # One provenance row per (edge, graph); a graph that lists an edge twice keeps its last entry.
+                provenance: dict[tuple[int, str], tuple[float, str]] = {}
+                edges_of: dict[str, list[int]] = {}
+                for item in items:
+                    gid = item.write.graph_id
+                    for e in item.write.graph.edges:
+                        eid = edge_id[(ids[e.src.key()], e.kind, ids[e.dst.key()])]
+                        provenance[(eid, gid)] = (e.confidence, json.dumps(e.params, default=str))
+                        edges_of.setdefault(gid, []).append(eid)
+                prov = sorted(provenance.items())
+                if prov:
+                    await conn.execute(
+                        "INSERT INTO edge_provenance (edge_id, graph_id, confidence, params) "
+                        "SELECT e, g, c, p::jsonb FROM unnest(%s::bigint[], %s::text[], %s::real[], %s::text[]) "
+                        "AS t(e, g, c, p) ORDER BY e, g "
+                        "ON CONFLICT (edge_id, graph_id) DO UPDATE SET confidence = EXCLUDED.confidence, params = EXCLUDED.params",
+                        ([k[0] for k, _ in prov], [k[1] for k, _ in prov], [v[0] for _, v in prov], [v[1] for _, v in prov]),
+                    )
                 # Re-populating a graph replaces its provenance: drop links it no longer claims.
                 stale = await (await conn.execute(
-                    "DELETE FROM edge_provenance WHERE graph_id = %s AND NOT (edge_id = ANY(%s)) RETURNING edge_id",
-                    (write.graph_id, edge_ids),
+                    "DELETE FROM edge_provenance p WHERE p.graph_id = ANY(%s) AND NOT EXISTS ("
+                    "  SELECT 1 FROM unnest(%s::bigint[], %s::text[]) AS k(e, g) WHERE k.e = p.edge_id AND k.g = p.graph_id) "
+                    "RETURNING edge_id",
+                    (graph_ids, [k[0] for k, _ in prov], [k[1] for k, _ in prov]),
                 )).fetchall()
-                touched = sorted(set(edge_ids) | {r[0] for r in stale})
-                await conn.execute(
-                    "UPDATE edges e SET frequency = p.n, confidence = p.c FROM ("
-                    "  SELECT edge_id, count(*) AS n, avg(confidence) AS c FROM edge_provenance "
-                    "  WHERE edge_id = ANY(%s) GROUP BY edge_id) p WHERE e.id = p.edge_id",
-                    (touched,),
-                )
-                await conn.execute(
-                    "DELETE FROM edges WHERE id = ANY(%s) AND NOT EXISTS "
-                    "(SELECT 1 FROM edge_provenance p WHERE p.edge_id = edges.id)",
-                    (touched,),
-                )
+                touched = sorted({k[0] for k, _ in prov} | {r[0] for r in stale})
+                if touched:
+                    await conn.execute(
+                        "UPDATE edges e SET frequency = p.n, confidence = p.c FROM ("
+                        "  SELECT edge_id, count(*) AS n, avg(confidence) AS c FROM edge_provenance "
+                        "  WHERE edge_id = ANY(%s) GROUP BY edge_id) p WHERE e.id = p.edge_id",
+                        (touched,),
+                    )
+                    await conn.execute(
+                        "DELETE FROM edges WHERE id = ANY(%s) AND NOT EXISTS "
+                        "(SELECT 1 FROM edge_provenance p WHERE p.edge_id = edges.id)",
+                        (touched,),
+                    )
 
-                unique = {passage_id(write.graph_id, d.section, d.key): (d, v) for d, v in zip(write.passages, embeddings)}
-                pids = list(unique)
-                drafts = [d for d, _ in unique.values()]
-                vectors = [v for _, v in unique.values()]
+                passages: dict[uuid.UUID, tuple[str, PassageDraft, list[float]]] = {}
+                for item in items:
+                    for d, v in zip(item.write.passages, item.embeddings):
+                        passages[passage_id(item.write.graph_id, d.section, d.key)] = (item.write.graph_id, d, v)
+                pids = sorted(passages)
                 if pids:
+                    rows_p = [passages[i] for i in pids]
                     await conn.execute(
                         "INSERT INTO passages (id, graph_id, section, node_id, content, embedding, meta) "
-                        "SELECT i, %s, s, n, c, e::vector, m::jsonb FROM unnest(%s::uuid[], %s::text[], %s::bigint[], "
-                        "%s::text[], %s::text[], %s::text[]) AS t(i, s, n, c, e, m) ORDER BY i "
+                        "SELECT i, g, s, n, c, e, m::jsonb FROM unnest(%s::uuid[], %s::text[], %s::text[], "
+                        "%s::bigint[], %s::text[], %b::vector[], %s::text[]) AS t(i, g, s, n, c, e, m) ORDER BY i "
                         "ON CONFLICT (id) DO UPDATE SET content = EXCLUDED.content, "
                         "embedding = EXCLUDED.embedding, node_id = EXCLUDED.node_id, meta = EXCLUDED.meta",
-                        (write.graph_id, pids, [d.section for d in drafts],
-                         [ids.get(d.node.key()) if d.node else None for d in drafts],
-                         [d.content for d in drafts], [_vector_text(v) for v in vectors],
-                         [json.dumps({"key": d.key}) for d in drafts]),
+                        (pids, [g for g, _, _ in rows_p], [d.section for _, d, _ in rows_p],
+                         [ids.get(d.node.key()) if d.node else None for _, d, _ in rows_p],
+                         [d.content for _, d, _ in rows_p], [_vector(v) for _, _, v in rows_p],
+                         [json.dumps({"key": d.key}) for _, d, _ in rows_p]),
                     )
                 await conn.execute(
-                    "DELETE FROM passages WHERE graph_id = %s AND NOT (id = ANY(%s))", (write.graph_id, pids)
+                    "DELETE FROM passages p WHERE p.graph_id = ANY(%s) AND NOT (p.id = ANY(%s))", (graph_ids, pids)
                 )
-        return WriteStats(graph_id=write.graph_id, nodes=len(nodes), edges=len(edge_ids), passages=len(pids))
+        per_graph_passages: dict[str, int] = {}
+        for g, _, _ in passages.values():
+            per_graph_passages[g] = per_graph_passages.get(g, 0) + 1
+        return {item.write.graph_id: WriteStats(
+                    graph_id=item.write.graph_id, nodes=len({(n.kind, n.name) for n in item.write.graph.nodes}),
+                    edges=len(set(edges_of.get(item.write.graph_id, []))),
+                    passages=per_graph_passages.get(item.write.graph_id, 0))
+                for item in items}
 
     async def record_human_request(self, graph_id: str, request: str) -> None:
         async with self._pool.connection() as conn:
@@ -180,10 +254,10 @@ class KnowledgeStore:
             return []
         async with self._pool.connection() as conn:
             rows = await (await conn.execute(
-                "SELECT q.i, m.name, m.sim FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS q(k, e, i) "
-                "CROSS JOIN LATERAL (SELECT name, 1 - (embedding <=> q.e::vector) AS sim FROM nodes "
-                "  WHERE kind = q.k AND embedding IS NOT NULL ORDER BY embedding <=> q.e::vector LIMIT 1) m",
-                ([k for k, _ in queries], [_vector_text(v) for _, v in queries]),
+                "SELECT q.i, m.name, m.sim FROM unnest(%s::text[], %b::vector[]) WITH ORDINALITY AS q(k, e, i) "
+                "CROSS JOIN LATERAL (SELECT name, 1 - (embedding <=> q.e) AS sim FROM nodes "
+                "  WHERE kind = q.k AND embedding IS NOT NULL ORDER BY embedding <=> q.e LIMIT 1) m",
+                ([k for k, _ in queries], [_vector(v) for _, v in queries]),
             )).fetchall()
         found = {int(i): name for i, name, sim in rows if sim >= threshold}
         return [found.get(i + 1) for i in range(len(queries))]

@@ -7,7 +7,7 @@ import json
 
 from psycopg_pool import AsyncConnectionPool
 
-from bamboo.store.knowledge import _vector_text
+from bamboo.store.knowledge import _vector
 from bamboo.tools.vector_index import VectorHit, VectorItem
 
 
@@ -22,16 +22,16 @@ class PgVectorIndex:
         async with self._pool.connection() as conn:
             await conn.execute(
                 "INSERT INTO vector_items (namespace, section, id, content, embedding, meta) "
-                "SELECT %s, %s, i, c, e::vector, m::jsonb FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[]) "
+                "SELECT %s, %s, i, c, e, m::jsonb FROM unnest(%s::text[], %s::text[], %b::vector[], %s::text[]) "
                 "AS t(i, c, e, m) ON CONFLICT (namespace, section, id) DO UPDATE SET content = EXCLUDED.content, "
                 "embedding = EXCLUDED.embedding, meta = EXCLUDED.meta",
                 (namespace, section, list(unique), [i.content for i in unique.values()],
-                 [_vector_text(i.embedding) for i in unique.values()],
+                 [_vector(i.embedding) for i in unique.values()],
                  [json.dumps(i.meta, default=str) for i in unique.values()]),
             )
 
     async def search(self, namespace: str, section: str, embedding: list[float], k: int) -> list[VectorHit]:
-        vec = _vector_text(embedding)
+        vec = _vector(embedding)
         async with self._pool.connection() as conn:
             rows = await (await conn.execute(
                 "SELECT id, 1 - (embedding <=> %s::vector) AS score, content, meta FROM vector_items "
