@@ -6,25 +6,28 @@ The incident itself travels as a blob reference (claim check) so histories stay 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import with_heartbeats
+from bamboo.accumulation.lane import AccumulationLane
+from bamboo.accumulation.storing import GraphStorer, StoreRequest
 from bamboo.analysis.exploration import ExplorationError, plan_read_only_code
 from bamboo.analysis.models import ExplorationPlan
-from bamboo.audit import AuditEvent
 from bamboo.extraction.base import ExtractionResult
 from bamboo.extraction.review import review_graph
 from bamboo.ingest import IncidentRejected, list_sources, load_incident
 from bamboo.llm.errors import LLMError, to_application_error
 from bamboo.models.accumulate import (
-    ExtractInput, IncidentSource, LoadedIncident, ReviewExplorationInput, ReviewInput, ReviewOutcome, SourceListing,
+    ChunkInput, ChunkResult, ItemOutcome, ExtractInput, IncidentSource, LoadedIncident, ReviewExplorationInput, ReviewInput, ReviewOutcome, SourceListing,
     SourcePageInput, StoreInput,
 )
-from bamboo.models.graph import GraphWrite, WriteStats
+from bamboo.models.graph import WriteStats
 from bamboo.models.incident import Incident
 from bamboo.services import Services
-from bamboo.store.canonical import canonical_targets, canonicalise_graph
 
 INCIDENT_REJECTED = "IncidentRejected"
 
@@ -32,6 +35,7 @@ INCIDENT_REJECTED = "IncidentRejected"
 class AccumulateActivities:
     def __init__(self, services: Services) -> None:
         self.s = services
+        self.storer = GraphStorer(services.store, services.embedder, services.settings.canonical_match_threshold)
 
     async def _incident(self, ref: str) -> Incident:
         return Incident.model_validate_json(await self.s.store.blobs.get(ref))
@@ -80,31 +84,30 @@ class AccumulateActivities:
         return await with_heartbeats(self._store_graph(inp))
 
     async def _store_graph(self, inp: StoreInput) -> WriteStats:
-        # One embedding call for canonical names and passages together: the round trip dominates.
-        targets = canonical_targets(inp.graph)
-        passages = [p for p in inp.passages if p.content.strip()]
-        texts = [n.name for n in targets] + [p.content for p in passages]
-        vectors = await self.s.embedder.embed(texts) if texts else []
-        graph = await canonicalise_graph(inp.graph, self.s.store.knowledge, vectors[:len(targets)],
-                                         self.s.settings.canonical_match_threshold)
-        for p in passages:
-            if p.node is not None:
-                p.node = graph.renames.get(p.node.key(), p.node)
-        vectors = vectors[len(targets):]
-        stats = await self.s.store.knowledge.write_graph(
-            GraphWrite(graph_id=inp.graph_id, incident_id=inp.incident_id, task_id=inp.task_id, graph=graph.graph,
-                       passages=passages, summary=inp.summary, warnings=inp.warnings),
-            vectors, graph.canonical_embeddings,
+        info = activity.info()
+        request = StoreRequest(graph=inp, run_id=info.workflow_id,
+                               dedup_key=f"graph_stored:{info.workflow_id}:{info.workflow_run_id}")
+        return (await self.storer.store_many([request]))[0]
+
+    @activity.defn(name="accumulate_chunk")
+    async def accumulate_chunk(self, inp: ChunkInput) -> ChunkResult:
+        """A lane: a slice of the batch learned concurrently, committed in groups. A retried attempt
+        (the worker died) resumes from the outcomes the last one heartbeated; anything it redoes is
+        an idempotent upsert, and its audit row is deduplicated by batch and index."""
+        sources = await self._sources(inp.listing_ref, inp.offset, inp.count)
+        previous = _previous_outcomes(activity.info().heartbeat_details)
+        lane = AccumulationLane(self.s.strategy, self.s.llm, self.storer,
+                                parallelism=min(inp.parallelism, self.s.settings.llm_concurrency))
+        outcomes = await with_heartbeats(
+            lane.run(enumerate(sources, start=inp.offset), run_id=inp.workflow_id or activity.info().workflow_id,
+                     dedup_prefix=f"graph_stored:{inp.workflow_id or activity.info().workflow_id}", done=previous),
+            details=lambda: [o.model_dump(mode="json", exclude_none=True) for o in lane.outcomes.values()],
         )
-        for request in inp.human_requests:
-            await self.s.store.knowledge.record_human_request(inp.graph_id, request)
-        await self.s.store.audit.append(
-            AuditEvent(kind="graph_stored", actor="accumulate", run_id=activity.info().workflow_id,
-                       body={"graph_id": inp.graph_id, "nodes": stats.nodes, "edges": stats.edges,
-                             "passages": stats.passages, "warnings": inp.warnings}),
-            dedup_key=f"graph_stored:{activity.info().workflow_id}:{activity.info().workflow_run_id}",
-        )
-        return stats
+        return ChunkResult(outcomes=outcomes, groups=lane.groups)
+
+    async def _sources(self, ref: str, offset: int, limit: int) -> list[IncidentSource]:
+        lines = (await self.s.store.blobs.get(ref)).decode().split("\n")
+        return [IncidentSource.model_validate_json(x) for x in lines[offset: offset + limit]]
 
     @activity.defn(name="list_incident_sources")
     async def list_incident_sources(self, path: str) -> SourceListing:
@@ -118,5 +121,14 @@ class AccumulateActivities:
 
     @activity.defn(name="read_incident_sources")
     async def read_incident_sources(self, page: SourcePageInput) -> list[IncidentSource]:
-        lines = (await self.s.store.blobs.get(page.ref)).decode().split("\n")
-        return [IncidentSource.model_validate_json(x) for x in lines[page.offset: page.offset + page.limit]]
+        return await self._sources(page.ref, page.offset, page.limit)
+
+
+def _previous_outcomes(details: Sequence[Any]) -> list[ItemOutcome]:
+    """Outcomes heartbeated by an earlier attempt; anything unreadable just means starting over."""
+    if not details:
+        return []
+    try:
+        return [ItemOutcome.model_validate(o) for o in details[-1]]
+    except (ValueError, TypeError):
+        return []

@@ -35,7 +35,8 @@ def plan(services: Services, llm_concurrency: int) -> list[QueuePlan]:
     q = Queues()
     plans = [
         QueuePlan(q.main, workflows=WORKFLOWS, activities=[acc.load_incident]),  # local activity
-        QueuePlan(q.llm, activities=[acc.extract_incident, acc.review_extraction, acc.plan_review_exploration],
+        QueuePlan(q.llm, activities=[acc.extract_incident, acc.review_extraction, acc.plan_review_exploration,
+                                     acc.accumulate_chunk],
                   max_concurrent_activities=llm_concurrency),
         QueuePlan(q.store, activities=[acc.store_graph, acc.list_incident_sources,
                                        acc.read_incident_sources], max_concurrent_activities=32),

@@ -11,6 +11,7 @@ STORE_GRAPH = "store_graph"
 LIST_INCIDENT_SOURCES = "list_incident_sources"
 READ_INCIDENT_SOURCES = "read_incident_sources"
 PLAN_REVIEW_EXPLORATION = "plan_review_exploration"
+ACCUMULATE_CHUNK = "accumulate_chunk"
 
 ANALYZE_WORKFLOW = "AnalyzeTask"
 BATCH_ANALYZE_WORKFLOW = "BatchAnalyze"

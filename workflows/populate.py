@@ -1,14 +1,23 @@
-"""PopulateBatch: run AccumulateIncident over thousands of incidents, durably.
+"""PopulateBatch: learn thousands of incidents, durably.
 
-Bounded concurrency of child workflows; a failed item is recorded with its reason and the batch
-goes on; `pause` / `resume` / `cancel` signals and a `progress` query; continue-as-new every N
-items (after draining running children) keeps the history small however long the batch is.
+By default incidents run in *lanes*: `accumulate_chunk` activities that each learn a slice of the
+listing with bounded parallelism and commit finished incidents in groups. An incident off the
+happy path (review rejection, model or reviewer error, a request for human input) is escalated to
+its own AccumulateIncident child workflow, with the explorer and per-step retries. With
+`one_workflow_per_incident` every incident gets that child (every step visible in Temporal Web, at
+several times the orchestration cost per incident).
+
+Either way: a failed item is recorded with its reason and the batch goes on; `pause` / `resume` /
+`cancel` signals (running lanes and children finish; nothing new starts) and a `progress` query;
+continue-as-new every N items (after draining) keeps the history small however long the batch is.
 Children are named `accumulate:<batch>:<index>`, so a replayed or restarted batch never starts an
 item twice.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from temporalio import workflow
@@ -18,13 +27,14 @@ from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from bamboo.models.accumulate import (
-        AccumulateInput, AccumulateResult, FailedItem, IncidentSource, PopulateInput, PopulateProgress,
+        AccumulateInput, AccumulateResult, ChunkInput, ChunkResult, FailedItem, IncidentSource, ItemOutcome,
+        PopulateInput, PopulateProgress,
         PopulateResult, SourceListing, SourcePageInput,
     )
     from workflows import names
     from workflows.accumulate import AccumulateIncident
     from workflows.batching import innermost_reason, run_bounded_children
-    from workflows.common import BATCH, KIND
+    from workflows.common import BATCH, HEARTBEAT, KIND, STORE_RETRY
     from workflows.queues import Queues
 
 MAX_KEPT_FAILURES = 500
@@ -35,7 +45,8 @@ PAGE = 100
 class PopulateBatch:
     def __init__(self) -> None:
         self._inp: PopulateInput | None = None
-        self._running: set[int] = set()
+        self._running: set[int] = set()  # indexes of running child workflows
+        self._lanes: dict[int, int] = {}  # running lane activities: offset -> incidents
         self._cancelled = False
         self._finished = False
 
@@ -62,8 +73,9 @@ class PopulateBatch:
                                     cancelled=False, finished=False, generation=0)
         total = inp.listing.total if inp.listing else None
         return PopulateProgress(
-            batch_id=inp.batch_id, total=total, done=inp.done, failed=inp.failed_count, running=len(self._running),
-            pending=(total - inp.cursor) if total is not None else None, paused=inp.paused, cancelled=self._cancelled,
+            batch_id=inp.batch_id, total=total, done=inp.done, failed=inp.failed_count,
+            running=len(self._running) + sum(self._lanes.values()), escalated=inp.escalated,
+            pending=(total - inp.cursor + len(inp.pending_escalations)) if total is not None else None, paused=inp.paused, cancelled=self._cancelled,
             finished=self._finished, generation=inp.generation, recent_failures=inp.failed[-20:],
             listing_error=inp.listing_error,
         )
@@ -94,10 +106,94 @@ class PopulateBatch:
                 start_to_close_timeout=timedelta(seconds=20), retry_policy=RetryPolicy(maximum_attempts=10),
             )
 
-        await run_bounded_children(inp, listing.total, read_page, self._child, self._running, lambda: self._cancelled)
+        if inp.one_workflow_per_incident:
+            await run_bounded_children(inp, listing.total, read_page, self._child, self._running,
+                                       lambda: self._cancelled)
+        else:
+            await self._run_lanes(inp, listing, read_page)
         self._finished = True
         return PopulateResult(batch_id=inp.batch_id, total=listing.total, done=inp.done, failed=inp.failed_count,
-                              cancelled=self._cancelled, failures=inp.failed)
+                              cancelled=self._cancelled, failures=inp.failed, escalated=inp.escalated)
+
+    # ---------------------------------------------------------------- lanes
+    async def _run_lanes(self, inp: PopulateInput, listing: SourceListing,
+                         read_page: Callable[[int], Awaitable[list[IncidentSource]]]) -> None:
+        """Deterministic scheduling of lane activities and escalation children under one budget:
+        escalated incidents start first (up to a quarter of the concurrency), lanes share the rest."""
+        lanes = 1 if inp.concurrency < 8 else 2
+        per_lane = max(1, inp.concurrency // lanes)
+        size = inp.chunk_size or min(1024, 8 * per_lane)
+        child_cap = max(1, inp.concurrency // 4)
+        started_this_run = 0
+        tasks: set[asyncio.Task] = set()
+        while not self._cancelled:
+            if not inp.paused and inp.pending_escalations and len(self._running) < child_cap:
+                item = inp.pending_escalations.pop(0)
+                assert item.source is not None
+                self._running.add(item.index)
+                tasks.add(asyncio.create_task(self._child(item.index, item.source)))
+                continue
+            budget = inp.continue_as_new_every - started_this_run
+            more = inp.cursor < listing.total
+            if not inp.paused and more and budget > 0 and len(self._lanes) < lanes:
+                # A lane starting alone takes half a slice, so the two lanes' slice boundaries (where a
+                # lane's parallelism drains) fall apart instead of together.
+                want = max(1, size // 2) if lanes == 2 and not self._lanes else size
+                count = min(want, listing.total - inp.cursor, budget)
+                offset = inp.cursor
+                inp.cursor += count
+                started_this_run += count
+                self._lanes[offset] = count
+                tasks.add(asyncio.create_task(self._lane(offset, count, per_lane, listing, read_page)))
+                continue
+            if not self._running and not self._lanes and not inp.pending_escalations:
+                if not more:
+                    break
+                if budget <= 0:
+                    await asyncio.gather(*tasks)
+                    inp.generation += 1
+                    workflow.continue_as_new(inp)
+            snapshot = (len(self._running), len(self._lanes), len(inp.pending_escalations), inp.paused, self._cancelled)
+            await workflow.wait_condition(
+                lambda: (len(self._running), len(self._lanes), len(inp.pending_escalations), inp.paused,
+                         self._cancelled) != snapshot)
+        await workflow.wait_condition(lambda: not self._running and not self._lanes)
+        await asyncio.gather(*tasks)
+
+    async def _lane(self, offset: int, count: int, parallelism: int, listing: SourceListing,
+                    read_page: Callable[[int], Awaitable[list[IncidentSource]]]) -> None:
+        inp = self._inp
+        assert inp is not None
+        try:
+            result: ChunkResult = await workflow.execute_activity(
+                names.ACCUMULATE_CHUNK,
+                ChunkInput(batch_id=inp.batch_id, listing_ref=listing.ref, offset=offset, count=count,
+                           parallelism=parallelism, workflow_id=workflow.info().workflow_id),
+                result_type=ChunkResult, task_queue=Queues().llm, start_to_close_timeout=timedelta(hours=6),
+                heartbeat_timeout=HEARTBEAT, retry_policy=STORE_RETRY,
+            )
+            outcomes = result.outcomes
+        except ActivityError as exc:
+            # The lane gave up (its retries are spent): every incident of the slice gets its own
+            # workflow, which stores each exactly once whatever the lane managed before failing.
+            reason = f"lane failed ({innermost_reason(exc)}); incident run on its own"
+            outcomes = [ItemOutcome(index=offset + i, status="escalated", reason=reason, source=source)
+                        for page in range(offset, offset + count, PAGE)
+                        for i, source in enumerate(await read_page(page), start=page - offset)
+                        if i < count]
+        finally:
+            self._lanes.pop(offset, None)
+        for outcome in outcomes:
+            if outcome.status == "stored":
+                inp.done += 1
+            elif outcome.status == "failed":
+                inp.failed_count += 1
+                inp.failed.append(FailedItem(index=outcome.index, source=outcome.source.label() if outcome.source else "",
+                                             reason=outcome.reason or "failed"))
+                del inp.failed[:-MAX_KEPT_FAILURES]
+            else:
+                inp.escalated += 1
+                inp.pending_escalations.append(outcome)
 
     async def _child(self, index: int, source: IncidentSource) -> None:
         inp = self._inp

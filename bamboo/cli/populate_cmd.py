@@ -32,6 +32,9 @@ async def follow(handle: WorkflowHandle, quiet: bool = False) -> PopulateResult 
 def print_result(result: PopulateResult) -> None:
     console.print(f"[bold]{result.batch_id}[/]: {result.done} stored, {result.failed} failed of {result.total}"
                   + (" (cancelled)" if result.cancelled else ""))
+    if result.escalated:
+        console.print(f"  {result.escalated} incident(s) needed their own AccumulateIncident workflow "
+                      f"(ids accumulate:{result.batch_id}:<index>; open them in Temporal Web for their steps)")
     for f in result.failures[:20]:
         console.print(f"  [red]✗[/] {f.source}: {f.reason}")
     if len(result.failures) > 20:
@@ -55,8 +58,20 @@ def populate(
     concurrency: int = typer.Option(None, min=1, max=256, help="Incidents processed at once"),
     max_review_retries: int = typer.Option(None, min=0, max=10, help="Reviewer rejections before storing the best"),
     detach: bool = typer.Option(False, "--detach", help="Start and return immediately"),
+    one_workflow_per_incident: bool = typer.Option(
+        False, "--one-workflow-per-incident",
+        help="Give every incident its own AccumulateIncident workflow (each step visible in Temporal Web; several "
+             "times slower). By default incidents run in lanes and only the hard ones get their own workflow."),
+    chunk_size: int = typer.Option(None, min=1, max=1024,
+                                   help="Incidents per lane activity (default 8 x the lane's parallelism); smaller "
+                                        "slices make pause and the progress bar react sooner"),
 ) -> None:
-    """Learn resolved incidents into the knowledge graph as a durable PopulateBatch workflow."""
+    """Learn resolved incidents into the knowledge graph as a durable PopulateBatch workflow.
+
+    The happy path (extract, hard checks, LLM review, store) runs in lane activities that commit
+    incidents in groups; an incident the reviewer rejects, that needs human input or whose model
+    calls fail is escalated to its own AccumulateIncident workflow with the explorer and retries.
+    Ctrl-C detaches; the batch goes on."""
     settings = get_settings()
 
     async def go() -> None:
@@ -76,7 +91,8 @@ def populate(
                 PopulateInput(batch_id=bid, path=str(path.resolve()),
                               concurrency=concurrency or settings.populate_concurrency,
                               continue_as_new_every=settings.populate_continue_as_new_every,
-                              max_review_retries=settings.max_review_retries if max_review_retries is None else max_review_retries),
+                              max_review_retries=settings.max_review_retries if max_review_retries is None else max_review_retries,
+                              one_workflow_per_incident=one_workflow_per_incident, chunk_size=chunk_size),
                 id=f"populate:{bid}", task_queue="bamboo", id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 result_type=PopulateResult,
             )

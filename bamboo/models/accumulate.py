@@ -5,6 +5,8 @@ Kept free of service imports so workflows can use them inside Temporal's determi
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 from bamboo.models.graph import KnowledgeGraph, PassageDraft, WriteStats
@@ -113,12 +115,48 @@ class FailedItem(BaseModel):
     reason: str
 
 
+class ItemOutcome(BaseModel):
+    """What became of one incident in a populate lane.
+
+    stored: learned and written. failed: the input cannot become an incident (retrying will not
+    help). escalated: anything off the happy path (a review rejection, a reviewer or model error,
+    a request for human input) — the batch hands it to its own AccumulateIncident workflow, which
+    has the explorer, the review retries and Temporal's per-step retries."""
+
+    index: int
+    status: Literal["stored", "failed", "escalated"]
+    reason: str | None = None
+    source: IncidentSource | None = Field(default=None, description="kept for failed and escalated items only")
+
+
+class ChunkInput(BaseModel):
+    """A slice of the batch's source listing for one `accumulate_chunk` activity."""
+
+    batch_id: str
+    listing_ref: str
+    offset: int
+    count: int
+    parallelism: int = Field(ge=1)
+    workflow_id: str = ""
+
+
+class ChunkResult(BaseModel):
+    outcomes: list[ItemOutcome]
+    groups: int = Field(default=0, description="store transactions the chunk committed")
+
+
 class PopulateInput(BaseModel):
     batch_id: str
     path: str
     concurrency: int = Field(default=8, ge=1, le=256)
     continue_as_new_every: int = Field(default=200, ge=1)
     max_review_retries: int = 2
+    one_workflow_per_incident: bool = Field(
+        default=False,
+        description="run every incident as its own AccumulateIncident child (every step visible in Temporal Web, "
+                    "several times the orchestration cost) instead of in lanes that escalate only the hard ones")
+    chunk_size: int | None = Field(default=None, ge=1, le=1024,
+                                   description="incidents per lane activity; default 8 x the lane's parallelism")
     # carried across continue-as-new
     listing: SourceListing | None = None
     cursor: int = 0
@@ -128,6 +166,8 @@ class PopulateInput(BaseModel):
     paused: bool = False
     generation: int = 0
     listing_error: str | None = None
+    escalated: int = 0
+    pending_escalations: list[ItemOutcome] = Field(default_factory=list)
 
 
 class PopulateProgress(BaseModel):
@@ -143,6 +183,7 @@ class PopulateProgress(BaseModel):
     generation: int
     recent_failures: list[FailedItem] = Field(default_factory=list)
     listing_error: str | None = None
+    escalated: int = 0
 
 
 class PopulateResult(BaseModel):
@@ -152,3 +193,4 @@ class PopulateResult(BaseModel):
     failed: int
     cancelled: bool
     failures: list[FailedItem]
+    escalated: int = Field(default=0, description="incidents that needed their own AccumulateIncident workflow")

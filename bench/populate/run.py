@@ -7,8 +7,9 @@ time (LLM calls × 100 ms ÷ concurrency). All runs happen in one invocation, si
 ratios survive a noisy machine. Embeddings come from a second scripted endpoint with no latency:
 the benchmark measures orchestration against LLM latency, not the CPU cost of a local model.
 Incidents take the email path (no reviewed record), the common case for raw tickets: two LLM calls
-each (extraction, then the LLM review). The dev server keeps history in memory here; `bamboo dev up`
-uses its SQLite file, and production a Temporal cluster.
+each (extraction, then the LLM review), run in the batch's default lanes (one worker process). The
+per-process CPU table shows where the remaining cost goes. The dev server keeps history in memory
+here; `bamboo dev up` uses its SQLite file, and production a Temporal cluster.
 
     .venv/bin/python -m bench.populate.run --out bench/populate/results.md
 """

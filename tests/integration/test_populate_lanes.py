@@ -1,0 +1,138 @@
+"""The populate lanes on the real stack: the happy path stays in one activity per slice, anything
+else is escalated to its own AccumulateIncident workflow (visible and retried there), a lane
+retried after its worker vanished resumes from its heartbeated outcomes, and the per-incident mode
+still works for operators who want every step in Temporal Web."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+
+from bamboo.accumulation.lane import AccumulationLane
+from bamboo.accumulation.storing import GraphStorer
+from bamboo.ingest import list_sources
+from bamboo.models.accumulate import ItemOutcome, PopulateInput, PopulateResult
+from tests.support.answers import accumulation_handler, reject
+from tests.support.scripted_llm import Reply, schema_router
+from workflows.populate import PopulateBatch
+from workflows.queues import Queues
+
+pytestmark = pytest.mark.integration
+
+TASK = {"status": "failed", "errorDialog": "reason=WalltimeExceeded job hit limit", "processingType": "simul",
+        "coreCount": 1}
+EMAIL = ("From: shifter\nThe jobs failed due to too short walltime for the simulation step. "
+         "We increased the walltime and resubmitted.")
+
+
+def _write(tmp_path: Path, n: int, *, bad: int = 0) -> Path:
+    d = tmp_path / "incidents"
+    d.mkdir()
+    for i in range(n):
+        (d / f"{i:03d}.json").write_text(json.dumps(
+            {"incident_id": f"lane-{i}", "task_data": {**TASK, "jediTaskID": 41000000 + i}, "email_text": EMAIL}))
+    for i in range(bad):
+        (d / f"bad-{i}.json").write_text("{ not json")
+    return d
+
+
+async def _populate(client, path: Path, **extra) -> PopulateResult:
+    bid = f"lanes-{uuid.uuid4().hex[:8]}"
+    return await client.execute_workflow(
+        PopulateBatch.run, PopulateInput(batch_id=bid, path=str(path), **extra),
+        id=f"populate:{bid}", task_queue=Queues().main, result_type=PopulateResult,
+    )
+
+
+async def _graph_rows(services) -> int:
+    return (await services.store.knowledge.stats()).graphs
+
+
+async def test_happy_path_stays_in_lanes_and_bad_input_fails_its_item(client, running_worker, services, llm_server,
+                                                                    tmp_path):
+    path = _write(tmp_path, 12, bad=1)
+    result = await _populate(client, path, concurrency=4, chunk_size=5)
+    assert (result.done, result.failed, result.escalated) == (12, 1, 0), result.failures
+    assert "bad-0.json" in result.failures[0].source and "JSON" in result.failures[0].reason
+    assert await _graph_rows(services) == 12
+    # two LLM calls per incident, none spent on child workflows
+    assert llm_server.counts_by_schema() == {"email_extraction": 12, "review_verdict": 12}
+    audit = await services.store.audit.tail(100)
+    assert sum(1 for row in audit if row["kind"] == "graph_stored") == 12
+
+
+async def test_rejected_incidents_escalate_to_their_own_workflow(client, running_worker, services, llm_server, tmp_path):
+    plan = {"code": "return {'checked': 'walltime'}", "capability_gaps": []}
+    llm_server.handler = schema_router({"analysis_exploration_code": lambda r: plan},
+                                       default=accumulation_handler(review=reject))
+    path = _write(tmp_path, 3)
+    result = await _populate(client, path, concurrency=4, max_review_retries=1)
+    assert (result.done, result.failed, result.escalated) == (3, 0, 3), result.failures
+    # each escalated incident ran the full workflow: explorer once, review retried, best stored with a warning
+    assert llm_server.counts_by_schema()["analysis_exploration_code"] == 3
+    for i in range(3):
+        described = await client.get_workflow_handle(f"accumulate:{result.batch_id}:{i}").describe()
+        assert described.status.name == "COMPLETED"
+    views = [await services.store.knowledge.graph_view(g) for g in await _graph_ids(services)]
+    assert len(views) == 3 and all(any("stored the best" in w for w in v["warnings"]) for v in views)
+
+
+async def test_model_errors_escalate_and_the_child_reports_the_real_reason(client, running_worker, llm_server, tmp_path):
+    llm_server.handler = schema_router({"email_extraction": lambda r: Reply.error(400, "model refuses this prompt")},
+                                       default=accumulation_handler())
+    path = _write(tmp_path, 2)
+    result = await _populate(client, path, concurrency=2)
+    assert (result.done, result.failed, result.escalated) == (0, 2, 2)
+    assert all("model refuses this prompt" in f.reason for f in result.failures), result.failures
+
+
+async def test_per_incident_mode_runs_one_child_per_incident(client, running_worker, services, llm_server, tmp_path):
+    path = _write(tmp_path, 3)
+    result = await _populate(client, path, concurrency=2, one_workflow_per_incident=True)
+    assert (result.done, result.failed, result.escalated) == (3, 0, 0)
+    for i in range(3):
+        described = await client.get_workflow_handle(f"accumulate:{result.batch_id}:{i}").describe()
+        assert described.status.name == "COMPLETED"
+    assert await _graph_rows(services) == 3
+
+
+async def test_lane_resumes_from_heartbeated_outcomes(services, llm_server, settings, tmp_path):
+    """A retried lane skips what the dead attempt reported and redoes the rest idempotently."""
+    path = _write(tmp_path, 6)
+    sources = list(enumerate(list_sources(str(path))))
+    storer = GraphStorer(services.store, services.embedder, settings.canonical_match_threshold)
+    first = AccumulationLane(services.strategy, services.llm, storer, parallelism=2)
+    outcomes = await first.run(sources[:4], run_id="wf", dedup_prefix="graph_stored:wf")
+    assert [o.status for o in outcomes] == ["stored"] * 4
+    calls = llm_server.call_count
+    audit_rows = (await services.store.knowledge.stats()).audit_rows
+    # the dead attempt got 0..3 stored but only reported 0 and 1 in its last heartbeat
+    again = AccumulationLane(services.strategy, services.llm, storer, parallelism=2)
+    reported = [ItemOutcome.model_validate(o.model_dump()) for o in outcomes[:2]]
+    final = await again.run(sources, run_id="wf", dedup_prefix="graph_stored:wf", done=reported)
+    assert [o.index for o in final] == list(range(6)) and {o.status for o in final} == {"stored"}
+    assert llm_server.call_count - calls == 2 * 4, "items 2..5 were learned again, 0 and 1 were not"
+    stats = await services.store.knowledge.stats()
+    assert stats.graphs == 6
+    assert stats.audit_rows - audit_rows == 2, "re-stored items 2 and 3 were not audited twice"
+
+
+async def test_lane_store_failure_fails_the_lane_for_a_retry(services, llm_server, settings, tmp_path):
+    class BrokenStorer(GraphStorer):
+        async def store_many(self, requests):
+            raise RuntimeError("database went away")
+
+    path = _write(tmp_path, 3)
+    lane = AccumulationLane(services.strategy, services.llm,
+                            BrokenStorer(services.store, services.embedder, settings.canonical_match_threshold),
+                            parallelism=3)
+    with pytest.raises(RuntimeError, match="database went away"):
+        await lane.run(list(enumerate(list_sources(str(path)))), run_id="wf", dedup_prefix="k")
+
+
+async def _graph_ids(services) -> list[str]:
+    async with services.store.pool.connection() as conn:
+        return [r[0] for r in await (await conn.execute("SELECT graph_id FROM graphs ORDER BY graph_id")).fetchall()]
