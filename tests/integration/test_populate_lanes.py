@@ -136,3 +136,35 @@ async def test_lane_store_failure_fails_the_lane_for_a_retry(services, llm_serve
 async def _graph_ids(services) -> list[str]:
     async with services.store.pool.connection() as conn:
         return [r[0] for r in await (await conn.execute("SELECT graph_id FROM graphs ORDER BY graph_id")).fetchall()]
+
+
+async def test_pause_lets_running_lanes_finish_and_cancel_keeps_what_was_stored(client, running_worker, services,
+                                                                                llm_server, tmp_path):
+    import asyncio
+
+    from bamboo.models.accumulate import PopulateProgress
+
+    llm_server.latency_s = 0.15
+    path = _write(tmp_path, 12)
+    bid = f"lanes-{uuid.uuid4().hex[:8]}"
+    handle = await client.start_workflow(
+        PopulateBatch.run, PopulateInput(batch_id=bid, path=str(path), concurrency=2, chunk_size=2),
+        id=f"populate:{bid}", task_queue=Queues().main, result_type=PopulateResult,
+    )
+
+    async def progress() -> PopulateProgress:
+        return await handle.query("progress", result_type=PopulateProgress)
+
+    while (await progress()).done < 2:
+        await asyncio.sleep(0.1)
+    await handle.signal("pause")
+    while (await progress()).running:
+        await asyncio.sleep(0.1)
+    held = await progress()
+    await asyncio.sleep(1.5)
+    still = await progress()
+    assert still.paused and still.running == 0 and still.done == held.done < 12, "a paused batch starts nothing new"
+    await handle.signal("cancel")
+    result = await handle.result()
+    assert result.cancelled and result.done == held.done
+    assert await _graph_rows(services) == result.done, "every counted incident is stored, nothing more"

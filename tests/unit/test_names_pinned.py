@@ -15,9 +15,9 @@ def test_workflow_names():
 def test_activity_names():
     names = {activity._Definition.must_from_callable(getattr(AccumulateActivities, m)).name
              for m in ("load_incident", "extract_incident", "review_extraction", "store_graph",
-                       "list_incident_sources", "read_incident_sources")}
+                       "list_incident_sources", "read_incident_sources", "accumulate_chunk")}
     assert names == {"load_incident", "extract_incident", "review_extraction", "store_graph",
-                     "list_incident_sources", "read_incident_sources"}
+                     "list_incident_sources", "read_incident_sources", "accumulate_chunk"}
 
 
 def test_import_rules():
