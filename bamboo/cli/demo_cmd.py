@@ -91,8 +91,10 @@ def demo(
     console.rule("[bold]Where to look")
     ui = state.ui_url or f"http://{settings.temporal_address.split(':')[0]}:{settings.temporal_ui_port}"
     console.print(f"Temporal Web:     {ui}/namespaces/{settings.temporal_namespace}/workflows")
-    console.print(f"This batch:       {ui}/namespaces/{settings.temporal_namespace}/workflows/{workflow_id}")
-    console.print("Find by attribute: BambooKind=\"accumulate\" or BambooTaskId=<jediTaskID> in the Web UI's query box")
+    console.print(f"This batch:       {ui}/namespaces/{settings.temporal_namespace}/workflows/{workflow_id}"
+                  " (its accumulate_chunk activities are the lanes)")
+    console.print("Find by attribute: BambooKind=\"accumulate\" (incidents escalated to their own workflow) or "
+                  "BambooTaskId=<jediTaskID> in the Web UI's query box")
     console.print("Knowledge base:   bamboo kb stats · bamboo kb graph panda:<jediTaskID>:<status>")
     console.print("Audit chain:      bamboo audit verify")
     console.print("Stop everything:  bamboo dev down")

@@ -40,23 +40,25 @@ LATENCY_S = 0.1
 
 
 class PeakRss(threading.Thread):
-    def __init__(self, pid: int) -> None:
+    """Peak of the summed RSS of the worker process trees."""
+
+    def __init__(self, pids: list[int]) -> None:
         super().__init__(daemon=True)
-        self.proc = psutil.Process(pid)
+        self.roots = [psutil.Process(pid) for pid in pids]
         self.peak = 0
         self.stop = threading.Event()
 
     def run(self) -> None:
         while not self.stop.is_set():
             try:
-                procs = [self.proc, *self.proc.children(recursive=True)]
+                procs = [p for root in self.roots for p in (root, *root.children(recursive=True))]
                 self.peak = max(self.peak, sum(p.memory_info().rss for p in procs if p.is_running()))
             except psutil.Error:
                 pass
             self.stop.wait(0.1)
 
 
-def cpu_seconds(stack, worker_pid: int) -> dict[str, float]:
+def cpu_seconds(stack, worker_pids: list[int]) -> dict[str, float]:
     """CPU time consumed so far by each party, to show where a run's cost goes."""
     def tree(pid: int) -> float:
         try:
@@ -82,23 +84,24 @@ def cpu_seconds(stack, worker_pid: int) -> dict[str, float]:
         except psutil.Error:
             pass
     me = psutil.Process().cpu_times()
-    return {"worker": tree(worker_pid), "temporal": tree(stack.temporal_proc.pid), "postgres": postgres,
+    return {"worker": sum(tree(pid) for pid in worker_pids), "temporal": tree(stack.temporal_proc.pid), "postgres": postgres,
             "bench+scripted LLM": me.user + me.system}
 
 
-async def one_run(stack, batch_dir: Path, n: int, concurrency: int, work: Path) -> dict:
+async def one_run(stack, batch_dir: Path, n: int, concurrency: int, work: Path, workers: int = 1) -> dict:
     db = stack.new_database()
     with ScriptedLLMServer(accumulation_handler(), latency_s=LATENCY_S) as llm, ScriptedLLMServer() as emb:
         settings = stack.settings(db, llm.base_url, llm_concurrency=max(concurrency, 8))
         settings = settings.model_copy(update={"embedding_base_url": emb.base_url})
-        worker = spawn_worker(settings, work / f"worker-c{concurrency}.log")
-        rss = PeakRss(worker.pid)
+        procs = [spawn_worker(settings, work / f"worker-c{concurrency}-{i}.log") for i in range(workers)]
+        worker = procs[0]
+        rss = PeakRss([p.pid for p in procs])
         rss.start()
         try:
             client = await connect(settings)
             await asyncio.sleep(2.0)  # worker start-up is not part of the batch
             calls_before = llm.call_count
-            cpu_before = cpu_seconds(stack, worker.pid)
+            cpu_before = cpu_seconds(stack, [p.pid for p in procs])
             started = time.perf_counter()
             result: PopulateResult = await client.execute_workflow(
                 PopulateBatch.run,
@@ -107,20 +110,22 @@ async def one_run(stack, batch_dir: Path, n: int, concurrency: int, work: Path) 
                 id=f"populate:bench-c{concurrency}-{time.time_ns()}", task_queue=Queues().main,
             )
             wall = time.perf_counter() - started
-            cpu_after = cpu_seconds(stack, worker.pid)
+            cpu_after = cpu_seconds(stack, [p.pid for p in procs])
             calls = llm.call_count - calls_before
         finally:
             rss.stop.set()
-            worker.terminate()
-            worker.wait(30)
+            for p in procs:
+                p.terminate()
+            for p in procs:
+                p.wait(30)
     ideal = calls * LATENCY_S / concurrency
-    return {"concurrency": concurrency, "done": result.done, "failed": result.failed, "wall_s": wall,
+    return {"concurrency": concurrency, "workers": workers, "done": result.done, "failed": result.failed, "wall_s": wall,
             "per_min": result.done / wall * 60, "rss_mb": rss.peak / 2**20, "llm_calls": calls,
             "ideal_s": ideal, "vs_ideal": wall / ideal,
             "cpu_ms_per_incident": {k: (cpu_after[k] - cpu_before[k]) / max(result.done, 1) * 1000 for k in cpu_after}}
 
 
-async def main(n: int, levels: list[int], out: Path | None) -> None:
+async def main(n: int, levels: list[int], out: Path | None, scale_out: int) -> None:
     base = Path(tempfile.mkdtemp(prefix="bamboo-bench-"))
     stack = start_stack(base, persistent=False)
     try:
@@ -132,6 +137,10 @@ async def main(n: int, levels: list[int], out: Path | None) -> None:
             row = await one_run(stack, batch, n, c, base)
             rows.append(row)
             print(f"c={c}: {row}", flush=True)
+        if scale_out > 1:  # the same batch spread over several worker processes
+            row = await one_run(stack, batch, n, levels[-1], base, workers=scale_out)
+            rows.append(row)
+            print(f"c={levels[-1]} x{scale_out} workers: {row}", flush=True)
     finally:
         stack.stop()
         shutil.rmtree(base, ignore_errors=True)
@@ -141,19 +150,25 @@ async def main(n: int, levels: list[int], out: Path | None) -> None:
         f"({n} synthetic incidents, scripted LLM {int(LATENCY_S * 1000)} ms per call, one run, this machine: "
         f"{psutil.cpu_count()} cores)",
         "",
-        "| concurrency | stored | failed | wall s | incidents/min | peak worker RSS MB | LLM calls | ideal s | wall ÷ ideal | speed-up vs c=1 |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| concurrency | workers | stored | failed | wall s | incidents/min | peak worker RSS MB | LLM calls | ideal s | wall ÷ ideal | speed-up vs c=1 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        lines.append(f"| {r['concurrency']} | {r['done']} | {r['failed']} | {r['wall_s']:.1f} | {r['per_min']:.0f} | "
+        lines.append(f"| {r['concurrency']} | {r['workers']} | {r['done']} | {r['failed']} | {r['wall_s']:.1f} | {r['per_min']:.0f} | "
                      f"{r['rss_mb']:.0f} | {r['llm_calls']} | {r['ideal_s']:.1f} | {r['vs_ideal']:.2f} | "
                      f"{base_wall / r['wall_s']:.1f}× |")
+    single = [r for r in rows if r["workers"] == 1]
+    top = single[-1]
+    speed = base_wall / top["wall_s"]
+    lines += ["", f"Targets at concurrency {top['concurrency']} on one worker: speed-up vs c=1 {speed:.1f}× "
+              f"(target ≥ 15×: {'met' if speed >= 15 else 'NOT met'}), wall ÷ ideal {top['vs_ideal']:.2f} "
+              f"(target ≤ 1.25: {'met' if top['vs_ideal'] <= 1.25 else 'NOT met'})."]
     lines += ["", "CPU per stored incident (ms), by process — where the cost goes:", "",
-              "| concurrency | " + " | ".join(rows[0]["cpu_ms_per_incident"]) + " | total |",
-              "|---|" + "---|" * (len(rows[0]["cpu_ms_per_incident"]) + 1)]
+              "| concurrency | workers | " + " | ".join(rows[0]["cpu_ms_per_incident"]) + " | total |",
+              "|---|---|" + "---|" * (len(rows[0]["cpu_ms_per_incident"]) + 1)]
     for r in rows:
         cpu = r["cpu_ms_per_incident"]
-        lines.append(f"| {r['concurrency']} | " + " | ".join(f"{v:.0f}" for v in cpu.values()) + f" | {sum(cpu.values()):.0f} |")
+        lines.append(f"| {r['concurrency']} | {r['workers']} | " + " | ".join(f"{v:.0f}" for v in cpu.values()) + f" | {sum(cpu.values()):.0f} |")
     text = "\n".join(lines) + "\n"
     print(text)
     if out:
@@ -165,5 +180,7 @@ if __name__ == "__main__":
     ap.add_argument("--n", type=int, default=500)
     ap.add_argument("--levels", default="1,8,32")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--scale-out", type=int, default=2,
+                    help="also run the highest concurrency over this many worker processes (1: skip)")
     a = ap.parse_args()
-    sys.exit(asyncio.run(main(a.n, [int(x) for x in a.levels.split(",")], a.out)))
+    sys.exit(asyncio.run(main(a.n, [int(x) for x in a.levels.split(",")], a.out, a.scale_out)))
