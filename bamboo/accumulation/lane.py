@@ -30,20 +30,24 @@ from bamboo.models.accumulate import IncidentSource, ItemOutcome, ReviewOutcome,
 from bamboo.models.incident import Incident
 
 MAX_GROUP = 64
+# Two groups may be written at once: a group's write is mostly Postgres time (HNSW inserts), and
+# with one writer the store, not the LLM, set the pace of a 32-wide lane.
+MAX_CONCURRENT_GROUPS = 2
 
 
 class AccumulationLane:
     def __init__(self, strategy: ExtractionStrategy, llm: LLMClient, storer: GraphStorer, *, parallelism: int,
-                 max_group: int = MAX_GROUP) -> None:
+                 max_group: int = MAX_GROUP, max_concurrent_groups: int = MAX_CONCURRENT_GROUPS) -> None:
         self.strategy = strategy
         self.llm = llm
         self.storer = storer
         self.parallelism = parallelism
         self.max_group = max_group
+        self.max_concurrent_groups = max_concurrent_groups
         self.outcomes: dict[int, ItemOutcome] = {}
         self.groups = 0
         self._waiting: list[tuple[StoreRequest, asyncio.Future]] = []
-        self._flusher: asyncio.Task | None = None
+        self._flushers: set[asyncio.Task] = set()
         self._on_outcome: Callable[[ItemOutcome], None] | None = None
 
     async def run(self, items: Iterable[tuple[int, IncidentSource]], *, run_id: str, dedup_prefix: str,
@@ -60,10 +64,8 @@ class AccumulationLane:
         try:
             await asyncio.gather(*tasks)
         finally:
-            for t in tasks:
+            for t in [*tasks, *self._flushers]:
                 t.cancel()
-            if self._flusher is not None:
-                self._flusher.cancel()
         return [self.outcomes[i] for i in sorted(self.outcomes)]
 
     def _record(self, outcome: ItemOutcome) -> None:
@@ -97,8 +99,10 @@ class AccumulationLane:
                              task_id=incident.task_data.get("jediTaskID"), graph=extracted.graph,
                              passages=extracted.passages, summary=extracted.summary),
             run_id=run_id, dedup_key=dedup_key), stored))
-        if self._flusher is None or self._flusher.done():
-            self._flusher = asyncio.create_task(self._drain())
+        if len(self._flushers) < self.max_concurrent_groups:
+            flusher = asyncio.create_task(self._drain())
+            self._flushers.add(flusher)
+            flusher.add_done_callback(self._flushers.discard)
         await stored
         self._record(ItemOutcome(index=index, status="stored"))
 
@@ -115,7 +119,7 @@ class AccumulationLane:
         return extracted, review
 
     async def _drain(self) -> None:
-        """Group commit: while one group is being written, the next one gathers behind it."""
+        """Group commit: while groups are being written, the next one gathers behind them."""
         await asyncio.sleep(0)  # incidents finishing in the same loop pass join this group
         while self._waiting:
             group, self._waiting = self._waiting[: self.max_group], self._waiting[self.max_group:]

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from psycopg.errors import DeadlockDetected
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_random
 from opentelemetry import trace
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
@@ -111,16 +113,37 @@ class KnowledgeStore:
             # A repeated graph id: the last write wins for what a graph owns (provenance, passages),
             # while every write's nodes still merge in, as they would written one after the other.
             latest = {item.write.graph_id: item for item in items}
-            stats = await self._write_graphs(list(latest.values()), _merged_nodes(items))
+            nodes = _merged_nodes(items)
+            # Concurrent group writes lock rows in sorted order, but the frequency update and a
+            # re-population's stale edges are not ordered: a deadlock aborts one writer, which
+            # simply tries again (the whole write is one transaction).
+            async for attempt in AsyncRetrying(retry=retry_if_exception_type(DeadlockDetected), reraise=True,
+                                               stop=stop_after_attempt(5), wait=wait_random(0.01, 0.2)):
+                with attempt:
+                    stats = await self._write_graphs(list(latest.values()), nodes)
         return [stats[item.write.graph_id] for item in items]
 
     async def _write_graphs(self, items: list[GraphVectors],
                             nodes: list[tuple[GraphNode, list[float] | None]]) -> dict[str, WriteStats]:
-        """Set-based statements (one per table) rather than one per row or per graph. Rows are
-        sorted, so concurrent writers take row locks in the same order."""
+        """Set-based statements (one per table) rather than one per row or per graph.
+
+        Nodes and edges first in a short transaction of their own, then one transaction for the rest, ordered
+        for concurrent writers: shared rows (the Symptom and feature nodes most incidents
+        name, the edges between them) are not locked while the slow part — passages and their HNSW
+        index — is written; existing nodes are only locked when they actually change, and the edge
+        counters are locked in id order at the very end, just before commit. Taking those locks in
+        their own statement also means the counts are computed after any concurrent writer of the
+        same edge has committed, so no provenance goes uncounted."""
         edge_keys = sorted({e.key() for item in items for e in item.write.graph.edges})
         graph_ids = [item.write.graph_id for item in items]
         async with self._pool.connection() as conn:
+            # Nodes and edges commit first, in their own short transaction: concurrent writers proposing
+            # the same new node or edge would otherwise wait for each other's whole write. One outliving
+            # a failed write is harmless — the retry names it again; an edge counts only through its
+            # provenance (frequency 0 until then), and nodes and edges are shared, never owned.
+            async with conn.transaction():
+                ids = await self._upsert_nodes(conn, nodes)
+                edge_id = await self._insert_edges(conn, [(ids[k[0]], k[1], ids[k[2]]) for k in edge_keys])
             async with conn.transaction():
                 await conn.execute(
                     "INSERT INTO graphs (graph_id, incident_id, task_id, summary, warnings) "
@@ -132,32 +155,7 @@ class KnowledgeStore:
                     (graph_ids, [i.write.incident_id for i in items], [i.write.task_id for i in items],
                      [i.write.summary for i in items], [json.dumps(i.write.warnings) for i in items]),
                 )
-                ids: dict[tuple[str, str], int] = {}
-                if nodes:
-                    rows = await (await conn.execute(
-                        "INSERT INTO nodes (kind, name, description, props, embedding) "
-                        "SELECT k, n, d, p::jsonb, e FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %b::vector[]) "
-                        "AS t(k, n, d, p, e) ORDER BY k, n "
-                        "ON CONFLICT (kind, name) DO UPDATE SET "
-                        "description = CASE WHEN nodes.description = '' THEN EXCLUDED.description ELSE nodes.description END, "
-                        "props = EXCLUDED.props || nodes.props, "
-                        "embedding = COALESCE(nodes.embedding, EXCLUDED.embedding) "
-                        "RETURNING id, kind, name",
-                        ([n.kind for n, _ in nodes], [n.name for n, _ in nodes], [n.description for n, _ in nodes],
-                         [json.dumps(n.props, default=str) for n, _ in nodes], [_vector(v) for _, v in nodes]),
-                    )).fetchall()
-                    ids = {(r[1], r[2]): r[0] for r in rows}
-
-                edge_id: dict[tuple[int, str, int], int] = {}
-                if edge_keys:
-                    edge_rows = await (await conn.execute(
-                        "INSERT INTO edges (src, kind, dst) "
-                        "SELECT s, k, d FROM unnest(%s::bigint[], %s::text[], %s::bigint[]) AS t(s, k, d) "
-                        "ORDER BY s, k, d "
-                        "ON CONFLICT (src, kind, dst) DO UPDATE SET kind = EXCLUDED.kind RETURNING id, src, kind, dst",
-                        ([ids[k[0]] for k in edge_keys], [k[1] for k in edge_keys], [ids[k[2]] for k in edge_keys]),
-                    )).fetchall()
-                    edge_id = {(r[1], r[2], r[3]): r[0] for r in edge_rows}
+                passages, pids = await self._write_passages(conn, items, ids, graph_ids)
 
                 # One provenance row per (edge, graph); a graph that lists an edge twice keeps its last entry.
                 provenance: dict[tuple[int, str], tuple[float, str]] = {}
@@ -186,6 +184,10 @@ class KnowledgeStore:
                 )).fetchall()
                 touched = sorted({k[0] for k, _ in prov} | {r[0] for r in stale})
                 if touched:
+                    # NO KEY UPDATE: does not conflict with the key-share locks other writers' provenance
+                    # rows take on the same edges, and id order keeps counter writers from deadlocking.
+                    await conn.execute("SELECT id FROM edges WHERE id = ANY(%s) ORDER BY id FOR NO KEY UPDATE",
+                                       (touched,))
                     await conn.execute(
                         "UPDATE edges e SET frequency = p.n, confidence = p.c FROM ("
                         "  SELECT edge_id, count(*) AS n, avg(confidence) AS c FROM edge_provenance "
@@ -197,28 +199,6 @@ class KnowledgeStore:
                         "(SELECT 1 FROM edge_provenance p WHERE p.edge_id = edges.id)",
                         (touched,),
                     )
-
-                passages: dict[uuid.UUID, tuple[str, PassageDraft, list[float]]] = {}
-                for item in items:
-                    for d, v in zip(item.write.passages, item.embeddings):
-                        passages[passage_id(item.write.graph_id, d.section, d.key)] = (item.write.graph_id, d, v)
-                pids = sorted(passages)
-                if pids:
-                    rows_p = [passages[i] for i in pids]
-                    await conn.execute(
-                        "INSERT INTO passages (id, graph_id, section, node_id, content, embedding, meta) "
-                        "SELECT i, g, s, n, c, e, m::jsonb FROM unnest(%s::uuid[], %s::text[], %s::text[], "
-                        "%s::bigint[], %s::text[], %b::vector[], %s::text[]) AS t(i, g, s, n, c, e, m) ORDER BY i "
-                        "ON CONFLICT (id) DO UPDATE SET content = EXCLUDED.content, "
-                        "embedding = EXCLUDED.embedding, node_id = EXCLUDED.node_id, meta = EXCLUDED.meta",
-                        (pids, [g for g, _, _ in rows_p], [d.section for _, d, _ in rows_p],
-                         [ids.get(d.node.key()) if d.node else None for _, d, _ in rows_p],
-                         [d.content for _, d, _ in rows_p], [_vector(v) for _, _, v in rows_p],
-                         [json.dumps({"key": d.key}) for _, d, _ in rows_p]),
-                    )
-                await conn.execute(
-                    "DELETE FROM passages p WHERE p.graph_id = ANY(%s) AND NOT (p.id = ANY(%s))", (graph_ids, pids)
-                )
         per_graph_passages: dict[str, int] = {}
         for g, _, _ in passages.values():
             per_graph_passages[g] = per_graph_passages.get(g, 0) + 1
@@ -227,6 +207,83 @@ class KnowledgeStore:
                     edges=len(set(edges_of.get(item.write.graph_id, []))),
                     passages=per_graph_passages.get(item.write.graph_id, 0))
                 for item in items}
+
+    @staticmethod
+    async def _upsert_nodes(conn: Any, nodes: list[tuple[GraphNode, list[float] | None]]) -> dict[tuple[str, str], int]:
+        """Insert new nodes; touch an existing one only when this write adds to it (a first
+        description, a new prop key, a missing embedding) — the same result as an upsert, without
+        locking the hot shared nodes on every write."""
+        if not nodes:
+            return {}
+        columns = ([n.kind for n, _ in nodes], [n.name for n, _ in nodes], [n.description for n, _ in nodes],
+                   [json.dumps(n.props, default=str) for n, _ in nodes], [_vector(v) for _, v in nodes])
+        await conn.execute(
+            "INSERT INTO nodes (kind, name, description, props, embedding) "
+            "SELECT k, n, d, p::jsonb, e FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %b::vector[]) "
+            "AS t(k, n, d, p, e) ORDER BY k, n ON CONFLICT (kind, name) DO NOTHING",
+            columns,
+        )
+        await conn.execute(
+            "UPDATE nodes SET "
+            "description = CASE WHEN nodes.description = '' THEN t.d ELSE nodes.description END, "
+            "props = t.p::jsonb || nodes.props, embedding = COALESCE(nodes.embedding, t.e) "
+            "FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %b::vector[]) AS t(k, n, d, p, e) "
+            "WHERE nodes.kind = t.k AND nodes.name = t.n AND ("
+            "  (nodes.description = '' AND t.d <> '') OR (t.p::jsonb || nodes.props) <> nodes.props "
+            "  OR (nodes.embedding IS NULL AND t.e IS NOT NULL))",
+            columns,
+        )
+        rows = await (await conn.execute(
+            "SELECT id, kind, name FROM nodes JOIN unnest(%s::text[], %s::text[]) AS t(k, n) "
+            "ON nodes.kind = t.k AND nodes.name = t.n",
+            columns[:2],
+        )).fetchall()
+        return {(r[1], r[2]): r[0] for r in rows}
+
+    @staticmethod
+    async def _insert_edges(conn: Any, triples: list[tuple[int, str, int]]) -> dict[tuple[int, str, int], int]:
+        if not triples:
+            return {}
+        columns = ([t[0] for t in triples], [t[1] for t in triples], [t[2] for t in triples])
+        await conn.execute(
+            "INSERT INTO edges (src, kind, dst) "
+            "SELECT s, k, d FROM unnest(%s::bigint[], %s::text[], %s::bigint[]) AS t(s, k, d) "
+            "ORDER BY s, k, d ON CONFLICT (src, kind, dst) DO NOTHING",
+            columns,
+        )
+        rows = await (await conn.execute(
+            "SELECT e.id, e.src, e.kind, e.dst FROM edges e "
+            "JOIN unnest(%s::bigint[], %s::text[], %s::bigint[]) AS t(s, k, d) "
+            "ON e.src = t.s AND e.kind = t.k AND e.dst = t.d",
+            columns,
+        )).fetchall()
+        return {(r[1], r[2], r[3]): r[0] for r in rows}
+
+    @staticmethod
+    async def _write_passages(conn: Any, items: list[GraphVectors], ids: dict[tuple[str, str], int],
+                              graph_ids: list[str]) -> tuple[dict[uuid.UUID, tuple[str, PassageDraft, list[float]]], list]:
+        passages: dict[uuid.UUID, tuple[str, PassageDraft, list[float]]] = {}
+        for item in items:
+            for d, v in zip(item.write.passages, item.embeddings):
+                passages[passage_id(item.write.graph_id, d.section, d.key)] = (item.write.graph_id, d, v)
+        pids = sorted(passages)
+        if pids:
+            rows_p = [passages[i] for i in pids]
+            await conn.execute(
+                "INSERT INTO passages (id, graph_id, section, node_id, content, embedding, meta) "
+                "SELECT i, g, s, n, c, e, m::jsonb FROM unnest(%s::uuid[], %s::text[], %s::text[], "
+                "%s::bigint[], %s::text[], %b::vector[], %s::text[]) AS t(i, g, s, n, c, e, m) ORDER BY i "
+                "ON CONFLICT (id) DO UPDATE SET content = EXCLUDED.content, "
+                "embedding = EXCLUDED.embedding, node_id = EXCLUDED.node_id, meta = EXCLUDED.meta",
+                (pids, [g for g, _, _ in rows_p], [d.section for _, d, _ in rows_p],
+                 [ids.get(d.node.key()) if d.node else None for _, d, _ in rows_p],
+                 [d.content for _, d, _ in rows_p], [_vector(v) for _, _, v in rows_p],
+                 [json.dumps({"key": d.key}) for _, d, _ in rows_p]),
+            )
+        await conn.execute(
+            "DELETE FROM passages p WHERE p.graph_id = ANY(%s) AND NOT (p.id = ANY(%s))", (graph_ids, pids)
+        )
+        return passages, pids
 
     async def record_human_request(self, graph_id: str, request: str) -> None:
         async with self._pool.connection() as conn:

@@ -17,6 +17,7 @@ here; `bamboo dev up` uses its SQLite file, and production a Temporal cluster.
 from __future__ import annotations
 
 import argparse
+import os
 import asyncio
 import shutil
 import sys
@@ -143,7 +144,10 @@ async def main(n: int, levels: list[int], out: Path | None, scale_out: int) -> N
             print(f"c={levels[-1]} x{scale_out} workers: {row}", flush=True)
     finally:
         stack.stop()
-        shutil.rmtree(base, ignore_errors=True)
+        if os.environ.get("BAMBOO_BENCH_KEEP"):
+            print(f"kept the run's directory (worker logs): {base}")
+        else:
+            shutil.rmtree(base, ignore_errors=True)
     base_wall = rows[0]["wall_s"]
     lines = [
         f"Command: `.venv/bin/python -m bench.populate.run{' --n ' + str(n) if n != 500 else ''}` "
