@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.queues import Queues
 
 MAX_KEPT_FAILURES = 500
+LANES_PATCH = "populate-lanes"
 PAGE = 100
 
 
@@ -106,7 +107,9 @@ class PopulateBatch:
                 start_to_close_timeout=timedelta(seconds=20), retry_policy=RetryPolicy(maximum_attempts=10),
             )
 
-        if inp.one_workflow_per_incident:
+        # Runs started before lanes existed replay their recorded per-incident children; their next
+        # continue-as-new run, like every new batch, takes the lanes.
+        if inp.one_workflow_per_incident or not workflow.patched(LANES_PATCH):
             await run_bounded_children(inp, listing.total, read_page, self._child, self._running,
                                        lambda: self._cancelled)
         else:
