@@ -15,7 +15,7 @@ the activity heartbeats the outcomes so far, and a retried activity skips what i
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
@@ -48,16 +48,13 @@ class AccumulationLane:
         self.groups = 0
         self._waiting: list[tuple[StoreRequest, asyncio.Future]] = []
         self._flushers: set[asyncio.Task] = set()
-        self._on_outcome: Callable[[ItemOutcome], None] | None = None
 
     async def run(self, items: Iterable[tuple[int, IncidentSource]], *, run_id: str, dedup_prefix: str,
-                  done: Iterable[ItemOutcome] = (), on_outcome: Callable[[ItemOutcome], None] | None = None
-                  ) -> list[ItemOutcome]:
+                  done: Iterable[ItemOutcome] = ()) -> list[ItemOutcome]:
         """Outcomes for every item, in index order. `done` are outcomes a previous attempt reported;
         those items are not touched again. A store failure propagates (the activity is retried)."""
         for outcome in done:
             self.outcomes[outcome.index] = outcome
-        self._on_outcome = on_outcome
         gate = asyncio.Semaphore(self.parallelism)
         tasks = [asyncio.create_task(self._learn(i, s, gate, run_id, f"{dedup_prefix}:{i}"))
                  for i, s in items if i not in self.outcomes]
@@ -69,9 +66,8 @@ class AccumulationLane:
         return [self.outcomes[i] for i in sorted(self.outcomes)]
 
     def _record(self, outcome: ItemOutcome) -> None:
+        """`outcomes` is what the activity heartbeats: a retried attempt resumes from it."""
         self.outcomes[outcome.index] = outcome
-        if self._on_outcome is not None:
-            self._on_outcome(outcome)
 
     async def _learn(self, index: int, source: IncidentSource, gate: asyncio.Semaphore, run_id: str,
                      dedup_key: str) -> None:
