@@ -22,8 +22,8 @@ from bamboo.extraction.review import review_graph
 from bamboo.ingest import IncidentRejected, list_sources, load_incident
 from bamboo.llm.errors import LLMError, to_application_error
 from bamboo.models.accumulate import (
-    ChunkInput, ChunkResult, ItemOutcome, ExtractInput, IncidentSource, LoadedIncident, ReviewExplorationInput, ReviewInput, ReviewOutcome, SourceListing,
-    SourcePageInput, StoreInput,
+    ChunkInput, ChunkResult, ExtractInput, IncidentSource, ItemOutcome, LoadedIncident, ReviewExplorationInput,
+    ReviewInput, ReviewOutcome, SourceListing, SourcePageInput, StoreInput,
 )
 from bamboo.models.graph import WriteStats
 from bamboo.models.incident import Incident
@@ -98,9 +98,10 @@ class AccumulateActivities:
         previous = _previous_outcomes(activity.info().heartbeat_details)
         lane = AccumulationLane(self.s.strategy, self.s.llm, self.storer,
                                 parallelism=min(inp.parallelism, self.s.settings.llm_concurrency))
+        batch_workflow = activity.info().workflow_id  # stable across the batch's continue-as-new runs
         outcomes = await with_heartbeats(
-            lane.run(enumerate(sources, start=inp.offset), run_id=inp.workflow_id or activity.info().workflow_id,
-                     dedup_prefix=f"graph_stored:{inp.workflow_id or activity.info().workflow_id}", done=previous),
+            lane.run(enumerate(sources, start=inp.offset), run_id=batch_workflow,
+                     dedup_prefix=f"graph_stored:{batch_workflow}", done=previous),
             details=lambda: [o.model_dump(mode="json", exclude_none=True) for o in lane.outcomes.values()],
         )
         return ChunkResult(outcomes=outcomes, groups=lane.groups)

@@ -76,7 +76,8 @@ class PopulateBatch:
         return PopulateProgress(
             batch_id=inp.batch_id, total=total, done=inp.done, failed=inp.failed_count,
             running=len(self._running) + sum(self._lanes.values()), escalated=inp.escalated,
-            pending=(total - inp.cursor + len(inp.pending_escalations)) if total is not None else None, paused=inp.paused, cancelled=self._cancelled,
+            pending=(total - inp.cursor + len(inp.pending_escalations)) if total is not None else None,
+            paused=inp.paused, cancelled=self._cancelled,
             finished=self._finished, generation=inp.generation, recent_failures=inp.failed[-20:],
             listing_error=inp.listing_error,
         )
@@ -171,7 +172,7 @@ class PopulateBatch:
             result: ChunkResult = await workflow.execute_activity(
                 names.ACCUMULATE_CHUNK,
                 ChunkInput(batch_id=inp.batch_id, listing_ref=listing.ref, offset=offset, count=count,
-                           parallelism=parallelism, workflow_id=workflow.info().workflow_id),
+                           parallelism=parallelism),
                 result_type=ChunkResult, task_queue=Queues().llm, start_to_close_timeout=timedelta(hours=6),
                 heartbeat_timeout=HEARTBEAT, retry_policy=STORE_RETRY,
             )
@@ -191,8 +192,8 @@ class PopulateBatch:
                 inp.done += 1
             elif outcome.status == "failed":
                 inp.failed_count += 1
-                inp.failed.append(FailedItem(index=outcome.index, source=outcome.source.label() if outcome.source else "",
-                                             reason=outcome.reason or "failed"))
+                source = outcome.source.label() if outcome.source else ""
+                inp.failed.append(FailedItem(index=outcome.index, source=source, reason=outcome.reason or "failed"))
                 del inp.failed[:-MAX_KEPT_FAILURES]
             else:
                 inp.escalated += 1

@@ -137,7 +137,6 @@ class ChunkInput(BaseModel):
     offset: int
     count: int
     parallelism: int = Field(ge=1)
-    workflow_id: str = ""
 
 
 class ChunkResult(BaseModel):
