@@ -89,6 +89,19 @@ def cpu_seconds(stack, worker_pids: list[int]) -> dict[str, float]:
             "bench+scripted LLM": me.user + me.system}
 
 
+async def wait_until_polling(logs: list[Path], procs, timeout_s: float = 120.0) -> None:
+    """Worker start-up (imports, connections) is not part of the batch: a fixed sleep was too short
+    on a loaded machine and let start-up time and CPU leak into the measured run."""
+    deadline = time.monotonic() + timeout_s
+    while not all(log.exists() and "worker polling" in log.read_text() for log in logs):
+        if any(p.poll() is not None for p in procs):
+            raise SystemExit(f"a worker exited during start-up; see {logs}")
+        if time.monotonic() > deadline:
+            raise SystemExit(f"workers not polling after {timeout_s:.0f} s; see {logs}")
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(0.5)  # let the pollers settle
+
+
 async def one_run(stack, batch_dir: Path, n: int, concurrency: int, work: Path, workers: int = 1) -> dict:
     db = stack.new_database()
     with ScriptedLLMServer(accumulation_handler(), latency_s=LATENCY_S) as llm, ScriptedLLMServer() as emb:
@@ -100,7 +113,7 @@ async def one_run(stack, batch_dir: Path, n: int, concurrency: int, work: Path, 
         rss.start()
         try:
             client = await connect(settings)
-            await asyncio.sleep(2.0)  # worker start-up is not part of the batch
+            await wait_until_polling([work / f"worker-c{concurrency}-{i}.log" for i in range(workers)], procs)
             calls_before = llm.call_count
             cpu_before = cpu_seconds(stack, [p.pid for p in procs])
             started = time.perf_counter()
