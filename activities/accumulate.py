@@ -117,7 +117,7 @@ class AccumulateActivities:
             sources = list_sources(path)
         except ValueError as exc:
             raise ApplicationError(str(exc), type="SourceListingError", non_retryable=True) from None
-        payload = "\n".join(s.model_dump_json() for s in sources).encode()
+        payload = "\n".join(s.model_dump_json(exclude_none=True) for s in sources).encode()
         return SourceListing(ref=await self.s.store.blobs.put(payload), total=len(sources))
 
     @activity.defn(name="read_incident_sources")

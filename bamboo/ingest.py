@@ -7,6 +7,7 @@ operator to fix the file without opening a debugger.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -32,16 +33,23 @@ def list_sources(path: str | Path) -> list[IncidentSource]:
     if not p.exists():
         raise SourceListingError(f"{p} does not exist: pass a directory of incident .json files or a .jsonl file")
     if p.is_dir():
-        files = sorted(f for f in p.iterdir() if f.suffix == ".json" and f.is_file())
-        if not files:
+        # One resolve for the directory and the types scandir already read: a resolve and a stat per
+        # file made listing 100k files a noticeable pause before the first incident started.
+        base = p.resolve()
+        with os.scandir(base) as entries:
+            names = sorted(e.name for e in entries if e.name.endswith(".json") and e.is_file())
+        if not names:
             raise SourceListingError(f"{p} holds no .json files")
-        return [IncidentSource(path=str(f.resolve())) for f in files]
+        return [IncidentSource(path=str(base / name)) for name in names]
     if p.suffix == ".jsonl":
         sources = []
+        resolved = str(p.resolve())
+        offset = 0
         with open(p, "rb") as fh:
             for n, raw in enumerate(fh, start=1):
                 if raw.strip():
-                    sources.append(IncidentSource(path=str(p.resolve()), line=n))
+                    sources.append(IncidentSource(path=resolved, line=n, offset=offset))
+                offset += len(raw)
         if not sources:
             raise SourceListingError(f"{p} is empty")
         return sources
@@ -59,11 +67,15 @@ def _read_bytes(source: IncidentSource) -> bytes:
                 raise IncidentRejected(f"file is {size / 1e6:.1f} MB, over the {MAX_FILE_BYTES // 2**20} MiB limit for one incident")
             return p.read_bytes()
         with open(p, "rb") as fh:
-            for n, raw in enumerate(fh, start=1):
-                if n == source.line:
-                    if len(raw) > MAX_FILE_BYTES:
-                        raise IncidentRejected(f"line is {len(raw) / 1e6:.1f} MB, over the {MAX_FILE_BYTES // 2**20} MiB limit")
-                    return raw
+            if source.offset is not None:  # listed with its offset: seek, do not scan
+                fh.seek(source.offset)
+                raw = fh.readline(MAX_FILE_BYTES + 1)
+                if raw:
+                    return _within_limit(raw)
+            else:
+                for n, raw in enumerate(fh, start=1):
+                    if n == source.line:
+                        return _within_limit(raw)
         raise IncidentRejected(f"line {source.line} no longer exists (the file shrank after listing)")
     except FileNotFoundError:
         raise IncidentRejected("file not found (moved or deleted after the batch was listed)") from None
@@ -71,6 +83,12 @@ def _read_bytes(source: IncidentSource) -> bytes:
         raise IncidentRejected("is a directory, not an incident file") from None
     except PermissionError:
         raise IncidentRejected("file is not readable by the worker (permission denied)") from None
+
+
+def _within_limit(line: bytes) -> bytes:
+    if len(line) > MAX_FILE_BYTES:
+        raise IncidentRejected(f"line is over the {MAX_FILE_BYTES // 2**20} MiB limit for one incident")
+    return line
 
 
 def parse_incident(raw: bytes, fallback_id: str) -> Incident:

@@ -110,8 +110,8 @@ class AccumulationLane:
         extracted = await self.strategy.extract(incident)
         review = checked_outcome(extracted.graph, extracted.source)
         if review is None:
-            review = await review_graph(self.llm, extracted.graph, self.strategy.prefetch_hints(incident),
-                                        extracted.source)
+            hints = extracted.hints if extracted.hints is not None else self.strategy.prefetch_hints(incident)
+            review = await review_graph(self.llm, extracted.graph, hints, extracted.source)
         return extracted, review
 
     async def _drain(self) -> None:

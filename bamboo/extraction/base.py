@@ -20,6 +20,8 @@ class ExtractionResult(BaseModel):
     summary: str = ""
     notes: list[str] = Field(default_factory=list, description="what the strategy decided and why (shown in progress)")
     source: str = Field(default="", description="resolution_record | email | none")
+    hints: dict[str, Any] | None = Field(
+        default=None, description="the strategy's prefetch hints for this incident, when extraction already computed them")
 
 
 class ExtractionStrategy(Protocol):

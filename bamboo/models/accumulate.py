@@ -17,6 +17,8 @@ class IncidentSource(BaseModel):
 
     path: str
     line: int | None = None
+    offset: int | None = Field(default=None, description="byte offset of the line in a JSONL file: a reader seeks "
+                               "to it instead of scanning the file up to its line, once per incident")
 
     def label(self) -> str:
         return f"{self.path}:{self.line}" if self.line else self.path

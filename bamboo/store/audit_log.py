@@ -45,7 +45,7 @@ class PostgresAuditLog:
                 seen: set[str] = set()
                 if keys:
                     rows = await (await conn.execute(
-                        "SELECT dedup_key FROM audit WHERE dedup_key = ANY(%s)", (keys,))).fetchall()
+                        "SELECT dedup_key FROM audit WHERE dedup_key = ANY(%b)", (keys,))).fetchall()
                     seen = {r[0] for r in rows}
                 last = await (await conn.execute("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")).fetchone()
                 seq, prev = (last[0], last[1]) if last else (0, GENESIS)

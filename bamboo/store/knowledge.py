@@ -57,7 +57,9 @@ def _merged_nodes(items: list[GraphVectors]) -> list[tuple[GraphNode, list[float
             vec = item.canonical_embeddings.get(key)
             seen = merged.get(key)
             if seen is None:
-                merged[key] = (n.model_copy(deep=True), vec)
+                # Merging below only sets the description and adds top-level prop keys: a copy of
+                # the props dict keeps the caller's node intact without a deep copy of every value.
+                merged[key] = (n.model_copy(update={"props": dict(n.props)}), vec)
                 continue
             node, old_vec = seen
             if not node.description and n.description:
@@ -147,7 +149,7 @@ class KnowledgeStore:
             async with conn.transaction():
                 await conn.execute(
                     "INSERT INTO graphs (graph_id, incident_id, task_id, summary, warnings) "
-                    "SELECT g, i, t, s, w::jsonb FROM unnest(%s::text[], %s::text[], %s::bigint[], %s::text[], %s::text[]) "
+                    "SELECT g, i, t, s, w::jsonb FROM unnest(%b::text[], %b::text[], %b::bigint[], %b::text[], %b::text[]) "
                     "AS x(g, i, t, s, w) ORDER BY g "
                     "ON CONFLICT (graph_id) DO UPDATE SET incident_id = EXCLUDED.incident_id, "
                     "task_id = EXCLUDED.task_id, summary = EXCLUDED.summary, warnings = EXCLUDED.warnings, "
@@ -170,15 +172,15 @@ class KnowledgeStore:
                 if prov:
                     await conn.execute(
                         "INSERT INTO edge_provenance (edge_id, graph_id, confidence, params) "
-                        "SELECT e, g, c, p::jsonb FROM unnest(%s::bigint[], %s::text[], %s::real[], %s::text[]) "
+                        "SELECT e, g, c, p::jsonb FROM unnest(%b::bigint[], %b::text[], %b::real[], %b::text[]) "
                         "AS t(e, g, c, p) ORDER BY e, g "
                         "ON CONFLICT (edge_id, graph_id) DO UPDATE SET confidence = EXCLUDED.confidence, params = EXCLUDED.params",
                         ([k[0] for k, _ in prov], [k[1] for k, _ in prov], [v[0] for _, v in prov], [v[1] for _, v in prov]),
                     )
                 # Re-populating a graph replaces its provenance: drop links it no longer claims.
                 stale = await (await conn.execute(
-                    "DELETE FROM edge_provenance p WHERE p.graph_id = ANY(%s) AND NOT EXISTS ("
-                    "  SELECT 1 FROM unnest(%s::bigint[], %s::text[]) AS k(e, g) WHERE k.e = p.edge_id AND k.g = p.graph_id) "
+                    "DELETE FROM edge_provenance p WHERE p.graph_id = ANY(%b) AND NOT EXISTS ("
+                    "  SELECT 1 FROM unnest(%b::bigint[], %b::text[]) AS k(e, g) WHERE k.e = p.edge_id AND k.g = p.graph_id) "
                     "RETURNING edge_id",
                     (graph_ids, [k[0] for k, _ in prov], [k[1] for k, _ in prov]),
                 )).fetchall()
@@ -186,16 +188,16 @@ class KnowledgeStore:
                 if touched:
                     # NO KEY UPDATE: does not conflict with the key-share locks other writers' provenance
                     # rows take on the same edges, and id order keeps counter writers from deadlocking.
-                    await conn.execute("SELECT id FROM edges WHERE id = ANY(%s) ORDER BY id FOR NO KEY UPDATE",
+                    await conn.execute("SELECT id FROM edges WHERE id = ANY(%b) ORDER BY id FOR NO KEY UPDATE",
                                        (touched,))
                     await conn.execute(
                         "UPDATE edges e SET frequency = p.n, confidence = p.c FROM ("
                         "  SELECT edge_id, count(*) AS n, avg(confidence) AS c FROM edge_provenance "
-                        "  WHERE edge_id = ANY(%s) GROUP BY edge_id) p WHERE e.id = p.edge_id",
+                        "  WHERE edge_id = ANY(%b) GROUP BY edge_id) p WHERE e.id = p.edge_id",
                         (touched,),
                     )
                     await conn.execute(
-                        "DELETE FROM edges WHERE id = ANY(%s) AND NOT EXISTS "
+                        "DELETE FROM edges WHERE id = ANY(%b) AND NOT EXISTS "
                         "(SELECT 1 FROM edge_provenance p WHERE p.edge_id = edges.id)",
                         (touched,),
                     )
@@ -219,7 +221,7 @@ class KnowledgeStore:
                    [json.dumps(n.props, default=str) for n, _ in nodes], [_vector(v) for _, v in nodes])
         await conn.execute(
             "INSERT INTO nodes (kind, name, description, props, embedding) "
-            "SELECT k, n, d, p::jsonb, e FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %b::vector[]) "
+            "SELECT k, n, d, p::jsonb, e FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::vector[]) "
             "AS t(k, n, d, p, e) ORDER BY k, n ON CONFLICT (kind, name) DO NOTHING",
             columns,
         )
@@ -227,14 +229,14 @@ class KnowledgeStore:
             "UPDATE nodes SET "
             "description = CASE WHEN nodes.description = '' THEN t.d ELSE nodes.description END, "
             "props = t.p::jsonb || nodes.props, embedding = COALESCE(nodes.embedding, t.e) "
-            "FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %b::vector[]) AS t(k, n, d, p, e) "
+            "FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::vector[]) AS t(k, n, d, p, e) "
             "WHERE nodes.kind = t.k AND nodes.name = t.n AND ("
             "  (nodes.description = '' AND t.d <> '') OR (t.p::jsonb || nodes.props) <> nodes.props "
             "  OR (nodes.embedding IS NULL AND t.e IS NOT NULL))",
             columns,
         )
         rows = await (await conn.execute(
-            "SELECT id, kind, name FROM nodes JOIN unnest(%s::text[], %s::text[]) AS t(k, n) "
+            "SELECT id, kind, name FROM nodes JOIN unnest(%b::text[], %b::text[]) AS t(k, n) "
             "ON nodes.kind = t.k AND nodes.name = t.n",
             columns[:2],
         )).fetchall()
@@ -247,13 +249,13 @@ class KnowledgeStore:
         columns = ([t[0] for t in triples], [t[1] for t in triples], [t[2] for t in triples])
         await conn.execute(
             "INSERT INTO edges (src, kind, dst) "
-            "SELECT s, k, d FROM unnest(%s::bigint[], %s::text[], %s::bigint[]) AS t(s, k, d) "
+            "SELECT s, k, d FROM unnest(%b::bigint[], %b::text[], %b::bigint[]) AS t(s, k, d) "
             "ORDER BY s, k, d ON CONFLICT (src, kind, dst) DO NOTHING",
             columns,
         )
         rows = await (await conn.execute(
             "SELECT e.id, e.src, e.kind, e.dst FROM edges e "
-            "JOIN unnest(%s::bigint[], %s::text[], %s::bigint[]) AS t(s, k, d) "
+            "JOIN unnest(%b::bigint[], %b::text[], %b::bigint[]) AS t(s, k, d) "
             "ON e.src = t.s AND e.kind = t.k AND e.dst = t.d",
             columns,
         )).fetchall()
@@ -271,8 +273,8 @@ class KnowledgeStore:
             rows_p = [passages[i] for i in pids]
             await conn.execute(
                 "INSERT INTO passages (id, graph_id, section, node_id, content, embedding, meta) "
-                "SELECT i, g, s, n, c, e, m::jsonb FROM unnest(%s::uuid[], %s::text[], %s::text[], "
-                "%s::bigint[], %s::text[], %b::vector[], %s::text[]) AS t(i, g, s, n, c, e, m) ORDER BY i "
+                "SELECT i, g, s, n, c, e, m::jsonb FROM unnest(%b::uuid[], %b::text[], %b::text[], "
+                "%b::bigint[], %b::text[], %b::vector[], %b::text[]) AS t(i, g, s, n, c, e, m) ORDER BY i "
                 "ON CONFLICT (id) DO UPDATE SET content = EXCLUDED.content, "
                 "embedding = EXCLUDED.embedding, node_id = EXCLUDED.node_id, meta = EXCLUDED.meta",
                 (pids, [g for g, _, _ in rows_p], [d.section for _, d, _ in rows_p],
@@ -281,7 +283,7 @@ class KnowledgeStore:
                  [json.dumps({"key": d.key}) for _, d, _ in rows_p]),
             )
         await conn.execute(
-            "DELETE FROM passages p WHERE p.graph_id = ANY(%s) AND NOT (p.id = ANY(%s))", (graph_ids, pids)
+            "DELETE FROM passages p WHERE p.graph_id = ANY(%b) AND NOT (p.id = ANY(%b))", (graph_ids, pids)
         )
         return passages, pids
 
@@ -311,7 +313,7 @@ class KnowledgeStore:
             return []
         async with self._pool.connection() as conn:
             rows = await (await conn.execute(
-                "SELECT q.i, m.name, m.sim FROM unnest(%s::text[], %b::vector[]) WITH ORDINALITY AS q(k, e, i) "
+                "SELECT q.i, m.name, m.sim FROM unnest(%b::text[], %b::vector[]) WITH ORDINALITY AS q(k, e, i) "
                 "CROSS JOIN LATERAL (SELECT name, 1 - (embedding <=> q.e) AS sim FROM nodes "
                 "  WHERE kind = q.k AND embedding IS NOT NULL ORDER BY embedding <=> q.e LIMIT 1) m",
                 ([k for k, _ in queries], [_vector(v) for _, v in queries]),

@@ -22,7 +22,7 @@ class PgVectorIndex:
         async with self._pool.connection() as conn:
             await conn.execute(
                 "INSERT INTO vector_items (namespace, section, id, content, embedding, meta) "
-                "SELECT %s, %s, i, c, e, m::jsonb FROM unnest(%s::text[], %s::text[], %b::vector[], %s::text[]) "
+                "SELECT %s, %s, i, c, e, m::jsonb FROM unnest(%b::text[], %b::text[], %b::vector[], %b::text[]) "
                 "AS t(i, c, e, m) ON CONFLICT (namespace, section, id) DO UPDATE SET content = EXCLUDED.content, "
                 "embedding = EXCLUDED.embedding, meta = EXCLUDED.meta",
                 (namespace, section, list(unique), [i.content for i in unique.values()],

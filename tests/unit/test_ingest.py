@@ -14,6 +14,35 @@ def test_jsonl_lines_are_sources_and_blank_lines_skipped(tmp_path):
     assert load_incident(sources[1]).incident_id == "b"
 
 
+def test_jsonl_sources_carry_offsets_and_read_without_scanning(tmp_path):
+    f = tmp_path / "b.jsonl"
+    lines = [json.dumps({"incident_id": f"i{n}", "email_text": "é" * n}) for n in range(50)]
+    f.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    sources = list_sources(f)
+    assert [load_incident(s).incident_id for s in sources] == [f"i{n}" for n in range(50)]
+    assert sources[3].offset == sum(len(x.encode()) + 1 for x in lines[:3])  # bytes, not characters
+    # A listing made before offsets (line only) still reads, by scanning.
+    assert load_incident(IncidentSource(path=str(f), line=7)).incident_id == "i6"
+
+
+def test_jsonl_line_gone_after_listing_fails_its_item(tmp_path):
+    f = tmp_path / "b.jsonl"
+    f.write_text('{"incident_id": "a"}\n{"incident_id": "b"}\n')
+    sources = list_sources(f)
+    f.write_text('{"incident_id": "a"}\n')
+    with pytest.raises(IncidentRejected, match="line 2 no longer exists"):
+        load_incident(sources[1])
+
+
+def test_directory_listing_is_sorted_absolute_and_skips_non_files(tmp_path):
+    (tmp_path / "b.json").write_text("{}")
+    (tmp_path / "a.json").write_text("{}")
+    (tmp_path / "c.json").mkdir()
+    (tmp_path / "notes.txt").write_text("x")
+    sources = list_sources(tmp_path)
+    assert [s.path for s in sources] == [str((tmp_path / n).resolve()) for n in ("a.json", "b.json")]
+
+
 def test_listing_errors_say_what_to_pass(tmp_path):
     with pytest.raises(SourceListingError, match="does not exist"):
         list_sources(tmp_path / "nope")

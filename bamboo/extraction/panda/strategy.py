@@ -64,7 +64,10 @@ class PandaExtractionStrategy:
         return route_task_data(incident.task_data, self._key)
 
     def prefetch_hints(self, incident: Incident) -> dict[str, Any]:
-        clues = self._clues(incident)
+        return self._hints(self._clues(incident))
+
+    @staticmethod
+    def _hints(clues: TaskClues) -> dict[str, Any]:
         return {
             "symptoms": [s.name for s in clues.symptoms],
             "features": [f.name for f in clues.features + clues.context_features],
@@ -87,7 +90,8 @@ class PandaExtractionStrategy:
         graph = self._assemble(clues, cause, resolution, procedures)
         passages = self._passages(incident, clues, cause, resolution)
         summary = self._summary(clues, cause, resolution, procedures)
-        return ExtractionResult(graph=graph, passages=passages, summary=summary, notes=notes, source=source)
+        return ExtractionResult(graph=graph, passages=passages, summary=summary, notes=notes, source=source,
+                                hints=self._hints(clues))
 
     async def _from_record(self, incident: Incident, feedback: str):
         record = incident.resolution_record
