@@ -48,7 +48,9 @@ class Settings(BaseSettings):
     pseudonym_key: SecretStr = SecretStr("change-me-per-deployment")
     max_review_retries: int = 2
     populate_concurrency: int = 8
-    populate_continue_as_new_every: int = 200
+    populate_continue_as_new_every: int | None = Field(
+        default=None, ge=1, description="incidents per PopulateBatch run; unset: 200 with one workflow per incident, "
+                                        "5000 in lanes")
     canonical_match_threshold: float = 0.9
 
     # --- analysis ---------------------------------------------------------------------------

@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
 
 MAX_KEPT_FAILURES = 500
 LANES_PATCH = "populate-lanes"
+BALANCED_SLICES_PATCH = "populate-balanced-slices"
 PAGE = 100
 
 
@@ -111,6 +112,7 @@ class PopulateBatch:
         # Runs started before lanes existed replay their recorded per-incident children; their next
         # continue-as-new run, like every new batch, takes the lanes.
         if inp.one_workflow_per_incident or not workflow.patched(LANES_PATCH):
+            inp.continue_as_new_every = inp.items_per_run()
             await run_bounded_children(inp, listing.total, read_page, self._child, self._running,
                                        lambda: self._cancelled)
         else:
@@ -137,13 +139,19 @@ class PopulateBatch:
                 self._running.add(item.index)
                 tasks.add(asyncio.create_task(self._child(item.index, item.source)))
                 continue
-            budget = inp.continue_as_new_every - started_this_run
+            budget = inp.items_per_run() - started_this_run
             more = inp.cursor < listing.total
             if not inp.paused and more and budget > 0 and len(self._lanes) < lanes:
                 # A lane starting alone takes half a slice, so the two lanes' slice boundaries (where a
-                # lane's parallelism drains) fall apart instead of together.
+                # lane's parallelism drains) fall apart instead of together. Near the end of a run the
+                # rest is shared out between the lanes, so one does not finish a full slice alone while
+                # the other idles — but no slice gets smaller than the lane's parallelism.
+                rest = min(listing.total - inp.cursor, budget)
                 want = max(1, size // 2) if lanes == 2 and not self._lanes else size
-                count = min(want, listing.total - inp.cursor, budget)
+                if workflow.patched(BALANCED_SLICES_PATCH):
+                    count = min(rest, max(min(want, -(-rest // lanes)), per_lane))
+                else:  # lane histories recorded before the balanced split replay as they ran
+                    count = min(want, rest)
                 offset = inp.cursor
                 inp.cursor += count
                 started_this_run += count

@@ -146,11 +146,19 @@ class ChunkResult(BaseModel):
     groups: int = Field(default=0, description="store transactions the chunk committed")
 
 
+PER_INCIDENT_ITEMS_PER_RUN = 200
+LANE_ITEMS_PER_RUN = 5000
+
+
 class PopulateInput(BaseModel):
     batch_id: str
     path: str
     concurrency: int = Field(default=8, ge=1, le=256)
-    continue_as_new_every: int = Field(default=200, ge=1)
+    continue_as_new_every: int | None = Field(
+        default=None, ge=1,
+        description="incidents per workflow run before continue-as-new; default by mode: 200 with one workflow per "
+                    "incident (each adds its child's events to the history), 5000 in lanes (a lane activity adds a "
+                    "handful of events per slice, and every continue-as-new first drains the running lanes)")
     max_review_retries: int = 2
     one_workflow_per_incident: bool = Field(
         default=False,
@@ -169,6 +177,11 @@ class PopulateInput(BaseModel):
     listing_error: str | None = None
     escalated: int = 0
     pending_escalations: list[ItemOutcome] = Field(default_factory=list)
+
+    def items_per_run(self) -> int:
+        if self.continue_as_new_every is not None:
+            return self.continue_as_new_every
+        return PER_INCIDENT_ITEMS_PER_RUN if self.one_workflow_per_incident else LANE_ITEMS_PER_RUN
 
 
 class PopulateProgress(BaseModel):

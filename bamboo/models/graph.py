@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 NodeKind = Literal[
     "Symptom", "Cause", "Resolution", "Procedure", "Task_Feature", "Task_Context", "Environment", "Component"
@@ -70,6 +70,7 @@ class GraphEdge(BaseModel):
 class KnowledgeGraph(BaseModel):
     nodes: list[GraphNode] = Field(default_factory=list)
     edges: list[GraphEdge] = Field(default_factory=list)
+    _edge_keys: tuple[list[GraphEdge], set] | None = PrivateAttr(default=None)
 
     def add_node(self, node: GraphNode) -> NodeRef:
         # Compare plain fields: building a NodeRef per existing node made extraction quadratic in pydantic objects.
@@ -86,8 +87,19 @@ class KnowledgeGraph(BaseModel):
         if (edge.src.kind, edge.kind, edge.dst.kind) not in EDGE_SHAPES:
             raise ValueError(f"edge shape {edge.src.kind} -{edge.kind}-> {edge.dst.kind} is not part of the schema")
         key = edge.key()
-        if all(e.key() != key for e in self.edges):
+        keys = self._keys_of_edges()
+        if key not in keys:
             self.edges.append(edge)
+            keys.add(key)
+
+    def _keys_of_edges(self) -> set:
+        """Keys of `edges`, kept between calls: scanning every edge per added edge made building a
+        graph quadratic. Rebuilt whenever the list was replaced or changed size behind our back."""
+        cached = self._edge_keys
+        if cached is None or cached[0] is not self.edges or len(cached[1]) != len(self.edges):
+            cached = (self.edges, {e.key() for e in self.edges})
+            self._edge_keys = cached
+        return cached[1]
 
     def of_kind(self, kind: str) -> list[GraphNode]:
         return [n for n in self.nodes if n.kind == kind]

@@ -120,7 +120,7 @@ async def one_run(stack, batch_dir: Path, n: int, concurrency: int, work: Path, 
             result: PopulateResult = await client.execute_workflow(
                 PopulateBatch.run,
                 PopulateInput(batch_id=f"bench-c{concurrency}-{int(time.time())}", path=str(batch_dir),
-                              concurrency=concurrency, continue_as_new_every=200),
+                              concurrency=concurrency),
                 id=f"populate:bench-c{concurrency}-{time.time_ns()}", task_queue=Queues().main,
             )
             wall = time.perf_counter() - started

@@ -168,3 +168,22 @@ async def test_pause_lets_running_lanes_finish_and_cancel_keeps_what_was_stored(
     result = await handle.result()
     assert result.cancelled and result.done == held.done
     assert await _graph_rows(services) == result.done, "every counted incident is stored, nothing more"
+
+
+async def test_the_end_of_a_run_is_shared_between_the_lanes(client, running_worker, services, llm_server, tmp_path):
+    """No lane starts a full slice while the other would idle: each slice is at most half of what is
+    left (or the lane's parallelism), so both lanes finish their run at about the same time."""
+    path = _write(tmp_path, 40)
+    result = await _populate(client, path, concurrency=8, chunk_size=32)
+    assert (result.done, result.failed) == (40, 0)
+    handle = client.get_workflow_handle(f"populate:{result.batch_id}")
+    slices = []
+    async for event in handle.fetch_history_events():
+        attrs = event.activity_task_scheduled_event_attributes
+        if event.HasField("activity_task_scheduled_event_attributes") and attrs.activity_type.name == "accumulate_chunk":
+            chunk = json.loads(attrs.input.payloads[0].data)
+            slices.append((chunk["offset"], chunk["count"]))
+    assert sum(count for _, count in slices) == 40
+    per_lane = 4
+    for offset, count in slices:
+        assert count <= max(-(-(40 - offset) // 2), per_lane), slices
