@@ -32,10 +32,14 @@ from bamboo.services import Services
 INCIDENT_REJECTED = "IncidentRejected"
 
 
+KEPT_LISTINGS = 4
+
+
 class AccumulateActivities:
     def __init__(self, services: Services) -> None:
         self.s = services
         self.storer = GraphStorer(services.store, services.embedder, services.settings.canonical_match_threshold)
+        self._listings: dict[str, list[str]] = {}  # listing blob ref -> its lines, oldest first
 
     async def _incident(self, ref: str) -> Incident:
         return Incident.model_validate_json(await self.s.store.blobs.get(ref))
@@ -107,7 +111,14 @@ class AccumulateActivities:
         return ChunkResult(outcomes=outcomes, groups=lane.groups)
 
     async def _sources(self, ref: str, offset: int, limit: int) -> list[IncidentSource]:
-        lines = (await self.s.store.blobs.get(ref)).decode().split("\n")
+        lines = self._listings.get(ref)
+        if lines is None:
+            # Blobs are content-addressed, so a listing never changes under its ref: keep the last few
+            # split, instead of fetching a 100k-line listing again for every slice and page.
+            lines = (await self.s.store.blobs.get(ref)).decode().split("\n")
+            self._listings[ref] = lines
+            while len(self._listings) > KEPT_LISTINGS:
+                self._listings.pop(next(iter(self._listings)))
         return [IncidentSource.model_validate_json(x) for x in lines[offset: offset + limit]]
 
     @activity.defn(name="list_incident_sources")
