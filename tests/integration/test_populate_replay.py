@@ -1,5 +1,7 @@
-"""A batch started before lanes existed must replay on today's code: operators upgrade workers while
-long batches run. The history was recorded from the per-incident PopulateBatch (3 incidents, one bad)."""
+"""Batches started on older code must replay on today's code: operators upgrade workers while long
+batches run. Recorded histories: the per-incident PopulateBatch from before lanes (3 incidents, one
+bad), and a lane batch from before the end of a run was shared between the lanes (41 items, one bad,
+concurrency 8, slices of 32: it scheduled 16 and 25 where today's code schedules 16 and 13)."""
 
 from __future__ import annotations
 
@@ -12,12 +14,20 @@ from temporalio.worker import Replayer
 from workflows.accumulate import AccumulateIncident
 from workflows.populate import PopulateBatch
 
-HISTORY = Path(__file__).parent / "histories" / "populate_per_incident_v1.json"
+HISTORIES = Path(__file__).parent / "histories"
 
 
-async def test_pre_lane_batch_history_replays_without_nondeterminism():
-    history = WorkflowHistory.from_json("populate:replay", HISTORY.read_text())
+async def _replay(name: str) -> None:
+    history = WorkflowHistory.from_json("populate:replay", (HISTORIES / name).read_text())
     replayer = Replayer(workflows=[PopulateBatch, AccumulateIncident],
                         data_converter=pydantic_data_converter)
     result = await replayer.replay_workflow(history, raise_on_replay_failure=True)
     assert result.replay_failure is None
+
+
+async def test_pre_lane_batch_history_replays_without_nondeterminism():
+    await _replay("populate_per_incident_v1.json")
+
+
+async def test_lane_batch_from_before_balanced_slices_replays_without_nondeterminism():
+    await _replay("populate_lanes_v1.json")
