@@ -6,6 +6,7 @@ Run as `python -m worker` (what `bamboo dev up` starts) or `bamboo worker`.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 
@@ -36,6 +37,8 @@ async def run_worker(settings: Settings, *, services: Services | None = None, st
         for p in plan(services, llm_concurrency or settings.llm_concurrency)
     ]
     stop = stop or asyncio.Event()
+    if own:  # a worker process of its own; a test running workers in its process keeps its collector
+        tune_gc()
     try:
         async with _all(workers):
             log.info("worker polling %s", [w.task_queue for w in workers])
@@ -44,6 +47,20 @@ async def run_worker(settings: Settings, *, services: Services | None = None, st
         if own:
             await services.close()
             stop_shared_local_llm()
+
+
+# Young-generation collections every 20k net allocations instead of 700: a lane creates and drops
+# thousands of short-lived objects per incident (requests, models, rows) that reference counting frees.
+GC_THRESHOLDS = (20_000, 20, 20)
+
+
+def tune_gc() -> None:
+    """Freeze what start-up built (modules, pydantic schemas, clients) out of the collector's reach and
+    collect the young generation less often. Measured in the populate benchmark at concurrency 32: time
+    in garbage collection fell from 0.66 s to 0.16 s per batch, and the worker's CPU per incident by ~15%."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 class _all:
