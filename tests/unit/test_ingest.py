@@ -14,7 +14,7 @@ def test_jsonl_lines_are_sources_and_blank_lines_skipped(tmp_path):
     assert load_incident(sources[1]).incident_id == "b"
 
 
-def test_jsonl_sources_carry_offsets_and_read_without_scanning(tmp_path):
+def test_jsonl_sources_carry_byte_offsets_and_read_back(tmp_path):
     f = tmp_path / "b.jsonl"
     lines = [json.dumps({"incident_id": f"i{n}", "email_text": "é" * n}) for n in range(50)]
     f.write_text("\n".join(lines) + "\n", encoding="utf-8")
