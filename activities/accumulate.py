@@ -28,6 +28,7 @@ from bamboo.models.accumulate import (
 from bamboo.models.graph import WriteStats
 from bamboo.models.incident import Incident
 from bamboo.services import Services
+from workflows import names
 
 INCIDENT_REJECTED = "IncidentRejected"
 
@@ -102,10 +103,17 @@ class AccumulateActivities:
         previous = _previous_outcomes(activity.info().heartbeat_details)
         lane = AccumulationLane(self.s.strategy, self.s.llm, self.storer,
                                 parallelism=min(inp.parallelism, self.s.settings.llm_concurrency))
-        batch_workflow = activity.info().workflow_id  # stable across the batch's continue-as-new runs
+        info = activity.info()
+        batch_workflow = info.workflow_id  # stable across the batch's continue-as-new runs
+
+        async def released() -> None:
+            # To this run only: after a continue-as-new the offset would mean nothing to the next one.
+            handle = activity.client().get_workflow_handle(batch_workflow, run_id=info.workflow_run_id)
+            await handle.signal(names.LANE_RELEASED_SIGNAL, inp.offset)
+
         outcomes = await with_heartbeats(
             lane.run(enumerate(sources, start=inp.offset), run_id=batch_workflow,
-                     dedup_prefix=f"graph_stored:{batch_workflow}", done=previous),
+                     dedup_prefix=f"graph_stored:{batch_workflow}", done=previous, on_released=released),
             details=lambda: [o.model_dump(mode="json", exclude_none=True) for o in lane.outcomes.values()],
         )
         return ChunkResult(outcomes=outcomes, groups=lane.groups)

@@ -12,6 +12,8 @@ LIST_INCIDENT_SOURCES = "list_incident_sources"
 READ_INCIDENT_SOURCES = "read_incident_sources"
 PLAN_REVIEW_EXPLORATION = "plan_review_exploration"
 ACCUMULATE_CHUNK = "accumulate_chunk"
+# Sent by a lane activity to its own batch run when its LLM work is over and only commits are left.
+LANE_RELEASED_SIGNAL = "lane_released"
 
 ANALYZE_WORKFLOW = "AnalyzeTask"
 BATCH_ANALYZE_WORKFLOW = "BatchAnalyze"

@@ -3,7 +3,9 @@
 By default incidents run in *lanes*: `accumulate_chunk` activities that each learn a slice of the
 listing with bounded parallelism and commit finished incidents in groups. An incident off the
 happy path (review rejection, model or reviewer error, a request for human input) is escalated to
-its own AccumulateIncident child workflow, with the explorer and per-step retries. With
+its own AccumulateIncident child workflow, with the explorer and per-step retries. A lane whose
+incidents are all past the LLM signals `lane_released`, and the next slice starts while its last
+commits run, instead of leaving its LLM slots idle until they finish. With
 `one_workflow_per_incident` every incident gets that child (every step visible in Temporal Web, at
 several times the orchestration cost per incident).
 
@@ -49,6 +51,7 @@ class PopulateBatch:
         self._inp: PopulateInput | None = None
         self._running: set[int] = set()  # indexes of running child workflows
         self._lanes: dict[int, int] = {}  # running lane activities: offset -> incidents
+        self._released: set[int] = set()  # lanes whose LLM work is over (only commits left)
         self._cancelled = False
         self._finished = False
 
@@ -66,6 +69,13 @@ class PopulateBatch:
     @workflow.signal
     def cancel(self) -> None:
         self._cancelled = True
+
+    @workflow.signal(name=names.LANE_RELEASED_SIGNAL)
+    def lane_released(self, offset: int) -> None:
+        """A lane's incidents are all past the LLM and only its commits are left: its slots are free
+        for the next slice. Unknown or finished offsets (a late or repeated signal) change nothing."""
+        if offset in self._lanes:
+            self._released.add(offset)
 
     @workflow.query
     def progress(self) -> PopulateProgress:
@@ -141,13 +151,14 @@ class PopulateBatch:
                 continue
             budget = inp.items_per_run() - started_this_run
             more = inp.cursor < listing.total
-            if not inp.paused and more and budget > 0 and len(self._lanes) < lanes:
+            active = len(self._lanes) - len(self._released)
+            if not inp.paused and more and budget > 0 and active < lanes:
                 # A lane starting alone takes half a slice, so the two lanes' slice boundaries (where a
                 # lane's parallelism drains) fall apart instead of together. Near the end of a run the
                 # rest is shared out between the lanes, so one does not finish a full slice alone while
                 # the other idles — but no slice gets smaller than the lane's parallelism.
                 rest = min(listing.total - inp.cursor, budget)
-                want = max(1, size // 2) if lanes == 2 and not self._lanes else size
+                want = max(1, size // 2) if lanes == 2 and not active else size
                 if workflow.patched(BALANCED_SLICES_PATCH):
                     count = min(rest, max(min(want, -(-rest // lanes)), per_lane))
                 else:  # lane histories recorded before the balanced split replay as they ran
@@ -165,10 +176,11 @@ class PopulateBatch:
                     await asyncio.gather(*tasks)
                     inp.generation += 1
                     workflow.continue_as_new(inp)
-            snapshot = (len(self._running), len(self._lanes), len(inp.pending_escalations), inp.paused, self._cancelled)
+            snapshot = (len(self._running), len(self._lanes), len(self._released), len(inp.pending_escalations),
+                        inp.paused, self._cancelled)
             await workflow.wait_condition(
-                lambda: (len(self._running), len(self._lanes), len(inp.pending_escalations), inp.paused,
-                         self._cancelled) != snapshot)
+                lambda: (len(self._running), len(self._lanes), len(self._released), len(inp.pending_escalations),
+                         inp.paused, self._cancelled) != snapshot)
         await workflow.wait_condition(lambda: not self._running and not self._lanes)
         await asyncio.gather(*tasks)
 
@@ -195,6 +207,7 @@ class PopulateBatch:
                         if i < count]
         finally:
             self._lanes.pop(offset, None)
+            self._released.discard(offset)
         for outcome in outcomes:
             if outcome.status == "stored":
                 inp.done += 1

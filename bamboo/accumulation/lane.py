@@ -15,7 +15,8 @@ the activity heartbeats the outcomes so far, and a retried activity skips what i
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+import logging
+from collections.abc import Awaitable, Callable, Iterable
 
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
@@ -28,6 +29,8 @@ from bamboo.llm.client import LLMClient
 from bamboo.llm.errors import LLMError
 from bamboo.models.accumulate import IncidentSource, ItemOutcome, ReviewOutcome, StoreInput
 from bamboo.models.incident import Incident
+
+log = logging.getLogger(__name__)
 
 MAX_GROUP = 64
 # Two groups may be written at once: a group's write is mostly Postgres time (HNSW inserts), and
@@ -48,20 +51,31 @@ class AccumulationLane:
         self.groups = 0
         self._waiting: list[tuple[StoreRequest, asyncio.Future]] = []
         self._flushers: set[asyncio.Task] = set()
+        self._before_llm = 0  # items not yet past the LLM stage
+        self._on_released: Callable[[], Awaitable[None]] | None = None
+        self._release: asyncio.Task | None = None
 
     async def run(self, items: Iterable[tuple[int, IncidentSource]], *, run_id: str, dedup_prefix: str,
-                  done: Iterable[ItemOutcome] = ()) -> list[ItemOutcome]:
+                  done: Iterable[ItemOutcome] = (),
+                  on_released: Callable[[], Awaitable[None]] | None = None) -> list[ItemOutcome]:
         """Outcomes for every item, in index order. `done` are outcomes a previous attempt reported;
-        those items are not touched again. A store failure propagates (the activity is retried)."""
+        those items are not touched again. A store failure propagates (the activity is retried).
+
+        `on_released` is awaited once, when every item is past the LLM and only group writes are
+        left: from then on the lane holds no LLM slot, and the batch may start the next slice instead
+        of leaving the lane's slots idle through the last commits. Its failure is ignored (the
+        batch then starts the next slice when this one returns, as it would without it)."""
         for outcome in done:
             self.outcomes[outcome.index] = outcome
         gate = asyncio.Semaphore(self.parallelism)
-        tasks = [asyncio.create_task(self._learn(i, s, gate, run_id, f"{dedup_prefix}:{i}"))
-                 for i, s in items if i not in self.outcomes]
+        todo = [(i, s) for i, s in items if i not in self.outcomes]
+        self._before_llm = len(todo)
+        self._on_released = on_released
+        tasks = [asyncio.create_task(self._learn(i, s, gate, run_id, f"{dedup_prefix}:{i}")) for i, s in todo]
         try:
             await asyncio.gather(*tasks)
         finally:
-            for t in [*tasks, *self._flushers]:
+            for t in [*tasks, *self._flushers, *([self._release] if self._release else [])]:
                 t.cancel()
         return [self.outcomes[i] for i in sorted(self.outcomes)]
 
@@ -71,36 +85,56 @@ class AccumulationLane:
 
     async def _learn(self, index: int, source: IncidentSource, gate: asyncio.Semaphore, run_id: str,
                      dedup_key: str) -> None:
+        try:
+            request = await self._through_llm(index, source, gate, run_id, dedup_key)
+        finally:
+            self._before_llm -= 1
+        if request is None:
+            self._maybe_release()
+            return
+        # Outside the gate: waiting for the store must not hold an LLM slot.
+        stored = asyncio.get_running_loop().create_future()
+        self._waiting.append((request, stored))
+        if len(self._flushers) < self.max_concurrent_groups:
+            flusher = asyncio.create_task(self._drain())
+            self._flushers.add(flusher)
+            flusher.add_done_callback(self._flushers.discard)
+        self._maybe_release()
+        await stored
+        self._record(ItemOutcome(index=index, status="stored"))
+
+    async def _through_llm(self, index: int, source: IncidentSource, gate: asyncio.Semaphore, run_id: str,
+                           dedup_key: str) -> StoreRequest | None:
+        """What to store for this incident; None when its outcome is already settled (failed, escalated)."""
         async with gate:
             try:
                 incident = load_incident(source)
             except IncidentRejected as exc:
                 self._record(ItemOutcome(index=index, status="failed", reason=f"{source.label()}: {exc}"[:500],
                                          source=source))
-                return
+                return None
             try:
                 extracted, review = await self._understand(incident)
             except Exception as exc:  # the full workflow retries each step and fails with the real reason
                 self._record(ItemOutcome(index=index, status="escalated", reason=f"{type(exc).__name__}: {exc}"[:300],
                                          source=source))
-                return
+                return None
             why = _escalation_reason(review)
             if why:
                 self._record(ItemOutcome(index=index, status="escalated", reason=why, source=source))
-                return
-        # Outside the gate: waiting for the store must not hold an LLM slot.
-        stored = asyncio.get_running_loop().create_future()
-        self._waiting.append((StoreRequest(
+                return None
+        return StoreRequest(
             graph=StoreInput(graph_id=incident.graph_id(), incident_id=incident.incident_id,
                              task_id=incident.task_data.get("jediTaskID"), graph=extracted.graph,
                              passages=extracted.passages, summary=extracted.summary),
-            run_id=run_id, dedup_key=dedup_key), stored))
-        if len(self._flushers) < self.max_concurrent_groups:
-            flusher = asyncio.create_task(self._drain())
-            self._flushers.add(flusher)
-            flusher.add_done_callback(self._flushers.discard)
-        await stored
-        self._record(ItemOutcome(index=index, status="stored"))
+            run_id=run_id, dedup_key=dedup_key)
+
+    def _maybe_release(self) -> None:
+        """Tell the batch once that this lane's LLM work is over while its commits are not."""
+        if self._before_llm or self._on_released is None or not (self._waiting or self._flushers):
+            return
+        callback, self._on_released = self._on_released, None
+        self._release = asyncio.create_task(_quietly(callback()))
 
     @retry(retry=retry_if_exception(lambda e: isinstance(e, LLMError) and e.retryable),
            stop=stop_after_attempt(3), wait=wait_exponential(multiplier=0.5, max=4), reraise=True)
@@ -140,3 +174,10 @@ def _escalation_reason(review: ReviewOutcome) -> str | None:
     if review.reviewer_error:
         return f"reviewer failed: {review.reviewer_error[:200]}"
     return None
+
+
+async def _quietly(release: Awaitable[None]) -> None:
+    try:
+        await release
+    except Exception as exc:  # an optimisation only: the lane's result still reaches the batch
+        log.debug("could not report the lane's LLM work as finished: %s", exc)

@@ -50,12 +50,18 @@ class PeakRss(threading.Thread):
         self.stop = threading.Event()
 
     def run(self) -> None:
+        procs: list[psutil.Process] = []
+        tick = 0
         while not self.stop.is_set():
             try:
-                procs = [p for root in self.roots for p in (root, *root.children(recursive=True))]
+                # Finding children scans all of /proc (milliseconds of CPU on the benchmarked cores),
+                # so the tree is refreshed once a second and only its RSS every 100 ms.
+                if tick % 10 == 0:
+                    procs = [p for root in self.roots for p in (root, *root.children(recursive=True))]
                 self.peak = max(self.peak, sum(p.memory_info().rss for p in procs if p.is_running()))
             except psutil.Error:
-                pass
+                procs = []
+            tick += 1
             self.stop.wait(0.1)
 
 
@@ -107,13 +113,15 @@ async def one_run(stack, batch_dir: Path, n: int, concurrency: int, work: Path, 
     with ScriptedLLMServer(accumulation_handler(), latency_s=LATENCY_S) as llm, ScriptedLLMServer() as emb:
         settings = stack.settings(db, llm.base_url, llm_concurrency=max(concurrency, 8))
         settings = settings.model_copy(update={"embedding_base_url": emb.base_url})
-        procs = [spawn_worker(settings, work / f"worker-c{concurrency}-{i}.log") for i in range(workers)]
+        # A log per run: `wait_until_polling` reads them, and an older run's line must not count.
+        logs = [work / f"worker-c{concurrency}-w{workers}-{i}.log" for i in range(workers)]
+        procs = [spawn_worker(settings, log) for log in logs]
         worker = procs[0]
         rss = PeakRss([p.pid for p in procs])
         rss.start()
         try:
             client = await connect(settings)
-            await wait_until_polling([work / f"worker-c{concurrency}-{i}.log" for i in range(workers)], procs)
+            await wait_until_polling(logs, procs)
             calls_before = llm.call_count
             cpu_before = cpu_seconds(stack, [p.pid for p in procs])
             started = time.perf_counter()

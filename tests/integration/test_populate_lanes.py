@@ -5,6 +5,7 @@ still works for operators who want every step in Temporal Web."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from pathlib import Path
@@ -187,3 +188,87 @@ async def test_the_end_of_a_run_is_shared_between_the_lanes(client, running_work
     per_lane = 4
     for offset, count in slices:
         assert count <= max(-(-(40 - offset) // 2), per_lane), slices
+
+
+class _HeldStorer(GraphStorer):
+    """Commits wait until the test lets them through, so a lane is caught between its LLM work and
+    its last commit."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.open = asyncio.Event()
+
+    async def store_many(self, requests):
+        await self.open.wait()
+        return await super().store_many(requests)
+
+
+async def test_a_lane_reports_its_llm_work_over_once_while_its_commits_are_pending(services, llm_server, settings,
+                                                                                 tmp_path):
+    path = _write(tmp_path, 5, bad=1)
+    storer = _HeldStorer(services.store, services.embedder, settings.canonical_match_threshold)
+    lane = AccumulationLane(services.strategy, services.llm, storer, parallelism=2)
+    seen: list[int] = []
+
+    async def released() -> None:
+        seen.append(llm_server.call_count)
+        storer.open.set()  # without the report the commits never happen and the lane never ends
+
+    outcomes = await asyncio.wait_for(
+        lane.run(list(enumerate(list_sources(str(path)))), run_id="wf", dedup_prefix="k", on_released=released), 30)
+    assert [o.status for o in outcomes].count("stored") == 5
+    assert seen == [2 * 5], "reported once, after every incident's two LLM calls"
+
+
+async def test_a_lane_with_nothing_left_to_commit_does_not_report(services, llm_server, settings, tmp_path):
+    path = _write(tmp_path, 0, bad=2)
+    lane = AccumulationLane(services.strategy, services.llm,
+                            GraphStorer(services.store, services.embedder, settings.canonical_match_threshold),
+                            parallelism=2)
+    seen = []
+
+    async def released() -> None:
+        seen.append(True)
+
+    outcomes = await lane.run(list(enumerate(list_sources(str(path)))), run_id="wf", dedup_prefix="k",
+                              on_released=released)
+    assert [o.status for o in outcomes] == ["failed", "failed"] and seen == []
+
+
+async def test_a_failing_report_does_not_fail_the_lane(services, llm_server, settings, tmp_path):
+    path = _write(tmp_path, 3)
+    lane = AccumulationLane(services.strategy, services.llm,
+                            GraphStorer(services.store, services.embedder, settings.canonical_match_threshold),
+                            parallelism=3)
+
+    async def released() -> None:
+        raise RuntimeError("temporal unreachable")
+
+    outcomes = await lane.run(list(enumerate(list_sources(str(path)))), run_id="wf", dedup_prefix="k",
+                              on_released=released)
+    assert [o.status for o in outcomes] == ["stored"] * 3
+
+
+async def test_the_next_slice_starts_while_the_last_commits_of_a_lane_run(client, running_worker, services,
+                                                                           llm_server, tmp_path):
+    """One lane (concurrency 4): its slots would idle through each slice's last commits. The lane
+    signals the batch when its LLM work is over, and the next slice is scheduled before the previous
+    lane's activity completes — never with more than one lane talking to the LLM."""
+    llm_server.latency_s = 0.3  # embeddings too: each commit takes at least that long
+    path = _write(tmp_path, 12)
+    result = await _populate(client, path, concurrency=4, chunk_size=4)
+    assert (result.done, result.failed) == (12, 0)
+    assert llm_server.max_chats_in_flight <= 4, "a released lane holds no LLM slot"
+    handle = client.get_workflow_handle(f"populate:{result.batch_id}")
+    running: set[int] = set()
+    overlapped = signals = 0
+    async for event in handle.fetch_history_events():
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            if event.activity_task_scheduled_event_attributes.activity_type.name == "accumulate_chunk":
+                overlapped += bool(running)
+                running.add(event.event_id)
+        elif event.HasField("activity_task_completed_event_attributes"):
+            running.discard(event.activity_task_completed_event_attributes.scheduled_event_id)
+        elif event.HasField("workflow_execution_signaled_event_attributes"):
+            signals += event.workflow_execution_signaled_event_attributes.signal_name == "lane_released"
+    assert signals == 3 and overlapped == 2, (signals, overlapped)

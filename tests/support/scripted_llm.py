@@ -188,6 +188,8 @@ class ScriptedLLMServer:
         self._counter = itertools.count()
         self._in_flight = 0
         self.max_in_flight = 0
+        self._chats_in_flight = 0
+        self.max_chats_in_flight = 0  # chat completions only, without embedding requests
         self._stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -243,6 +245,7 @@ class ScriptedLLMServer:
             self._embedding_inputs.clear()
             self._handler_errors.clear()
             self.max_in_flight = 0
+            self.max_chats_in_flight = 0
 
     # --- call log -----------------------------------------------------------------------------
     @property
@@ -286,14 +289,17 @@ class ScriptedLLMServer:
                 self._handler_errors.append(traceback.format_exc())
             return Reply.error(500, "scripted handler raised; see ScriptedLLMServer.handler_errors")
 
-    def _enter(self) -> None:
+    def _enter(self, chat: bool) -> None:
         with self._lock:
             self._in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self._in_flight)
+            self._chats_in_flight += chat
+            self.max_chats_in_flight = max(self.max_chats_in_flight, self._chats_in_flight)
 
-    def _leave(self) -> None:
+    def _leave(self, chat: bool) -> None:
         with self._lock:
             self._in_flight -= 1
+            self._chats_in_flight -= chat
 
     def _sleep(self, seconds: float) -> None:
         if seconds > 0:
@@ -390,9 +396,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
             return
         scripted = self.server.scripted
         path = self.path.split("?", 1)[0].rstrip("/")
-        scripted._enter()
+        chat = path.endswith("/chat/completions")
+        scripted._enter(chat)
         try:
-            if path.endswith("/chat/completions"):
+            if chat:
                 headers = {name.lower(): value for name, value in self.headers.items()}
                 self._send(*scripted.chat(body, headers))
             elif path.endswith("/embeddings"):
@@ -400,7 +407,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             else:
                 self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found_error"}})
         finally:
-            scripted._leave()
+            scripted._leave(chat)
 
     def _send(self, status: int, payload: dict[str, Any]) -> None:
         data = json.dumps(payload).encode()
