@@ -8,8 +8,10 @@ canned replies first, else from the handler. A handler returns a `Reply`, a `str
 content) or a `dict` (JSON-encoded as the content). ``POST /v1/embeddings`` answers with
 deterministic hash-seeded unit vectors, and ``GET /v1/models`` lists the one scripted model.
 
-One thread per request (ThreadingHTTPServer), so a fixed latency delays every call without
-serialising them: 32 concurrent calls at 100 ms finish in about 100 ms, not 3.2 s.
+An aiohttp server on an event loop of its own thread: a fixed latency delays every call without
+serialising them (32 concurrent calls at 100 ms finish in about 100 ms, not 3.2 s), and serving a
+call costs a fraction of the CPU a thread per request did — the benchmarks run this server on the
+same cores as the system they measure. Handlers run on that loop, so they must not block.
 
     with ScriptedLLMServer(schema_router({"Diagnosis": lambda req: {"cause": "oom"}})) as llm:
         client = LLMClient(base_url=llm.base_url, model=llm.model)
@@ -17,7 +19,9 @@ serialising them: 32 concurrent calls at 100 ms finish in about 100 ms, not 3.2 
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import functools
 import hashlib
 import itertools
 import json
@@ -28,11 +32,11 @@ import traceback
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
 import pytest
+from aiohttp import web
 
 
 @dataclass(frozen=True)
@@ -158,10 +162,21 @@ def schema_router(routes: dict[str | None, Handler], default: Handler | None = N
 
 def fake_embedding(text: str, dim: int) -> list[float]:
     """A deterministic unit vector for `text` (equal texts, equal vectors; in any process)."""
+    return list(_fake_vector(text, dim))
+
+
+@functools.lru_cache(maxsize=65536)
+def _fake_vector(text: str, dim: int) -> tuple[float, ...]:
     seed = int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big")
-    # numpy, not a Python loop: benchmarks embed thousands of texts and the server shares their CPU.
+    # numpy, not a Python loop, and cached: benchmarks embed thousands of (often repeated) texts and
+    # the server shares their CPU.
     vector = np.random.default_rng(seed).standard_normal(dim)
-    return (vector / (np.linalg.norm(vector) or 1.0)).tolist()
+    return tuple((vector / (np.linalg.norm(vector) or 1.0)).tolist())
+
+
+@functools.lru_cache(maxsize=65536)
+def _fake_vector_base64(text: str, dim: int) -> str:
+    return base64.b64encode(struct.pack(f"<{dim}f", *_fake_vector(text, dim))).decode()
 
 
 class ScriptedLLMServer:
@@ -190,32 +205,69 @@ class ScriptedLLMServer:
         self.max_in_flight = 0
         self._chats_in_flight = 0
         self.max_chats_in_flight = 0  # chat completions only, without embedding requests
-        self._stopping = threading.Event()
-        self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self._wake: asyncio.Event | None = None  # set on stop: replies still sleeping out a delay answer now
+        self._port: int | None = None
 
     # --- lifecycle ----------------------------------------------------------------------------
     def start(self) -> ScriptedLLMServer:
-        if self._httpd is not None:
+        if self._thread is not None:
             return self
-        self._stopping.clear()
-        httpd = _Server(("127.0.0.1", 0), _RequestHandler)
-        httpd.scripted = self
-        self._httpd = httpd
-        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="scripted-llm", daemon=True)
+        ready = threading.Event()
+        failure: list[BaseException] = []
+        self._thread = threading.Thread(target=self._serve, args=(ready, failure), name="scripted-llm", daemon=True)
         self._thread.start()
+        ready.wait(30)
+        if failure or self._port is None:
+            self._thread = None
+            raise RuntimeError(f"the scripted LLM server did not start: {failure[0] if failure else 'timed out'}")
         return self
 
-    def stop(self) -> None:
-        httpd, self._httpd = self._httpd, None
-        if httpd is None:
+    def _serve(self, ready: threading.Event, failure: list[BaseException]) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._open())
+        except BaseException as exc:  # reported by start()
+            failure.append(exc)
+            ready.set()
+            loop.close()
             return
-        self._stopping.set()  # wakes replies that are still sleeping out their delay
-        httpd.shutdown()
-        httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            loop.close()
+
+    async def _open(self) -> None:
+        self._wake = asyncio.Event()
+        app = web.Application(client_max_size=64 * 2**20)
+        app.router.add_route("*", "/{tail:.*}", self._route)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.5)
+        await self._runner.setup()
+        # The default backlog drops bursts of concurrent connects.
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=256)
+        await site.start()
+        self._port = self._runner.addresses[0][1]
+
+    async def _close(self) -> None:
+        assert self._wake is not None and self._runner is not None
+        self._wake.set()
+        await self._runner.cleanup()
+
+    def stop(self) -> None:
+        thread, loop = self._thread, self._loop
+        if thread is None or loop is None:
+            return
+        self._thread = None
+        try:
+            asyncio.run_coroutine_threadsafe(self._close(), loop).result(timeout=10)
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=5)
+            self._port = None
 
     def __enter__(self) -> ScriptedLLMServer:
         return self.start()
@@ -225,9 +277,9 @@ class ScriptedLLMServer:
 
     @property
     def port(self) -> int:
-        if self._httpd is None:
+        if self._port is None:
             raise RuntimeError("the scripted LLM server is not running; call start() first")
-        return self._httpd.server_address[1]
+        return self._port
 
     @property
     def base_url(self) -> str:
@@ -301,14 +353,17 @@ class ScriptedLLMServer:
             self._in_flight -= 1
             self._chats_in_flight -= chat
 
-    def _sleep(self, seconds: float) -> None:
-        if seconds > 0:
-            self._stopping.wait(seconds)
+    async def _sleep(self, seconds: float) -> None:
+        if seconds > 0 and self._wake is not None and not self._wake.is_set():
+            try:
+                await asyncio.wait_for(self._wake.wait(), seconds)
+            except asyncio.TimeoutError:
+                pass
 
-    def chat(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+    async def chat(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
         request = ChatRequest(index=next(self._counter), body=body, headers=headers or {})
         reply = self._next_reply(request)
-        self._sleep(self.latency_s + reply.delay_s)
+        await self._sleep(self.latency_s + reply.delay_s)
         if reply.status != 200:
             return reply.status, _error_payload(reply)
         content = reply.encoded_content()
@@ -332,20 +387,19 @@ class ScriptedLLMServer:
             },
         }
 
-    def embeddings(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    async def embeddings(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         raw = body.get("input")
         texts = [raw] if isinstance(raw, str) else list(raw or [])
         if not all(isinstance(t, str) for t in texts):
             return 400, {"error": {"message": "input must be a string or a list of strings", "type": "invalid_request_error"}}
         with self._lock:
             self._embedding_inputs.append(texts)
-        self._sleep(self.latency_s)
+        await self._sleep(self.latency_s)
         as_base64 = body.get("encoding_format") == "base64"
         data = []
         for index, text in enumerate(texts):
-            vector = fake_embedding(text, self.embedding_dim)
-            encoded: Any = (base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
-                            if as_base64 else vector)
+            encoded: Any = (_fake_vector_base64(text, self.embedding_dim) if as_base64
+                            else fake_embedding(text, self.embedding_dim))
             data.append({"object": "embedding", "index": index, "embedding": encoded})
         tokens = sum(len(t.split()) for t in texts)
         return 200, {"object": "list", "data": data, "model": body.get("model") or self.model,
@@ -353,6 +407,31 @@ class ScriptedLLMServer:
 
     def models(self) -> tuple[int, dict[str, Any]]:
         return 200, {"object": "list", "data": [{"id": self.model, "object": "model", "created": 0, "owned_by": "tests"}]}
+
+    # --- HTTP (the server's event loop) ---------------------------------------------------------
+    async def _route(self, request: web.Request) -> web.Response:
+        path = request.path.rstrip("/")
+        if request.method == "GET":
+            if path.endswith("/models"):
+                return _respond(*self.models())
+            return _respond(404, {"error": {"message": f"no route {request.path}", "type": "not_found_error"}})
+        if request.method != "POST":
+            return _respond(405, {"error": {"message": f"{request.method} is not served", "type": "invalid_request_error"}})
+        raw = await request.read()
+        try:
+            body = json.loads(raw or b"{}")
+        except json.JSONDecodeError as exc:
+            return _respond(400, {"error": {"message": f"request body is not JSON: {exc}", "type": "invalid_request_error"}})
+        chat = path.endswith("/chat/completions")
+        self._enter(chat)
+        try:
+            if chat:
+                return _respond(*await self.chat(body, {name.lower(): value for name, value in request.headers.items()}))
+            if path.endswith("/embeddings"):
+                return _respond(*await self.embeddings(body))
+            return _respond(404, {"error": {"message": f"no route {request.path}", "type": "not_found_error"}})
+        finally:
+            self._leave(chat)
 
 
 def _error_payload(reply: Reply) -> dict[str, Any]:
@@ -364,61 +443,8 @@ def _error_payload(reply: Reply) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "code": None, "param": None}}
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 256  # the default backlog of 5 drops bursts of concurrent connects
-    scripted: ScriptedLLMServer
-
-
-class _RequestHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    # Headers and body go out as two writes; with Nagle on, the second waits for the client's delayed
-    # ACK (~40 ms) and every scripted call looked 40 ms slower than its configured latency.
-    disable_nagle_algorithm = True
-    server: _Server
-
-    def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
-        return
-
-    def do_GET(self) -> None:
-        if self.path.rstrip("/").endswith("/models"):
-            self._send(*self.server.scripted.models())
-        else:
-            self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found_error"}})
-
-    def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        try:
-            body = json.loads(raw or b"{}")
-        except json.JSONDecodeError as exc:
-            self._send(400, {"error": {"message": f"request body is not JSON: {exc}", "type": "invalid_request_error"}})
-            return
-        scripted = self.server.scripted
-        path = self.path.split("?", 1)[0].rstrip("/")
-        chat = path.endswith("/chat/completions")
-        scripted._enter(chat)
-        try:
-            if chat:
-                headers = {name.lower(): value for name, value in self.headers.items()}
-                self._send(*scripted.chat(body, headers))
-            elif path.endswith("/embeddings"):
-                self._send(*scripted.embeddings(body))
-            else:
-                self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found_error"}})
-        finally:
-            scripted._leave(chat)
-
-    def _send(self, status: int, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload).encode()
-        try:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):  # the client gave up (e.g. its timeout)
-            self.close_connection = True
+def _respond(status: int, payload: dict[str, Any]) -> web.Response:
+    return web.Response(status=status, body=json.dumps(payload).encode(), content_type="application/json")
 
 
 @pytest.fixture
