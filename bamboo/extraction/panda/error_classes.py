@@ -288,7 +288,8 @@ def _pilot_code(text: str) -> int | None:
 
 
 def _fallback_category(text: str) -> str:
-    words = [w.strip("'") for w in _WORD.findall(text)]
+    # Apostrophes go entirely ("didn't" -> "didnt"): a category is an identifier, CamelCase letters only.
+    words = [w.replace("'", "") for w in _WORD.findall(text)]
     meaningful = [w for w in words if len(w) > 1 and w.lower() not in _FALLBACK_STOPWORDS]
     if not meaningful:
         return "UnclassifiedEmpty"
