@@ -24,6 +24,9 @@ from bamboo.models.graph import GraphNode, GraphWrite, PassageDraft, WriteStats
 
 _tracer = trace.get_tracer("bamboo.store")
 
+# Candidates a section-filtered search asks of the HNSW scan (pgvector's default is 40).
+FILTERED_EF_SEARCH = 200
+
 PASSAGE_NAMESPACE = uuid.UUID("7d6f3f2e-7c38-4f0e-9a49-2b7c55b0a001")
 
 
@@ -322,14 +325,32 @@ class KnowledgeStore:
         return [found.get(i + 1) for i in range(len(queries))]
 
     async def search_passages(self, embedding: list[float], k: int = 5, section: str | None = None) -> list[StoredPassageHit]:
+        """The k passages nearest to `embedding`, within `section` when given.
+
+        pgvector 0.6's HNSW scan yields only its `ef_search` nearest candidates and a section filter
+        runs after it, so a section that is rare near the query came back short or empty. A
+        filtered search therefore widens the scan, and if the section still yields fewer than k
+        rows it falls back to an exact scan of that section (slower, but never short)."""
         vec = np.asarray(embedding, dtype=np.float32)
-        where, params = ("WHERE section = %s", [section]) if section else ("", [])
+        columns = "graph_id, section, content, 1 - (embedding <=> %s) AS score, meta"
         async with self._pool.connection() as conn:
-            rows = await (await conn.execute(
-                f"SELECT graph_id, section, content, 1 - (embedding <=> %s) AS score, meta FROM passages {where} "
-                "ORDER BY embedding <=> %s LIMIT %s",
-                [vec, *params, vec, k],
-            )).fetchall()
+            if section is None:
+                rows = await (await conn.execute(
+                    f"SELECT {columns} FROM passages ORDER BY embedding <=> %s LIMIT %s", [vec, vec, k])).fetchall()
+            else:
+                async with conn.transaction():
+                    await conn.execute("SELECT set_config('hnsw.ef_search', %s, true)",
+                                       [str(min(1000, max(FILTERED_EF_SEARCH, 4 * k)))])
+                    rows = await (await conn.execute(
+                        f"SELECT {columns} FROM passages WHERE section = %s ORDER BY embedding <=> %s LIMIT %s",
+                        [vec, section, vec, k])).fetchall()
+                if len(rows) < k:
+                    # MATERIALIZED keeps the planner from turning this back into the index scan.
+                    rows = await (await conn.execute(
+                        "WITH candidates AS MATERIALIZED (SELECT graph_id, section, content, meta, "
+                        "embedding <=> %s AS distance FROM passages WHERE section = %s) "
+                        "SELECT graph_id, section, content, 1 - distance, meta FROM candidates "
+                        "ORDER BY distance LIMIT %s", [vec, section, k])).fetchall()
         return [StoredPassageHit(graph_id=r[0], section=r[1], content=r[2], score=float(r[3]), meta=r[4]) for r in rows]
 
     async def stats(self) -> KbStats:
