@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from temporalio import activity
+from temporalio.client import WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import with_heartbeats
@@ -22,7 +23,8 @@ from bamboo.extraction.review import review_graph
 from bamboo.ingest import IncidentRejected, list_sources, load_incident
 from bamboo.llm.errors import LLMError, to_application_error
 from bamboo.models.accumulate import (
-    ChunkInput, ChunkResult, ExtractInput, IncidentSource, ItemOutcome, LoadedIncident, ReviewExplorationInput,
+    ChunkInput, ChunkResult, ExtractInput, IncidentSource, ItemOutcome, LaneProgress, LoadedIncident,
+    ReviewExplorationInput,
     ReviewInput, ReviewOutcome, SourceListing, SourcePageInput, StoreInput,
 )
 from bamboo.models.graph import WriteStats
@@ -106,14 +108,21 @@ class AccumulateActivities:
         info = activity.info()
         batch_workflow = info.workflow_id  # stable across the batch's continue-as-new runs
 
+        def batch_run() -> WorkflowHandle:
+            # This run only: after a continue-as-new the offset would mean nothing to the next one.
+            return activity.client().get_workflow_handle(batch_workflow, run_id=info.workflow_run_id)
+
         async def released() -> None:
-            # To this run only: after a continue-as-new the offset would mean nothing to the next one.
-            handle = activity.client().get_workflow_handle(batch_workflow, run_id=info.workflow_run_id)
-            await handle.signal(names.LANE_RELEASED_SIGNAL, inp.offset)
+            await batch_run().signal(names.LANE_RELEASED_SIGNAL, inp.offset)
+
+        async def progressed(stored: int, failed: int, escalated: int) -> None:
+            await batch_run().signal(names.LANE_PROGRESS_SIGNAL, LaneProgress(
+                offset=inp.offset, stored=stored, failed=failed, escalated=escalated))
 
         outcomes = await with_heartbeats(
             lane.run(enumerate(sources, start=inp.offset), run_id=batch_workflow,
-                     dedup_prefix=f"graph_stored:{batch_workflow}", done=previous, on_released=released),
+                     dedup_prefix=f"graph_stored:{batch_workflow}", done=previous, on_released=released,
+                     on_progress=progressed),
             details=lambda: [o.model_dump(mode="json", exclude_none=True) for o in lane.outcomes.values()],
         )
         return ChunkResult(outcomes=outcomes, groups=lane.groups)

@@ -14,6 +14,8 @@ PLAN_REVIEW_EXPLORATION = "plan_review_exploration"
 ACCUMULATE_CHUNK = "accumulate_chunk"
 # Sent by a lane activity to its own batch run when its LLM work is over and only commits are left.
 LANE_RELEASED_SIGNAL = "lane_released"
+# Sent by a lane activity every few seconds with what it has settled so far.
+LANE_PROGRESS_SIGNAL = "lane_progress"
 
 ANALYZE_WORKFLOW = "AnalyzeTask"
 BATCH_ANALYZE_WORKFLOW = "BatchAnalyze"

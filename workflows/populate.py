@@ -5,7 +5,8 @@ listing with bounded parallelism and commit finished incidents in groups. An inc
 happy path (review rejection, model or reviewer error, a request for human input) is escalated to
 its own AccumulateIncident child workflow, with the explorer and per-step retries. A lane whose
 incidents are all past the LLM signals `lane_released`, and the next slice starts while its last
-commits run, instead of leaving its LLM slots idle until they finish. With
+commits run, instead of leaving its LLM slots idle until they finish; every few seconds it also
+signals `lane_progress`, so the progress query moves while a slice runs. With
 `one_workflow_per_incident` every incident gets that child (every step visible in Temporal Web, at
 several times the orchestration cost per incident).
 
@@ -30,7 +31,7 @@ from temporalio.workflow import ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     from bamboo.models.accumulate import (
         AccumulateInput, AccumulateResult, ChunkInput, ChunkResult, FailedItem, IncidentSource, ItemOutcome,
-        PopulateInput, PopulateProgress,
+        LaneProgress, PopulateInput, PopulateProgress,
         PopulateResult, SourceListing, SourcePageInput,
     )
     from workflows import names
@@ -52,6 +53,7 @@ class PopulateBatch:
         self._running: set[int] = set()  # indexes of running child workflows
         self._lanes: dict[int, int] = {}  # running lane activities: offset -> incidents
         self._released: set[int] = set()  # lanes whose LLM work is over (only commits left)
+        self._lane_counts: dict[int, LaneProgress] = {}  # what running lanes reported settled so far
         self._cancelled = False
         self._finished = False
 
@@ -77,6 +79,12 @@ class PopulateBatch:
         if offset in self._lanes:
             self._released.add(offset)
 
+    @workflow.signal(name=names.LANE_PROGRESS_SIGNAL)
+    def lane_progress(self, report: LaneProgress) -> None:
+        """Counts a running lane has settled; they join the progress until the lane's result replaces them."""
+        if report.offset in self._lanes:
+            self._lane_counts[report.offset] = report
+
     @workflow.query
     def progress(self) -> PopulateProgress:
         inp = self._inp
@@ -84,10 +92,14 @@ class PopulateBatch:
             return PopulateProgress(batch_id="", total=None, done=0, failed=0, running=0, pending=None, paused=False,
                                     cancelled=False, finished=False, generation=0)
         total = inp.listing.total if inp.listing else None
+        stored = sum(c.stored for c in self._lane_counts.values())
+        failed = sum(c.failed for c in self._lane_counts.values())
+        escalated = sum(c.escalated for c in self._lane_counts.values())
         return PopulateProgress(
-            batch_id=inp.batch_id, total=total, done=inp.done, failed=inp.failed_count,
-            running=len(self._running) + sum(self._lanes.values()), escalated=inp.escalated,
-            pending=(total - inp.cursor + len(inp.pending_escalations)) if total is not None else None,
+            batch_id=inp.batch_id, total=total, done=inp.done + stored, failed=inp.failed_count + failed,
+            running=len(self._running) + sum(self._lanes.values()) - stored - failed - escalated,
+            escalated=inp.escalated + escalated,
+            pending=(total - inp.cursor + len(inp.pending_escalations) + escalated) if total is not None else None,
             paused=inp.paused, cancelled=self._cancelled,
             finished=self._finished, generation=inp.generation, recent_failures=inp.failed[-20:],
             listing_error=inp.listing_error,
@@ -208,6 +220,7 @@ class PopulateBatch:
         finally:
             self._lanes.pop(offset, None)
             self._released.discard(offset)
+            self._lane_counts.pop(offset, None)  # the outcomes below replace what the lane reported
         for outcome in outcomes:
             if outcome.status == "stored":
                 inp.done += 1

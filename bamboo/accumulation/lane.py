@@ -36,6 +36,9 @@ MAX_GROUP = 64
 # Two groups may be written at once: a group's write is mostly Postgres time (HNSW inserts), and
 # with one writer the store, not the LLM, set the pace of a 32-wide lane.
 MAX_CONCURRENT_GROUPS = 2
+# How often a running lane reports what it has settled: often enough for a live progress bar, rare
+# enough that a long batch's history does not fill up with reports (one event per report).
+PROGRESS_EVERY_S = 5.0
 
 
 class AccumulationLane:
@@ -57,14 +60,18 @@ class AccumulationLane:
 
     async def run(self, items: Iterable[tuple[int, IncidentSource]], *, run_id: str, dedup_prefix: str,
                   done: Iterable[ItemOutcome] = (),
-                  on_released: Callable[[], Awaitable[None]] | None = None) -> list[ItemOutcome]:
+                  on_released: Callable[[], Awaitable[None]] | None = None,
+                  on_progress: Callable[[int, int, int], Awaitable[None]] | None = None) -> list[ItemOutcome]:
         """Outcomes for every item, in index order. `done` are outcomes a previous attempt reported;
         those items are not touched again. A store failure propagates (the activity is retried).
 
         `on_released` is awaited once, when every item is past the LLM and only group writes are
         left: from then on the lane holds no LLM slot, and the batch may start the next slice instead
         of leaving the lane's slots idle through the last commits. Its failure is ignored (the
-        batch then starts the next slice when this one returns, as it would without it)."""
+        batch then starts the next slice when this one returns, as it would without it).
+
+        `on_progress(stored, failed, escalated)` is awaited every `PROGRESS_EVERY_S` while the counts
+        change; like `on_released`, its failure only costs the report."""
         for outcome in done:
             self.outcomes[outcome.index] = outcome
         gate = asyncio.Semaphore(self.parallelism)
@@ -72,12 +79,28 @@ class AccumulationLane:
         self._before_llm = len(todo)
         self._on_released = on_released
         tasks = [asyncio.create_task(self._learn(i, s, gate, run_id, f"{dedup_prefix}:{i}")) for i, s in todo]
+        reporter = asyncio.create_task(self._report(on_progress)) if on_progress is not None else None
         try:
             await asyncio.gather(*tasks)
         finally:
-            for t in [*tasks, *self._flushers, *([self._release] if self._release else [])]:
+            for t in [*tasks, *self._flushers, *([self._release] if self._release else []),
+                      *([reporter] if reporter else [])]:
                 t.cancel()
         return [self.outcomes[i] for i in sorted(self.outcomes)]
+
+    def settled(self) -> tuple[int, int, int]:
+        """Stored, failed and escalated outcomes so far."""
+        statuses = [o.status for o in self.outcomes.values()]
+        return statuses.count("stored"), statuses.count("failed"), statuses.count("escalated")
+
+    async def _report(self, on_progress: Callable[[int, int, int], Awaitable[None]]) -> None:
+        reported = None
+        while True:
+            await asyncio.sleep(PROGRESS_EVERY_S)
+            counts = self.settled()
+            if counts != reported:
+                reported = counts
+                await _quietly(on_progress(*counts))
 
     def _record(self, outcome: ItemOutcome) -> None:
         """`outcomes` is what the activity heartbeats: a retried attempt resumes from it."""

@@ -64,7 +64,7 @@ def populate(
              "times slower). By default incidents run in lanes and only the hard ones get their own workflow."),
     chunk_size: int = typer.Option(None, min=1, max=1024,
                                    help="Incidents per lane activity (default 8 x the lane's parallelism); smaller "
-                                        "slices make pause and the progress bar react sooner"),
+                                        "slices make pause take effect sooner, at more overhead"),
 ) -> None:
     """Learn resolved incidents into the knowledge graph as a durable PopulateBatch workflow.
 

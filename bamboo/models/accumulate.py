@@ -141,6 +141,16 @@ class ChunkInput(BaseModel):
     parallelism: int = Field(ge=1)
 
 
+class LaneProgress(BaseModel):
+    """What a running lane has settled so far (cumulative over its attempts), signalled to its batch
+    so the progress query moves while a slice runs, not only when it ends."""
+
+    offset: int
+    stored: int = 0
+    failed: int = 0
+    escalated: int = 0
+
+
 class ChunkResult(BaseModel):
     outcomes: list[ItemOutcome]
     groups: int = Field(default=0, description="store transactions the chunk committed")

@@ -235,18 +235,25 @@ async def test_a_lane_with_nothing_left_to_commit_does_not_report(services, llm_
     assert [o.status for o in outcomes] == ["failed", "failed"] and seen == []
 
 
-async def test_a_failing_report_does_not_fail_the_lane(services, llm_server, settings, tmp_path):
-    path = _write(tmp_path, 3)
+async def test_failing_reports_do_not_fail_the_lane(services, llm_server, settings, tmp_path, monkeypatch):
+    import bamboo.accumulation.lane as lane_module
+
+    monkeypatch.setattr(lane_module, "PROGRESS_EVERY_S", 0.05)
+    llm_server.latency_s = 0.1
+    path = _write(tmp_path, 6)
     lane = AccumulationLane(services.strategy, services.llm,
                             GraphStorer(services.store, services.embedder, settings.canonical_match_threshold),
-                            parallelism=3)
+                            parallelism=2)
+    attempts = []
 
-    async def released() -> None:
+    async def unreachable(*_: int) -> None:
+        attempts.append(_)
         raise RuntimeError("temporal unreachable")
 
     outcomes = await lane.run(list(enumerate(list_sources(str(path)))), run_id="wf", dedup_prefix="k",
-                              on_released=released)
-    assert [o.status for o in outcomes] == ["stored"] * 3
+                              on_released=unreachable, on_progress=unreachable)
+    assert [o.status for o in outcomes] == ["stored"] * 6
+    assert () in attempts and any(a for a in attempts), "both reports were tried"
 
 
 async def test_the_next_slice_starts_while_the_last_commits_of_a_lane_run(client, running_worker, services,
@@ -272,3 +279,36 @@ async def test_the_next_slice_starts_while_the_last_commits_of_a_lane_run(client
         elif event.HasField("workflow_execution_signaled_event_attributes"):
             signals += event.workflow_execution_signaled_event_attributes.signal_name == "lane_released"
     assert signals == 3 and overlapped == 2, (signals, overlapped)
+
+
+async def test_progress_moves_while_a_slice_runs_not_only_when_it_ends(client, running_worker, services, llm_server,
+                                                                       tmp_path, monkeypatch):
+    """One lane, one slice of 12: before lanes reported progress, `done` stayed 0 until the slice
+    ended. Now it moves while the slice runs and never goes back, and the counts add up."""
+    import bamboo.accumulation.lane as lane_module
+    from bamboo.models.accumulate import PopulateProgress
+
+    monkeypatch.setattr(lane_module, "PROGRESS_EVERY_S", 0.2)
+    llm_server.latency_s = 0.2
+    path = _write(tmp_path, 12)
+    bid = f"lanes-{uuid.uuid4().hex[:8]}"
+    handle = await client.start_workflow(
+        PopulateBatch.run, PopulateInput(batch_id=bid, path=str(path), concurrency=2, chunk_size=12),
+        id=f"populate:{bid}", task_queue=Queues().main, result_type=PopulateResult,
+    )
+    seen: list[PopulateProgress] = []
+    while not seen or not seen[-1].finished:
+        seen.append(await handle.query("progress", result_type=PopulateProgress))
+        await asyncio.sleep(0.1)
+    result = await handle.result()
+    assert result.done == 12
+    during = [p for p in seen if not p.finished and p.total]
+    assert any(0 < p.done < 12 for p in during), [p.done for p in seen]
+    assert [p.done for p in seen] == sorted(p.done for p in seen), "progress never goes back"
+    for p in during:
+        assert p.done + p.failed + p.running + p.pending == p.total, p
+    reports = 0
+    async for event in handle.fetch_history_events():
+        if event.HasField("workflow_execution_signaled_event_attributes"):
+            reports += event.workflow_execution_signaled_event_attributes.signal_name == "lane_progress"
+    assert reports >= 2
