@@ -23,7 +23,7 @@ from bamboo.extraction.review import review_graph
 from bamboo.ingest import IncidentRejected, list_sources, load_incident
 from bamboo.llm.errors import LLMError, to_application_error
 from bamboo.models.accumulate import (
-    ChunkInput, ChunkResult, ExtractInput, IncidentSource, ItemOutcome, LaneProgress, LoadedIncident,
+    ChunkInput, ChunkResult, ExtractInput, IncidentSource, ItemOutcome, LaneProgress, LoadedIncident, PriorAttempt,
     ReviewExplorationInput,
     ReviewInput, ReviewOutcome, SourceListing, SourcePageInput, StoreInput,
 )
@@ -137,6 +137,10 @@ class AccumulateActivities:
             while len(self._listings) > KEPT_LISTINGS:
                 self._listings.pop(next(iter(self._listings)))
         return [IncidentSource.model_validate_json(x) for x in lines[offset: offset + limit]]
+
+    @activity.defn(name=names.LOAD_PRIOR_ATTEMPT)
+    async def load_prior_attempt(self, ref: str) -> PriorAttempt:
+        return PriorAttempt.model_validate_json(await self.s.store.blobs.get(ref))
 
     @activity.defn(name="list_incident_sources")
     async def list_incident_sources(self, path: str) -> SourceListing:

@@ -34,7 +34,7 @@ def plan(services: Services, llm_concurrency: int) -> list[QueuePlan]:
     ana = AnalyzeActivities(services)
     q = Queues()
     plans = [
-        QueuePlan(q.main, workflows=WORKFLOWS, activities=[acc.load_incident]),  # local activity
+        QueuePlan(q.main, workflows=WORKFLOWS, activities=[acc.load_incident, acc.load_prior_attempt]),  # local activities
         QueuePlan(q.llm, activities=[acc.extract_incident, acc.review_extraction, acc.plan_review_exploration,
                                      acc.accumulate_chunk],
                   max_concurrent_activities=llm_concurrency),

@@ -3,7 +3,9 @@
 load → extract → review; on the first rejection the explorer would fetch missing facts with
 read-only tools (it needs the sandbox, not wired yet, so the workflow records that exploration was
 unavailable instead of silently skipping it); after `max_review_retries` rejections the best
-attempt is stored with a warning. Storing is idempotent on the incident's graph id.
+attempt is stored with a warning. Storing is idempotent on the incident's graph id. An incident a
+populate lane escalated after its review starts from the lane's extraction and review (attempt 0),
+so the model is not asked the same two questions twice.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ with workflow.unsafe.imports_passed_through():
     from bamboo.extraction.base import ExtractionResult
     from bamboo.extraction.checks import checked_outcome
     from bamboo.models.accumulate import (
-        AccumulateInput, AccumulateResult, ExtractInput, LoadedIncident, ReviewExplorationInput, ReviewInput, ReviewOutcome,
-        StoreInput,
+        AccumulateInput, AccumulateResult, ExtractInput, LoadedIncident, PriorAttempt, ReviewExplorationInput, ReviewInput,
+        ReviewOutcome, StoreInput,
     )
     from bamboo.models.graph import WriteStats
     from workflows import names
@@ -32,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
 EXPLORATION_UNAVAILABLE = "unavailable: no worker polls the sandbox queue, so the read-only explorer could not run"
 SANDBOX_WAIT_S = 60.0
 HUMAN_GAP = "no investigation procedure captured"
+PRIOR_ATTEMPT_PATCH = "accumulate-lane-prior-attempt"
 
 
 
@@ -64,6 +67,15 @@ class AccumulateIncident:
         if loaded.task_id is not None:
             workflow.upsert_search_attributes([TASK_ID.value_set(loaded.task_id)])
 
+        prior: PriorAttempt | None = None
+        if inp.prior_ref and workflow.patched(PRIOR_ATTEMPT_PATCH):
+            # Escalated by a populate lane after its review: the lane's extraction and review are attempt
+            # 0, so the model is not asked the same two questions again.
+            prior = await workflow.execute_local_activity(
+                names.LOAD_PRIOR_ATTEMPT, inp.prior_ref, result_type=PriorAttempt,
+                start_to_close_timeout=timedelta(seconds=30), retry_policy=STORE_RETRY,
+            )
+
         warnings: list[str] = []
         notes: list[str] = []
         exploration_note = "not needed"
@@ -75,17 +87,21 @@ class AccumulateIncident:
         attempts_made = 0
         while True:
             self._attempt = attempt
-            self._stage = f"extract (attempt {attempt})"
-            extracted: ExtractionResult = await workflow.execute_activity(
-                names.EXTRACT_INCIDENT, ExtractInput(incident_ref=loaded.incident_ref, attempt=attempt, feedback=feedback,
-                             exploration=explored),
-                result_type=ExtractionResult, task_queue=q.llm, start_to_close_timeout=timedelta(minutes=5),
-                heartbeat_timeout=HEARTBEAT, retry_policy=LLM_RETRY,
-            )
+            if attempt == 0 and prior is not None:
+                extracted, review = prior.extraction, prior.review
+                notes.append("attempt 0 is the populate lane's extraction and review")
+            else:
+                self._stage = f"extract (attempt {attempt})"
+                extracted = await workflow.execute_activity(
+                    names.EXTRACT_INCIDENT, ExtractInput(incident_ref=loaded.incident_ref, attempt=attempt,
+                                                         feedback=feedback, exploration=explored),
+                    result_type=ExtractionResult, task_queue=q.llm, start_to_close_timeout=timedelta(minutes=5),
+                    heartbeat_timeout=HEARTBEAT, retry_policy=LLM_RETRY,
+                )
+                self._stage = f"review (attempt {attempt})"
+                review = await self._review(extracted, loaded)
             attempts_made += 1
             notes.extend(n for n in extracted.notes if n not in notes)
-            self._stage = f"review (attempt {attempt})"
-            review = await self._review(extracted, loaded)
             reviewer_error = review.reviewer_error or reviewer_error
             if best is None or review.score < best[1].score:
                 best = (extracted, review)

@@ -12,6 +12,7 @@ LIST_INCIDENT_SOURCES = "list_incident_sources"
 READ_INCIDENT_SOURCES = "read_incident_sources"
 PLAN_REVIEW_EXPLORATION = "plan_review_exploration"
 ACCUMULATE_CHUNK = "accumulate_chunk"
+LOAD_PRIOR_ATTEMPT = "load_prior_attempt"
 # Sent by a lane activity to its own batch run when its LLM work is over and only commits are left.
 LANE_RELEASED_SIGNAL = "lane_released"
 # Sent by a lane activity every few seconds with what it has settled so far.

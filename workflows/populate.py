@@ -159,7 +159,7 @@ class PopulateBatch:
                 item = inp.pending_escalations.pop(0)
                 assert item.source is not None
                 self._running.add(item.index)
-                tasks.add(asyncio.create_task(self._child(item.index, item.source)))
+                tasks.add(asyncio.create_task(self._child(item.index, item.source, item.prior_ref)))
                 continue
             budget = inp.items_per_run() - started_this_run
             more = inp.cursor < listing.total
@@ -233,13 +233,14 @@ class PopulateBatch:
                 inp.escalated += 1
                 inp.pending_escalations.append(outcome)
 
-    async def _child(self, index: int, source: IncidentSource) -> None:
+    async def _child(self, index: int, source: IncidentSource, prior_ref: str | None = None) -> None:
         inp = self._inp
         assert inp is not None
         try:
             await workflow.execute_child_workflow(
                 AccumulateIncident.run,
-                AccumulateInput(source=source, batch_id=inp.batch_id, max_review_retries=inp.max_review_retries),
+                AccumulateInput(source=source, batch_id=inp.batch_id, max_review_retries=inp.max_review_retries,
+                                prior_ref=prior_ref),
                 id=f"accumulate:{inp.batch_id}:{index}",
                 result_type=AccumulateResult,
                 parent_close_policy=ParentClosePolicy.TERMINATE,

@@ -6,7 +6,8 @@ the happy path — load, extract, hard checks, LLM review, store — in one proc
 `parallelism` incidents talking to the LLM at once, and commits finished incidents in groups.
 Everything off the happy path is *escalated*, not handled here: the batch gives that incident its
 own AccumulateIncident workflow with the explorer, the review retries and per-step retries, so
-nothing the lane cannot settle is settled worse than before.
+nothing the lane cannot settle is settled worse than before. After a rejection or a request for
+human input the lane parks its attempt as a blob, and that workflow starts from it.
 
 Durability comes from idempotence plus progress: every write is an upsert keyed by the incident,
 the activity heartbeats the outcomes so far, and a retried activity skips what it already reported.
@@ -27,7 +28,7 @@ from bamboo.extraction.review import review_graph
 from bamboo.ingest import IncidentRejected, load_incident
 from bamboo.llm.client import LLMClient
 from bamboo.llm.errors import LLMError
-from bamboo.models.accumulate import IncidentSource, ItemOutcome, ReviewOutcome, StoreInput
+from bamboo.models.accumulate import IncidentSource, ItemOutcome, PriorAttempt, ReviewOutcome, StoreInput
 from bamboo.models.incident import Incident
 
 log = logging.getLogger(__name__)
@@ -144,13 +145,27 @@ class AccumulationLane:
                 return None
             why = _escalation_reason(review)
             if why:
-                self._record(ItemOutcome(index=index, status="escalated", reason=why, source=source))
+                self._record(ItemOutcome(index=index, status="escalated", reason=why, source=source,
+                                         prior_ref=await self._keep_prior(extracted, review)))
                 return None
         return StoreRequest(
             graph=StoreInput(graph_id=incident.graph_id(), incident_id=incident.incident_id,
                              task_id=incident.task_data.get("jediTaskID"), graph=extracted.graph,
                              passages=extracted.passages, summary=extracted.summary),
             run_id=run_id, dedup_key=dedup_key)
+
+    async def _keep_prior(self, extracted: ExtractionResult, review: ReviewOutcome) -> str | None:
+        """Park the lane's attempt for the incident's own workflow, so a rejection or a request for
+        human input does not cost the model's extraction and review twice. A reviewer error keeps
+        none: the workflow is there to retry that review."""
+        if review.reviewer_error:
+            return None
+        try:
+            return await self.storer.store.blobs.put(
+                PriorAttempt(extraction=extracted, review=review).model_dump_json().encode())
+        except Exception as exc:  # the workflow then simply starts from scratch
+            log.warning("could not keep the lane's attempt for an escalated incident: %s", exc)
+            return None
 
     def _maybe_release(self) -> None:
         """Tell the batch once that this lane's LLM work is over while its commits are not."""

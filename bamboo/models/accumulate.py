@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from bamboo.extraction.base import ExtractionResult
 from bamboo.models.graph import KnowledgeGraph, PassageDraft, WriteStats
 
 
@@ -84,6 +85,15 @@ class AccumulateInput(BaseModel):
     source: IncidentSource
     batch_id: str | None = None
     max_review_retries: int = 2
+    prior_ref: str | None = Field(default=None, description="blob of a `PriorAttempt`: the populate lane's extraction "
+                                  "and review of this incident, used as attempt 0 instead of asking the model again")
+
+
+class PriorAttempt(BaseModel):
+    """A populate lane's first extraction and review of an incident it escalated."""
+
+    extraction: ExtractionResult
+    review: ReviewOutcome
 
 
 class AccumulateResult(BaseModel):
@@ -129,6 +139,7 @@ class ItemOutcome(BaseModel):
     status: Literal["stored", "failed", "escalated"]
     reason: str | None = None
     source: IncidentSource | None = Field(default=None, description="kept for failed and escalated items only")
+    prior_ref: str | None = Field(default=None, description="escalated after a review: blob of the lane's `PriorAttempt`")
 
 
 class ChunkInput(BaseModel):

@@ -40,12 +40,16 @@ def _write(tmp_path: Path, n: int, *, bad: int = 0) -> Path:
     return d
 
 
-async def _populate(client, path: Path, **extra) -> PopulateResult:
+async def _start(client, path: Path, **extra):
     bid = f"lanes-{uuid.uuid4().hex[:8]}"
-    return await client.execute_workflow(
+    return await client.start_workflow(
         PopulateBatch.run, PopulateInput(batch_id=bid, path=str(path), **extra),
         id=f"populate:{bid}", task_queue=Queues().main, result_type=PopulateResult,
     )
+
+
+async def _populate(client, path: Path, **extra) -> PopulateResult:
+    return await (await _start(client, path, **extra)).result()
 
 
 async def _graph_rows(services) -> int:
@@ -73,7 +77,10 @@ async def test_rejected_incidents_escalate_to_their_own_workflow(client, running
     result = await _populate(client, path, concurrency=4, max_review_retries=1)
     assert (result.done, result.failed, result.escalated) == (3, 0, 3), result.failures
     # each escalated incident ran the full workflow: explorer once, review retried, best stored with a warning
-    assert llm_server.counts_by_schema()["analysis_exploration_code"] == 3
+    counts = llm_server.counts_by_schema()
+    assert counts["analysis_exploration_code"] == 3
+    # ... from the lane's attempt: per incident the lane extracted and reviewed once, the workflow once more
+    assert (counts["email_extraction"], counts["review_verdict"]) == (6, 6), counts
     for i in range(3):
         described = await client.get_workflow_handle(f"accumulate:{result.batch_id}:{i}").describe()
         assert described.status.name == "COMPLETED"
@@ -146,12 +153,7 @@ async def test_pause_lets_running_lanes_finish_and_cancel_keeps_what_was_stored(
     from bamboo.models.accumulate import PopulateProgress
 
     llm_server.latency_s = 0.15
-    path = _write(tmp_path, 12)
-    bid = f"lanes-{uuid.uuid4().hex[:8]}"
-    handle = await client.start_workflow(
-        PopulateBatch.run, PopulateInput(batch_id=bid, path=str(path), concurrency=2, chunk_size=2),
-        id=f"populate:{bid}", task_queue=Queues().main, result_type=PopulateResult,
-    )
+    handle = await _start(client, _write(tmp_path, 12), concurrency=2, chunk_size=2)
 
     async def progress() -> PopulateProgress:
         return await handle.query("progress", result_type=PopulateProgress)
@@ -290,12 +292,7 @@ async def test_progress_moves_while_a_slice_runs_not_only_when_it_ends(client, r
 
     monkeypatch.setattr(lane_module, "PROGRESS_EVERY_S", 0.2)
     llm_server.latency_s = 0.2
-    path = _write(tmp_path, 12)
-    bid = f"lanes-{uuid.uuid4().hex[:8]}"
-    handle = await client.start_workflow(
-        PopulateBatch.run, PopulateInput(batch_id=bid, path=str(path), concurrency=2, chunk_size=12),
-        id=f"populate:{bid}", task_queue=Queues().main, result_type=PopulateResult,
-    )
+    handle = await _start(client, _write(tmp_path, 12), concurrency=2, chunk_size=12)
     seen: list[PopulateProgress] = []
     while not seen or not seen[-1].finished:
         seen.append(await handle.query("progress", result_type=PopulateProgress))
@@ -312,3 +309,27 @@ async def test_progress_moves_while_a_slice_runs_not_only_when_it_ends(client, r
         if event.HasField("workflow_execution_signaled_event_attributes"):
             reports += event.workflow_execution_signaled_event_attributes.signal_name == "lane_progress"
     assert reports >= 2
+
+
+async def test_a_rejection_keeps_the_lanes_attempt_and_a_reviewer_error_does_not(services, llm_server, settings,
+                                                                               tmp_path):
+    """The incident's own workflow starts from what the lane learned after a rejection; after a
+    reviewer error it must ask again (that retry is why the incident was escalated)."""
+    from bamboo.models.accumulate import PriorAttempt
+
+    storer = GraphStorer(services.store, services.embedder, settings.canonical_match_threshold)
+    sources = list(enumerate(list_sources(str(_write(tmp_path, 1)))))
+
+    llm_server.handler = accumulation_handler(review=reject)
+    [rejected] = await AccumulationLane(services.strategy, services.llm, storer, parallelism=1).run(
+        sources, run_id="wf", dedup_prefix="k")
+    assert rejected.status == "escalated" and rejected.prior_ref
+    prior = PriorAttempt.model_validate_json(await services.store.blobs.get(rejected.prior_ref))
+    assert not prior.review.approved and prior.review.issues == ["Cause node is too vague"]
+    assert any(n.kind == "Cause" for n in prior.extraction.graph.nodes)
+
+    llm_server.handler = accumulation_handler(review=lambda r: Reply.error(400, "reviewer is down"))
+    [failed_review] = await AccumulationLane(services.strategy, services.llm, storer, parallelism=1).run(
+        sources, run_id="wf", dedup_prefix="k")
+    assert failed_review.status == "escalated" and "reviewer failed" in failed_review.reason
+    assert failed_review.prior_ref is None

@@ -15,9 +15,15 @@ def test_workflow_names():
 def test_activity_names():
     names = {activity._Definition.must_from_callable(getattr(AccumulateActivities, m)).name
              for m in ("load_incident", "extract_incident", "review_extraction", "store_graph",
-                       "list_incident_sources", "read_incident_sources", "accumulate_chunk")}
+                       "list_incident_sources", "read_incident_sources", "accumulate_chunk", "load_prior_attempt")}
     assert names == {"load_incident", "extract_incident", "review_extraction", "store_graph",
-                     "list_incident_sources", "read_incident_sources", "accumulate_chunk"}
+                     "list_incident_sources", "read_incident_sources", "accumulate_chunk", "load_prior_attempt"}
+
+
+def test_signal_names():
+    from workflows import names
+
+    assert (names.LANE_RELEASED_SIGNAL, names.LANE_PROGRESS_SIGNAL) == ("lane_released", "lane_progress")
 
 
 def test_import_rules():
