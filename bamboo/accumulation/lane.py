@@ -89,7 +89,7 @@ class AccumulationLane:
                 t.cancel()
         return [self.outcomes[i] for i in sorted(self.outcomes)]
 
-    def settled(self) -> tuple[int, int, int]:
+    def _settled(self) -> tuple[int, int, int]:
         """Stored, failed and escalated outcomes so far."""
         statuses = [o.status for o in self.outcomes.values()]
         return statuses.count("stored"), statuses.count("failed"), statuses.count("escalated")
@@ -98,7 +98,7 @@ class AccumulationLane:
         reported = None
         while True:
             await asyncio.sleep(PROGRESS_EVERY_S)
-            counts = self.settled()
+            counts = self._settled()
             if counts != reported:
                 reported = counts
                 await _quietly(on_progress(*counts))

@@ -334,7 +334,7 @@ class KnowledgeStore:
         vec = np.asarray(embedding, dtype=np.float32)
         columns = "graph_id, section, content, 1 - (embedding <=> %s) AS score, meta"
         async with self._pool.connection() as conn:
-            if section is None:
+            if not section:  # as before: an empty section means no filter
                 rows = await (await conn.execute(
                     f"SELECT {columns} FROM passages ORDER BY embedding <=> %s LIMIT %s", [vec, vec, k])).fetchall()
             else:
