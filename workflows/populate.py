@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
 MAX_KEPT_FAILURES = 500
 LANES_PATCH = "populate-lanes"
 BALANCED_SLICES_PATCH = "populate-balanced-slices"
+SHARED_BUDGET_PATCH = "populate-shared-budget"
 PAGE = 100
 
 
@@ -52,6 +53,7 @@ class PopulateBatch:
         self._inp: PopulateInput | None = None
         self._running: set[int] = set()  # indexes of running child workflows
         self._lanes: dict[int, int] = {}  # running lane activities: offset -> incidents
+        self._widths: dict[int, int] = {}  # running lane activities: offset -> parallelism
         self._released: set[int] = set()  # lanes whose LLM work is over (only commits left)
         self._lane_counts: dict[int, LaneProgress] = {}  # what running lanes reported settled so far
         self._cancelled = False
@@ -147,15 +149,23 @@ class PopulateBatch:
     async def _run_lanes(self, inp: PopulateInput, listing: SourceListing,
                          read_page: Callable[[int], Awaitable[list[IncidentSource]]]) -> None:
         """Deterministic scheduling of lane activities and escalation children under one budget:
-        escalated incidents start first (up to a quarter of the concurrency), lanes share the rest."""
+        escalated incidents start first (up to a quarter of the concurrency), lanes share the rest.
+
+        Every running child and every lane not yet released holds slots of the batch's concurrency:
+        a child one, a lane its parallelism. A lane starts only with the slots left, so children
+        running beside lanes never push the model's load past the concurrency. Histories recorded
+        before this accounting (no patch marker) replay as they ran, with full-width lanes."""
         lanes = 1 if inp.concurrency < 8 else 2
         per_lane = max(1, inp.concurrency // lanes)
         size = inp.chunk_size or min(1024, 8 * per_lane)
         child_cap = max(1, inp.concurrency // 4)
+        shared = workflow.patched(SHARED_BUDGET_PATCH)
         started_this_run = 0
         tasks: set[asyncio.Task] = set()
         while not self._cancelled:
-            if not inp.paused and inp.pending_escalations and len(self._running) < child_cap:
+            free = inp.concurrency - self._slots_in_use() if shared else inp.concurrency
+            if (not inp.paused and inp.pending_escalations and len(self._running) < child_cap
+                    and free > 0):
                 item = inp.pending_escalations.pop(0)
                 assert item.source is not None
                 self._running.add(item.index)
@@ -164,7 +174,9 @@ class PopulateBatch:
             budget = inp.items_per_run() - started_this_run
             more = inp.cursor < listing.total
             active = len(self._lanes) - len(self._released)
-            if not inp.paused and more and budget > 0 and active < lanes:
+            # A lane narrower than half its share would hold its slice at a crawl: wait for slots instead.
+            width = min(per_lane, free)
+            if not inp.paused and more and budget > 0 and active < lanes and width >= max(1, per_lane // 2):
                 # A lane starting alone takes half a slice, so the two lanes' slice boundaries (where a
                 # lane's parallelism drains) fall apart instead of together. Near the end of a run the
                 # rest is shared out between the lanes, so one does not finish a full slice alone while
@@ -179,7 +191,8 @@ class PopulateBatch:
                 inp.cursor += count
                 started_this_run += count
                 self._lanes[offset] = count
-                tasks.add(asyncio.create_task(self._lane(offset, count, per_lane, listing, read_page)))
+                self._widths[offset] = width
+                tasks.add(asyncio.create_task(self._lane(offset, count, width, listing, read_page)))
                 continue
             if not self._running and not self._lanes and not inp.pending_escalations:
                 if not more:
@@ -195,6 +208,10 @@ class PopulateBatch:
                          inp.paused, self._cancelled) != snapshot)
         await workflow.wait_condition(lambda: not self._running and not self._lanes)
         await asyncio.gather(*tasks)
+
+    def _slots_in_use(self) -> int:
+        """LLM slots held now: one per running child, a lane's parallelism until it is released."""
+        return len(self._running) + sum(w for o, w in self._widths.items() if o not in self._released)
 
     async def _lane(self, offset: int, count: int, parallelism: int, listing: SourceListing,
                     read_page: Callable[[int], Awaitable[list[IncidentSource]]]) -> None:
@@ -219,6 +236,7 @@ class PopulateBatch:
                         if i < count]
         finally:
             self._lanes.pop(offset, None)
+            self._widths.pop(offset, None)
             self._released.discard(offset)
             self._lane_counts.pop(offset, None)  # the outcomes below replace what the lane reported
         for outcome in outcomes:

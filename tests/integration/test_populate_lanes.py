@@ -333,3 +333,22 @@ async def test_a_rejection_keeps_the_lanes_attempt_and_a_reviewer_error_does_not
         sources, run_id="wf", dedup_prefix="k")
     assert failed_review.status == "escalated" and "reviewer failed" in failed_review.reason
     assert failed_review.prior_ref is None
+
+
+async def test_escalated_incidents_and_lanes_share_one_budget(client, running_worker, services, llm_server, tmp_path):
+    """Incidents escalated by a lane run as their own workflows while the next slices are still
+    in lanes. Both talk to the model, so together they must stay within the batch's concurrency:
+    a lane started while escalations run takes only the slots they leave."""
+    reviews = {"n": 0}
+
+    def every_third_rejected(request):
+        reviews["n"] += 1
+        return reject(request) if reviews["n"] % 3 == 0 else accumulation_handler()(request)
+
+    plan = {"code": "return {'checked': 'walltime'}", "capability_gaps": []}
+    llm_server.handler = schema_router({"analysis_exploration_code": lambda r: plan, "review_verdict": every_third_rejected},
+                                       default=accumulation_handler())
+    llm_server.latency_s = 0.1
+    result = await _populate(client, _write(tmp_path, 24), concurrency=4, chunk_size=4, max_review_retries=1)
+    assert result.done == 24 and result.escalated > 0, result
+    assert llm_server.max_chats_in_flight <= 4, llm_server.max_chats_in_flight
