@@ -25,7 +25,7 @@ from bamboo.llm.errors import LLMError, to_application_error
 from bamboo.models.accumulate import (
     ChunkInput, ChunkResult, ExtractInput, IncidentSource, ItemOutcome, LaneProgress, LoadedIncident, PriorAttempt,
     ReviewExplorationInput,
-    ReviewInput, ReviewOutcome, SourceListing, SourcePageInput, StoreInput,
+    ReviewInput, ReviewOutcome, SliceClaim, SliceGrant, SliceReport, SourceListing, SourcePageInput, StoreInput,
 )
 from bamboo.models.graph import WriteStats
 from bamboo.models.incident import Incident
@@ -98,34 +98,52 @@ class AccumulateActivities:
 
     @activity.defn(name="accumulate_chunk")
     async def accumulate_chunk(self, inp: ChunkInput) -> ChunkResult:
-        """A lane: a slice of the batch learned concurrently, committed in groups. A retried attempt
-        (the worker died) resumes from the outcomes the last one heartbeated; anything it redoes is
-        an idempotent upsert, and its audit row is deduplicated by batch and index."""
-        sources = await self._sources(inp.listing_ref, inp.offset, inp.count)
-        previous = _previous_outcomes(activity.info().heartbeat_details)
+        """A lane: slices of the batch learned concurrently, committed in groups. A claiming lane asks
+        its batch for the next slice while its queue runs low and reports each finished slice. A
+        retried attempt (the worker died) resumes the slices it holds from the outcomes the last one
+        heartbeated; anything it redoes is an idempotent upsert, and its audit row is deduplicated by
+        batch and index."""
+        info = activity.info()
+        previous = _previous_outcomes(info.heartbeat_details)
         lane = AccumulationLane(self.s.strategy, self.s.llm, self.storer,
                                 parallelism=min(inp.parallelism, self.s.settings.llm_concurrency))
-        info = activity.info()
         batch_workflow = info.workflow_id  # stable across the batch's continue-as-new runs
-
-        def batch_run() -> WorkflowHandle:
-            # This run only: after a continue-as-new the offset would mean nothing to the next one.
-            return activity.client().get_workflow_handle(batch_workflow, run_id=info.workflow_run_id)
+        # This run only: after a continue-as-new the offsets would mean nothing to the next one.
+        batch_run: WorkflowHandle = activity.client().get_workflow_handle(batch_workflow, run_id=info.workflow_run_id)
 
         async def released() -> None:
-            await batch_run().signal(names.LANE_RELEASED_SIGNAL, inp.offset)
+            await batch_run.signal(names.LANE_RELEASED_SIGNAL, inp.offset)
 
-        async def progressed(stored: int, failed: int, escalated: int) -> None:
-            await batch_run().signal(names.LANE_PROGRESS_SIGNAL, LaneProgress(
-                offset=inp.offset, stored=stored, failed=failed, escalated=escalated))
+        async def progressed(stored: int, failed: int, escalated: int, slices_reported: int) -> None:
+            await batch_run.signal(names.LANE_PROGRESS_SIGNAL, LaneProgress(
+                offset=inp.offset, stored=stored, failed=failed, escalated=escalated, slices_reported=slices_reported))
 
+        async def claim() -> tuple[int, list[tuple[int, IncidentSource]]] | None:
+            grant = await batch_run.execute_update(names.CLAIM_SLICE_UPDATE, SliceClaim(lane=inp.offset),
+                                                   result_type=SliceGrant)
+            if not grant.count:
+                return None
+            return grant.offset, await self._numbered(inp.listing_ref, grant)
+
+        async def slice_done(offset: int, outcomes: list[ItemOutcome]) -> None:
+            await batch_run.execute_update(names.SLICE_DONE_UPDATE,
+                                           SliceReport(lane=inp.offset, offset=offset, outcomes=outcomes))
+
+        held = [SliceGrant(offset=inp.offset, count=inp.count)]
+        if inp.claims and info.attempt > 1:
+            # The slices this lane had claimed and not reported when its last attempt died.
+            held = await batch_run.query(names.HELD_SLICES_QUERY, inp.offset, result_type=list[SliceGrant])
+        slices = [(g.offset, await self._numbered(inp.listing_ref, g)) for g in held]
         outcomes = await with_heartbeats(
-            lane.run(enumerate(sources, start=inp.offset), run_id=batch_workflow,
-                     dedup_prefix=f"graph_stored:{batch_workflow}", done=previous, on_released=released,
-                     on_progress=progressed),
+            lane.run((), slices=slices, run_id=batch_workflow, dedup_prefix=f"graph_stored:{batch_workflow}",
+                     done=previous, on_released=released, on_progress=progressed,
+                     claim=claim if inp.claims else None, on_slice_done=slice_done if inp.claims else None),
             details=lambda: [o.model_dump(mode="json", exclude_none=True) for o in lane.outcomes.values()],
         )
         return ChunkResult(outcomes=outcomes, groups=lane.groups)
+
+    async def _numbered(self, ref: str, grant: SliceGrant) -> list[tuple[int, IncidentSource]]:
+        return list(enumerate(await self._sources(ref, grant.offset, grant.count), start=grant.offset))
 
     async def _sources(self, ref: str, offset: int, limit: int) -> list[IncidentSource]:
         lines = self._listings.get(ref)

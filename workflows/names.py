@@ -17,6 +17,11 @@ LOAD_PRIOR_ATTEMPT = "load_prior_attempt"
 LANE_RELEASED_SIGNAL = "lane_released"
 # Sent by a lane activity every few seconds with what it has settled so far.
 LANE_PROGRESS_SIGNAL = "lane_progress"
+# Updates a claiming lane sends its batch run: the next slice, please; this slice is finished.
+CLAIM_SLICE_UPDATE = "claim_slice"
+SLICE_DONE_UPDATE = "slice_done"
+# What a lane's retried attempt asks its batch run: the slices it holds and has not reported.
+HELD_SLICES_QUERY = "held_slices"
 
 ANALYZE_WORKFLOW = "AnalyzeTask"
 BATCH_ANALYZE_WORKFLOW = "BatchAnalyze"

@@ -3,10 +3,13 @@
 By default incidents run in *lanes*: `accumulate_chunk` activities that each learn a slice of the
 listing with bounded parallelism and commit finished incidents in groups. An incident off the
 happy path (review rejection, model or reviewer error, a request for human input) is escalated to
-its own AccumulateIncident child workflow, with the explorer and per-step retries. A lane whose
-incidents are all past the LLM signals `lane_released`, and the next slice starts while its last
-commits run, instead of leaving its LLM slots idle until they finish; every few seconds it also
-signals `lane_progress`, so the progress query moves while a slice runs. With
+its own AccumulateIncident child workflow, with the explorer and per-step retries. A lane claims
+its next slice (the `claim_slice` update) while its queue still holds a round of work and reports
+every finished slice (`slice_done`), so its slots stay busy across slices and the batch settles
+incidents slice by slice. A lane told there is no more signals `lane_released` once its incidents
+are all past the LLM, so its slots go to escalated incidents or the next lane while its last
+commits run; every few seconds it also signals `lane_progress`, so the progress query moves while a
+slice runs. With
 `one_workflow_per_incident` every incident gets that child (every step visible in Temporal Web, at
 several times the orchestration cost per incident).
 
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import timedelta
 
 from temporalio import workflow
@@ -32,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from bamboo.models.accumulate import (
         AccumulateInput, AccumulateResult, ChunkInput, ChunkResult, FailedItem, IncidentSource, ItemOutcome,
         LaneProgress, PopulateInput, PopulateProgress,
-        PopulateResult, SourceListing, SourcePageInput,
+        PopulateResult, SliceClaim, SliceGrant, SliceReport, SourceListing, SourcePageInput,
     )
     from workflows import names
     from workflows.accumulate import AccumulateIncident
@@ -44,7 +48,36 @@ MAX_KEPT_FAILURES = 500
 LANES_PATCH = "populate-lanes"
 BALANCED_SLICES_PATCH = "populate-balanced-slices"
 SHARED_BUDGET_PATCH = "populate-shared-budget"
+LANE_CLAIMS_PATCH = "populate-lane-claims"
 PAGE = 100
+
+
+@dataclass
+class _LanePlan:
+    """How a run cuts its listing into lane slices; `started` counts what this run handed out."""
+
+    lanes: int
+    per_lane: int
+    size: int
+    child_cap: int
+    claims: bool
+    started: int = 0
+
+    def slice_count(self, rest: int, *, alone: bool = False) -> int:
+        """A lane starting alone takes half a slice, so the two lanes' slice boundaries fall apart
+        instead of together. Near the end of a run the rest is shared out between the lanes, so one
+        does not learn a full slice alone while the other idles; no slice is smaller than the lane's
+        parallelism. Lane histories recorded before the balanced split replay as they ran."""
+        want = max(1, self.size // 2) if self.lanes == 2 and alone else self.size
+        if workflow.patched(BALANCED_SLICES_PATCH):
+            return min(rest, max(min(want, -(-rest // self.lanes)), self.per_lane))
+        return min(want, rest)
+
+    def claim_count(self, rest: int) -> int:
+        """A claimed slice costs no slot time, so near the end claims shrink towards a round of the
+        lane (its parallelism): the lanes then run dry within about a round of each other instead of
+        one learning a large last slice at half the batch's width."""
+        return min(rest, max(self.per_lane, min(self.size, rest // (2 * self.lanes))))
 
 
 @workflow.defn(name=names.POPULATE_WORKFLOW)
@@ -54,6 +87,9 @@ class PopulateBatch:
         self._running: set[int] = set()  # indexes of running child workflows
         self._lanes: dict[int, int] = {}  # running lane activities: offset -> incidents
         self._widths: dict[int, int] = {}  # running lane activities: offset -> parallelism
+        self._slices: dict[int, tuple[int, int]] = {}  # slices held by lanes, unreported: offset -> (lane, count)
+        self._reported: dict[int, int] = {}  # lane -> slices it has reported
+        self._plan: _LanePlan | None = None  # set while claiming lanes run
         self._released: set[int] = set()  # lanes whose LLM work is over (only commits left)
         self._lane_counts: dict[int, LaneProgress] = {}  # what running lanes reported settled so far
         self._cancelled = False
@@ -83,9 +119,50 @@ class PopulateBatch:
 
     @workflow.signal(name=names.LANE_PROGRESS_SIGNAL)
     def lane_progress(self, report: LaneProgress) -> None:
-        """Counts a running lane has settled; they join the progress until the lane's result replaces them."""
-        if report.offset in self._lanes:
+        """Counts a running lane has settled; they join the progress until the lane's result (or its
+        slice report) replaces them. A report sent before the lane's latest slice report is stale."""
+        if report.offset in self._lanes and report.slices_reported == self._reported.get(report.offset, 0):
             self._lane_counts[report.offset] = report
+
+    @workflow.update(name=names.CLAIM_SLICE_UPDATE)
+    def claim_slice(self, claim: SliceClaim) -> SliceGrant:
+        """The next slice for a lane whose queue runs low, so its slots never wait for a new activity.
+        No more (count 0) once the batch is paused or cancelled, the run's share is out, or escalated
+        incidents wait for slots: the lane then finishes what it holds and gives its slots back."""
+        inp, plan = self._inp, self._plan
+        if inp is None or inp.listing is None or plan is None:
+            return SliceGrant(offset=0, count=0)
+        if (not plan.claims or claim.lane not in self._lanes or claim.lane in self._released or self._cancelled
+                or inp.paused or len(inp.pending_escalations) >= plan.child_cap):
+            return SliceGrant(offset=inp.cursor, count=0)
+        rest = min(inp.listing.total - inp.cursor, inp.items_per_run() - plan.started)
+        if rest <= 0:
+            return SliceGrant(offset=inp.cursor, count=0)
+        return self._hand_out(claim.lane, plan.claim_count(rest))
+
+    @workflow.update(name=names.SLICE_DONE_UPDATE)
+    def slice_done(self, report: SliceReport) -> None:
+        """A lane's outcomes for one slice, settled now instead of when the lane ends."""
+        _, count = self._slices.pop(report.offset)
+        self._lanes[report.lane] -= count
+        self._reported[report.lane] = self._reported.get(report.lane, 0) + 1
+        self._lane_counts.pop(report.lane, None)  # the lane's next report counts only what it still holds
+        self._settle(report.outcomes)
+
+    @slice_done.validator
+    def _validate_slice_done(self, report: SliceReport) -> None:
+        """A report for a slice the lane no longer holds (settled already: a zombie or repeated attempt)
+        or with outcomes outside the slice is refused before it reaches the history."""
+        held = self._slices.get(report.offset)
+        if held is None or held[0] != report.lane:
+            raise ValueError(f"slice {report.offset} is not held by lane {report.lane}")
+        if any(not report.offset <= o.index < report.offset + held[1] for o in report.outcomes):
+            raise ValueError(f"outcomes outside slice {report.offset}+{held[1]}")
+
+    @workflow.query(name=names.HELD_SLICES_QUERY)
+    def held_slices(self, lane: int) -> list[SliceGrant]:
+        """The slices a lane holds and has not reported: what its retried attempt resumes."""
+        return [SliceGrant(offset=o, count=c) for o, (owner, c) in sorted(self._slices.items()) if owner == lane]
 
     @workflow.query
     def progress(self) -> PopulateProgress:
@@ -153,46 +230,36 @@ class PopulateBatch:
 
         Every running child and every lane not yet released holds slots of the batch's concurrency:
         a child one, a lane its parallelism. A lane starts only with the slots left, so children
-        running beside lanes never push the model's load past the concurrency. Histories recorded
-        before this accounting (no patch marker) replay as they ran, with full-width lanes."""
+        running beside lanes never push the model's load past the concurrency. A lane claims its
+        next slice itself while its queue runs low (`claim_slice`), so its slots do not drain and
+        wait for a new activity at every slice boundary. Histories recorded before either change
+        (no patch marker) replay as they ran: full-width lanes, one slice each."""
         lanes = 1 if inp.concurrency < 8 else 2
         per_lane = max(1, inp.concurrency // lanes)
-        size = inp.chunk_size or min(1024, 8 * per_lane)
-        child_cap = max(1, inp.concurrency // 4)
         shared = workflow.patched(SHARED_BUDGET_PATCH)
-        started_this_run = 0
+        plan = self._plan = _LanePlan(lanes=lanes, per_lane=per_lane, size=inp.chunk_size or min(1024, 8 * per_lane),
+                                      child_cap=max(1, inp.concurrency // 4),
+                                      claims=workflow.patched(LANE_CLAIMS_PATCH))
         tasks: set[asyncio.Task] = set()
         while not self._cancelled:
             free = inp.concurrency - self._slots_in_use() if shared else inp.concurrency
-            if (not inp.paused and inp.pending_escalations and len(self._running) < child_cap
+            if (not inp.paused and inp.pending_escalations and len(self._running) < plan.child_cap
                     and free > 0):
                 item = inp.pending_escalations.pop(0)
                 assert item.source is not None
                 self._running.add(item.index)
                 tasks.add(asyncio.create_task(self._child(item.index, item.source, item.prior_ref)))
                 continue
-            budget = inp.items_per_run() - started_this_run
+            budget = inp.items_per_run() - plan.started
             more = inp.cursor < listing.total
             active = len(self._lanes) - len(self._released)
             # A lane narrower than half its share would hold its slice at a crawl: wait for slots instead.
             width = min(per_lane, free)
             if not inp.paused and more and budget > 0 and active < lanes and width >= max(1, per_lane // 2):
-                # A lane starting alone takes half a slice, so the two lanes' slice boundaries (where a
-                # lane's parallelism drains) fall apart instead of together. Near the end of a run the
-                # rest is shared out between the lanes, so one does not finish a full slice alone while
-                # the other idles — but no slice gets smaller than the lane's parallelism.
                 rest = min(listing.total - inp.cursor, budget)
-                want = max(1, size // 2) if lanes == 2 and not active else size
-                if workflow.patched(BALANCED_SLICES_PATCH):
-                    count = min(rest, max(min(want, -(-rest // lanes)), per_lane))
-                else:  # lane histories recorded before the balanced split replay as they ran
-                    count = min(want, rest)
-                offset = inp.cursor
-                inp.cursor += count
-                started_this_run += count
-                self._lanes[offset] = count
-                self._widths[offset] = width
-                tasks.add(asyncio.create_task(self._lane(offset, count, width, listing, read_page)))
+                grant = self._hand_out(inp.cursor, plan.slice_count(rest, alone=not active))
+                self._widths[grant.offset] = width
+                tasks.add(asyncio.create_task(self._lane(grant.offset, grant.count, width, listing, read_page)))
                 continue
             if not self._running and not self._lanes and not inp.pending_escalations:
                 if not more:
@@ -209,36 +276,63 @@ class PopulateBatch:
         await workflow.wait_condition(lambda: not self._running and not self._lanes)
         await asyncio.gather(*tasks)
 
+    def _hand_out(self, lane: int, count: int) -> SliceGrant:
+        """The next `count` incidents of the listing, held by `lane` until it reports them."""
+        inp, plan = self._inp, self._plan
+        assert inp is not None and plan is not None
+        grant = SliceGrant(offset=inp.cursor, count=count)
+        inp.cursor += count
+        plan.started += count
+        self._slices[grant.offset] = (lane, count)
+        self._lanes[lane] = self._lanes.get(lane, 0) + count
+        return grant
+
     def _slots_in_use(self) -> int:
         """LLM slots held now: one per running child, a lane's parallelism until it is released."""
         return len(self._running) + sum(w for o, w in self._widths.items() if o not in self._released)
 
-    async def _lane(self, offset: int, count: int, parallelism: int, listing: SourceListing,
+    async def _lane(self, lane: int, count: int, parallelism: int, listing: SourceListing,
                     read_page: Callable[[int], Awaitable[list[IncidentSource]]]) -> None:
+        inp, plan = self._inp, self._plan
+        assert inp is not None and plan is not None
+        try:
+            try:
+                result: ChunkResult = await workflow.execute_activity(
+                    names.ACCUMULATE_CHUNK,
+                    ChunkInput(batch_id=inp.batch_id, listing_ref=listing.ref, offset=lane, count=count,
+                               parallelism=parallelism, claims=plan.claims),
+                    result_type=ChunkResult, task_queue=Queues().llm, start_to_close_timeout=timedelta(hours=6),
+                    heartbeat_timeout=HEARTBEAT, retry_policy=STORE_RETRY,
+                )
+                outcomes, why = result.outcomes, "the lane ended without an outcome for it; incident run on its own"
+            except ActivityError as exc:
+                outcomes, why = [], f"lane failed ({innermost_reason(exc)}); incident run on its own"
+            # Whatever the lane did not settle (all of it, when its retries are spent) gets its own
+            # workflow, which stores each incident exactly once whatever the lane managed before.
+            held = sorted((o, c) for o, (owner, c) in self._slices.items() if owner == lane)
+            inside = {i for o, c in held for i in range(o, o + c)}
+            outcomes = [o for o in outcomes if o.index in inside]
+            settled = {o.index for o in outcomes}
+            for offset, size in held:
+                for page in range(offset, offset + size, PAGE):
+                    if all(i in settled for i in range(page, min(page + PAGE, offset + size))):
+                        continue
+                    outcomes += [ItemOutcome(index=page + i, status="escalated", reason=why, source=source)
+                                 for i, source in enumerate(await read_page(page))
+                                 if page + i < offset + size and page + i not in settled]
+        finally:
+            for offset in [o for o, (owner, _) in self._slices.items() if owner == lane]:
+                del self._slices[offset]
+            self._lanes.pop(lane, None)
+            self._widths.pop(lane, None)
+            self._released.discard(lane)
+            self._reported.pop(lane, None)
+            self._lane_counts.pop(lane, None)  # the outcomes below replace what the lane reported
+        self._settle(outcomes)
+
+    def _settle(self, outcomes: list[ItemOutcome]) -> None:
         inp = self._inp
         assert inp is not None
-        try:
-            result: ChunkResult = await workflow.execute_activity(
-                names.ACCUMULATE_CHUNK,
-                ChunkInput(batch_id=inp.batch_id, listing_ref=listing.ref, offset=offset, count=count,
-                           parallelism=parallelism),
-                result_type=ChunkResult, task_queue=Queues().llm, start_to_close_timeout=timedelta(hours=6),
-                heartbeat_timeout=HEARTBEAT, retry_policy=STORE_RETRY,
-            )
-            outcomes = result.outcomes
-        except ActivityError as exc:
-            # The lane gave up (its retries are spent): every incident of the slice gets its own
-            # workflow, which stores each exactly once whatever the lane managed before failing.
-            reason = f"lane failed ({innermost_reason(exc)}); incident run on its own"
-            outcomes = [ItemOutcome(index=offset + i, status="escalated", reason=reason, source=source)
-                        for page in range(offset, offset + count, PAGE)
-                        for i, source in enumerate(await read_page(page), start=page - offset)
-                        if i < count]
-        finally:
-            self._lanes.pop(offset, None)
-            self._widths.pop(offset, None)
-            self._released.discard(offset)
-            self._lane_counts.pop(offset, None)  # the outcomes below replace what the lane reported
         for outcome in outcomes:
             if outcome.status == "stored":
                 inp.done += 1

@@ -1,4 +1,4 @@
-"""The populate lane: learn a slice of incidents concurrently inside one activity.
+"""The populate lane: learn slices of incidents concurrently inside one activity.
 
 One child workflow and three activities per incident cost more CPU in orchestration than the
 incident itself (measured: ~200 ms per incident against 2 LLM calls of 100 ms). The lane keeps
@@ -8,6 +8,10 @@ Everything off the happy path is *escalated*, not handled here: the batch gives 
 own AccumulateIncident workflow with the explorer, the review retries and per-step retries, so
 nothing the lane cannot settle is settled worse than before. After a rejection or a request for
 human input the lane parks its attempt as a blob, and that workflow starts from it.
+
+A lane given a `claim` callback asks for the next slice while fewer than a round of incidents wait
+for a slot, so its slots do not drain at a slice's end, and hands each finished slice's outcomes to
+the batch (`on_slice_done`) instead of keeping them to the end.
 
 Durability comes from idempotence plus progress: every write is an upsert keyed by the incident,
 the activity heartbeats the outcomes so far, and a retried activity skips what it already reported.
@@ -58,43 +62,146 @@ class AccumulationLane:
         self._before_llm = 0  # items not yet past the LLM stage
         self._on_released: Callable[[], Awaitable[None]] | None = None
         self._release: asyncio.Task | None = None
+        self._gate = asyncio.Semaphore(parallelism)
+        self._queued = 0  # items waiting for a slot
+        self._hungry = asyncio.Event()  # fewer than a round of items wait: time to claim the next slice
+        self._exhausted = True  # no more slices will come (set False while a claimer may still add some)
+        self._tasks: set[asyncio.Task] = set()
+        self._slice_of: dict[int, int] = {}  # item index -> offset of its slice
+        self._unsettled: dict[int, int] = {}  # slice offset -> items without an outcome
+        self._on_slice_done: Callable[[int, list[ItemOutcome]], Awaitable[None]] | None = None
+        self.slices_reported = 0
 
     async def run(self, items: Iterable[tuple[int, IncidentSource]], *, run_id: str, dedup_prefix: str,
                   done: Iterable[ItemOutcome] = (),
                   on_released: Callable[[], Awaitable[None]] | None = None,
-                  on_progress: Callable[[int, int, int], Awaitable[None]] | None = None) -> list[ItemOutcome]:
-        """Outcomes for every item, in index order. `done` are outcomes a previous attempt reported;
-        those items are not touched again. A store failure propagates (the activity is retried).
+                  on_progress: Callable[[int, int, int, int], Awaitable[None]] | None = None,
+                  slices: Iterable[tuple[int, list[tuple[int, IncidentSource]]]] | None = None,
+                  claim: Callable[[], Awaitable[tuple[int, list[tuple[int, IncidentSource]]] | None]] | None = None,
+                  on_slice_done: Callable[[int, list[ItemOutcome]], Awaitable[None]] | None = None,
+                  ) -> list[ItemOutcome]:
+        """Outcomes for every item not reported slice by slice, in index order. `done` are outcomes a
+        previous attempt reported; those items are not touched again. A store failure propagates
+        (the activity is retried).
 
-        `on_released` is awaited once, when every item is past the LLM and only group writes are
-        left: from then on the lane holds no LLM slot, and the batch may start the next slice instead
-        of leaving the lane's slots idle through the last commits. Its failure is ignored (the
-        batch then starts the next slice when this one returns, as it would without it).
+        `slices` (offset, items) replaces `items` for a lane that holds several slices. `claim` is
+        awaited whenever fewer than a round of items wait for a slot, for the next slice (None: no
+        more), so the lane's slots do not drain at a slice's end. `on_slice_done(offset, outcomes)`
+        is awaited when every item of a slice has its outcome; once it returns those outcomes are
+        the batch's, and leave the lane's result and heartbeats. If it fails they stay for the result.
 
-        `on_progress(stored, failed, escalated)` is awaited every `PROGRESS_EVERY_S` while the counts
-        change; like `on_released`, its failure only costs the report."""
-        for outcome in done:
-            self.outcomes[outcome.index] = outcome
-        gate = asyncio.Semaphore(self.parallelism)
-        todo = [(i, s) for i, s in items if i not in self.outcomes]
-        self._before_llm = len(todo)
+        `on_released` is awaited once, when no slice is left to claim and every item is past the
+        LLM: from then on the lane holds no LLM slot, and the batch may use its slots elsewhere
+        while the last group writes run. Its failure is ignored (the batch then reuses the slots
+        when the lane returns, as it would without it).
+
+        `on_progress(stored, failed, escalated, slices_reported)` is awaited every `PROGRESS_EVERY_S`
+        while the counts change; like `on_released`, its failure only costs the report."""
         self._on_released = on_released
-        tasks = [asyncio.create_task(self._learn(i, s, gate, run_id, f"{dedup_prefix}:{i}")) for i, s in todo]
+        self._on_slice_done = on_slice_done
+        given = list(slices) if slices is not None else [(None, list(items))]
+        inside = {i for _, its in given for i, _ in its}
+        for outcome in done:
+            if outcome.index in inside:  # outcomes of slices reported since are not ours any more
+                self.outcomes[outcome.index] = outcome
+        self._run_id, self._dedup_prefix = run_id, dedup_prefix
+        for offset, its in given:
+            self._add(offset, its)
+        if self._queued < self.parallelism:  # also with nothing held (a retry after every slice was reported)
+            self._hungry.set()
+        claimer = None
+        if claim is not None:
+            self._exhausted = False
+            claimer = asyncio.create_task(self._claim_while_hungry(claim))
         reporter = asyncio.create_task(self._report(on_progress)) if on_progress is not None else None
         try:
-            await asyncio.gather(*tasks)
+            while True:
+                for t in [*self._tasks, *([claimer] if claimer else [])]:
+                    if t.done() and not t.cancelled() and t.exception() is not None:
+                        raise t.exception()
+                live = {t for t in self._tasks if not t.done()}
+                if claimer is not None and not claimer.done():
+                    live.add(claimer)
+                if not live:
+                    break
+                await asyncio.wait(live, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for t in [*tasks, *self._flushers, *([self._release] if self._release else []),
-                      *([reporter] if reporter else [])]:
+            for t in [*self._tasks, *self._flushers, *([self._release] if self._release else []),
+                      *([reporter] if reporter else []), *([claimer] if claimer else [])]:
                 t.cancel()
         return [self.outcomes[i] for i in sorted(self.outcomes)]
 
-    def _settled(self) -> tuple[int, int, int]:
-        """Stored, failed and escalated outcomes so far."""
-        statuses = [o.status for o in self.outcomes.values()]
-        return statuses.count("stored"), statuses.count("failed"), statuses.count("escalated")
+    def _add(self, offset: int | None, items: list[tuple[int, IncidentSource]]) -> None:
+        """Start learning a slice's items (those without an outcome yet)."""
+        todo = [(i, s) for i, s in items if i not in self.outcomes]
+        if offset is not None:
+            self._unsettled[offset] = len(todo)
+            for i, _ in items:
+                self._slice_of[i] = offset
+        self._before_llm += len(todo)
+        self._queued += len(todo)
+        if self._queued < self.parallelism:
+            self._hungry.set()
+        for i, s in todo:
+            t = asyncio.create_task(self._learn(i, s, self._gate, self._run_id, f"{self._dedup_prefix}:{i}"))
+            self._tasks.add(t)
+            t.add_done_callback(self._forget)
+        if offset is not None and not todo:
+            self._slice_settled(offset)
 
-    async def _report(self, on_progress: Callable[[int, int, int], Awaitable[None]]) -> None:
+    def _forget(self, task: asyncio.Task) -> None:
+        """Keep finished tasks only while they carry a failure `run` has to raise."""
+        if task.cancelled() or task.exception() is None:
+            self._tasks.discard(task)
+
+    async def _claim_while_hungry(self, claim) -> None:
+        """Claim the next slice whenever fewer than a round of items wait, until there is no more.
+        A claim that fails ends claiming: the lane finishes what it holds and the batch goes on."""
+        try:
+            while True:
+                await self._hungry.wait()
+                self._hungry.clear()
+                try:
+                    got = await claim()
+                except Exception as exc:
+                    log.warning("could not claim the next slice; the lane finishes what it holds: %s", exc)
+                    got = None
+                if got is None:
+                    return
+                self._add(*got)
+        finally:
+            self._exhausted = True
+            self._maybe_release()
+
+    def _slice_settled(self, offset: int) -> None:
+        if self._on_slice_done is None:
+            return
+        outcomes = [self.outcomes[i] for i, o in self._slice_of.items() if o == offset and i in self.outcomes]
+        task = asyncio.create_task(self._hand_over(offset, outcomes))
+        self._tasks.add(task)
+        task.add_done_callback(self._forget)
+
+    async def _hand_over(self, offset: int, outcomes: list[ItemOutcome]) -> None:
+        """Report a finished slice; once the batch has it, its outcomes leave the lane."""
+        assert self._on_slice_done is not None
+        try:
+            await self._on_slice_done(offset, outcomes)
+        except Exception as exc:  # the outcomes stay and reach the batch with the lane's result
+            log.warning("could not report slice %s; its outcomes go with the lane's result: %s", offset, exc)
+            return
+        for o in outcomes:
+            self.outcomes.pop(o.index, None)
+            self._slice_of.pop(o.index, None)
+        self._unsettled.pop(offset, None)
+        self.slices_reported += 1
+
+    def _settled(self) -> tuple[int, int, int, int]:
+        """Stored, failed and escalated outcomes not yet reported by slice, and the slices reported."""
+        statuses = [o.status for o in self.outcomes.values()]
+        return (statuses.count("stored"), statuses.count("failed"), statuses.count("escalated"),
+                self.slices_reported)
+
+    async def _report(self, on_progress: Callable[[int, int, int, int], Awaitable[None]]) -> None:
         reported = None
         while True:
             await asyncio.sleep(PROGRESS_EVERY_S)
@@ -106,6 +213,11 @@ class AccumulationLane:
     def _record(self, outcome: ItemOutcome) -> None:
         """`outcomes` is what the activity heartbeats: a retried attempt resumes from it."""
         self.outcomes[outcome.index] = outcome
+        offset = self._slice_of.get(outcome.index)
+        if offset is not None and offset in self._unsettled:
+            self._unsettled[offset] -= 1
+            if self._unsettled[offset] == 0:
+                self._slice_settled(offset)
 
     async def _learn(self, index: int, source: IncidentSource, gate: asyncio.Semaphore, run_id: str,
                      dedup_key: str) -> None:
@@ -131,6 +243,9 @@ class AccumulationLane:
                            dedup_key: str) -> StoreRequest | None:
         """What to store for this incident; None when its outcome is already settled (failed, escalated)."""
         async with gate:
+            self._queued -= 1
+            if self._queued < self.parallelism:
+                self._hungry.set()
             try:
                 incident = load_incident(source)
             except IncidentRejected as exc:
@@ -169,7 +284,8 @@ class AccumulationLane:
 
     def _maybe_release(self) -> None:
         """Tell the batch once that this lane's LLM work is over while its commits are not."""
-        if self._before_llm or self._on_released is None or not (self._waiting or self._flushers):
+        if (self._before_llm or not self._exhausted or self._on_released is None
+                or not (self._waiting or self._flushers)):
             return
         callback, self._on_released = self._on_released, None
         self._release = asyncio.create_task(_quietly(callback()))

@@ -150,16 +150,44 @@ class ChunkInput(BaseModel):
     offset: int
     count: int
     parallelism: int = Field(ge=1)
+    claims: bool = Field(
+        default=False,
+        description="the lane asks its batch for the next slice (claim_slice) while its queue runs low and reports "
+                    "every finished slice (slice_done), instead of ending with its one slice")
+
+
+class SliceClaim(BaseModel):
+    """A lane asking its batch for more work; `lane` is the offset of the lane's first slice."""
+
+    lane: int
+
+
+class SliceGrant(BaseModel):
+    """The slice a lane is to learn next; a count of 0 means no more (paused, cancelled, the run's
+    share is out, or escalated incidents wait for the lane's slots)."""
+
+    offset: int
+    count: int = Field(ge=0)
+
+
+class SliceReport(BaseModel):
+    """A lane's outcomes for one finished slice."""
+
+    lane: int
+    offset: int
+    outcomes: list[ItemOutcome]
 
 
 class LaneProgress(BaseModel):
-    """What a running lane has settled so far (cumulative over its attempts), signalled to its batch
-    so the progress query moves while a slice runs, not only when it ends."""
+    """What a running lane has settled so far and not yet reported slice by slice (cumulative over its
+    attempts), signalled to its batch so the progress query moves while a slice runs, not only when
+    it ends. `slices_reported` tells a late report from a current one."""
 
     offset: int
     stored: int = 0
     failed: int = 0
     escalated: int = 0
+    slices_reported: int = 0
 
 
 class ChunkResult(BaseModel):

@@ -179,17 +179,33 @@ async def test_the_end_of_a_run_is_shared_between_the_lanes(client, running_work
     path = _write(tmp_path, 40)
     result = await _populate(client, path, concurrency=8, chunk_size=32)
     assert (result.done, result.failed) == (40, 0)
-    handle = client.get_workflow_handle(f"populate:{result.batch_id}")
-    slices = []
-    async for event in handle.fetch_history_events():
-        attrs = event.activity_task_scheduled_event_attributes
-        if event.HasField("activity_task_scheduled_event_attributes") and attrs.activity_type.name == "accumulate_chunk":
-            chunk = json.loads(attrs.input.payloads[0].data)
-            slices.append((chunk["offset"], chunk["count"]))
+    slices = await _slices_handed_out(client.get_workflow_handle(f"populate:{result.batch_id}"))
     assert sum(count for _, count in slices) == 40
     per_lane = 4
     for offset, count in slices:
         assert count <= max(-(-(40 - offset) // 2), per_lane), slices
+
+
+async def _slices_handed_out(handle) -> list[tuple[int, int]]:
+    """(offset, count) of every slice the batch gave a lane: at the lane's start or by `claim_slice`."""
+    slices, claims = [], set()
+    async for event in handle.fetch_history_events():
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            attrs = event.activity_task_scheduled_event_attributes
+            if attrs.activity_type.name == "accumulate_chunk":
+                chunk = json.loads(attrs.input.payloads[0].data)
+                slices.append((chunk["offset"], chunk["count"]))
+        elif event.HasField("workflow_execution_update_accepted_event_attributes"):
+            request = event.workflow_execution_update_accepted_event_attributes.accepted_request
+            if request.input.name == "claim_slice":
+                claims.add(request.meta.update_id)
+        elif event.HasField("workflow_execution_update_completed_event_attributes"):
+            done = event.workflow_execution_update_completed_event_attributes
+            if done.meta.update_id in claims:
+                grant = json.loads(done.outcome.success.payloads[0].data)
+                if grant["count"]:
+                    slices.append((grant["offset"], grant["count"]))
+    return sorted(slices)
 
 
 class _HeldStorer(GraphStorer):
@@ -258,29 +274,41 @@ async def test_failing_reports_do_not_fail_the_lane(services, llm_server, settin
     assert () in attempts and any(a for a in attempts), "both reports were tried"
 
 
-async def test_the_next_slice_starts_while_the_last_commits_of_a_lane_run(client, running_worker, services,
-                                                                           llm_server, tmp_path):
-    """One lane (concurrency 4): its slots would idle through each slice's last commits. The lane
-    signals the batch when its LLM work is over, and the next slice is scheduled before the previous
-    lane's activity completes — never with more than one lane talking to the LLM."""
+async def test_a_lane_claims_its_next_slice_before_the_current_one_ends(client, running_worker, services,
+                                                                      llm_server, tmp_path):
+    """One lane (concurrency 4), slices of 4: before claims, every slice was its own activity and the
+    lane's slots idled through its last incidents, its commits and the next activity's start. Now
+    one lane activity claims each next slice while the current one still runs and reports each
+    finished slice, never with more than 4 chats in flight."""
     llm_server.latency_s = 0.3  # embeddings too: each commit takes at least that long
     path = _write(tmp_path, 12)
     result = await _populate(client, path, concurrency=4, chunk_size=4)
     assert (result.done, result.failed) == (12, 0)
-    assert llm_server.max_chats_in_flight <= 4, "a released lane holds no LLM slot"
+    assert llm_server.max_chats_in_flight <= 4
     handle = client.get_workflow_handle(f"populate:{result.batch_id}")
-    running: set[int] = set()
-    overlapped = signals = 0
+    assert await _slices_handed_out(handle) == [(0, 4), (4, 4), (8, 4)]
+    lanes = released = 0
+    names: dict[str, str] = {}
+    order: list[tuple[str, int]] = []
     async for event in handle.fetch_history_events():
         if event.HasField("activity_task_scheduled_event_attributes"):
-            if event.activity_task_scheduled_event_attributes.activity_type.name == "accumulate_chunk":
-                overlapped += bool(running)
-                running.add(event.event_id)
-        elif event.HasField("activity_task_completed_event_attributes"):
-            running.discard(event.activity_task_completed_event_attributes.scheduled_event_id)
+            lanes += event.activity_task_scheduled_event_attributes.activity_type.name == "accumulate_chunk"
         elif event.HasField("workflow_execution_signaled_event_attributes"):
-            signals += event.workflow_execution_signaled_event_attributes.signal_name == "lane_released"
-    assert signals == 3 and overlapped == 2, (signals, overlapped)
+            released += event.workflow_execution_signaled_event_attributes.signal_name == "lane_released"
+        elif event.HasField("workflow_execution_update_accepted_event_attributes"):
+            request = event.workflow_execution_update_accepted_event_attributes.accepted_request
+            names[request.meta.update_id] = request.input.name
+            if request.input.name == "slice_done":
+                order.append(("done", json.loads(request.input.args.payloads[0].data)["offset"]))
+        elif event.HasField("workflow_execution_update_completed_event_attributes"):
+            done = event.workflow_execution_update_completed_event_attributes
+            if names.get(done.meta.update_id) == "claim_slice":
+                grant = json.loads(done.outcome.success.payloads[0].data)
+                if grant["count"]:
+                    order.append(("claimed", grant["offset"]))
+    assert lanes == 1 and released == 1, (lanes, released)
+    assert order.index(("claimed", 4)) < order.index(("done", 0)), order
+    assert order.index(("claimed", 8)) < order.index(("done", 4)), order
 
 
 async def test_progress_moves_while_a_slice_runs_not_only_when_it_ends(client, running_worker, services, llm_server,
@@ -352,3 +380,63 @@ async def test_escalated_incidents_and_lanes_share_one_budget(client, running_wo
     result = await _populate(client, _write(tmp_path, 24), concurrency=4, chunk_size=4, max_review_retries=1)
     assert result.done == 24 and result.escalated > 0, result
     assert llm_server.max_chats_in_flight <= 4, llm_server.max_chats_in_flight
+
+
+async def test_a_claiming_lane_takes_the_next_slice_while_a_round_still_waits(services, llm_server, settings,
+                                                                            tmp_path):
+    """Parallelism 2, slices of 4: the lane claims the next slice while the current one still has
+    incidents in flight, reports each slice once with its outcomes, and tells the batch its LLM work
+    is over only after the batch said there is no more."""
+    llm_server.latency_s = 0.05
+    sources = list(enumerate(list_sources(str(_write(tmp_path, 12)))))
+    lane = AccumulationLane(services.strategy, services.llm,
+                            GraphStorer(services.store, services.embedder, settings.canonical_match_threshold),
+                            parallelism=2)
+    grants = [(4, sources[4:8]), (8, sources[8:12]), None]
+    events: list[tuple] = []
+    handed, reported = set(range(4)), set()
+
+    async def claim():
+        events.append(("claim", len(handed - reported - set(lane.outcomes))))
+        grant = grants.pop(0)
+        if grant:
+            handed.update(i for i, _ in grant[1])
+        return grant
+
+    async def slice_done(offset, outcomes):
+        reported.update(o.index for o in outcomes)
+        events.append(("done", offset, sorted((o.index, o.status) for o in outcomes)))
+
+    async def released():
+        events.append(("released",))
+
+    left = await lane.run((), slices=[(0, sources[:4])], run_id="wf", dedup_prefix="k", claim=claim,
+                          on_slice_done=slice_done, on_released=released)
+    assert left == [], "every outcome went to the batch with its slice"
+    claims = [e for e in events if e[0] == "claim"]
+    assert len(claims) == 3 and all(unsettled > 0 for _, unsettled in claims[:2]), events
+    done = [e for e in events if e[0] == "done"]
+    assert [e[1] for e in sorted(done)] == [0, 4, 8]
+    for _, offset, outcomes in done:
+        assert outcomes == [(i, "stored") for i in range(offset, offset + 4)]
+    assert events.index(("released",)) > events.index(claims[-1]), "released only once nothing more comes"
+    assert await _graph_rows(services) == 12
+
+
+async def test_a_slice_report_that_fails_leaves_its_outcomes_in_the_lanes_result(services, llm_server, settings,
+                                                                                tmp_path):
+    sources = list(enumerate(list_sources(str(_write(tmp_path, 4)))))
+    lane = AccumulationLane(services.strategy, services.llm,
+                            GraphStorer(services.store, services.embedder, settings.canonical_match_threshold),
+                            parallelism=2)
+
+    async def no_more():
+        return None
+
+    async def unreachable(offset, outcomes):
+        raise RuntimeError("temporal unreachable")
+
+    left = await lane.run((), slices=[(0, sources[:2]), (2, sources[2:])], run_id="wf", dedup_prefix="k",
+                          claim=no_more, on_slice_done=unreachable)
+    assert [(o.index, o.status) for o in left] == [(i, "stored") for i in range(4)]
+    assert lane.slices_reported == 0

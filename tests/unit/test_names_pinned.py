@@ -26,6 +26,13 @@ def test_signal_names():
     assert (names.LANE_RELEASED_SIGNAL, names.LANE_PROGRESS_SIGNAL) == ("lane_released", "lane_progress")
 
 
+def test_update_and_query_names():
+    from workflows import names
+
+    assert (names.CLAIM_SLICE_UPDATE, names.SLICE_DONE_UPDATE, names.HELD_SLICES_QUERY) == (
+        "claim_slice", "slice_done", "held_slices")
+
+
 def test_import_rules():
     """policy imports nothing of the project; bamboo never imports workflows or worker."""
     import pathlib
