@@ -1,7 +1,10 @@
 """Batches started on older code must replay on today's code: operators upgrade workers while long
 batches run. Recorded histories: the per-incident PopulateBatch from before lanes (3 incidents, one
 bad), and a lane batch from before the end of a run was shared between the lanes (41 items, one bad,
-concurrency 8, slices of 32: it scheduled 16 and 25 where today's code schedules 16 and 13)."""
+concurrency 8, slices of 32: it scheduled 16 and 25 where today's code schedules 16 and 13); a lane batch
+from before lanes claimed their slices and shared the budget with escalations (41 items, one bad,
+concurrency 8, slices of 8: one activity per slice, the next started on `lane_released`); and one
+from today's claiming lanes (the same batch), so later changes must keep replaying it."""
 
 from __future__ import annotations
 
@@ -31,3 +34,11 @@ async def test_pre_lane_batch_history_replays_without_nondeterminism():
 
 async def test_lane_batch_from_before_balanced_slices_replays_without_nondeterminism():
     await _replay("populate_lanes_v1.json")
+
+
+async def test_lane_batch_from_before_slice_claims_replays_without_nondeterminism():
+    await _replay("populate_lanes_v2.json")
+
+
+async def test_claiming_lane_batch_replays_without_nondeterminism():
+    await _replay("populate_lanes_v3.json")
