@@ -14,7 +14,7 @@ from temporalio.client import WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import with_heartbeats
-from bamboo.accumulation.lane import AccumulationLane
+from bamboo.accumulation.lane import AccumulationLane, Slice
 from bamboo.accumulation.storing import GraphStorer, StoreRequest
 from bamboo.analysis.exploration import ExplorationError, plan_read_only_code
 from bamboo.analysis.models import ExplorationPlan
@@ -118,7 +118,7 @@ class AccumulateActivities:
             await batch_run.signal(names.LANE_PROGRESS_SIGNAL, LaneProgress(
                 offset=inp.offset, stored=stored, failed=failed, escalated=escalated, slices_reported=slices_reported))
 
-        async def claim() -> tuple[int, list[tuple[int, IncidentSource]]] | None:
+        async def claim() -> Slice | None:
             grant = await batch_run.execute_update(names.CLAIM_SLICE_UPDATE, SliceClaim(lane=inp.offset),
                                                    result_type=SliceGrant)
             if not grant.count:

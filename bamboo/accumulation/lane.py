@@ -45,6 +45,9 @@ MAX_CONCURRENT_GROUPS = 2
 # enough that a long batch's history does not fill up with reports (one event per report).
 PROGRESS_EVERY_S = 5.0
 
+# A slice held by a lane: its offset in the listing and its numbered incident sources.
+Slice = tuple[int, list[tuple[int, IncidentSource]]]
+
 
 class AccumulationLane:
     def __init__(self, strategy: ExtractionStrategy, llm: LLMClient, storer: GraphStorer, *, parallelism: int,
@@ -76,8 +79,8 @@ class AccumulationLane:
                   done: Iterable[ItemOutcome] = (),
                   on_released: Callable[[], Awaitable[None]] | None = None,
                   on_progress: Callable[[int, int, int, int], Awaitable[None]] | None = None,
-                  slices: Iterable[tuple[int, list[tuple[int, IncidentSource]]]] | None = None,
-                  claim: Callable[[], Awaitable[tuple[int, list[tuple[int, IncidentSource]]] | None]] | None = None,
+                  slices: Iterable[Slice] | None = None,
+                  claim: Callable[[], Awaitable[Slice | None]] | None = None,
                   on_slice_done: Callable[[int, list[ItemOutcome]], Awaitable[None]] | None = None,
                   ) -> list[ItemOutcome]:
         """Outcomes for every item not reported slice by slice, in index order. `done` are outcomes a
@@ -154,7 +157,7 @@ class AccumulationLane:
         if task.cancelled() or task.exception() is None:
             self._tasks.discard(task)
 
-    async def _claim_while_hungry(self, claim) -> None:
+    async def _claim_while_hungry(self, claim: Callable[[], Awaitable[Slice | None]]) -> None:
         """Claim the next slice whenever fewer than a round of items wait, until there is no more.
         A claim that fails ends claiming: the lane finishes what it holds and the batch goes on."""
         try:

@@ -440,3 +440,28 @@ async def test_a_slice_report_that_fails_leaves_its_outcomes_in_the_lanes_result
                           claim=no_more, on_slice_done=unreachable)
     assert [(o.index, o.status) for o in left] == [(i, "stored") for i in range(4)]
     assert lane.slices_reported == 0
+
+
+async def test_forged_slice_messages_change_nothing(client, running_worker, llm_server, tmp_path):
+    """The batch takes slice reports only from the lane holding the slice, with outcomes inside it,
+    and hands slices only to its running lanes: forged reports are refused before they reach the
+    history, a forged claim gets nothing, and the batch's counts stay its own."""
+    from temporalio.client import WorkflowUpdateFailedError
+
+    from bamboo.models.accumulate import PopulateProgress, SliceClaim, SliceGrant, SliceReport
+
+    llm_server.latency_s = 1.0  # the lane holds its slice for seconds
+    handle = await _start(client, _write(tmp_path, 4), concurrency=2)
+    for _ in range(100):
+        if (await handle.query("progress", result_type=PopulateProgress)).running:
+            break
+        await asyncio.sleep(0.05)
+    outside = SliceReport(lane=0, offset=0, outcomes=[ItemOutcome(index=99, status="stored")])
+    other_lane = SliceReport(lane=7, offset=0, outcomes=[ItemOutcome(index=0, status="stored")])
+    for forged in (outside, other_lane):
+        with pytest.raises(WorkflowUpdateFailedError):
+            await handle.execute_update("slice_done", forged)
+    grant = await handle.execute_update("claim_slice", SliceClaim(lane=99), result_type=SliceGrant)
+    assert grant.count == 0
+    result = await handle.result()
+    assert (result.done, result.failed, result.escalated) == (4, 0, 0)
