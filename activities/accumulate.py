@@ -23,9 +23,9 @@ from bamboo.extraction.review import review_graph
 from bamboo.ingest import IncidentRejected, list_sources, load_incident
 from bamboo.llm.errors import LLMError, to_application_error
 from bamboo.models.accumulate import (
-    ChunkInput, ChunkResult, ExtractInput, IncidentSource, ItemOutcome, LaneProgress, LoadedIncident, PriorAttempt,
-    ReviewExplorationInput,
-    ReviewInput, ReviewOutcome, SliceClaim, SliceGrant, SliceReport, SourceListing, SourcePageInput, StoreInput,
+    ChunkInput, ChunkResult, ExtractInput, IncidentSource, ItemOutcome, LaneHolding, LaneProgress, LoadedIncident,
+    PriorAttempt, ReviewExplorationInput, ReviewInput, ReviewOutcome, SliceClaim, SliceGrant, SliceReport,
+    SourceListing, SourcePageInput, StoreInput,
 )
 from bamboo.models.graph import WriteStats
 from bamboo.models.incident import Incident
@@ -132,7 +132,13 @@ class AccumulateActivities:
         held = [SliceGrant(offset=inp.offset, count=inp.count)]
         if inp.claims and info.attempt > 1:
             # The slices this lane had claimed and not reported when its last attempt died.
-            held = await batch_run.query(names.HELD_SLICES_QUERY, inp.offset, result_type=list[SliceGrant])
+            holding = await batch_run.query(names.HELD_SLICES_QUERY, inp.offset, result_type=LaneHolding)
+            if holding.released:
+                # Its slots already went to other work: learning again would go over the batch's
+                # concurrency. What it settled stands; the batch gives the rest their own workflows.
+                inside = {i for g in holding.slices for i in range(g.offset, g.offset + g.count)}
+                return ChunkResult(outcomes=[o for o in previous if o.index in inside])
+            held = holding.slices
         slices = [(g.offset, await self._numbered(inp.listing_ref, g)) for g in held]
         outcomes = await with_heartbeats(
             lane.run((), slices=slices, run_id=batch_workflow, dedup_prefix=f"graph_stored:{batch_workflow}",

@@ -35,6 +35,7 @@ from temporalio.workflow import ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     from bamboo.models.accumulate import (
         AccumulateInput, AccumulateResult, ChunkInput, ChunkResult, FailedItem, IncidentSource, ItemOutcome,
+        LaneHolding,
         LaneProgress, PopulateInput, PopulateProgress,
         PopulateResult, SliceClaim, SliceGrant, SliceReport, SourceListing, SourcePageInput,
     )
@@ -160,9 +161,11 @@ class PopulateBatch:
             raise ValueError(f"outcomes outside slice {report.offset}+{held[1]}")
 
     @workflow.query(name=names.HELD_SLICES_QUERY)
-    def held_slices(self, lane: int) -> list[SliceGrant]:
-        """The slices a lane holds and has not reported: what its retried attempt resumes."""
-        return [SliceGrant(offset=o, count=c) for o, (owner, c) in sorted(self._slices.items()) if owner == lane]
+    def held_slices(self, lane: int) -> LaneHolding:
+        """The slices a lane holds and has not reported, which its retried attempt resumes, and whether
+        it had released its slots (then the retry learns nothing and its incidents are escalated)."""
+        return LaneHolding(slices=[SliceGrant(offset=o, count=c) for o, (owner, c) in sorted(self._slices.items())
+                                   if owner == lane], released=lane in self._released)
 
     @workflow.query
     def progress(self) -> PopulateProgress:

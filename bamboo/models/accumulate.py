@@ -170,6 +170,14 @@ class SliceGrant(BaseModel):
     count: int = Field(ge=0)
 
 
+class LaneHolding(BaseModel):
+    """What a retried lane asks its batch: the slices it holds unreported, and whether it had already
+    given its LLM slots back (then learning again would go over the batch's concurrency)."""
+
+    slices: list[SliceGrant]
+    released: bool = False
+
+
 class SliceReport(BaseModel):
     """A lane's outcomes for one finished slice."""
 

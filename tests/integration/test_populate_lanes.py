@@ -465,3 +465,42 @@ async def test_forged_slice_messages_change_nothing(client, running_worker, llm_
     assert grant.count == 0
     result = await handle.result()
     assert (result.done, result.failed, result.escalated) == (4, 0, 0)
+
+
+async def test_a_lane_retried_after_giving_back_its_slots_learns_nothing(client, running_worker, services,
+                                                                         llm_server, tmp_path):
+    """A lane that had released its slots (they may already serve escalated incidents or another
+    lane) and is then retried must not talk to the model again: it returns what it had settled, and
+    the batch gives the rest their own workflows within the budget."""
+    import dataclasses
+
+    from temporalio.testing import ActivityEnvironment
+
+    from activities.accumulate import AccumulateActivities
+    from bamboo.models.accumulate import ChunkInput, PopulateProgress
+
+    class MustNotLearn:
+        name = "panda"
+
+        async def extract(self, *args, **kwargs):
+            raise AssertionError("a lane retried after its release learned again")
+
+    llm_server.latency_s = 1.0
+    path = _write(tmp_path, 4)
+    listing = "\n".join(s.model_dump_json(exclude_none=True) for s in list_sources(str(path))).encode()
+    listing_ref = await services.store.blobs.put(listing)  # the batch's own listing (content-addressed)
+    handle = await _start(client, path, concurrency=2)
+    for _ in range(100):
+        if (await handle.query("progress", result_type=PopulateProgress)).running:
+            break
+        await asyncio.sleep(0.05)
+    await handle.signal("lane_released", 0)  # as the first attempt would have, just before its worker died
+    env = ActivityEnvironment(client=client)
+    env.info = dataclasses.replace(env.info, attempt=2, workflow_id=handle.id,
+                                   workflow_run_id=handle.first_execution_run_id, heartbeat_details=[
+                                       [ItemOutcome(index=1, status="stored").model_dump(mode="json")]])
+    retry = AccumulateActivities(dataclasses.replace(services, strategy=MustNotLearn()))
+    result = await env.run(retry.accumulate_chunk, ChunkInput(batch_id="x", listing_ref=listing_ref, offset=0, count=4,
+                                                              parallelism=2, claims=True))
+    assert [(o.index, o.status) for o in result.outcomes] == [(1, "stored")]
+    assert (await handle.result()).done == 4  # the real first attempt was alive all along and finished
