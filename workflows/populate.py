@@ -86,11 +86,11 @@ class PopulateBatch:
     def __init__(self) -> None:
         self._inp: PopulateInput | None = None
         self._running: set[int] = set()  # indexes of running child workflows
-        self._lanes: dict[int, int] = {}  # running lane activities: offset -> incidents
+        self._lanes: dict[int, int] = {}  # running lane activities (by first offset) -> incidents held unreported
         self._widths: dict[int, int] = {}  # running lane activities: offset -> parallelism
         self._slices: dict[int, tuple[int, int]] = {}  # slices held by lanes, unreported: offset -> (lane, count)
         self._reported: dict[int, int] = {}  # lane -> slices it has reported
-        self._plan: _LanePlan | None = None  # set while claiming lanes run
+        self._plan: _LanePlan | None = None  # how this run slices its listing, once lanes run
         self._released: set[int] = set()  # lanes whose LLM work is over (only commits left)
         self._lane_counts: dict[int, LaneProgress] = {}  # what running lanes reported settled so far
         self._cancelled = False
