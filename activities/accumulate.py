@@ -141,7 +141,7 @@ class AccumulateActivities:
             held = holding.slices
         slices = [(g.offset, await self._numbered(inp.listing_ref, g)) for g in held]
         outcomes = await with_heartbeats(
-            lane.run((), slices=slices, run_id=batch_workflow, dedup_prefix=f"graph_stored:{batch_workflow}",
+            lane.run(slices=slices, run_id=batch_workflow, dedup_prefix=f"graph_stored:{batch_workflow}",
                      done=previous, on_released=released, on_progress=progressed,
                      claim=claim if inp.claims else None, on_slice_done=slice_done if inp.claims else None),
             details=lambda: [o.model_dump(mode="json", exclude_none=True) for o in lane.outcomes.values()],

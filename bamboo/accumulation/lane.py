@@ -75,7 +75,7 @@ class AccumulationLane:
         self._on_slice_done: Callable[[int, list[ItemOutcome]], Awaitable[None]] | None = None
         self.slices_reported = 0
 
-    async def run(self, items: Iterable[tuple[int, IncidentSource]], *, run_id: str, dedup_prefix: str,
+    async def run(self, items: Iterable[tuple[int, IncidentSource]] = (), *, run_id: str, dedup_prefix: str,
                   done: Iterable[ItemOutcome] = (),
                   on_released: Callable[[], Awaitable[None]] | None = None,
                   on_progress: Callable[[int, int, int, int], Awaitable[None]] | None = None,

@@ -186,26 +186,48 @@ async def test_the_end_of_a_run_is_shared_between_the_lanes(client, running_work
         assert count <= max(-(-(40 - offset) // 2), per_lane), slices
 
 
-async def _slices_handed_out(handle) -> list[tuple[int, int]]:
-    """(offset, count) of every slice the batch gave a lane: at the lane's start or by `claim_slice`."""
-    slices, claims = [], set()
+async def _lane_events(handle) -> list[tuple[str, int, int]]:
+    """The batch's lane traffic in history order: ("lane", offset, count) when a lane activity is
+    scheduled, ("claimed", offset, count) for a slice `claim_slice` granted, ("done", offset, 0) when a
+    `slice_done` is accepted, ("released", offset, 0) for a `lane_released` signal."""
+    events, updates = [], {}
     async for event in handle.fetch_history_events():
         if event.HasField("activity_task_scheduled_event_attributes"):
             attrs = event.activity_task_scheduled_event_attributes
             if attrs.activity_type.name == "accumulate_chunk":
                 chunk = json.loads(attrs.input.payloads[0].data)
-                slices.append((chunk["offset"], chunk["count"]))
+                events.append(("lane", chunk["offset"], chunk["count"]))
+        elif event.HasField("workflow_execution_signaled_event_attributes"):
+            signal = event.workflow_execution_signaled_event_attributes
+            if signal.signal_name == "lane_released":
+                events.append(("released", json.loads(signal.input.payloads[0].data), 0))
         elif event.HasField("workflow_execution_update_accepted_event_attributes"):
             request = event.workflow_execution_update_accepted_event_attributes.accepted_request
-            if request.input.name == "claim_slice":
-                claims.add(request.meta.update_id)
+            updates[request.meta.update_id] = request.input.name
+            if request.input.name == "slice_done":
+                events.append(("done", json.loads(request.input.args.payloads[0].data)["offset"], 0))
         elif event.HasField("workflow_execution_update_completed_event_attributes"):
             done = event.workflow_execution_update_completed_event_attributes
-            if done.meta.update_id in claims:
+            if updates.get(done.meta.update_id) == "claim_slice":
                 grant = json.loads(done.outcome.success.payloads[0].data)
                 if grant["count"]:
-                    slices.append((grant["offset"], grant["count"]))
-    return sorted(slices)
+                    events.append(("claimed", grant["offset"], grant["count"]))
+    return events
+
+
+async def _slices_handed_out(handle) -> list[tuple[int, int]]:
+    """(offset, count) of every slice the batch gave a lane: at the lane's start or by `claim_slice`."""
+    return sorted((offset, count) for kind, offset, count in await _lane_events(handle) if kind in ("lane", "claimed"))
+
+
+async def _until_a_lane_runs(handle) -> None:
+    from bamboo.models.accumulate import PopulateProgress
+
+    for _ in range(100):
+        if (await handle.query("progress", result_type=PopulateProgress)).running:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("no lane started within 5 s")
 
 
 class _HeldStorer(GraphStorer):
@@ -287,26 +309,10 @@ async def test_a_lane_claims_its_next_slice_before_the_current_one_ends(client, 
     assert llm_server.max_chats_in_flight <= 4
     handle = client.get_workflow_handle(f"populate:{result.batch_id}")
     assert await _slices_handed_out(handle) == [(0, 4), (4, 4), (8, 4)]
-    lanes = released = 0
-    names: dict[str, str] = {}
-    order: list[tuple[str, int]] = []
-    async for event in handle.fetch_history_events():
-        if event.HasField("activity_task_scheduled_event_attributes"):
-            lanes += event.activity_task_scheduled_event_attributes.activity_type.name == "accumulate_chunk"
-        elif event.HasField("workflow_execution_signaled_event_attributes"):
-            released += event.workflow_execution_signaled_event_attributes.signal_name == "lane_released"
-        elif event.HasField("workflow_execution_update_accepted_event_attributes"):
-            request = event.workflow_execution_update_accepted_event_attributes.accepted_request
-            names[request.meta.update_id] = request.input.name
-            if request.input.name == "slice_done":
-                order.append(("done", json.loads(request.input.args.payloads[0].data)["offset"]))
-        elif event.HasField("workflow_execution_update_completed_event_attributes"):
-            done = event.workflow_execution_update_completed_event_attributes
-            if names.get(done.meta.update_id) == "claim_slice":
-                grant = json.loads(done.outcome.success.payloads[0].data)
-                if grant["count"]:
-                    order.append(("claimed", grant["offset"]))
-    assert lanes == 1 and released == 1, (lanes, released)
+    events = await _lane_events(handle)
+    kinds = [kind for kind, _, _ in events]
+    assert kinds.count("lane") == 1 and kinds.count("released") == 1, events
+    order = [(kind, offset) for kind, offset, _ in events]
     assert order.index(("claimed", 4)) < order.index(("done", 0)), order
     assert order.index(("claimed", 8)) < order.index(("done", 4)), order
 
@@ -410,7 +416,7 @@ async def test_a_claiming_lane_takes_the_next_slice_while_a_round_still_waits(se
     async def released():
         events.append(("released",))
 
-    left = await lane.run((), slices=[(0, sources[:4])], run_id="wf", dedup_prefix="k", claim=claim,
+    left = await lane.run(slices=[(0, sources[:4])], run_id="wf", dedup_prefix="k", claim=claim,
                           on_slice_done=slice_done, on_released=released)
     assert left == [], "every outcome went to the batch with its slice"
     claims = [e for e in events if e[0] == "claim"]
@@ -436,7 +442,7 @@ async def test_a_slice_report_that_fails_leaves_its_outcomes_in_the_lanes_result
     async def unreachable(offset, outcomes):
         raise RuntimeError("temporal unreachable")
 
-    left = await lane.run((), slices=[(0, sources[:2]), (2, sources[2:])], run_id="wf", dedup_prefix="k",
+    left = await lane.run(slices=[(0, sources[:2]), (2, sources[2:])], run_id="wf", dedup_prefix="k",
                           claim=no_more, on_slice_done=unreachable)
     assert [(o.index, o.status) for o in left] == [(i, "stored") for i in range(4)]
     assert lane.slices_reported == 0
@@ -448,14 +454,11 @@ async def test_forged_slice_messages_change_nothing(client, running_worker, llm_
     history, a forged claim gets nothing, and the batch's counts stay its own."""
     from temporalio.client import WorkflowUpdateFailedError
 
-    from bamboo.models.accumulate import PopulateProgress, SliceClaim, SliceGrant, SliceReport
+    from bamboo.models.accumulate import SliceClaim, SliceGrant, SliceReport
 
     llm_server.latency_s = 1.0  # the lane holds its slice for seconds
     handle = await _start(client, _write(tmp_path, 4), concurrency=2)
-    for _ in range(100):
-        if (await handle.query("progress", result_type=PopulateProgress)).running:
-            break
-        await asyncio.sleep(0.05)
+    await _until_a_lane_runs(handle)
     outside = SliceReport(lane=0, offset=0, outcomes=[ItemOutcome(index=99, status="stored")])
     other_lane = SliceReport(lane=7, offset=0, outcomes=[ItemOutcome(index=0, status="stored")])
     for forged in (outside, other_lane):
@@ -477,7 +480,7 @@ async def test_a_lane_retried_after_giving_back_its_slots_learns_nothing(client,
     from temporalio.testing import ActivityEnvironment
 
     from activities.accumulate import AccumulateActivities
-    from bamboo.models.accumulate import ChunkInput, PopulateProgress
+    from bamboo.models.accumulate import ChunkInput
 
     class MustNotLearn:
         name = "panda"
@@ -490,10 +493,7 @@ async def test_a_lane_retried_after_giving_back_its_slots_learns_nothing(client,
     listing = "\n".join(s.model_dump_json(exclude_none=True) for s in list_sources(str(path))).encode()
     listing_ref = await services.store.blobs.put(listing)  # the batch's own listing (content-addressed)
     handle = await _start(client, path, concurrency=2)
-    for _ in range(100):
-        if (await handle.query("progress", result_type=PopulateProgress)).running:
-            break
-        await asyncio.sleep(0.05)
+    await _until_a_lane_runs(handle)
     await handle.signal("lane_released", 0)  # as the first attempt would have, just before its worker died
     env = ActivityEnvironment(client=client)
     env.info = dataclasses.replace(env.info, attempt=2, workflow_id=handle.id,
