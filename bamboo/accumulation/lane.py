@@ -27,7 +27,6 @@ from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponen
 
 from bamboo.accumulation.storing import GraphStorer, StoreRequest
 from bamboo.extraction.base import ExtractionResult, ExtractionStrategy
-from bamboo.extraction.checks import checked_outcome
 from bamboo.extraction.review import review_graph
 from bamboo.ingest import IncidentRejected, load_incident
 from bamboo.llm.client import LLMClient
@@ -310,11 +309,8 @@ class AccumulationLane:
         """Extract and review. A transient model error is retried here (Temporal's retries cover the
         whole lane, not one incident); anything else escalates the incident."""
         extracted = await self.strategy.extract(incident)
-        review = checked_outcome(extracted.graph, extracted.source)
-        if review is None:
-            hints = extracted.hints if extracted.hints is not None else self.strategy.prefetch_hints(incident)
-            review = await review_graph(self.llm, extracted.graph, hints, extracted.source)
-        return extracted, review
+        hints = extracted.hints if extracted.hints is not None else self.strategy.prefetch_hints(incident)
+        return extracted, await review_graph(self.llm, extracted.graph, hints, extracted.source)
 
     async def _gather(self) -> None:
         """Let the next group grow for up to `gather_s` while incidents are still before the LLM."""

@@ -30,7 +30,11 @@ def checked_outcome(graph: KnowledgeGraph, source: str) -> ReviewOutcome | None:
     Blocking failures reject. A human-reviewed resolution record that passes is approved without an
     LLM second opinion, which would add cost, not knowledge.
     """
-    failures = hard_checks(graph)
+    return outcome_of_checks(hard_checks(graph), source)
+
+
+def outcome_of_checks(failures: list[str], source: str) -> ReviewOutcome | None:
+    """`checked_outcome` for failures already computed, so a caller that also needs them runs the checks once."""
     human = [f for f in failures if f in HUMAN_ONLY_GAPS]
     blocking = [f for f in failures if f not in HUMAN_ONLY_GAPS]
     if blocking:

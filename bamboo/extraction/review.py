@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 
-from bamboo.extraction.checks import HUMAN_ONLY_GAPS, checked_outcome, hard_checks
+from bamboo.extraction.checks import HUMAN_ONLY_GAPS, hard_checks, outcome_of_checks
 from bamboo.extraction.llm_schemas import ReviewVerdict
 from bamboo.llm.client import LLMClient
 from bamboo.llm.errors import LLMError
@@ -27,10 +27,11 @@ REVIEW_SYSTEM = (
 
 
 async def review_graph(llm: LLMClient, graph: KnowledgeGraph, task_fields: dict, source: str = "") -> ReviewOutcome:
-    decided = checked_outcome(graph, source)
+    failures = hard_checks(graph)
+    decided = outcome_of_checks(failures, source)
     if decided is not None:
         return decided
-    human = [f for f in hard_checks(graph) if f in HUMAN_ONLY_GAPS]
+    human = [f for f in failures if f in HUMAN_ONLY_GAPS]
     compact = {
         "nodes": [{"kind": n.kind, "name": n.name} for n in graph.nodes if n.kind != "Task_Feature"][:40],
         "edges": [f"{e.src.kind}:{e.src.name} -{e.kind}-> {e.dst.kind}:{e.dst.name}" for e in graph.edges
