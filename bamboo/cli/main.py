@@ -44,9 +44,13 @@ def dev_up(no_worker: bool = typer.Option(False, "--no-worker", help="Start only
 @dev_app.command("down")
 def dev_down() -> None:
     """Stop the worker, Temporal and Postgres (their data stays in the data directory)."""
+    from bamboo.devstack.postgres import PostgresStopError
     from bamboo.devstack.stack import down
 
-    down(get_settings(), echo=console.print)
+    try:
+        down(get_settings(), echo=console.print)
+    except PostgresStopError as exc:
+        fail(str(exc))
 
 
 @dev_app.command("status")
