@@ -50,6 +50,7 @@ LANES_PATCH = "populate-lanes"
 BALANCED_SLICES_PATCH = "populate-balanced-slices"
 SHARED_BUDGET_PATCH = "populate-shared-budget"
 LANE_CLAIMS_PATCH = "populate-lane-claims"
+HISTORY_CAP_PATCH = "populate-history-cap"
 PAGE = 100
 
 
@@ -62,7 +63,18 @@ class _LanePlan:
     size: int
     child_cap: int
     claims: bool
+    history_cap: int | None = None  # events after which this run hands out no more slices (None: no cap)
     started: int = 0
+
+    def share_left(self, inp: PopulateInput) -> int:
+        """Incidents this run may still hand out. Its share ends early once its history passes the
+        cap, whatever `continue_as_new_every` says: escalations and slice traffic add events per
+        incident, and Temporal terminates a workflow whose history reaches 51,200 events. A run
+        always hands out something first, so a cap below a run's own start-up still makes progress."""
+        if (self.history_cap is not None and self.started
+                and workflow.info().get_current_history_length() >= self.history_cap):
+            return 0
+        return inp.items_per_run() - self.started
 
     def slice_count(self, rest: int, *, alone: bool = False) -> int:
         """A lane starting alone takes half a slice, so the two lanes' slice boundaries fall apart
@@ -136,7 +148,7 @@ class PopulateBatch:
         if (not plan.claims or claim.lane not in self._lanes or claim.lane in self._released or self._cancelled
                 or inp.paused or len(inp.pending_escalations) >= plan.child_cap):
             return SliceGrant(offset=inp.cursor, count=0)
-        rest = min(inp.listing.total - inp.cursor, inp.items_per_run() - plan.started)
+        rest = min(inp.listing.total - inp.cursor, plan.share_left(inp))
         if rest <= 0:
             return SliceGrant(offset=inp.cursor, count=0)
         return self._hand_out(claim.lane, plan.claim_count(rest))
@@ -242,7 +254,8 @@ class PopulateBatch:
         shared = workflow.patched(SHARED_BUDGET_PATCH)
         plan = self._plan = _LanePlan(lanes=lanes, per_lane=per_lane, size=inp.chunk_size or min(1024, 8 * per_lane),
                                       child_cap=max(1, inp.concurrency // 4),
-                                      claims=workflow.patched(LANE_CLAIMS_PATCH))
+                                      claims=workflow.patched(LANE_CLAIMS_PATCH),
+                                      history_cap=inp.max_history_events if workflow.patched(HISTORY_CAP_PATCH) else None)
         tasks: set[asyncio.Task] = set()
         while not self._cancelled:
             free = inp.concurrency - self._slots_in_use() if shared else inp.concurrency
@@ -253,7 +266,7 @@ class PopulateBatch:
                 self._running.add(item.index)
                 tasks.add(asyncio.create_task(self._child(item.index, item.source, item.prior_ref)))
                 continue
-            budget = inp.items_per_run() - plan.started
+            budget = plan.share_left(inp)
             more = inp.cursor < listing.total
             active = len(self._lanes) - len(self._released)
             # A lane narrower than half its share would hold its slice at a crawl: wait for slots instead.

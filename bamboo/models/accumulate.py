@@ -216,6 +216,10 @@ class PopulateInput(BaseModel):
         description="incidents per workflow run before continue-as-new; default by mode: 200 with one workflow per "
                     "incident (each adds its child's events to the history), 5000 in lanes (a lane activity adds a "
                     "handful of events per slice, and every continue-as-new first drains the running lanes)")
+    max_history_events: int = Field(
+        default=20_000, ge=1,
+        description="in lanes, a run also continues as new once its history passes this many events, whatever "
+                    "continue_as_new_every says (Temporal terminates a workflow at 51,200 events)")
     max_review_retries: int = 2
     one_workflow_per_incident: bool = Field(
         default=False,

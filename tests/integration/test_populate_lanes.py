@@ -504,3 +504,20 @@ async def test_a_lane_retried_after_giving_back_its_slots_learns_nothing(client,
                                                               parallelism=2, claims=True))
     assert [(o.index, o.status) for o in result.outcomes] == [(1, "stored")]
     assert (await handle.result()).done == 4  # the real first attempt was alive all along and finished
+
+
+async def test_a_run_whose_history_passes_the_cap_continues_as_new_and_nothing_is_stored_twice(
+        client, running_worker, services, llm_server, tmp_path):
+    """Escalations and slice traffic add events per incident: a run with a large share would reach
+    Temporal's 51,200-event limit and be terminated. Past `max_history_events` a run hands out no
+    more slices, lets its lanes finish and continues as new."""
+    handle = await _start(client, _write(tmp_path, 40), concurrency=4, chunk_size=4, max_history_events=40)
+    result = await handle.result()
+    assert (result.done, result.failed, result.escalated) == (40, 0, 0), result.failures
+    runs = [r async for r in client.list_workflows(f'WorkflowId = "{handle.id}"')]
+    assert len(runs) >= 3, f"expected the batch to continue as new several times, got {len(runs)} run(s)"
+    lengths = [len((await client.get_workflow_handle(handle.id, run_id=r.run_id).fetch_history()).events) for r in runs]
+    assert max(lengths) < 150, lengths
+    assert await _graph_rows(services) == 40
+    audit = await services.store.audit.tail(500)
+    assert sum(1 for row in audit if row["kind"] == "graph_stored") == 40
