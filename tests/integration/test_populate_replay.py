@@ -3,8 +3,9 @@ batches run. Recorded histories: the per-incident PopulateBatch from before lane
 bad), and a lane batch from before the end of a run was shared between the lanes (41 items, one bad,
 concurrency 8, slices of 32: it scheduled 16 and 25 where today's code schedules 16 and 13); a lane batch
 from before lanes claimed their slices and shared the budget with escalations (41 items, one bad,
-concurrency 8, slices of 8: one activity per slice, the next started on `lane_released`); and one
-from today's claiming lanes (the same batch), so later changes must keep replaying it."""
+concurrency 8, slices of 8: one activity per slice, the next started on `lane_released`); one
+from today's claiming lanes (the same batch), so later changes must keep replaying it; and the first run
+of a claiming batch whose history passed `max_history_events` (30) and continued as new (69 events)."""
 
 from __future__ import annotations
 
@@ -42,3 +43,7 @@ async def test_lane_batch_from_before_slice_claims_replays_without_nondeterminis
 
 async def test_claiming_lane_batch_replays_without_nondeterminism():
     await _replay("populate_lanes_v3.json")
+
+
+async def test_a_run_that_continued_as_new_at_its_history_cap_replays_without_nondeterminism():
+    await _replay("populate_lanes_v4.json")
