@@ -42,7 +42,7 @@ MAX_GROUP = 64
 # incident (an embedding call, a nearest-node query, three transactions of about twenty statements),
 # and everything the lane's process and Postgres spend on it is CPU the LLM calls wait for on a
 # shared machine. Measured at concurrency 32: two writers without a window wrote ~4 incidents per
-# group, one writer with the window ~10, for ~12% less worker and Postgres CPU per incident. Storing
+# group, one writer with the window ~10, for ~15% less worker and Postgres CPU per incident. Storing
 # holds no LLM slot, so the window costs throughput nothing; with nothing left before the LLM the
 # last group is written at once.
 MAX_CONCURRENT_GROUPS = 1
