@@ -6,8 +6,9 @@ For batch concurrency 1, 8 and 32 it reports wall time, incidents per minute, pe
 time (LLM calls × 100 ms ÷ concurrency). All runs happen in one invocation, side by side, so the
 ratios survive a noisy machine; each concurrent level runs `--repeat` times (default 5) and the
 median run is reported with the spread, because a run of a few seconds is within a shared machine's
-noise (single runs at concurrency 32 spread over about ±5%). Embeddings come from a second scripted endpoint with no latency:
-the benchmark measures orchestration against LLM latency, not the CPU cost of a local model.
+noise (single runs at concurrency 32 spread over about ±5%). Embeddings come from a second scripted
+endpoint with no latency: the benchmark measures orchestration against LLM latency, not the CPU
+cost of a local model.
 Incidents take the email path (no reviewed record), the common case for raw tickets: two LLM calls
 each (extraction, then the LLM review), run in the batch's default lanes (one worker process). The
 per-process CPU table shows where the remaining cost goes. In the scale-out row Temporal's matching
