@@ -155,7 +155,7 @@ class AccumulationLane:
         if self._queued < self.parallelism:
             self._hungry.set()
         for i, s in todo:
-            t = asyncio.create_task(self._learn(i, s, self._gate, self._run_id, f"{self._dedup_prefix}:{i}"))
+            t = asyncio.create_task(self._learn(i, s))
             self._tasks.add(t)
             t.add_done_callback(self._forget)
         if offset is not None and not todo:
@@ -231,10 +231,9 @@ class AccumulationLane:
             if self._unsettled[offset] == 0:
                 self._slice_settled(offset)
 
-    async def _learn(self, index: int, source: IncidentSource, gate: asyncio.Semaphore, run_id: str,
-                     dedup_key: str) -> None:
+    async def _learn(self, index: int, source: IncidentSource) -> None:
         try:
-            request = await self._through_llm(index, source, gate, run_id, dedup_key)
+            request = await self._through_llm(index, source)
         finally:
             self._before_llm -= 1
             if not self._before_llm:
@@ -252,10 +251,9 @@ class AccumulationLane:
         await stored
         self._record(ItemOutcome(index=index, status="stored"))
 
-    async def _through_llm(self, index: int, source: IncidentSource, gate: asyncio.Semaphore, run_id: str,
-                           dedup_key: str) -> StoreRequest | None:
+    async def _through_llm(self, index: int, source: IncidentSource) -> StoreRequest | None:
         """What to store for this incident; None when its outcome is already settled (failed, escalated)."""
-        async with gate:
+        async with self._gate:
             self._queued -= 1
             if self._queued < self.parallelism:
                 self._hungry.set()
@@ -280,7 +278,7 @@ class AccumulationLane:
             graph=StoreInput(graph_id=incident.graph_id(), incident_id=incident.incident_id,
                              task_id=incident.task_data.get("jediTaskID"), graph=extracted.graph,
                              passages=extracted.passages, summary=extracted.summary),
-            run_id=run_id, dedup_key=dedup_key)
+            run_id=self._run_id, dedup_key=f"{self._dedup_prefix}:{index}")
 
     async def _keep_prior(self, extracted: ExtractionResult, review: ReviewOutcome) -> str | None:
         """Park the lane's attempt for the incident's own workflow, so a rejection or a request for
