@@ -16,10 +16,16 @@ caller treats opaque code as not read-only.
 from __future__ import annotations
 
 import ast
-from pydantic import BaseModel, ConfigDict
+from collections.abc import Iterable, Mapping
 
-DEFAULT_TOOLS_OBJECT = "tools"
-DEFAULT_STUB_MODULE = "bamboo_tools"
+from pydantic import BaseModel, ConfigDict, Field
+
+from policy.tool_surface import BRIDGE_CALL, STUB_MODULE, TOOLS_OBJECT, python_names
+
+# The sandbox's own names (policy.tool_surface), never a copy: a scan that looks for another module name
+# than the one the sandbox injects reads every import of the real one as harmless.
+DEFAULT_TOOLS_OBJECT = TOOLS_OBJECT
+DEFAULT_STUB_MODULE = STUB_MODULE
 
 # Builtins that evaluate text as code or expose namespaces by name: through them code can reach the tools
 # object (or anything else) without the scan seeing a name it can follow.
@@ -38,28 +44,47 @@ _FRAME_ATTRIBUTES = frozenset(
 )
 # Dunder names ordinary orchestration code may use without walking the object graph.
 _HARMLESS_DUNDERS = frozenset({"__name__", "__doc__", "__init__"})
+# Attributes through which any module object leads to the interpreter's module table (``os.sys.modules``):
+# the stub module is registered there, so code could reach a tool without naming ``tools`` at all.
+_MODULE_TABLE_ATTRIBUTES = frozenset({"sys", "modules", "builtins", "importlib"})
 _NAME_LOOKUP_BUILTINS = frozenset({"getattr", "setattr", "delattr", "hasattr"})
 
 
 class ScanConventions(BaseModel):
-    """How generated code reaches tools: the injected object's name and the generated stub module's name."""
+    """How generated code reaches tools: the injected object's name, the stub module's name, and the map from
+    the Python attribute names the stub defines to the real tool names they call.
+
+    Without the map a scanned name is taken as the tool name itself; with it (``for_tools``), ``tools.x``
+    is recorded as the tool the stub's ``x`` really calls, so a tool whose name is not an identifier is
+    judged by its own flags and never by those of a look-alike.
+    """
 
     model_config = ConfigDict(frozen=True)
 
     tools_object: str = DEFAULT_TOOLS_OBJECT
     stub_module: str = DEFAULT_STUB_MODULE
+    python_names: Mapping[str, str] = Field(default_factory=dict)
+
+    @classmethod
+    def for_tools(cls, tool_names: Iterable[str]) -> "ScanConventions":
+        return cls(python_names=python_names(tool_names))
+
+    def real_name(self, python_name: str) -> str:
+        return self.python_names.get(python_name, python_name)
 
 
 DEFAULT_CONVENTIONS = ScanConventions()
 
 
 class CodeSignature(BaseModel):
-    """What the static scan found: referenced tool names (sorted, unique) and why the code is opaque, if it is."""
+    """What the static scan found: referenced tool names (sorted, unique), the lines each is referenced on
+    (so a reviewer's view can point at them), and why the code is opaque, if it is."""
 
     model_config = ConfigDict(frozen=True)
 
     tools: tuple[str, ...] = ()
     opaque_reasons: tuple[str, ...] = ()
+    lines: Mapping[str, tuple[int, ...]] = Field(default_factory=dict)
 
     @property
     def opaque(self) -> bool:
@@ -79,7 +104,11 @@ def scan_code(code: str, conventions: ScanConventions = DEFAULT_CONVENTIONS) -> 
         scanner.scan(tree)
     except RecursionError:
         return CodeSignature(opaque_reasons=("too deeply nested to analyse",))
-    return CodeSignature(tools=tuple(sorted(scanner.tools)), opaque_reasons=tuple(sorted(scanner.reasons)))
+    return CodeSignature(
+        tools=tuple(sorted(scanner.tools)),
+        opaque_reasons=tuple(sorted(scanner.reasons)),
+        lines={name: tuple(sorted(found)) for name, found in sorted(scanner.lines.items())},
+    )
 
 
 def procedure_signature(code: str, conventions: ScanConventions = DEFAULT_CONVENTIONS) -> tuple[str, ...]:
@@ -97,6 +126,7 @@ class _Scanner:
     def __init__(self, conventions: ScanConventions) -> None:
         self.conventions = conventions
         self.tools: set[str] = set()
+        self.lines: dict[str, set[int]] = {}
         self.reasons: set[str] = set()
         # Names bound to the tools object and names bound to the stub module itself.
         self.tool_objects: set[str] = {conventions.tools_object}
@@ -119,6 +149,10 @@ class _Scanner:
                 self._visit_name(node)
             elif isinstance(node, ast.Attribute):
                 self._check_attribute_name(node.attr)
+                if node.attr in _MODULE_TABLE_ATTRIBUTES:
+                    self.reasons.add(f"reaches .{node.attr}, which leads to the interpreter's module table")
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                self._check_string(node.value)
             elif isinstance(node, ast.Call):
                 self._visit_call(node)
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -171,7 +205,7 @@ class _Scanner:
                 self.reasons.add(f"imports private name {alias.name} from {module}")
             else:
                 # The import binding is the reference: any later alias of it is covered.
-                self.tools.add(alias.name)
+                self._add(alias.name, node)
 
     # -- uses ------------------------------------------------------------------------------------------
 
@@ -210,7 +244,7 @@ class _Scanner:
         """``node`` denotes the tools object (or the stub module): accept only ``.name`` or ``getattr(x, "name")``."""
         parent = self.parents.get(id(node))
         if isinstance(parent, ast.Attribute) and parent.value is node:
-            self._record_tool(parent.attr, shown_as)
+            self._record_tool(parent.attr, shown_as, parent)
             return
         if (
             isinstance(parent, ast.Call)
@@ -220,17 +254,22 @@ class _Scanner:
             and parent.args[0] is node
         ):
             if len(parent.args) >= 2 and _literal_string(parent.args[1]) is not None:
-                self._record_tool(_literal_string(parent.args[1]) or "", shown_as)
+                self._record_tool(_literal_string(parent.args[1]) or "", shown_as, parent)
             else:
                 self.reasons.add(f"looks up an attribute of {shown_as} by a computed name")
             return
         self.reasons.add(f"uses {shown_as} as a value, so the tools it reaches cannot be followed")
 
-    def _record_tool(self, name: str, shown_as: str) -> None:
+    def _record_tool(self, name: str, shown_as: str, where: ast.AST) -> None:
         if name.startswith("_") or not name:
             self.reasons.add(f"touches non-tool attribute {shown_as}.{name}")
         else:
-            self.tools.add(name)
+            self._add(name, where)
+
+    def _add(self, python_name: str, where: ast.AST) -> None:
+        real = self.conventions.real_name(python_name)
+        self.tools.add(real)
+        self.lines.setdefault(real, set()).add(getattr(where, "lineno", 0))
 
     def _visit_call(self, node: ast.Call) -> None:
         if not (isinstance(node.func, ast.Name) and node.func.id in _NAME_LOOKUP_BUILTINS):
@@ -246,6 +285,11 @@ class _Scanner:
             self.reasons.add(f"touches dunder name {name}, which can walk to unrestricted objects")
         elif name in _FRAME_ATTRIBUTES:
             self.reasons.add(f"touches frame attribute {name}, which exposes globals by computed names")
+
+    def _check_string(self, text: str) -> None:
+        for name in (self.conventions.stub_module, BRIDGE_CALL):
+            if name in text:
+                self.reasons.add(f"names {name} in a string, which can reach it by a computed name")
 
     def _check_rebinding(self, name: str) -> None:
         if name in self.tool_objects or name in self.stub_modules:

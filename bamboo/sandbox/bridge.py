@@ -89,6 +89,12 @@ class ToolBridge:
     def bridged_specs(self) -> list[ToolSpec]:
         return bridgeable(list(self._specs.values()), self._allowed)
 
+    @property
+    def catalogue_names(self) -> list[str]:
+        """Every tool the run's catalogue holds: the stub's Python names are computed over all of them, as
+        the trust policy's scan computes them, so both map ``tools.x`` to the same tool."""
+        return sorted(self._specs)
+
     def set_deadline(self, monotonic_deadline: float) -> None:
         self._deadline = monotonic_deadline
 

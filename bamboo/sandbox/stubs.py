@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import keyword
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from bamboo.tools.model import ToolSpec
+from policy.tool_surface import BRIDGE_CALL, STUB_MODULE, python_names
 
-STUB_MODULE = "sandbox_tools"
+__all__ = ["STUB_MODULE", "generate_stub_module", "python_name", "render_docstring"]
 
 _JSON_TO_PY = {
     "string": "str",
@@ -28,17 +29,13 @@ _JSON_TO_PY = {
     "null": "None",
 }
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_RESERVED = {"ToolError", "ToolDenied", "tools"}
 
 
-def python_name(tool_name: str) -> str:
-    """A valid, non-private identifier for a tool name (``panda.get-task`` -> ``panda_get_task``)."""
-    name = re.sub(r"[^A-Za-z0-9_]", "_", tool_name).lstrip("_") or "tool"
-    if name[0].isdigit():
-        name = f"tool_{name}"
-    if keyword.iskeyword(name) or name in _RESERVED:
-        name = f"{name}_"
-    return name
+def python_name(tool_name: str, catalogue: Iterable[str] = ()) -> str | None:
+    """The Python name the stub gives ``tool_name`` within ``catalogue`` (``panda.get-task`` ->
+    ``panda_get_task``), or None when it cannot be given one; the trust policy's scan uses the same map."""
+    mapping = python_names({tool_name, *catalogue})
+    return next((py for py, real in mapping.items() if real == tool_name), None)
 
 
 def _annotation(schema: Any) -> str:
@@ -86,7 +83,7 @@ def _signature(spec: ToolSpec) -> tuple[str, str]:
     props = spec.input_schema.get("properties") or {}
     required = spec.input_schema.get("required") or []
     if not isinstance(props, dict) or not all(
-        isinstance(p, str) and _IDENT.match(p) and not keyword.iskeyword(p) and p not in {"_UNSET", "_bridge_call"}
+        isinstance(p, str) and _IDENT.match(p) and not keyword.iskeyword(p) and p not in {"_UNSET", BRIDGE_CALL}
         for p in props
     ):
         return "**kwargs: Any", "dict(kwargs)"
@@ -102,8 +99,17 @@ def _signature(spec: ToolSpec) -> tuple[str, str]:
     return ", ".join(params), body
 
 
-def generate_stub_module(specs: Sequence[ToolSpec]) -> tuple[str, dict[str, str]]:
-    """Source of the stub module and the mapping python name -> real tool name."""
+def generate_stub_module(
+    specs: Sequence[ToolSpec], catalogue: Iterable[str] | None = None
+) -> tuple[str, dict[str, str]]:
+    """Source of the stub module and the mapping python name -> real tool name.
+
+    Python names are computed over ``catalogue`` (every tool the policy could have judged the code against,
+    default: just ``specs``), exactly as the policy's scan computes them, so the tool the reviewer was told
+    ``tools.x`` calls is the tool it calls here.
+    """
+    everything = {s.name for s in specs} | set(catalogue or ())
+    by_real = {real: py for py, real in python_names(everything).items()}
     names: dict[str, str] = {}
     blocks = [
         '"""Tools bridged into this sandbox run. Every public name here is callable; nothing else is."""',
@@ -111,16 +117,16 @@ def generate_stub_module(specs: Sequence[ToolSpec]) -> tuple[str, dict[str, str]
         "_UNSET: Any = object()",
     ]
     for spec in sorted(specs, key=lambda s: s.name):
-        py = python_name(spec.name)
-        while py in names:
-            py = f"{py}_"
+        py = by_real.get(spec.name)
+        if py is None:
+            continue  # an adversarial name that collides even with a digest: unreachable, never ambiguous
         names[py] = spec.name
         params, build = _signature(spec)
         ret = "Any"
         blocks.append(
             f"async def {py}({params}) -> {ret}:\n"
             f"    {render_docstring(spec)!r}\n"
-            f"    return await _bridge_call({spec.name!r}, {build})"
+            f"    return await {BRIDGE_CALL}({spec.name!r}, {build})"
         )
     public = sorted(names)
     blocks.append(f"__all__ = {public!r}")

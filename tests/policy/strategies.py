@@ -18,7 +18,7 @@ source_lines = st.lists(st.tuples(indentation, line_content), min_size=1, max_si
 trailing_whitespace = st.text(alphabet=" \t\f\v\u00a0\u3000", max_size=4)
 
 _RESERVED = {
-    "tools", "bamboo_tools", "getattr", "setattr", "hasattr", "delattr", "print", "eval", "exec", "compile",
+    "tools", "sandbox_tools", "getattr", "setattr", "hasattr", "delattr", "print", "eval", "exec", "compile",
     "globals", "locals", "vars", "breakpoint", "range", "len", "alias", "result", "sys", "inspect", "gc",
     "ctypes", "builtins", "importlib",
 }
@@ -33,10 +33,10 @@ REFERENCE_FORMS = (
     "result = tools.{name}()",
     'await getattr(tools, "{name}")()',
     "alias_{index} = tools.{name}\nawait alias_{index}()",
-    "from bamboo_tools import {name}\nawait {name}()",
-    "from bamboo_tools import {name} as alias_{index}\nawait alias_{index}()",
-    "import bamboo_tools\nawait bamboo_tools.{name}()",
-    "import bamboo_tools as alias_{index}\nawait alias_{index}.tools.{name}()",
+    "from sandbox_tools import {name}\nawait {name}()",
+    "from sandbox_tools import {name} as alias_{index}\nawait alias_{index}()",
+    "import sandbox_tools\nawait sandbox_tools.{name}()",
+    "import sandbox_tools as alias_{index}\nawait alias_{index}.tools.{name}()",
     "if flag:\n    await tools.{name}()",
     "async def helper_{index}():\n    return await tools.{name}()",
     "for item in range(3):\n    values = [await tools.{name}(item)]",

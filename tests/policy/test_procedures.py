@@ -102,7 +102,7 @@ def test_nested_procedures_resolve_recursively() -> None:
     verdict = assess_read_only("await tools.proc__outer()", FLAGS, procedures)
     assert verdict.read_only
     assert verdict.procedures == ("proc__inner", "proc__outer")
-    changed = {**procedures, "proc__inner": "from bamboo_tools import retry_task\nawait retry_task()"}
+    changed = {**procedures, "proc__inner": "from sandbox_tools import retry_task\nawait retry_task()"}
     assert assess_read_only("await tools.proc__outer()", FLAGS, changed).state_changing == ("retry_task",)
     assert reached_procedures("await tools.proc__outer()", procedures) == ("proc__inner", "proc__outer")
 

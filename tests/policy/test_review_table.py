@@ -191,7 +191,7 @@ def test_stored_procedure_in_automatic_phase_is_skipped_and_suggested(stored_cod
     [
         "await tools.kill_task(1)",
         "m = tools.kill_task\nawait m()",
-        "from bamboo_tools import kill_task as k\nawait k()",
+        "from sandbox_tools import kill_task as k\nawait k()",
         'await getattr(tools, "kill_task")()',
         f"await tools.{P}()",  # a replayed procedure whose code kills
     ],
@@ -265,7 +265,7 @@ def test_durable_grant_checks_content_not_just_names() -> None:
     grants = {P: make_grant(P, procedures, "granter", AT)}
     sneaky = [
         f"await tools.{P}()\nawait getattr(tools, 'kill' + '_task')()",
-        f"await tools.{P}()\nimport sys\nsys.modules['bamboo_tools'].kill_task()",
+        f"await tools.{P}()\nimport sys\nsys.modules['sandbox_tools'].kill_task()",
         f"await tools.{P}()\nh = tools\nawait h.kill_task()",
         f"await tools.{P}()\n().__class__.__base__.__subclasses__()",
     ]

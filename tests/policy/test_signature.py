@@ -23,11 +23,11 @@ from tests.policy.strategies import NOISE_STATEMENTS, REFERENCE_FORMS, tool_name
         ('await getattr(tools, "get_jobs")()', ("get_jobs",)),
         ('await getattr(tools, "get_jobs", None)()', ("get_jobs",)),
         ("m = tools.kill_task\nawait m()", ("kill_task",)),
-        ("from bamboo_tools import get_task\nawait get_task(1)", ("get_task",)),
-        ("from bamboo_tools import kill_task as k\nm = k\nawait m()", ("kill_task",)),
-        ("import bamboo_tools\nawait bamboo_tools.get_task(1)", ("get_task",)),
-        ("import bamboo_tools as bt\nawait bt.tools.kill_task()", ("kill_task",)),
-        ("from bamboo_tools import tools as t\nawait t.get_task()", ("get_task",)),
+        ("from sandbox_tools import get_task\nawait get_task(1)", ("get_task",)),
+        ("from sandbox_tools import kill_task as k\nm = k\nawait m()", ("kill_task",)),
+        ("import sandbox_tools\nawait sandbox_tools.get_task(1)", ("get_task",)),
+        ("import sandbox_tools as bt\nawait bt.tools.kill_task()", ("kill_task",)),
+        ("from sandbox_tools import tools as t\nawait t.get_task()", ("get_task",)),
         ("await tools.b()\nawait tools.a()\nawait tools.b()", ("a", "b")),
         ("x = 1\nprint(x)", ()),
         ("import json\nprint(json.dumps({}))", ()),
@@ -35,7 +35,9 @@ from tests.policy.strategies import NOISE_STATEMENTS, REFERENCE_FORMS, tool_name
     ],
 )
 def test_reference_forms(code: str, tools: tuple[str, ...]) -> None:
-    assert scan_code(code) == CodeSignature(tools=tools)
+    signature = scan_code(code)
+    assert (signature.tools, signature.opaque_reasons) == (tools, ())
+    assert set(signature.lines) == set(tools)
     assert procedure_signature(code) == tools
 
 
@@ -56,8 +58,8 @@ def test_reference_forms(code: str, tools: tuple[str, ...]) -> None:
         ("import os as tools", "rebinds"),
         ("for tools in []:\n    pass", "rebinds"),
         ("try:\n    pass\nexcept Exception as tools:\n    pass", "rebinds"),
-        ("from bamboo_tools import *", "star import"),
-        ("from bamboo_tools import _client", "private"),
+        ("from sandbox_tools import *", "star import"),
+        ("from sandbox_tools import _client", "private"),
         ("tools._client.execute('kill_task')", "non-tool attribute"),
         ("tools.__dict__['kill_task']", "dunder"),
         ("().__class__.__base__.__subclasses__()", "dunder"),
@@ -67,12 +69,12 @@ def test_reference_forms(code: str, tools: tuple[str, ...]) -> None:
         ("globals()['tools'].kill_task()", "globals"),
         ("__builtins__", "__builtins__"),
         ("import importlib", "importlib"),
-        ("import sys\nsys.modules['bamboo_tools'].kill_task()", "sys"),
+        ("import sys\nsys.modules['sandbox_tools'].kill_task()", "sys"),
         ("from inspect import currentframe", "inspect"),
         ("g = (i for i in [])\nf = g.gi_frame.f_globals", "frame attribute"),
         ('getattr(obj, "__class__")', "dunder"),
         ("getattr(obj, attribute_name)", "computed"),
-        ("import bamboo_tools.inner", "submodule"),
+        ("import sandbox_tools.inner", "submodule"),
     ],
 )
 def test_unanalysable_code_is_opaque(code: str, reason_fragment: str) -> None:
@@ -86,7 +88,7 @@ def test_conventions_are_parameters() -> None:
     code = "from generated_stubs import get_task\nawait t.kill_task()\nawait tools.other()"
     # ``tools`` is an ordinary name under these conventions, so ``tools.other`` is not a tool reference.
     assert scan_code(code, conventions).tools == ("get_task", "kill_task")
-    assert scan_code("from bamboo_tools import get_task", conventions).tools == ()
+    assert scan_code("from sandbox_tools import get_task", conventions).tools == ()
 
 
 def _program(names: list[str], forms: list[int], noise: list[int]) -> str:
@@ -121,7 +123,9 @@ def test_formatting_does_not_change_the_signature(program, data) -> None:
     names, forms, noise = program
     code = _program(names, forms, noise)
     padded = "\n\n".join(line + data.draw(st.sampled_from(["", " ", "\t"])) for line in code.split("\n"))
-    assert scan_code(padded) == scan_code(code)
+    # Blank lines move line numbers, nothing else.
+    padded_signature, signature = scan_code(padded), scan_code(code)
+    assert (padded_signature.tools, padded_signature.opaque_reasons) == (signature.tools, signature.opaque_reasons)
 
 
 DYNAMIC_REACHES = (
@@ -129,7 +133,7 @@ DYNAMIC_REACHES = (
     "handle = tools\nawait handle.{name}()",
     "eval('tools.{name}()')",
     "await globals()['tools'].{name}()",
-    "from bamboo_tools import *",
+    "from sandbox_tools import *",
     "await tools.__getattribute__('{name}')()",
 )
 
