@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import json
 from pathlib import Path
@@ -89,28 +90,70 @@ def tools_list(as_json: Annotated[bool, typer.Option("--json", help="Machine-rea
 def tools_call(
     name: Annotated[str, typer.Argument(help="Tool name, as shown by `bamboo tools list`")],
     args: Annotated[str, typer.Option("--args", help='Arguments as a JSON object, e.g. \'{"task_id": 123}\'')] = "{}",
+    identity: Annotated[str | None, typer.Option("--as", help="who calls (recorded in the audit log)")] = None,
 ) -> None:
-    """Call one tool. Exit code 0 with data or "no data", 1 when the tool failed, 2 on bad input."""
+    """Call one read-only tool. Every call is audited and its output scrubbed of secrets; a state-changing
+    tool is refused here (it runs only as reviewed, approved code in `bamboo investigate`).
+    Exit code 0 with data or "no data", 1 when the tool failed, 2 on bad input or a refused call."""
+    from bamboo.cli.investigate_cmd import default_identity
+    from policy.identity import IdentityError, canonical_identity
+
     try:
         arguments = json.loads(args)
     except json.JSONDecodeError as exc:
         raise _fail(f"--args is not valid JSON ({exc.msg} at column {exc.colno}); pass an object like '{{\"task_id\": 1}}'") from exc
     if not isinstance(arguments, dict):
         raise _fail("--args must be a JSON object, e.g. '{\"task_id\": 1}'")
-
-    async def run():  # type: ignore[no-untyped-def]
-        composite = _composite(get_settings())
-        if any(name in {s.name for s in b.list_tools()} for b in composite.builtins):
-            composite.externals = []  # built-ins win clashes anyway; spare the external connections
-        async with composite as tools:
-            return await tools.call_tool(name, arguments)
-
-    result = asyncio.run(run())
+    try:
+        actor = canonical_identity(identity or default_identity())
+    except IdentityError as exc:
+        raise _fail(str(exc)) from exc
+    settings = get_settings()
+    outcome = asyncio.run(_audited_call(settings, name, arguments, actor))
+    if isinstance(outcome, str):
+        raise _fail(outcome)
+    result, data, redactions = outcome
     if not result.ok:
         raise _fail(result.error or "tool failed", code=1)
+    if redactions:
+        err.print(f"[yellow]{redactions} secret(s) redacted from the output[/yellow]")
     if result.no_data:
         err.print("[yellow]no data[/yellow]: the tool looked and found nothing")
-    out.print_json(json.dumps(result.data, default=str))
+    out.print_json(json.dumps(data, default=str))
+
+
+async def _audited_call(settings: Settings, name: str, arguments: dict[str, Any], actor: str):
+    """The call, its audit row and its scrubbed output; or the one-line reason it was refused."""
+    from bamboo.audit import AuditEvent
+    from bamboo.cli.store_access import opened_store
+    from bamboo.sandbox.bridge import args_digest
+    from policy.scrub import scrub_text, scrub_value
+
+    composite = _composite(settings)
+    if any(name in {s.name for s in b.list_tools()} for b in composite.builtins):
+        composite.externals = []  # built-ins win clashes anyway; spare the external connections
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            store = await stack.enter_async_context(opened_store(settings))
+        except Exception as exc:  # noqa: BLE001 — an unaudited call is refused, whatever kept the log away
+            return (f"cannot record this call in the audit log ({type(exc).__name__}: {exc}); "
+                    "start the stack (`bamboo dev up`) and retry")
+        tools = await stack.enter_async_context(composite)
+        spec = next((s for s in tools.list_tools() if s.name == name), None)
+        body = {"tool": name, "args_sha256": args_digest(arguments), "via": "cli"}
+        if spec is not None and not spec.read_only:
+            await store.audit.append(AuditEvent(kind="tool_call", actor=actor, run_id="cli",
+                                                body={**body, "outcome": "denied", "reason": "state_changing"}))
+            return (f"{name} changes state, so it runs only as reviewed, approved code: ask for it in "
+                    "`bamboo investigate --task-id N` and have it approved")
+        result = await tools.call_tool(name, arguments)
+        data, redactions = scrub_value(result.data)
+        if result.error:
+            result = result.model_copy(update={"error": scrub_text(result.error).text})
+        await store.audit.append(AuditEvent(kind="tool_call", actor=actor, run_id="cli", body={
+            **body, "outcome": "allowed" if result.ok else "error", "redactions": redactions,
+            "reason": None if result.ok else "tool_error"}))
+        return result, data, redactions
 
 
 @mcp_app.command("check")

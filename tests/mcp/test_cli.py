@@ -26,12 +26,14 @@ runner = CliRunner()
 
 
 @pytest.fixture
-def cli_env(panda_simulator: PandaSimulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def cli_env(panda_simulator: PandaSimulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+            database_url: str) -> Iterator[Path]:
     servers = tmp_path / "servers.json"
     servers.write_text(json.dumps({"servers": [
         {"name": "time", "command": TIME_SERVER, "trust_annotations": True, "exclude_tools": ["^convert"]},
         {"name": "gone", "url": f"http://127.0.0.1:{free_port()}/mcp", "connect_timeout_s": 5},
     ]}))
+    monkeypatch.setenv("BAMBOO_DATABASE_URL", database_url)  # every call is audited
     monkeypatch.setenv("BAMBOO_PANDA_API_URL", panda_simulator.api_url)
     monkeypatch.setenv("BAMBOO_PANDA_MONITOR_URL", panda_simulator.monitor_url)
     monkeypatch.setenv("BAMBOO_MCP_SERVERS_CONFIG", str(servers))
@@ -69,6 +71,36 @@ def test_tools_call_outcomes(cli_env: Path) -> None:
     assert bad.exit_code == 1 and "task_id" in bad.stderr
     not_json = runner.invoke(tools_app, ["call", "get_task_details", "--args", "{task_id: 1}"])
     assert not_json.exit_code == 2 and "not valid JSON" in not_json.stderr
+
+
+def _cli_audit(database_url: str) -> list[tuple[str, str, str]]:
+    import psycopg
+
+    with psycopg.connect(database_url) as conn:
+        rows = conn.execute("SELECT actor, body->>'tool', body->>'outcome' FROM audit WHERE kind = 'tool_call' "
+                            "AND body->>'via' = 'cli' ORDER BY seq").fetchall()
+    return [tuple(r) for r in rows]
+
+
+def test_tools_call_refuses_state_changing_tools_and_audits_every_call(
+        cli_env: Path, http_server, database_url: str, panda_simulator: PandaSimulator) -> None:
+    """Issue: `bamboo tools call kill_task` killed at once, with no review, no identity and no audit row."""
+    cli_env.write_text(json.dumps({"servers": [
+        {"name": "web", "url": http_server.url, "trust_annotations": True}]}))
+    kill = runner.invoke(tools_app, ["call", "kill_task", "--args", json.dumps({"task_id": MEMORY_TASK}),
+                                     "--as", "Alice"])
+    assert kill.exit_code == 2 and "bamboo investigate" in kill.stderr
+    unannotated = runner.invoke(tools_app, ["call", "add", "--args", json.dumps({"a": 1, "b": 2}), "--as", "alice"])
+    assert unannotated.exit_code == 2 and "changes state" in unannotated.stderr
+    secret = "password=hunter2x and key AKIAIOSFODNN7EXAMPLE"
+    echoed = runner.invoke(tools_app, ["call", "echo", "--args", json.dumps({"text": secret}), "--as", "alice"])
+    assert echoed.exit_code == 0, echoed.output
+    assert "hunter2x" not in echoed.stdout and "AKIAIOSFODNN7EXAMPLE" not in echoed.stdout
+    assert "redacted" in echoed.stderr
+    assert _cli_audit(database_url) == [("alice", "kill_task", "denied"), ("alice", "add", "denied"),
+                                        ("alice", "echo", "allowed")]
+    calls = httpx.get(f"{panda_simulator.base_url}/sim/calls", timeout=10).json()
+    assert not [c for c in calls if "kill" in c["endpoint"]]
 
 
 def test_mcp_check_reports_each_server(cli_env: Path) -> None:
