@@ -182,7 +182,8 @@ def _mount_optional() -> None:
     """Sub-commands that live in their own modules; each module exposes `register(app)`."""
     import importlib
 
-    for module in ("bamboo.cli.tools_cmd", "bamboo.cli.analyze_cmd", "bamboo.cli.investigate_cmd"):
+    for module in ("bamboo.cli.tools_cmd", "bamboo.cli.analyze_cmd", "bamboo.cli.investigate_cmd",
+                   "bamboo.cli.keys_cmd"):
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:
@@ -199,5 +200,37 @@ def _mount_optional() -> None:
 
 _mount_optional()
 
+
+def main() -> None:
+    """The console script: run the command, then leave without interpreter teardown.
+
+    The Temporal client's Rust threads can call into Python while the interpreter finalises, which aborts a
+    finished command with "PyGILState_Release: thread state ... must be current" (a known SDK issue). So
+    exit handlers run while the interpreter is whole, the streams are flushed, and the process ends with the
+    command's own exit status.
+    """
+    import atexit
+    import os
+    import sys
+
+    code = 0
+    try:
+        app()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        code = 1
+        import traceback
+
+        traceback.print_exc()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    app()
+    main()
