@@ -15,6 +15,7 @@ from temporalio import activity
 
 from activities.heartbeat import with_heartbeats
 from activities.sandbox import EXECUTE_CODE, ExecuteCodeInput, ExecuteCodeOutput, SandboxActivities
+from bamboo.approvals.registry import ApproverRegistry
 from bamboo.audit import AuditEvent
 from bamboo.investigation.finalize import Finalizer
 from bamboo.investigation.procedure_tools import ProcedureToolCaller, exposed_procedures, policy_catalog
@@ -69,6 +70,7 @@ class InvestigationActivities:
         self.model = TurnModel(services.llm, self.selector)
         self.finalizer = Finalizer(services.store.knowledge, self.repository, services.embedder,
                                    services.settings.canonical_match_threshold)
+        self.registry = ApproverRegistry(services.store.pool, services.store.audit)
 
     async def _llm(self, work):
         try:
@@ -95,14 +97,19 @@ class InvestigationActivities:
 
     @activity.defn(name=POLICY_CONTEXT)
     async def policy_context(self, inp: PolicyContextInput) -> PolicyContext:
-        """The live catalogue and grants; the decision itself is made, deterministically, in the workflow."""
+        """The live catalogue, grants and this deployment's approval policy (the worker's rules and registry,
+        never the client's); the decision itself is made, deterministically, in the workflow."""
         await self.tools.refresh()
         code = self.tools.procedure_code
         raw = self.tools.raw_tools()
+        grants = await self.repository.grants()
+        settings = self.s.settings
         return PolicyContext(
             catalog=policy_catalog(self.tools.list_tools(), code),
-            grants=await self.repository.grants(),
-            exposed_procedures=exposed_procedures(raw, code, inp.allow_mutating_autorun),
+            grants=grants,
+            granted_code=await self.repository.versions(sorted({g.code_hash for g in grants.values()})),
+            exposed_procedures=exposed_procedures(raw, code, settings.allow_mutating_autorun),
+            policy=await self.registry.policy(settings.approval_rules()),
         )
 
     @activity.defn(name=AUDIT)

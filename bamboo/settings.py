@@ -13,6 +13,8 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from policy.approvers import ApprovalRules
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="BAMBOO_", env_file=".env", extra="ignore")
@@ -74,10 +76,17 @@ class Settings(BaseSettings):
     mcp_servers_config: Path | None = None
 
     # --- trust model ------------------------------------------------------------------------
-    allow_mutating_autorun: bool = False
-    approvers_read_only: list[str] = Field(default_factory=list, description="Empty = anyone")
-    approvers_state_changing: list[str] = Field(default_factory=list, description="Empty = anyone")
-    require_distinct_approver: bool = True
+    # Read by the worker only: a session judges every request with the worker's rules and registry, so a
+    # client's settings can neither weaken nor strengthen them.
+    require_signatures: bool = Field(
+        default=True, description="Refuse unsigned messages and decisions (keys: `bamboo keys`)")
+    require_distinct_approver: bool = Field(
+        default=True, description="State-changing code needs an approver other than its requester")
+    allow_mutating_autorun: bool = Field(
+        default=False, description="Offer state-changing procedures to the interactive planner (never run unreviewed)")
+    max_signature_ttl_s: int = Field(default=24 * 3600, ge=60, le=7 * 24 * 3600,
+                                     description="Longest validity a signed request may claim")
+    keys_dir: Path | None = Field(default=None, description="This operator's signing keys; empty = <data_dir>/keys")
     investigation_idle_timeout_s: int = 7 * 24 * 3600
 
     # --- observability ----------------------------------------------------------------------
@@ -86,6 +95,16 @@ class Settings(BaseSettings):
 
     def resolved_data_dir(self) -> Path:
         return self.data_dir.expanduser().resolve()
+
+    def resolved_keys_dir(self) -> Path:
+        return (self.keys_dir or self.resolved_data_dir() / "keys").expanduser()
+
+    def approval_rules(self) -> ApprovalRules:
+        """The deployment's approval rules, as the worker hands them to every session."""
+        return ApprovalRules(
+            require_signatures=self.require_signatures, require_distinct_approver=self.require_distinct_approver,
+            allow_mutating_autorun=self.allow_mutating_autorun, max_signature_ttl_s=self.max_signature_ttl_s,
+        )
 
     def masked(self) -> dict[str, Any]:
         """The effective configuration with every secret replaced, safe to print or log."""

@@ -1,19 +1,27 @@
 """Operator decisions on a pending review, and whether one may be accepted.
 
 A decision names the turn and the code hash it answers, so an answer typed against an earlier prompt
-(or against code that has since been edited) cannot approve whatever happens to be pending now. Every
-refusal carries a machine-readable reason and a sentence for the operator.
+(or against code that has since been edited) cannot approve whatever happens to be pending now. It is
+signed by the person giving it (``policy.signing``), checked against the deployment's registry and rules
+(``policy.approvers``), and every refusal carries a machine-readable reason and a sentence for the operator.
 """
 
 from __future__ import annotations
 
+from collections.abc import Container
+from datetime import datetime
 from enum import Enum
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from policy.approvers import ApproverRules
+from policy.approvers import AuthRefusal, DeploymentPolicy, Role, authenticate
+from policy.code_identity import HASH_HEX_LENGTH
+from policy.identity import Identity
+from policy.signing import Authorization, StatementKind, text_digest
 
 MIN_DECISION_HASH_PREFIX = 8
+MAX_REPLACEMENT_CODE_CHARS = 64 * 1024
 
 
 class DecisionKind(str, Enum):
@@ -25,12 +33,14 @@ class DecisionKind(str, Enum):
 
     @property
     def runs_code(self) -> bool:
-        """Kinds that execute the pending code now; only these are subject to the approver lists."""
+        """Kinds that execute the pending code now; only these need an approver's role."""
         return self in (DecisionKind.RUN_ONCE, DecisionKind.AUTO_RUN, DecisionKind.ALWAYS_ASK)
 
 
 ALL_CHOICES: tuple[DecisionKind, ...] = tuple(DecisionKind)
 ALWAYS_ASK_CHOICES: tuple[DecisionKind, ...] = (DecisionKind.RUN_ONCE, DecisionKind.EDIT, DecisionKind.REJECT)
+# Auto-run is never offered for state-changing or unanalysable code: no standing permission covers it.
+STATE_CHANGING_CHOICES: tuple[DecisionKind, ...] = tuple(k for k in DecisionKind if k is not DecisionKind.AUTO_RUN)
 
 
 class DecisionRefusal(str, Enum):
@@ -38,10 +48,20 @@ class DecisionRefusal(str, Enum):
     STALE_TURN = "stale_turn"
     HASH_MISMATCH = "hash_mismatch"
     CHOICE_NOT_OFFERED = "choice_not_offered"
-    MISSING_APPROVER = "missing_approver"
-    UNKNOWN_READ_ONLY_APPROVER = "unknown_read_only_approver"
-    STATE_CHANGING_APPROVER_NOT_ALLOWED = "state_changing_approver_not_allowed"
+    PREFIX_IN_SIGNED_DECISION = "prefix_in_signed_decision"
+    APPROVER_NOT_AUTHORISED = "approver_not_authorised"
     APPROVER_IS_REQUESTER = "approver_is_requester"
+    MALFORMED = "malformed"
+    # Authentication failures keep the names policy.approvers gives them.
+    UNSIGNED = AuthRefusal.UNSIGNED.value
+    REPLAYED = AuthRefusal.REPLAYED.value
+    EXPIRED = AuthRefusal.EXPIRED.value
+    EXPIRY_TOO_FAR = AuthRefusal.EXPIRY_TOO_FAR.value
+    UNREGISTERED_IDENTITY = AuthRefusal.UNREGISTERED_IDENTITY.value
+    UNREGISTERED_KEY = AuthRefusal.UNREGISTERED_KEY.value
+    BAD_SIGNATURE = AuthRefusal.BAD_SIGNATURE.value
+    NOT_A_FRONT_END = AuthRefusal.NOT_A_FRONT_END.value
+    MISSING_ROLE = AuthRefusal.MISSING_ROLE.value
 
 
 class PendingReview(BaseModel):
@@ -49,23 +69,32 @@ class PendingReview(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
+    session_id: str = ""
     turn: int
     code_hash: str = Field(min_length=1)
     requester: str
+    # Everyone who asked for or edited this code: none of them may be its distinct approver.
+    requesters: tuple[str, ...] = ()
     read_only: bool
     choices: tuple[DecisionKind, ...] = ALL_CHOICES
 
+    @property
+    def askers(self) -> frozenset[str]:
+        return frozenset({self.requester, *self.requesters})
+
 
 class OperatorDecision(BaseModel):
-    """One operator's answer. ``code_hash`` may be the full hash or a prefix of at least 8 characters."""
+    """One operator's answer. ``code_hash`` may be a prefix of at least 8 characters only when unsigned; a
+    signed decision names the full hash, so its signature covers exactly one piece of code."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    turn: int
-    code_hash: str = Field(min_length=1)
+    turn: int = Field(ge=0)
+    code_hash: str = Field(min_length=1, max_length=HASH_HEX_LENGTH, pattern=r"^[0-9a-fA-F]+$")
     kind: DecisionKind
-    approver: str
-    replacement_code: str | None = None
+    approver: Identity
+    replacement_code: str | None = Field(default=None, max_length=MAX_REPLACEMENT_CODE_CHARS)
+    auth: Authorization | None = None
 
     @model_validator(mode="after")
     def _replacement_only_for_edit(self) -> "OperatorDecision":
@@ -75,6 +104,15 @@ class OperatorDecision(BaseModel):
             raise ValueError(f"a {self.kind.value} decision carries no replacement code; use edit to change the code")
         return self
 
+    def signed_body(self) -> dict[str, Any]:
+        """What the signature covers besides the session, identity, expiry and nonce."""
+        return {
+            "turn": self.turn,
+            "code_hash": self.code_hash.lower(),
+            "decision": self.kind.value,
+            "replacement_code_sha256": text_digest(self.replacement_code),
+        }
+
 
 class DecisionVerdict(BaseModel):
     model_config = ConfigDict(frozen=True)
@@ -82,14 +120,15 @@ class DecisionVerdict(BaseModel):
     accepted: bool
     refusal: DecisionRefusal | None = None
     detail: str = ""
+    signed: bool = False
 
     @classmethod
-    def accept(cls) -> "DecisionVerdict":
-        return cls(accepted=True)
+    def accept(cls, signed: bool = False) -> "DecisionVerdict":
+        return cls(accepted=True, signed=signed)
 
     @classmethod
-    def refuse(cls, refusal: DecisionRefusal, detail: str) -> "DecisionVerdict":
-        return cls(accepted=False, refusal=refusal, detail=detail)
+    def refuse(cls, refusal: DecisionRefusal, detail: str, signed: bool = False) -> "DecisionVerdict":
+        return cls(accepted=False, refusal=refusal, detail=detail, signed=signed)
 
 
 def hash_answers(given: str, pending_hash: str) -> bool:
@@ -101,19 +140,25 @@ def hash_answers(given: str, pending_hash: str) -> bool:
 
 
 def validate_decision(
-    pending: PendingReview | None, decision: OperatorDecision, rules: ApproverRules
+    pending: PendingReview | None,
+    decision: OperatorDecision,
+    policy: DeploymentPolicy,
+    *,
+    now: datetime,
+    seen_nonces: Container[str] = (),
 ) -> DecisionVerdict:
     """Accept ``decision`` as the answer to ``pending``, or say why not.
 
-    Checks run from "is this even an answer to what is pending" to "may this person give it". Rejecting or
-    editing is open to the requester as well as the listed approvers (withdrawing one's own request, or
-    sending changed code back through review, never runs anything); deciding to run the code requires an
-    approver on the list for its class, distinct from the requester for state-changing code when configured.
+    Checks run from "was this signed request already used" through "is this even an answer to what is
+    pending" and "is it really from this person" to "may this person give it". Rejecting or editing is open
+    to the requester as well as to approvers (withdrawing one's own request, or sending changed code back
+    through review, never runs anything); running code needs the approver role for its class, and for
+    state-changing code someone other than the requester when the deployment says so.
     """
+    if decision.auth is not None and decision.auth.nonce in seen_nonces:
+        return DecisionVerdict.refuse(DecisionRefusal.REPLAYED, "This signed decision was already used; sign a new one.")
     if pending is None:
-        return DecisionVerdict.refuse(
-            DecisionRefusal.NOTHING_PENDING, "Nothing is waiting for approval in this session."
-        )
+        return DecisionVerdict.refuse(DecisionRefusal.NOTHING_PENDING, "Nothing is waiting for approval in this session.")
     if decision.turn != pending.turn:
         return DecisionVerdict.refuse(
             DecisionRefusal.STALE_TURN,
@@ -126,33 +171,49 @@ def validate_decision(
             f"Code hash {decision.code_hash!r} does not match the pending code {pending.code_hash[:12]}; "
             f"the code may have changed since you looked (give at least {MIN_DECISION_HASH_PREFIX} characters).",
         )
+    if decision.auth is not None and decision.code_hash.lower() != pending.code_hash.lower():
+        return DecisionVerdict.refuse(
+            DecisionRefusal.PREFIX_IN_SIGNED_DECISION,
+            "A signed decision must name the full code hash it approves; sign it again with the full hash.",
+        )
     if decision.kind not in pending.choices:
         offered = ", ".join(choice.value for choice in pending.choices)
         return DecisionVerdict.refuse(
             DecisionRefusal.CHOICE_NOT_OFFERED,
             f"{decision.kind.value} is not offered for this code; choose one of: {offered}.",
         )
-    approver = decision.approver.strip()
-    requester = pending.requester.strip()
-    if not approver:
-        return DecisionVerdict.refuse(DecisionRefusal.MISSING_APPROVER, "A decision must name who makes it.")
+    auth = authenticate(
+        policy, kind=StatementKind.DECISION, session_id=pending.session_id, identity=decision.approver,
+        body=decision.signed_body(), auth=decision.auth, now=now, seen_nonces=seen_nonces,
+    )
+    if not auth.ok:
+        return DecisionVerdict.refuse(DecisionRefusal(auth.refusal.value), auth.detail)  # type: ignore[union-attr]
+    approver = decision.approver
     state_changing = not pending.read_only
-    if not decision.kind.runs_code and approver == requester:
-        return DecisionVerdict.accept()
-    if not rules.may_approve(approver, state_changing):
-        if state_changing:
-            return DecisionVerdict.refuse(
-                DecisionRefusal.STATE_CHANGING_APPROVER_NOT_ALLOWED,
-                f"{approver} may not approve state-changing code; "
-                f"ask one of: {', '.join(rules.approvers_state_changing)}.",
-            )
+    if not decision.kind.runs_code:
+        if approver in pending.askers or policy.may(approver, Role.REQUEST) or _may_approve(policy, approver, state_changing):
+            return DecisionVerdict.accept(auth.signed)
         return DecisionVerdict.refuse(
-            DecisionRefusal.UNKNOWN_READ_ONLY_APPROVER,
-            f"{approver} is not an approver for read-only code; ask one of: {', '.join(rules.approvers_read_only)}.",
+            DecisionRefusal.APPROVER_NOT_AUTHORISED,
+            f"{approver} is not registered to take part in investigations here.", auth.signed,
         )
-    if decision.kind.runs_code and rules.needs_distinct_approver(state_changing) and approver == requester:
+    if not _may_approve(policy, approver, state_changing):
+        role = Role.APPROVE_STATE_CHANGING if state_changing else Role.APPROVE
+        who = ", ".join(policy.holders(role)) or "nobody is registered with that role yet"
+        what = "state-changing or unanalysable code" if state_changing else "read-only code"
+        return DecisionVerdict.refuse(
+            DecisionRefusal.APPROVER_NOT_AUTHORISED,
+            f"{approver} may not approve {what} (role {role.value} needed); ask one of: {who}.", auth.signed,
+        )
+    if state_changing and policy.rules.require_distinct_approver and approver in pending.askers:
         return DecisionVerdict.refuse(
             DecisionRefusal.APPROVER_IS_REQUESTER,
-            "State-changing code needs approval from someone other than the person who asked for it.",
+            "State-changing code needs approval from someone other than the person who asked for it.", auth.signed,
         )
-    return DecisionVerdict.accept()
+    return DecisionVerdict.accept(auth.signed)
+
+
+def _may_approve(policy: DeploymentPolicy, approver: str, state_changing: bool) -> bool:
+    if state_changing:
+        return policy.may(approver, Role.APPROVE_STATE_CHANGING)
+    return policy.may(approver, Role.APPROVE) or policy.may(approver, Role.APPROVE_STATE_CHANGING)

@@ -6,8 +6,10 @@ cannot slip past it). What the prompt happened to list never widens or narrows i
 - ``automatic``: no operator is watching, so exactly the tools that only read: raw tools declared
   read-only, and procedure tools whose stored code recomputes as read-only. Tools that need a human
   (``requires_interaction``) are never bridged.
-- ``interactive`` after a human approved the code: every bridged tool except human-input ones; the
-  human's review is the gate.
+- ``interactive`` after a human approved the code: exactly the tools that code was shown to reach (the
+  scan's signature), so what the reviewer was told the code calls bounds what it can call, whatever route
+  the code takes at run time; for code the scan cannot read (shown to the reviewer as opaque, with the
+  reasons) every bridged tool except human-input ones.
 - a durably auto-run turn: only the granted procedure tools, so code nobody looked at this time can do
   nothing but replay procedures somebody did approve.
 """
@@ -19,7 +21,7 @@ from enum import Enum
 
 from policy.catalog import ToolCatalog
 from policy.procedures import assess_read_only
-from policy.signature import DEFAULT_CONVENTIONS, ScanConventions
+from policy.signature import DEFAULT_CONVENTIONS, CodeSignature, ScanConventions
 
 
 class Phase(str, Enum):
@@ -46,8 +48,21 @@ def automatic_allow_set(
 
 
 def interactive_allow_set(catalog: ToolCatalog) -> frozenset[str]:
-    """Tools human-approved code may call: everything bridged except tools that need a human in the loop."""
+    """Every bridged tool except those that need a human in the loop: the most an approved run may reach."""
     return frozenset(tool.name for tool in catalog.tools if not tool.requires_interaction)
+
+
+def approved_allow_set(signature: CodeSignature, catalog: ToolCatalog) -> frozenset[str]:
+    """Tools human-approved code may call: the ones its review showed, or (opaque code) any bridged tool.
+
+    Binding the allow-set to the signature makes the scan's reading authoritative at run time: code that
+    reaches a tool by a route the scan did not see (``os.sys.modules[...]``, a name built at run time)
+    finds that tool refused by the bridge instead of running under a review that never mentioned it.
+    """
+    bridged = interactive_allow_set(catalog)
+    if signature.opaque:
+        return bridged
+    return frozenset(signature.tools) & bridged
 
 
 def granted_allow_set(procedures: Iterable[str]) -> frozenset[str]:

@@ -10,13 +10,20 @@ it to the operator as a strategy to run in the interactive loop.
 Interactive phase:
 1. always-ask for this exact code hash: ask.
 2. a turn whose tool references are only procedures, every procedure it reaches holding a durable grant
-   bound to that procedure's current code, and all of them read-only (or mutating auto-run allowed by the
-   deployment): run with no prompt, allow-set = exactly those procedures.
-3. auto-run for this exact code hash, with the procedures it reaches unchanged since approval and none of
-   them state-changing unless mutating auto-run is allowed: run with no prompt.
+   bound to that procedure's current code, and all of them read-only: run with no prompt, allow-set =
+   exactly those procedures.
+3. auto-run for this exact code hash, with the procedures it reaches unchanged since approval and the whole
+   code read-only as recomputed now: run with no prompt.
 4. otherwise ask (new code is always reviewed), with the reason that explains why no standing permission
    applied.
 
+State-changing code (and code the scan cannot read) is never run without a fresh answer: no session
+auto-run, no durable grant covers it, and auto-run is not offered for it. Changing PanDA is a new
+real-world action each time, and the rule that someone other than the requester approves it must apply
+each time. (Seed 000's deployment opt-in ``allow_mutating_autorun`` therefore only exposes state-changing
+procedures to the planner; it never lets them run unreviewed.)
+
+An approved run may call exactly the tools the review showed (``policy.phases.approved_allow_set``).
 Every decision is recomputed from the code itself; no stored read-only flag or stored verdict is trusted.
 """
 
@@ -30,11 +37,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from policy.catalog import ToolCatalog
 from policy.code_identity import code_hash
-from policy.decisions import ALL_CHOICES, ALWAYS_ASK_CHOICES, DecisionKind
+from policy.decisions import ALL_CHOICES, ALWAYS_ASK_CHOICES, STATE_CHANGING_CHOICES, DecisionKind
 from policy.grants import CodePolicy, ProcedureGrant, SessionPolicy, grant_matches, session_policy_still_valid
-from policy.phases import Phase, automatic_allow_set, granted_allow_set, interactive_allow_set
+from policy.phases import Phase, approved_allow_set, automatic_allow_set, granted_allow_set
 from policy.procedures import ReadOnlyAssessment, assess_read_only
-from policy.signature import DEFAULT_CONVENTIONS, ScanConventions
+from policy.signature import ScanConventions
 
 
 class ReviewOutcome(str, Enum):
@@ -52,7 +59,7 @@ class ReviewReason(str, Enum):
     SESSION_ALWAYS_ASK = "session_always_ask"
     SESSION_AUTO_RUN = "session_auto_run"
     SESSION_AUTO_RUN_PROCEDURE_CHANGED = "session_auto_run_procedure_changed"
-    SESSION_AUTO_RUN_STATE_CHANGING_PROCEDURE = "session_auto_run_state_changing_procedure"
+    SESSION_AUTO_RUN_STATE_CHANGING = "session_auto_run_state_changing"
     DURABLE_GRANT = "durable_grant"
     DURABLE_GRANT_CODE_CHANGED = "durable_grant_code_changed"
     DURABLE_GRANT_STATE_CHANGING = "durable_grant_state_changing"
@@ -74,9 +81,12 @@ class ReviewRequest(BaseModel):
     catalog: ToolCatalog = Field(default_factory=ToolCatalog)
     session_policies: Mapping[str, SessionPolicy] = Field(default_factory=dict)
     grants: Mapping[str, ProcedureGrant] = Field(default_factory=dict)
-    allow_mutating_autorun: bool = False
     source: CodeSource = "generated"
-    conventions: ScanConventions = DEFAULT_CONVENTIONS
+
+    @property
+    def conventions(self) -> ScanConventions:
+        """The scan maps Python names to tools over this catalogue, as the sandbox's stub does."""
+        return ScanConventions.for_tools(tool.name for tool in self.catalog.tools)
 
 
 class ReviewDecision(BaseModel):
@@ -147,19 +157,13 @@ class _Facts:
             suggest_interactive=suggest,
         )
 
-    def ask(
-        self, reason: ReviewReason, detail: str, choices: tuple[DecisionKind, ...] = ALL_CHOICES
-    ) -> ReviewDecision:
-        allow_set = interactive_allow_set(self.request.catalog)
-        return self.decision(ReviewOutcome.ASK, reason, detail, allow_set, choices)
+    def ask(self, reason: ReviewReason, detail: str, choices: tuple[DecisionKind, ...] | None = None) -> ReviewDecision:
+        if choices is None:
+            choices = ALL_CHOICES if self.assessment.read_only else STATE_CHANGING_CHOICES
+        return self.decision(ReviewOutcome.ASK, reason, detail, self.approved_allow_set(), choices)
 
-    def procedure_read_only(self, name: str) -> bool:
-        catalog = self.request.catalog
-        code = catalog.procedure_code.get(name)
-        if code is None:
-            return False
-        flags = catalog.read_only_flags()
-        return assess_read_only(code, flags, catalog.procedure_code, self.request.conventions).read_only
+    def approved_allow_set(self) -> frozenset[str]:
+        return approved_allow_set(self.assessment.signature, self.request.catalog)
 
 
 def _decide_automatic(facts: _Facts) -> ReviewDecision:
@@ -224,18 +228,18 @@ def _decide_interactive(facts: _Facts) -> ReviewDecision:
                 ReviewReason.SESSION_AUTO_RUN_PROCEDURE_CHANGED,
                 "You chose auto-run for this code, but a procedure it calls has changed since; review it again.",
             )
-        mutating = [name for name in facts.assessment.procedures if not facts.procedure_read_only(name)]
-        if mutating and not request.allow_mutating_autorun:
+        if not facts.assessment.read_only:
+            what = ", ".join(facts.assessment.state_changing) or "; ".join(facts.assessment.opaque_reasons)
             return facts.ask(
-                ReviewReason.SESSION_AUTO_RUN_STATE_CHANGING_PROCEDURE,
-                "This code calls state-changing procedures (" + ", ".join(mutating) + "), which are never "
-                "auto-run unless the deployment allows mutating auto-run.",
+                ReviewReason.SESSION_AUTO_RUN_STATE_CHANGING,
+                f"This code changes state or cannot be analysed ({what}); auto-run never covers such code, "
+                "so every run needs a fresh approval.",
             )
         return facts.decision(
             ReviewOutcome.RUN,
             ReviewReason.SESSION_AUTO_RUN,
             "You chose auto-run for this exact code earlier in this session.",
-            interactive_allow_set(request.catalog),
+            facts.approved_allow_set(),
         )
     if durable.reason is not None:
         return facts.ask(durable.reason, durable.detail)
@@ -279,11 +283,11 @@ def _durable_grant_standing(facts: _Facts) -> _DurableStanding:
             reason=ReviewReason.DURABLE_GRANT_MIXED,
             detail="This turn does more than replay granted procedures (" + ", ".join(ungranted) + "); review it.",
         )
-    if not assessment.read_only and not request.allow_mutating_autorun:
+    if not assessment.read_only:
         return _DurableStanding(
             reason=ReviewReason.DURABLE_GRANT_STATE_CHANGING,
             detail="A granted procedure now changes state ("
             + ", ".join(assessment.state_changing)
-            + "); state-changing procedures are never auto-run unless the deployment allows it.",
+            + "); state-changing procedures are never auto-run, whatever grant they hold.",
         )
     return _DurableStanding(reason=ReviewReason.DURABLE_GRANT)

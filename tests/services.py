@@ -70,6 +70,8 @@ def worker_env(settings: Settings) -> dict[str, str]:
         "BAMBOO_LLM_CONCURRENCY": str(settings.llm_concurrency),
         "PYTHONPATH": str(ROOT),
     })
+    if settings.keys_dir is not None:
+        env["BAMBOO_KEYS_DIR"] = str(settings.keys_dir)
     return env
 
 

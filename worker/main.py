@@ -16,7 +16,7 @@ from bamboo.llm.local import resolve_llm_endpoint, stop_shared_local_llm
 from bamboo.services import Services, build_services
 from bamboo.settings import Settings, get_settings
 from bamboo.temporal_client import connect
-from worker.registry import plan
+from worker.registry import plan, workflow_runner
 from bamboo.telemetry import configure_tracing
 
 log = logging.getLogger("bamboo.worker")
@@ -33,7 +33,7 @@ async def run_worker(settings: Settings, *, services: Services | None = None, st
     workers = [
         Worker(client, task_queue=p.queue, workflows=p.workflows, activities=p.activities,
                max_concurrent_activities=p.max_concurrent_activities, max_concurrent_workflow_tasks=100,
-               interceptors=interceptors)
+               interceptors=interceptors, workflow_runner=workflow_runner())
         for p in plan(services, llm_concurrency or settings.llm_concurrency)
     ]
     stop = stop or asyncio.Event()

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
 from activities.accumulate import AccumulateActivities
 from activities.analyze import AnalyzeActivities
 from activities.investigation import build_investigation_activities
@@ -15,6 +17,16 @@ from workflows.analyze import AnalyzeTask, BatchAnalyze
 from workflows.investigation import Investigation
 from workflows.populate import PopulateBatch
 from workflows.queues import Queues
+
+# cryptography verifies signed approvals inside the Investigation workflow. Its compiled core cannot be
+# imported a second time by the workflow sandbox, and it imports its exception types lazily when a signature
+# fails to verify; without passing it through, a forged signature aborted the whole worker process.
+PASSTHROUGH_MODULES = ("cryptography",)
+
+
+def workflow_runner() -> SandboxedWorkflowRunner:
+    return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES))
+
 
 WORKFLOWS: list[type] = [AccumulateIncident, PopulateBatch]
 WORKFLOWS += [AnalyzeTask, BatchAnalyze]

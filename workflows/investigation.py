@@ -6,10 +6,14 @@ turn waits for a decision → sandboxed execution with exactly the allow-set the
 summary back to the operator. Waiting costs nothing and survives any worker restart: the decision
 arrives as a signal (or an update, for UIs that want an answer) from any process, at any time.
 
-A decision names the turn and code hash it answers; ``policy.decisions.validate_decision`` refuses a
-stale turn, a different hash, a choice not offered, an approver not on the list, or self-approval of
-state-changing code when a distinct approver is required. Signals that fail validation are recorded
-in the transcript and audited; updates are refused by their validator before they enter history.
+Every operator request (message, decision, revoke, finalize, abandon) arrives as a raw payload, through a
+signal or an update of the same name, and is admitted by one path (``_admit``): bounded in size, validated
+against its model, authenticated against the deployment's approval policy (the worker's rules and approver
+registry, read by an activity; never taken from the client), and only then acted on. A refused request is
+recorded in the transcript and the audit log whichever way it came; an update gets the refusal back as a
+non-retryable error. A decision names the turn and full code hash it answers and is signed by its approver
+(``policy.decisions.validate_decision``); every accepted or refused decision's audit row carries the policy
+version that judged it and the signature.
 
 When the session opens on a task, a start-up hypothesis runs in the automatic phase: read-only
 allow-set, stored procedures that would change state skipped and surfaced as suggestions.
@@ -25,8 +29,9 @@ import json
 from collections.abc import Callable
 from datetime import timedelta
 
+from pydantic import BaseModel, ValidationError
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -39,8 +44,14 @@ with workflow.unsafe.imports_passed_through():
         RevokeGrantsInput, RevokeRequest, SandboxRunRequest, SessionStatus, SummaryInput, SummaryResult,
         TRANSCRIPT_KEEP, TranscriptEntry,
     )
+    from policy.approvers import DeploymentPolicy, Role, authenticate
     from policy.code_identity import short_hash
-    from policy.decisions import DecisionKind, DecisionVerdict, OperatorDecision, PendingReview, validate_decision
+    from policy.decisions import (
+        DecisionKind, DecisionRefusal, DecisionVerdict, OperatorDecision, PendingReview, validate_decision,
+    )
+    from policy.procedures import assess_read_only
+    from policy.review_facts import review_facts
+    from policy.signing import StatementKind
     from policy.grants import CodePolicy, make_grant, make_session_policy
     from policy.phases import Phase
     from policy.procedures import is_procedure_name
@@ -56,6 +67,35 @@ SANDBOX_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attem
 MAX_STARTUP_REPLAYS = 3
 MAX_RESULT_IN_TRANSCRIPT = 4000
 HYPOTHESIS_REQUEST = "Form a first hypothesis of why this task failed, using read-only tools."
+# How old a cached approval policy may be: a decision re-reads it almost always (so a revoked approver's
+# decision is refused within seconds), a message a little less eagerly.
+DECISION_POLICY_MAX_AGE = timedelta(seconds=2)
+REQUEST_POLICY_MAX_AGE = timedelta(seconds=10)
+MAX_REFUSAL_DETAIL = 300
+
+
+class _Request:
+    """How one kind of operator request is admitted: its model, statement kind, size bound and who speaks."""
+
+    def __init__(self, model: type[BaseModel], kind: StatementKind, max_bytes: int, speaker: str) -> None:
+        self.model, self.kind, self.max_bytes, self.speaker = model, kind, max_bytes, speaker
+
+
+REQUESTS: dict[str, _Request] = {
+    "message": _Request(OperatorMessage, StatementKind.MESSAGE, 24 * 1024, "author"),
+    "decide": _Request(OperatorDecision, StatementKind.DECISION, 96 * 1024, "approver"),
+    "revoke": _Request(RevokeRequest, StatementKind.REVOKE, 8 * 1024, "actor"),
+    "finalize": _Request(FinalizeRequest, StatementKind.FINALIZE, 8 * 1024, "actor"),
+    "abandon": _Request(AbandonRequest, StatementKind.ABANDON, 8 * 1024, "actor"),
+}
+
+
+class _Refused(Exception):
+    """A request that is not admitted: the refusal's machine name and a one-line reason."""
+
+    def __init__(self, refusal: str, detail: str) -> None:
+        super().__init__(detail)
+        self.refusal, self.detail = refusal, detail[:MAX_REFUSAL_DETAIL]
 
 
 @workflow.defn(name=names.INVESTIGATION_WORKFLOW)
@@ -71,6 +111,10 @@ class Investigation:
         self._abandon: AbandonRequest | None = None
         self._outbox: list[AuditRecord] = []
         self._last_touch = workflow.now()
+        self._context: PolicyContext | None = None
+        self._context_at = workflow.now()
+        # Requests are admitted one at a time, in arrival order, even when one waits for a policy refresh.
+        self._admission = asyncio.Lock()
 
     # ------------------------------------------------------------------ queries
     @workflow.query
@@ -89,82 +133,69 @@ class Investigation:
     def status(self) -> SessionStatus:
         return self._st.status
 
-    # ------------------------------------------------------------------ signals
+    # ------------------------------------------------------------------ signals and updates
+    # Each request has a signal (fire and forget: refusals land in the transcript) and an update of the same
+    # name (the sender gets the verdict). Both take the raw payload, so a malformed one is refused and
+    # recorded here instead of being dropped by the SDK with only a worker-log line.
     @workflow.signal(name="message")
-    def message(self, msg: OperatorMessage) -> None:
-        self._accept_message(msg)
+    async def message(self, raw: RawValue) -> None:
+        await self._admit("message", raw)
 
     @workflow.signal(name="decide")
-    def decide(self, decision: OperatorDecision) -> None:
-        self._receive_decision(decision)
+    async def decide(self, raw: RawValue) -> None:
+        await self._admit("decide", raw)
 
     @workflow.signal(name="revoke")
-    def revoke(self, request: RevokeRequest) -> None:
-        self._touch()
-        self._st.revokes.append(request)
+    async def revoke(self, raw: RawValue) -> None:
+        await self._admit("revoke", raw)
 
     @workflow.signal(name="finalize")
-    def finalize(self, request: FinalizeRequest) -> None:
-        self._touch()
-        if self._finalize is None and self._abandon is None:
-            self._finalize = request
+    async def finalize(self, raw: RawValue) -> None:
+        await self._admit("finalize", raw)
 
     @workflow.signal(name="abandon")
-    def abandon(self, request: AbandonRequest) -> None:
-        self._touch()
-        if self._finalize is None and self._abandon is None:
-            self._abandon = request
+    async def abandon(self, raw: RawValue) -> None:
+        await self._admit("abandon", raw)
 
-    # ------------------------------------------------------------------ updates (same names, with answers)
     @workflow.update(name="message")
-    def message_update(self, msg: OperatorMessage) -> Ack:
-        self._accept_message(msg)
-        return Ack(accepted=True, detail=f"queued as message {len(self._st.inbox)} in line")
+    async def message_update(self, raw: RawValue) -> Ack:
+        return await self._admit_or_raise("message", raw)
 
     @message_update.validator
-    def _validate_message(self, msg: OperatorMessage) -> None:
-        self._require_open()
+    def _validate_message(self, raw: RawValue) -> None:
+        _check_size("message", raw)
 
     @workflow.update(name="decide")
-    def decide_update(self, decision: OperatorDecision) -> Ack:
-        verdict = self._receive_decision(decision)
-        return Ack(accepted=verdict.accepted, detail=verdict.detail, refusal=verdict.refusal)
+    async def decide_update(self, raw: RawValue) -> Ack:
+        return await self._admit_or_raise("decide", raw)
 
     @decide_update.validator
-    def _validate_decide(self, decision: OperatorDecision) -> None:
-        verdict = validate_decision(self._review, decision, self._inp.rules)
-        if not verdict.accepted:
-            raise ApplicationError(verdict.detail, type=verdict.refusal.value if verdict.refusal else "refused")
+    def _validate_decide(self, raw: RawValue) -> None:
+        _check_size("decide", raw)
 
     @workflow.update(name="revoke")
-    def revoke_update(self, request: RevokeRequest) -> Ack:
-        self.revoke(request)
-        return Ack(accepted=True, detail="revocation queued; /approvals shows the result")
+    async def revoke_update(self, raw: RawValue) -> Ack:
+        return await self._admit_or_raise("revoke", raw)
 
     @revoke_update.validator
-    def _validate_revoke(self, request: RevokeRequest) -> None:
-        # Planned against the grants this session last read; the signal path re-plans against fresh ones.
-        plan = plan_revocation(request.target, self._st.session_policies, self._st.grants)
-        if not plan.ok:
-            raise ApplicationError(plan.error or "invalid revoke target", type="invalid_revoke_target")
+    def _validate_revoke(self, raw: RawValue) -> None:
+        _check_size("revoke", raw)
 
     @workflow.update(name="finalize")
-    def finalize_update(self, request: FinalizeRequest) -> Ack:
-        self.finalize(request)
-        return Ack(accepted=True, detail="finalizing")
+    async def finalize_update(self, raw: RawValue) -> Ack:
+        return await self._admit_or_raise("finalize", raw)
 
     @finalize_update.validator
-    def _validate_finalize(self, request: FinalizeRequest) -> None:
-        self._require_open()
+    def _validate_finalize(self, raw: RawValue) -> None:
+        _check_size("finalize", raw)
 
     @workflow.update(name="abandon")
-    def abandon_update(self, request: AbandonRequest) -> Ack:
-        self.abandon(request)
-        return Ack(accepted=True, detail="abandoning")
+    async def abandon_update(self, raw: RawValue) -> Ack:
+        return await self._admit_or_raise("abandon", raw)
 
     @abandon_update.validator
-    def _validate_abandon(self, request: AbandonRequest) -> None:
-        self._require_open()
+    def _validate_abandon(self, raw: RawValue) -> None:
+        _check_size("abandon", raw)
 
     # ------------------------------------------------------------------ run
     @workflow.run
@@ -227,12 +258,12 @@ class Investigation:
             return False
         code = proposal.code
         requester = msg.author
+        askers = [msg.author]
         while True:
             context = await self._policy_context()
             decision = decide_review(ReviewRequest(
                 phase=Phase.INTERACTIVE, code=code, catalog=context.catalog,
                 session_policies=st.session_policies, grants=context.grants,
-                allow_mutating_autorun=self._inp.allow_mutating_autorun,
             ))
             self._entry("code", code, turn=turn, data={
                 "code_hash": decision.code_hash, "summary": proposal.summary, "tools": list(decision.tools),
@@ -244,6 +275,7 @@ class Investigation:
             self._audit("review_decided", "policy", {
                 "turn": turn, "code_hash": decision.code_hash, "outcome": decision.outcome.value,
                 "reason": decision.reason.value, "tools": list(decision.tools), "requester": requester,
+                "policy_version": context.policy.version,
             })
             if decision.outcome is ReviewOutcome.RUN:
                 await self._execute(turn, code, decision, proposal, f"policy:{decision.reason.value}", requester)
@@ -251,17 +283,18 @@ class Investigation:
             if decision.outcome is ReviewOutcome.REFUSE:
                 self._entry("refused_run", decision.detail, turn=turn, data={"reason": decision.reason.value})
                 return False
-            answer, expired = await self._ask(turn, code, decision, proposal, requester)
+            answer, expired = await self._ask(turn, code, decision, proposal, requester, askers, context)
             if answer is None:
                 return expired
             if answer.kind is DecisionKind.REJECT:
                 self._entry("reply", f"Rejected by {answer.approver}; the code did not run.", turn=turn)
                 return False
             if answer.kind is DecisionKind.EDIT:
-                # The edited code is new code (new hash, reviewed again), and its author is now the one
-                # asking for it: whoever edited cannot also be the distinct approver of a state change.
+                # The edited code is new code (new hash, reviewed again), and its author is now one of those
+                # asking for it: neither the first requester nor an editor can be the distinct approver.
                 code = answer.replacement_code or code
                 requester = answer.approver
+                askers.append(answer.approver)
                 proposal = proposal.model_copy(update={"summary": f"{proposal.summary} (edited by {answer.approver})"})
                 continue
             await self._remember(turn, code, decision, answer, context)
@@ -269,17 +302,26 @@ class Investigation:
             return False
 
     async def _ask(self, turn: int, code: str, decision: ReviewDecision, proposal: CodegenResult,
-                   requester: str) -> tuple[OperatorDecision | None, bool]:
+                   requester: str, askers: list[str], context: PolicyContext) -> tuple[OperatorDecision | None, bool]:
         """Publish the pending review and wait for an accepted answer (or the session closing / expiring)."""
+        catalog = context.catalog
+        conventions = ReviewRequest(phase=Phase.INTERACTIVE, code=code, catalog=catalog).conventions
+        flags = catalog.read_only_flags()
+        facts = review_facts(code, assess_read_only(code, flags, catalog.procedure_code, conventions), flags,
+                             catalog.procedure_code, context.grants, context.granted_code, conventions)
         self._pending = PendingView(
             session_id=self._inp.session_id, turn=turn, code_hash=decision.code_hash, code=code,
             summary=proposal.summary, trigger_signals=proposal.trigger_signals, requester=requester,
             read_only=decision.read_only, tools=list(decision.tools), state_changing=list(decision.state_changing),
             reason=decision.reason.value, detail=decision.detail, choices=list(decision.choices),
             allow_set=list(decision.allow_set), task_id=self._inp.task_id,
+            opaque_reasons=list(facts.opaque_reasons), hazards=list(facts.hazards),
+            state_changing_lines={k: list(v) for k, v in facts.state_changing_lines.items()},
+            procedures=list(facts.procedures), policy_version=context.policy.version, rules=context.policy.rules,
         )
-        self._review = PendingReview(turn=turn, code_hash=decision.code_hash, requester=requester,
-                                     read_only=decision.read_only, choices=decision.choices)
+        self._review = PendingReview(session_id=self._inp.session_id, turn=turn, code_hash=decision.code_hash,
+                                     requester=requester, requesters=tuple(askers), read_only=decision.read_only,
+                                     choices=decision.choices)
         self._answer = None
         self._entry("review", f"waiting for a decision on {short_hash(decision.code_hash)}: {decision.detail}",
                     turn=turn, data={"code_hash": decision.code_hash, "choices": [c.value for c in decision.choices]})
@@ -298,6 +340,8 @@ class Investigation:
                         context: PolicyContext) -> None:
         """Store what the operator chose: a session policy, or durable grants for procedure-only code."""
         procedure_code = context.catalog.procedure_code
+        if not decision.read_only:
+            return  # nothing standing is ever kept for code that changes state (auto-run is not offered for it)
         if answer.kind is DecisionKind.AUTO_RUN and decision.tools and all(
             is_procedure_name(t) and t in procedure_code for t in decision.tools
         ):
@@ -431,17 +475,82 @@ class Investigation:
         )
 
     # ------------------------------------------------------------------ helpers
-    def _accept_message(self, msg: OperatorMessage) -> None:
-        self._touch()
-        if self._st.status is SessionStatus.ACTIVE and not self._closing():
-            self._st.inbox.append(msg)
+    # ------------------------------------------------------------------ admitting requests
+    async def _admit_or_raise(self, name: str, raw: RawValue) -> Ack:
+        ack = await self._admit(name, raw)
+        if not ack.accepted:
+            raise ApplicationError(ack.detail, type=ack.refusal or "refused", non_retryable=True)
+        return ack
 
-    def _receive_decision(self, decision: OperatorDecision) -> DecisionVerdict:
+    async def _admit(self, name: str, raw: RawValue) -> Ack:
+        """Decode, bound, authenticate and act on one request. A refusal is recorded and returned."""
         self._touch()
-        verdict = validate_decision(self._review, decision, self._inp.rules)
+        spec = REQUESTS[name]
+        speaker = "unknown"
+        async with self._admission:
+            try:
+                request = _decode(spec, raw)
+                speaker = getattr(request, spec.speaker)
+                if isinstance(request, OperatorDecision):
+                    return await self._admit_decision(request)
+                return Ack(accepted=True, detail=await self._admit_request(name, spec, request))
+            except _Refused as refused:
+                self._record_refusal(name, speaker, refused)
+                return Ack(accepted=False, detail=refused.detail, refusal=refused.refusal)
+
+    async def _admit_request(self, name: str, spec: _Request, request) -> str:
+        """Messages, revokes, finalize and abandon: authenticated, then queued; returns the acknowledgement."""
+        if self._st.status is not SessionStatus.ACTIVE or self._closing():
+            raise _Refused("closed", "This investigation is closing or closed; start a new one.")
+        speaker = getattr(request, spec.speaker)
+        policy = (await self._fresh_context(REQUEST_POLICY_MAX_AGE)).policy
+        verdict = authenticate(policy, kind=spec.kind, session_id=self._inp.session_id, identity=speaker,
+                               body=request.signed_body(), auth=request.auth, now=workflow.now(),
+                               seen_nonces=self._st.seen_nonces)
+        if not verdict.ok:
+            raise _Refused(verdict.refusal.value if verdict.refusal else "refused", verdict.detail)
+        self._remember_nonce(request.auth)
+        roles = (Role.REQUEST,) if name == "message" else (Role.REQUEST, Role.APPROVE, Role.APPROVE_STATE_CHANGING)
+        if not any(policy.may(speaker, role) for role in roles):
+            raise _Refused("missing_role", f"{speaker} is not registered to {'ask for code' if name == 'message' else name} "
+                                           "in investigations here; ask the deployment to register you.")
+        if name == "message":
+            self._st.inbox.append(request)
+            return f"queued as message {len(self._st.inbox)} in line"
+        if name == "revoke":
+            plan = plan_revocation(request.target, self._st.session_policies, self._st.grants)
+            if not plan.ok:
+                raise _Refused("invalid_revoke_target", plan.error or "invalid revoke target")
+            self._st.revokes.append(request)
+            return "revocation queued; /approvals shows the result"
+        if name == "finalize":
+            self._finalize = request
+            return "finalizing"
+        self._abandon = request
+        return "abandoning"
+
+    async def _admit_decision(self, decision: OperatorDecision) -> Ack:
+        """Cheap checks against the pending review first; then a fresh policy for who may give this answer."""
+        now = workflow.now()
+        cached = self._context.policy if self._context is not None else DeploymentPolicy()
+        early = validate_decision(self._review, decision, cached, now=now, seen_nonces=self._st.seen_nonces)
+        if early.refusal not in _BEFORE_AUTHENTICATION:
+            context = await self._fresh_context(DECISION_POLICY_MAX_AGE)
+            early = validate_decision(self._review, decision, context.policy, now=workflow.now(),
+                                      seen_nonces=self._st.seen_nonces)
+            if early.signed:
+                self._remember_nonce(decision.auth)
+        return self._apply_decision(decision, early)
+
+    def _apply_decision(self, decision: OperatorDecision, verdict: DecisionVerdict) -> Ack:
+        policy = self._context.policy if self._context is not None else DeploymentPolicy()
+        auth = decision.auth
         body = {"turn": decision.turn, "code_hash": decision.code_hash, "kind": decision.kind.value,
                 "approver": decision.approver, "accepted": verdict.accepted,
-                "refusal": verdict.refusal.value if verdict.refusal else None, "detail": verdict.detail}
+                "refusal": verdict.refusal.value if verdict.refusal else None, "detail": verdict.detail,
+                "policy_version": policy.version, "signed": verdict.signed,
+                "signer": auth.signer if auth else None, "key_id": auth.key_id if auth else None,
+                "nonce": auth.nonce if auth else None, "signature": auth.signature if auth else None}
         if verdict.accepted:
             self._answer = decision
             self._review = None  # answered: a second decision for the same prompt finds nothing pending
@@ -452,11 +561,29 @@ class Investigation:
             self._entry("refused_decision", f"decision from {decision.approver} refused: {verdict.detail}",
                         turn=decision.turn, actor=decision.approver, data=body)
             self._audit("decision_refused", decision.approver, body)
-        return verdict
+        return Ack(accepted=verdict.accepted, detail=verdict.detail or f"{decision.kind.value} accepted",
+                   refusal=verdict.refusal.value if verdict.refusal else None)
 
-    def _require_open(self) -> None:
-        if self._st.status is not SessionStatus.ACTIVE or self._closing():
-            raise ApplicationError("this investigation is closing or closed; start a new one", type="closed")
+    def _record_refusal(self, name: str, speaker: str, refused: _Refused) -> None:
+        body = {"request": name, "refusal": refused.refusal, "detail": refused.detail}
+        kind = "refused_decision" if name == "decide" else "refused_request"
+        self._entry(kind, f"{name} from {speaker} refused: {refused.detail}", actor=speaker, data=body)
+        self._audit("decision_refused" if name == "decide" else "request_refused", speaker, body)
+
+    def _remember_nonce(self, auth) -> None:
+        if auth is None:
+            return
+        now = workflow.now()
+        for nonce, expires in list(self._st.seen_nonces.items()):
+            if expires <= now:
+                del self._st.seen_nonces[nonce]
+        self._st.seen_nonces[auth.nonce] = auth.expires_at
+
+    async def _fresh_context(self, max_age: timedelta) -> PolicyContext:
+        if self._context is None or workflow.now() - self._context_at > max_age:
+            await self._policy_context()
+        assert self._context is not None
+        return self._context
 
     def _closing(self) -> bool:
         return self._finalize is not None or self._abandon is not None
@@ -520,18 +647,18 @@ class Investigation:
     async def _policy_context(self) -> PolicyContext:
         context: PolicyContext = await workflow.execute_activity(
             names.INVESTIGATION_POLICY_CONTEXT,
-            PolicyContextInput(session_id=self._inp.session_id,
-                               allow_mutating_autorun=self._inp.allow_mutating_autorun),
+            PolicyContextInput(session_id=self._inp.session_id),
             result_type=PolicyContext, task_queue=Queues().store, start_to_close_timeout=timedelta(seconds=60),
             retry_policy=STORE_RETRY,
         )
         self._st.grants = dict(context.grants)
+        self._context, self._context_at = context, workflow.now()
         return context
 
     async def _codegen(self, phase: str, request: str) -> CodegenResult:
         return await self._llm(names.INVESTIGATION_CODEGEN, CodegenInput(
             session_id=self._inp.session_id, phase=phase, request=request, task_id=self._inp.task_id,
-            symptom=self._inp.symptom, recent=self._recent(), allow_mutating_autorun=self._inp.allow_mutating_autorun,
+            symptom=self._inp.symptom, recent=self._recent(),
         ), CodegenResult)
 
     async def _llm(self, activity: str, arg, result_type):
@@ -579,6 +706,39 @@ class Investigation:
     def _recent(self) -> list[str]:
         wanted = ("operator", "finding", "reply", "hypothesis")
         return [f"{e.kind}: {e.text[:500]}" for e in self._st.transcript if e.kind in wanted][-8:]
+
+
+_BEFORE_AUTHENTICATION = {
+    DecisionRefusal.REPLAYED, DecisionRefusal.NOTHING_PENDING, DecisionRefusal.STALE_TURN,
+    DecisionRefusal.HASH_MISMATCH, DecisionRefusal.PREFIX_IN_SIGNED_DECISION, DecisionRefusal.CHOICE_NOT_OFFERED,
+}
+
+
+def _check_size(name: str, raw: RawValue) -> None:
+    """Update validators refuse oversized requests before they enter history (a signal cannot be refused
+    that early; its admission refuses it without copying it anywhere)."""
+    size, limit = len(raw.payload.data), REQUESTS[name].max_bytes
+    if size > limit:
+        raise ApplicationError(f"a {name} request of {size} bytes is over the {limit}-byte limit; send a smaller one",
+                               type="too_large", non_retryable=True)
+
+
+def _decode(spec: _Request, raw: RawValue) -> BaseModel:
+    size = len(raw.payload.data)
+    if size > spec.max_bytes:
+        raise _Refused("too_large", f"the request is {size} bytes, over the {spec.max_bytes}-byte limit")
+    try:
+        data = workflow.payload_converter().from_payload(raw.payload, dict)
+    except Exception as exc:  # noqa: BLE001 — any undecodable payload is the sender's error, reported as such
+        raise _Refused("malformed", f"the request is not a JSON object ({type(exc).__name__})") from None
+    if not isinstance(data, dict):
+        raise _Refused("malformed", "the request must be a JSON object")
+    try:
+        return spec.model.model_validate(data)
+    except ValidationError as exc:
+        problems = [f"{'.'.join(str(p) for p in e['loc']) or '(input)'}: {e['msg']}"
+                    for e in exc.errors(include_input=False, include_url=False)[:3]]
+        raise _Refused("malformed", "invalid request: " + "; ".join(problems)) from None
 
 
 def _bounded(value: dict | None) -> dict | None:

@@ -2,35 +2,41 @@
 
 The session lives in Temporal, not in this process: quitting (or losing the terminal) detaches, and
 `--attach SESSION` picks the session up again from any machine. Reviews can be answered here, with
-`bamboo approve` from another terminal, or with `temporal workflow signal`; the workflow checks every
-answer against the turn and code hash it names.
+`bamboo approve` from another terminal, or with `temporal workflow signal` plus `bamboo sign`; every
+request is signed with the operator's key and the workflow checks each answer against the turn and code
+hash it names and the deployment's approver registry.
 """
 
 from __future__ import annotations
 
 import asyncio
 import getpass
+import json
 import os
 import shlex
 import subprocess
+import sys
 import tempfile
+import threading
 import uuid
 from pathlib import Path
 
 import typer
 from rich.markup import escape
 from rich.panel import Panel
-from rich.syntax import Syntax
 from rich.table import Table
 from temporalio.client import Client
 
-from bamboo.cli.common import console, fail, run
+from bamboo.approvals.keys import SigningKeyError
+from bamboo.cli.common import console, err_console, fail, run
+from bamboo.cli.review_view import pending_panel, transcript_code
 from bamboo.investigation import client as inv
 from bamboo.models.investigation import PendingView, TranscriptEntry
 from bamboo.settings import Settings, get_settings
 from bamboo.temporal_client import TemporalUnavailable, connect
 from policy.code_identity import short_hash
 from policy.decisions import DecisionKind
+from policy.identity import IdentityError, canonical_identity
 
 POLL_S = 0.4
 CHOICE_KEYS: dict[DecisionKind, str] = {
@@ -41,14 +47,30 @@ CHOICE_WORDS: dict[DecisionKind, str] = {
     DecisionKind.RUN_ONCE: "run once", DecisionKind.AUTO_RUN: "auto-run", DecisionKind.ALWAYS_ASK: "always ask",
     DecisionKind.EDIT: "edit", DecisionKind.REJECT: "reject",
 }
-TERMINAL_KINDS = {"reply", "finding", "refused_run"}
+TERMINAL_KINDS = {"reply", "finding", "refused_run", "refused_request"}
 QUIET_KINDS = {"intent", "code", "policy", "run", "operator", "decision"}
+QUIT_WORDS = ("/quit", "/exit", "/detach")
 HELP = ("type a question or request; /tool TEXT forces a tool turn; /approvals; /revoke <hash-prefix|proc-name|all>; "
         "/finalize; /abandon; /quit detaches (the session keeps running)")
 
 
 def default_identity() -> str:
     return os.environ.get("BAMBOO_OPERATOR") or getpass.getuser()
+
+
+def speaker_for(settings: Settings, identity: str | None) -> inv.Speaker:
+    """The operator as the CLI speaks for them: canonical identity plus their local signing key."""
+    try:
+        speaker = inv.Speaker.of(settings, identity or default_identity())
+    except (IdentityError, SigningKeyError) as exc:
+        fail(str(exc))
+        raise
+    if speaker.key is None:
+        err_console.print(
+            f"[yellow]warning:[/] no signing key for {speaker.identity} in {settings.resolved_keys_dir()}; requests "
+            f"go unsigned and a deployment that requires signatures refuses them (`bamboo keys create --as "
+            f"{speaker.identity}`, then have it registered)")
+    return speaker
 
 
 def register(app: typer.Typer) -> None:
@@ -59,25 +81,25 @@ def register(app: typer.Typer) -> None:
 
 # --------------------------------------------------------------------------------- investigate
 def investigate(
-    task_id: int | None = typer.Option(None, "--task-id", help="PanDA jediTaskID to investigate"),
+    task_id: int | None = typer.Option(None, "--task-id", min=1, max=2**63 - 1, help="PanDA jediTaskID to investigate"),
     symptom: str | None = typer.Option(None, "--symptom", help="describe the problem when there is no task id"),
     attach: str | None = typer.Option(None, "--attach", help="attach to a running session by its id"),
     session: str | None = typer.Option(None, "--session", help="id for a new session (default: generated)"),
     identity: str | None = typer.Option(None, "--as", help="who you are (default: $BAMBOO_OPERATOR or your login)"),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="narrate intent, strategy and each tool call"),
     no_hypothesis: bool = typer.Option(False, "--no-hypothesis", help="skip the automatic start-up hypothesis"),
-    allow_mutating_autorun: bool | None = typer.Option(
-        None, "--allow-mutating-autorun/--no-allow-mutating-autorun",
-        help="let auto-run also cover state-changing procedures in this interactive session"),
 ) -> None:
-    """Investigate a task with human-reviewed code turns (a durable session you can detach from)."""
+    """Investigate a task with human-reviewed code turns (a durable session you can detach from).
+
+    Which code may run without a prompt, and who may approve what, is the deployment's policy (worker
+    settings and approver registry), not this command's.
+    """
     chosen = [x for x in (task_id, symptom, attach) if x is not None]
     if len(chosen) != 1:
         fail("give exactly one of --task-id N, --symptom TEXT or --attach SESSION")
     settings = get_settings()
-    me = identity or default_identity()
-    run(_investigate(settings, me, task_id, symptom, attach, session, verbose, not no_hypothesis,
-                     allow_mutating_autorun))
+    speaker = speaker_for(settings, identity)
+    run(_investigate(settings, speaker, task_id, symptom, attach, session, verbose, not no_hypothesis))
 
 
 async def _connect(settings: Settings) -> Client:
@@ -88,8 +110,8 @@ async def _connect(settings: Settings) -> Client:
         raise
 
 
-async def _investigate(settings: Settings, me: str, task_id: int | None, symptom: str | None, attach: str | None,
-                       session: str | None, verbose: bool, hypothesis: bool, mutating: bool | None) -> None:
+async def _investigate(settings: Settings, speaker: inv.Speaker, task_id: int | None, symptom: str | None,
+                       attach: str | None, session: str | None, verbose: bool, hypothesis: bool) -> None:
     client = await _connect(settings)
     if attach:
         session_id = attach
@@ -98,44 +120,76 @@ async def _investigate(settings: Settings, me: str, task_id: int | None, symptom
         except inv.InvestigationError as exc:
             fail(f"{exc}; `bamboo approvals` lists sessions waiting for a decision")
     else:
-        session_id = session or f"{me}-{uuid.uuid4().hex[:8]}"
-        await inv.start(client, inv.start_input(settings, session_id, me, task_id=task_id, symptom=symptom,
-                                                startup_hypothesis=hypothesis, allow_mutating_autorun=mutating))
+        session_id = session or f"{speaker.identity}-{uuid.uuid4().hex[:8]}"
+        await inv.start(client, inv.start_input(settings, session_id, speaker.identity, task_id=task_id,
+                                                symptom=symptom, startup_hypothesis=hypothesis))
     console.print(Panel(f"session [bold]{session_id}[/] (workflow {inv.workflow_id(session_id)})\n"
                         f"attach later: bamboo investigate --attach {session_id}\n{HELP}", title="investigate"))
-    loop = SessionLoop(client, session_id, me, verbose)
-    await loop.follow_until_idle(expect_turn=None)
-    while True:
-        line = (await asyncio.to_thread(_read_line, "you> ")).strip()
-        if not line:
-            continue
-        if line in ("/quit", "/exit", "/detach"):
-            console.print(f"detached; the session keeps running. Re-attach: bamboo investigate --attach {session_id}")
-            return
-        if not await loop.command(line):
-            return
-
-
-def _read_line(prompt: str) -> str:
+    loop = SessionLoop(client, session_id, speaker, verbose, LineReader())
     try:
-        return input(prompt)
-    except EOFError:
-        return "/quit"
+        if not await loop.follow_until_idle(expect_turn=None):
+            return _detached(session_id)
+        while True:
+            line = await loop.reader.read("you> ")
+            if line is None or line.strip() in QUIT_WORDS:
+                return _detached(session_id)
+            line = line.strip()
+            if not line:
+                continue
+            if not await loop.command(line):
+                return
+    finally:
+        loop.reader.close()
+
+
+def _detached(session_id: str) -> None:
+    console.print(f"detached; the session keeps running. Re-attach: bamboo investigate --attach {session_id}")
+
+
+class LineReader:
+    """Reads standard input on a thread, so a prompt can be given up when the review is answered elsewhere
+    (a blocking ``input()`` would keep a stale prompt and read the next line as its answer)."""
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[str | None] = asyncio.Queue()
+        self._loop = asyncio.get_running_loop()
+        self._closed = False
+        threading.Thread(target=self._pump, name="stdin", daemon=True).start()
+
+    def _pump(self) -> None:
+        while not self._closed:
+            line = sys.stdin.readline()
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, line.rstrip("\n") if line else None)
+            if not line:
+                return
+
+    async def read(self, prompt: str, timeout: float | None = None) -> str | None:
+        """The next line (None at end of input); raises TimeoutError when ``timeout`` passes first."""
+        if prompt:
+            console.print(prompt, end="", markup=False, highlight=False)
+        if timeout is None:
+            return await self._queue.get()
+        return await asyncio.wait_for(self._queue.get(), timeout)
+
+    def close(self) -> None:
+        self._closed = True
 
 
 class SessionLoop:
     """Prints the transcript as it grows and answers review prompts, for one attached terminal."""
 
-    def __init__(self, client: Client, session_id: str, me: str, verbose: bool) -> None:
+    def __init__(self, client: Client, session_id: str, speaker: inv.Speaker, verbose: bool,
+                 reader: LineReader) -> None:
         self.client = client
         self.session_id = session_id
-        self.me = me
+        self.speaker = speaker
         self.verbose = verbose
+        self.reader = reader
         self.seen = 0
         self.prompted: set[tuple[int, str]] = set()
 
     async def command(self, line: str) -> bool:
-        """Handle one input line; False when the session is over."""
+        """Handle one input line; False when the session is over or the operator detached."""
         if line == "/approvals":
             show_approvals(await inv.approvals(self.client, self.session_id))
             return True
@@ -144,21 +198,21 @@ class SessionLoop:
             if not target:
                 console.print("usage: /revoke <hash-prefix|proc-name|all>")
                 return True
-            await inv.revoke(self.client, self.session_id, target, self.me)
+            await inv.revoke(self.client, self.session_id, target, self.speaker)
             await asyncio.sleep(1.0)
             await self.print_new()
             return True
         if line == "/finalize":
-            cause = (await asyncio.to_thread(_read_line, "cause> ")).strip()
-            resolution = (await asyncio.to_thread(_read_line, "resolution> ")).strip()
+            cause = ((await self.reader.read("cause> ")) or "").strip()
+            resolution = ((await self.reader.read("resolution> ")) or "").strip()
             if not cause or not resolution:
                 console.print("finalize needs both a cause and a resolution; nothing was sent")
                 return True
-            await inv.finalize(self.client, self.session_id, cause, resolution, self.me)
+            await inv.finalize(self.client, self.session_id, cause, resolution, self.speaker)
             await self.wait_closed()
             return False
         if line.startswith("/abandon"):
-            await inv.abandon(self.client, self.session_id, self.me, line.removeprefix("/abandon").strip())
+            await inv.abandon(self.client, self.session_id, self.speaker, line.removeprefix("/abandon").strip())
             await self.wait_closed()
             return False
         force = line.startswith("/tool ")
@@ -166,8 +220,10 @@ class SessionLoop:
         if text.startswith("/"):
             console.print(HELP)
             return True
-        await inv.send_message(self.client, self.session_id, text, self.me, force_tool=force)
-        await self.follow_until_idle(expect_turn=text)
+        await inv.send_message(self.client, self.session_id, text, self.speaker, force_tool=force)
+        if not await self.follow_until_idle(expect_turn=text):
+            _detached(self.session_id)
+            return False
         return True
 
     async def wait_closed(self) -> None:
@@ -175,8 +231,9 @@ class SessionLoop:
         await self.print_new()
         console.print(f"session {result.status.value}: cause={result.cause!r} procedures={result.procedures}")
 
-    async def follow_until_idle(self, expect_turn: str | None) -> None:
-        """Follow the transcript until the turn for ``expect_turn`` (the message text) has an outcome."""
+    async def follow_until_idle(self, expect_turn: str | None) -> bool:
+        """Follow the transcript until the turn for ``expect_turn`` (the message text) has an outcome;
+        False when the operator detached at a review prompt."""
         turn: int | None = None
         quiet_polls = 0
         while True:
@@ -184,16 +241,19 @@ class SessionLoop:
             for entry in entries:
                 if expect_turn is not None and entry.kind == "operator" and entry.text == expect_turn:
                     turn = entry.turn
+                if expect_turn is not None and entry.kind == "refused_request" and turn is None:
+                    return True  # the message itself was refused; the transcript said why
             view = await inv.pending(self.client, self.session_id)
             if view is not None and (view.turn, view.code_hash) not in self.prompted:
                 self.prompted.add((view.turn, view.code_hash))
-                await self.review(view)
+                if not await self.review(view):
+                    return False
                 continue
             done = turn is not None and any(e.turn == turn and e.kind in TERMINAL_KINDS for e in entries)
             if done or (expect_turn is None and view is None and not entries):
                 quiet_polls += 1
                 if done or quiet_polls >= 3:
-                    return
+                    return True
             await asyncio.sleep(POLL_S)
 
     async def print_new(self) -> list[TranscriptEntry]:
@@ -203,13 +263,25 @@ class SessionLoop:
             print_entry(entry, self.verbose)
         return entries
 
-    async def review(self, view: PendingView) -> None:
+    async def review(self, view: PendingView) -> bool:
+        """Ask for a decision on ``view``; False when the operator detached (/quit)."""
         show_pending(view)
         keys = "/".join(CHOICE_KEYS[c] for c in view.choices)
+        prompt = f"decision [{keys}]> "
         while True:
-            answer = (await asyncio.to_thread(_read_line, f"decision [{keys}]> ")).strip() or "n"
-            if answer == "/quit":
-                return
+            try:
+                line = await self.reader.read(prompt, timeout=POLL_S * 3)
+            except asyncio.TimeoutError:
+                prompt = ""
+                if not await self._still_pending(view):
+                    console.print(f"\nturn {view.turn} ({short_hash(view.code_hash)}) was answered elsewhere; "
+                                  "this prompt is withdrawn")
+                    return True
+                continue
+            if line is None or line.strip() in QUIT_WORDS:
+                return False
+            answer = line.strip() or "n"
+            prompt = f"decision [{keys}]> "
             try:
                 kind = inv.parse_decision(answer)
             except inv.InvestigationError as exc:
@@ -223,10 +295,17 @@ class SessionLoop:
                 console.print("the edit was empty or the editor failed; choose again")
                 continue
             try:
-                await inv.decide_by_prefix(self.client, self.session_id, view.code_hash, kind, self.me, replacement)
+                await inv.decide_by_prefix(self.client, self.session_id, view.code_hash, kind, self.speaker,
+                                           replacement)
             except inv.InvestigationError as exc:
-                console.print(f"[red]{exc}[/]")
-            return
+                console.print(f"[red]refused: {escape(str(exc))}[/]")
+                if await self._still_pending(view):
+                    continue
+            return True
+
+    async def _still_pending(self, view: PendingView) -> bool:
+        now = await inv.pending(self.client, self.session_id)
+        return now is not None and (now.turn, now.code_hash) == (view.turn, view.code_hash)
 
 
 def edit_in_editor(code: str) -> str | None:
@@ -248,27 +327,25 @@ def print_entry(entry: TranscriptEntry, verbose: bool) -> None:
     if entry.kind in QUIET_KINDS and not verbose:
         return
     if entry.kind == "code":
-        console.print(f"[dim]strategy: {entry.data.get('strategy') or '-'}; tools: {entry.data.get('tools')}[/]")
-        console.print(Syntax(entry.text, "python", line_numbers=False))
+        console.print(f"[dim]strategy: {escape(str(entry.data.get('strategy') or '-'))}; "
+                      f"tools: {escape(str(entry.data.get('tools')))}[/]")
+        console.print(transcript_code(entry.text))
         return
     if entry.kind == "run":
         for call in entry.data.get("calls", []):
             reason = f" {call['reason']}" if call.get("reason") else ""
-            console.print(f"[dim]  tool {escape(call['tool'])} → {call['outcome']} "
+            args = f"({call['args_preview']})" if call.get("args_preview") else ""
+            shape = f" → {call['result_shape']}" if call.get("result_shape") else ""
+            console.print(f"[dim]  tool {escape(call['tool'] + args)} → {call['outcome']}{escape(shape)} "
                           f"({call['bytes']} bytes){escape(reason)}[/]")
-    style = {"reply": "bold", "refused_run": "red", "refused_decision": "red", "suggestion": "yellow",
-             "hypothesis": "cyan", "grant": "magenta", "revoke": "magenta"}.get(entry.kind, "dim")
+    style = {"reply": "bold", "refused_run": "red", "refused_decision": "red", "refused_request": "red",
+             "suggestion": "yellow", "hypothesis": "cyan", "grant": "magenta", "revoke": "magenta"}.get(entry.kind, "dim")
     who = f"{entry.actor}: " if entry.actor and entry.kind in ("decision", "refused_decision", "operator") else ""
     console.print(f"[{style}]{escape('[' + entry.kind + ']')}[/{style}] {escape(who + entry.text)}")
 
 
 def show_pending(view: PendingView) -> None:
-    flag = "[green]read-only[/]" if view.read_only else f"[red]STATE-CHANGING ({', '.join(view.state_changing)})[/]"
-    console.print(Panel(
-        Syntax(view.code, "python"),
-        title=f"review turn {view.turn} · {short_hash(view.code_hash)} · {flag}",
-        subtitle=escape(f"asked by {view.requester} · {view.detail}"),
-    ))
+    console.print(pending_panel(view))
     console.print(f"summary: {escape(view.summary)}")
     if view.trigger_signals:
         console.print(f"because: {escape('; '.join(view.trigger_signals))}")
@@ -277,32 +354,40 @@ def show_pending(view: PendingView) -> None:
 
 def show_approvals(view) -> None:
     table = Table("kind", "key", "policy / procedure", "by", "since")
+    for column in table.columns:
+        column.overflow = "fold"
     for hash_, policy in sorted(view.session_policies.items()):
-        table.add_row("session", short_hash(hash_), policy.policy.value, policy.approved_by, "")
+        table.add_row("session", hash_, policy.policy.value, policy.approved_by, "")
     for name, grant in sorted(view.grants.items()):
-        table.add_row("durable", short_hash(grant.code_hash), name, grant.granted_by, grant.granted_at.isoformat())
+        table.add_row("durable", grant.code_hash, name, grant.granted_by, grant.granted_at.isoformat())
     console.print(table if view.session_policies or view.grants else "no standing approvals")
 
 
 # --------------------------------------------------------------------------------- approvals / approve
-def approvals_cmd() -> None:
+def approvals_cmd(as_json: bool = typer.Option(False, "--json", help="machine-readable output")) -> None:
     """Pending reviews across all investigation sessions (found through Temporal's search attributes)."""
     settings = get_settings()
 
     async def go() -> None:
         client = await _connect(settings)
         found = await inv.list_pending(client)
+        if as_json:
+            print(json.dumps([{"session": item.session_id, **item.view.model_dump(mode="json")} for item in found]))
+            return
         if not found:
             console.print("no investigation is waiting for approval")
             return
-        table = Table("session", "turn", "hash", "asked by", "effect", "tools", "summary")
+        table = Table("session", "turn", "code hash", "asked by", "effect", "tools", "summary")
+        for column in table.columns:
+            column.overflow = "fold"  # ids and hashes wrap; they are never cut
         for item in found:
             v = item.view
             effect = "read-only" if v.read_only else "STATE-CHANGING"
-            table.add_row(item.session_id, str(v.turn), short_hash(v.code_hash), v.requester, effect,
-                          ", ".join(v.tools), v.summary[:60])
+            table.add_row(item.session_id, str(v.turn), v.code_hash, v.requester, effect, ", ".join(v.tools),
+                          v.summary[:200])
         console.print(table)
-        console.print("answer with: bamboo approve SESSION HASH_PREFIX y|a|k|n")
+        console.print("answer with: bamboo approve SESSION HASH_PREFIX y|a|k|n  (see the code first: "
+                      "bamboo investigate --attach SESSION)")
 
     run(go())
 
@@ -313,38 +398,29 @@ def approve_cmd(
     decision: str = typer.Argument(..., help="y (run once), a (auto-run), k (always ask), n (reject)"),
     identity: str | None = typer.Option(None, "--as", help="who you are (default: $BAMBOO_OPERATOR or your login)"),
 ) -> None:
-    """Answer a pending review from any terminal; the workflow re-checks turn, hash and approver rules."""
+    """Answer a pending review from any terminal; the decision is signed with your key and the session
+    re-checks turn, hash, signature and the deployment's approver rules before it takes it."""
     settings = get_settings()
-    me = identity or default_identity()
+    speaker = speaker_for(settings, identity)
     try:
         kind = inv.parse_decision(decision)
     except inv.InvestigationError as exc:
         fail(str(exc))
     if kind is DecisionKind.EDIT:
         fail("edit needs the replacement code: attach with `bamboo investigate --attach SESSION` to edit")
-    run(_approve(settings, session, hash_prefix, kind, me))
+    run(_approve(settings, session, hash_prefix, kind, speaker))
 
 
-async def _approve(settings: Settings, session: str, hash_prefix: str, kind: DecisionKind, me: str) -> None:
+async def _approve(settings: Settings, session: str, hash_prefix: str, kind: DecisionKind,
+                   speaker: inv.Speaker) -> None:
     client = await _connect(settings)
     try:
-        view = await inv.decide_by_prefix(client, session, hash_prefix, kind, me)
+        view = await inv.decide_by_prefix(client, session, hash_prefix, kind, speaker)
     except inv.InvestigationError as exc:
-        fail(str(exc))
+        fail(f"refused: {exc}" if exc.refusal else str(exc))
         return
-
-    async def outcome():
-        entries = await inv.transcript(client, session)
-        return next((e for e in reversed(entries) if e.kind in ("decision", "refused_decision")
-                     and e.turn == view.turn and e.actor == me), None)
-
-    entry = await inv.wait_until(outcome, timeout_s=15)
-    if entry is None:
-        console.print("decision sent; no worker has applied it yet (it will be applied when one runs)")
-    elif entry.kind == "refused_decision":
-        fail(entry.text)
-    else:
-        console.print(f"{session} turn {view.turn} {short_hash(view.code_hash)}: {entry.text}")
+    console.print(f"{session} turn {view.turn} {short_hash(view.code_hash)}: {speaker.identity} chose {kind.value} "
+                  "(accepted)")
 
 
 # --------------------------------------------------------------------------------- demo
@@ -353,14 +429,16 @@ DEMO_REQUESTER = "demo-requester"
 
 def demo_investigation(settings: Settings, task_id: int = 40112233) -> None:
     """Start a session on a sample task with a pending review, and tell the operator how to answer it."""
+    me = canonical_identity(default_identity())
 
     async def go() -> tuple[str, PendingView | None]:
         client = await _connect(settings)
         session_id = f"demo-{uuid.uuid4().hex[:6]}"
         # Opened by a separate identity, so that the operator approving from another terminal is a second
         # person: state-changing (or unanalysable) code needs a distinct approver.
+        requester = inv.Speaker.of(settings, DEMO_REQUESTER)
         await inv.start(client, inv.start_input(settings, session_id, DEMO_REQUESTER, task_id=task_id))
-        await inv.send_message(client, session_id, "What do the scout jobs say about memory?", DEMO_REQUESTER,
+        await inv.send_message(client, session_id, "What do the scout jobs say about memory?", requester,
                                force_tool=True)
         view = await inv.wait_until(lambda: inv.pending(client, session_id), timeout_s=120)
         return session_id, view
@@ -368,17 +446,16 @@ def demo_investigation(settings: Settings, task_id: int = 40112233) -> None:
     session_id, view = run(go())
     ui = f"http://{settings.temporal_address.split(':')[0]}:{settings.temporal_ui_port}"
     lines = [f"Investigation [bold]{session_id}[/] is running on task {task_id} (opened as {DEMO_REQUESTER}; "
-             f"you approve as {default_identity()})."]
+             f"you approve as {me}, with the key in {settings.resolved_keys_dir()})."]
     if view is not None:
         lines.append(f"Turn {view.turn} waits for review (code {short_hash(view.code_hash)}).")
+        lines.append(f"  read the code and answer:        bamboo investigate --attach {session_id}")
         lines.append(f"  approve from another terminal:  bamboo approve {session_id} {view.code_hash[:12]} y")
         lines.append("  or with the Temporal CLI:        temporal workflow signal --workflow-id "
-                     f"investigate:{session_id} --name decide --input "
-                     f"'{{\"turn\": {view.turn}, \"code_hash\": \"{view.code_hash[:12]}\", \"kind\": \"run_once\", "
-                     f"\"approver\": \"{default_identity()}\"}}'")
+                     f"investigate:{session_id} --name decide --input \"$(bamboo sign decide {session_id} "
+                     f"{view.code_hash[:12]} y)\"")
     else:
         lines.append("No review is pending yet (the model may still be working); `bamboo approvals` will show it.")
-    lines.append(f"  attach:                          bamboo investigate --attach {session_id}")
     lines.append(f"  find it in Temporal Web:          {ui}/namespaces/{settings.temporal_namespace}/workflows"
                  "?query=BambooAwaitingApproval%3Dtrue")
     console.print(Panel("\n".join(lines), title="investigation"))

@@ -1,27 +1,31 @@
 """Talking to Investigation sessions from any process: start, message, decide, revoke, query, list.
 
 Everything goes through Temporal (no state of our own): a session is the workflow ``investigate:<id>``,
-pending reviews are found through the ``BambooAwaitingApproval`` search attribute, and a decision is a
-signal naming the turn and code hash it answers, so the CLI, a UI, a bot or ``temporal workflow signal``
-are interchangeable.
+pending reviews are found through the ``BambooAwaitingApproval`` search attribute, and every request is a
+signal or update naming what it answers, signed with the sender's key, so the CLI, a UI, a bot or
+``temporal workflow signal`` (with the output of ``bamboo sign``) are interchangeable.
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
+
 from pydantic import BaseModel
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.service import RPCError
 
+from bamboo.approvals.keys import DEFAULT_TTL_S, KeyStore, LocalKey
 from bamboo.models.investigation import (
-    AbandonRequest, ApprovalsView, FinalizeRequest, InvestigationResult, InvestigationStart, OperatorMessage,
+    AbandonRequest, Ack, ApprovalsView, FinalizeRequest, InvestigationResult, InvestigationStart, OperatorMessage,
     PendingView, RevokeRequest,
     TranscriptEntry,
 )
 from bamboo.settings import Settings
-from policy.approvers import ApproverRules
 from policy.decisions import DecisionKind, OperatorDecision
+from policy.identity import canonical_identity
+from policy.signing import StatementKind
 
 # Compatibility data, pinned by a test against workflows/names.py (bamboo/ may not import workflows/).
 WORKFLOW_NAME = "Investigation"
@@ -37,8 +41,40 @@ DECISION_ALIASES: dict[str, DecisionKind] = {
 }
 
 
+UPDATE_TIMEOUT_S = 30.0
+KINDS = {"message": StatementKind.MESSAGE, "decide": StatementKind.DECISION, "revoke": StatementKind.REVOKE,
+         "finalize": StatementKind.FINALIZE, "abandon": StatementKind.ABANDON}
+
+
 class InvestigationError(RuntimeError):
-    """Something the operator must fix (wrong session, nothing pending, hash does not match)."""
+    """Something the operator must fix (wrong session, nothing pending, hash does not match, refused)."""
+
+    def __init__(self, message: str, refusal: str | None = None) -> None:
+        super().__init__(message)
+        self.refusal = refusal
+
+
+@dataclass(frozen=True)
+class Speaker:
+    """Who sends a request and the key that signs it (None: sent unsigned, for deployments that allow it)."""
+
+    identity: str
+    key: LocalKey | None = None
+    ttl_s: float = DEFAULT_TTL_S
+
+    @classmethod
+    def of(cls, settings: Settings, identity: str) -> "Speaker":
+        """``identity`` with its key from this machine's keys directory, when there is one."""
+        identity = canonical_identity(identity)
+        store = KeyStore(settings.resolved_keys_dir())
+        return cls(identity, store.load(identity) if store.exists(identity) else None)
+
+    def sign(self, name: str, session_id: str, request: BaseModel) -> BaseModel:
+        if self.key is None:
+            return request
+        auth = self.key.authorize(KINDS[name], session_id, request.signed_body(),  # type: ignore[attr-defined]
+                                  identity=self.identity, ttl_s=self.ttl_s)
+        return request.model_copy(update={"auth": auth})
 
 
 def workflow_id(session_id: str) -> str:
@@ -59,15 +95,10 @@ def parse_decision(text: str) -> DecisionKind:
 
 
 def start_input(settings: Settings, session_id: str, requester: str, *, task_id: int | None = None,
-                symptom: str | None = None, startup_hypothesis: bool = True,
-                allow_mutating_autorun: bool | None = None) -> InvestigationStart:
-    """The start input, with approver rules and limits taken from settings (so every client agrees)."""
-    rules = ApproverRules.model_validate(settings.model_dump(include={
-        "approvers_read_only", "approvers_state_changing", "require_distinct_approver"}))
+                symptom: str | None = None, startup_hypothesis: bool = True) -> InvestigationStart:
+    """The start input. It carries no approval rules: the worker applies the deployment's own."""
     return InvestigationStart(
-        session_id=session_id, requester=requester, task_id=task_id, symptom=symptom, rules=rules,
-        allow_mutating_autorun=settings.allow_mutating_autorun if allow_mutating_autorun is None
-        else allow_mutating_autorun,
+        session_id=session_id, requester=requester, task_id=task_id, symptom=symptom,
         idle_timeout_s=settings.investigation_idle_timeout_s, startup_hypothesis=startup_hypothesis,
     )
 
@@ -109,17 +140,46 @@ async def approvals(client: Client, session_id: str) -> ApprovalsView:
     return await handle(client, session_id).query("approvals", result_type=ApprovalsView)
 
 
-async def send_message(client: Client, session_id: str, text: str, author: str, force_tool: bool = False) -> None:
-    await handle(client, session_id).signal("message", OperatorMessage(text=text, author=author, force_tool=force_tool))
+async def signal(client: Client, session_id: str, name: str, request: BaseModel, speaker: Speaker) -> None:
+    """Send a signed request as a signal (fire and forget: a refusal shows in the transcript)."""
+    await handle(client, session_id).signal(name, speaker.sign(name, session_id, request))
 
 
-async def send_decision(client: Client, session_id: str, decision: OperatorDecision) -> None:
-    await handle(client, session_id).signal("decide", decision)
+async def update(client: Client, session_id: str, name: str, request: BaseModel, speaker: Speaker,
+                 timeout_s: float = UPDATE_TIMEOUT_S) -> Ack:
+    """Send a signed request as an update and return the session's verdict; a refusal raises
+    InvestigationError with the session's reason."""
+    try:
+        return await asyncio.wait_for(
+            handle(client, session_id).execute_update(name, speaker.sign(name, session_id, request), result_type=Ack),
+            timeout_s)
+    except WorkflowUpdateFailedError as exc:
+        cause = exc.cause
+        message = getattr(cause, "message", None) or str(cause or exc)
+        raise InvestigationError(message, getattr(cause, "type", None)) from None
+    except asyncio.TimeoutError:
+        raise InvestigationError(
+            f"no worker answered within {timeout_s:.0f} s, so the request was not delivered; start one "
+            "(`bamboo dev up` or `bamboo worker`) and send it again") from None
+    except RPCError as exc:
+        raise InvestigationError(f"cannot reach session {session_id}: {exc.message}") from None
 
 
-async def decide_by_prefix(client: Client, session_id: str, hash_prefix: str, kind: DecisionKind, approver: str,
-                           replacement_code: str | None = None) -> PendingView:
-    """Answer the pending review whose code hash starts with ``hash_prefix``; the workflow re-checks it all."""
+async def send_message(client: Client, session_id: str, text: str, speaker: Speaker, force_tool: bool = False) -> None:
+    await signal(client, session_id, "message",
+                 OperatorMessage(text=text, author=speaker.identity, force_tool=force_tool), speaker)
+
+
+async def send_decision(client: Client, session_id: str, decision: OperatorDecision, speaker: Speaker | None = None) -> None:
+    """Send ``decision`` as a signal, signed by ``speaker`` when given (else exactly as it is)."""
+    request = speaker.sign("decide", session_id, decision) if speaker else decision
+    await handle(client, session_id).signal("decide", request)
+
+
+async def decide_by_prefix(client: Client, session_id: str, hash_prefix: str, kind: DecisionKind, speaker: Speaker,
+                           replacement_code: str | None = None, *, as_signal: bool = False) -> PendingView:
+    """Answer the pending review whose code hash starts with ``hash_prefix``, naming its full hash (what the
+    signature covers). The session re-checks everything; a refusal raises InvestigationError."""
     view = await pending(client, session_id)
     if view is None:
         raise InvestigationError(f"session {session_id} has nothing waiting for approval")
@@ -128,22 +188,26 @@ async def decide_by_prefix(client: Client, session_id: str, hash_prefix: str, ki
             f"the pending code in {session_id} has hash {view.code_hash[:12]}, not {hash_prefix}; "
             "run `bamboo approvals` to see what is waiting"
         )
-    await send_decision(client, session_id, OperatorDecision(
-        turn=view.turn, code_hash=hash_prefix, kind=kind, approver=approver, replacement_code=replacement_code))
+    decision = OperatorDecision(turn=view.turn, code_hash=view.code_hash, kind=kind, approver=speaker.identity,
+                                replacement_code=replacement_code)
+    if as_signal:
+        await send_decision(client, session_id, decision, speaker)
+    else:
+        await update(client, session_id, "decide", decision, speaker)
     return view
 
 
-async def revoke(client: Client, session_id: str, target: str, actor: str) -> None:
-    await handle(client, session_id).signal("revoke", RevokeRequest(target=target, actor=actor))
+async def revoke(client: Client, session_id: str, target: str, speaker: Speaker) -> None:
+    await signal(client, session_id, "revoke", RevokeRequest(target=target, actor=speaker.identity), speaker)
 
 
-async def finalize(client: Client, session_id: str, cause: str, resolution: str, actor: str) -> None:
-    request = FinalizeRequest(cause=cause, resolution=resolution, actor=actor)
-    await handle(client, session_id).signal("finalize", request)
+async def finalize(client: Client, session_id: str, cause: str, resolution: str, speaker: Speaker) -> None:
+    request = FinalizeRequest(cause=cause, resolution=resolution, actor=speaker.identity)
+    await signal(client, session_id, "finalize", request, speaker)
 
 
-async def abandon(client: Client, session_id: str, actor: str, reason: str = "") -> None:
-    await handle(client, session_id).signal("abandon", AbandonRequest(actor=actor, reason=reason))
+async def abandon(client: Client, session_id: str, speaker: Speaker, reason: str = "") -> None:
+    await signal(client, session_id, "abandon", AbandonRequest(actor=speaker.identity, reason=reason), speaker)
 
 
 class PendingApproval(BaseModel):

@@ -60,6 +60,10 @@ class ProcedureRepository:
         old code's hash); a tentative capture never replaces approved code.
         """
         async with self._pool.connection() as conn:
+            # Every version is kept, so a review can show what changed since a grant was given.
+            await conn.execute(
+                "INSERT INTO procedure_versions (code_hash, signature, code) VALUES (%s, %s, %s) "
+                "ON CONFLICT (code_hash) DO NOTHING", (code_hash(code), name, code))
             row = await (await conn.execute(
                 "INSERT INTO procedures (signature, code, code_hash, status, meta) VALUES (%s, %s, %s, %s, %s) "
                 "ON CONFLICT (signature) DO UPDATE SET "
@@ -73,6 +77,15 @@ class ProcedureRepository:
                 (name, code, code_hash(code), status, json.dumps(meta, default=str)),
             )).fetchone()
         return row[0]
+
+    async def versions(self, hashes: list[str]) -> dict[str, str]:
+        """The code each of ``hashes`` was computed from (hashes never stored are left out)."""
+        if not hashes:
+            return {}
+        async with self._pool.connection() as conn:
+            rows = await (await conn.execute(
+                "SELECT code_hash, code FROM procedure_versions WHERE code_hash = ANY(%s)", (hashes,))).fetchall()
+        return {h: code for h, code in rows}
 
     async def grants(self) -> dict[str, ProcedureGrant]:
         async with self._pool.connection() as conn:

@@ -3,6 +3,10 @@
 The workflow keeps its whole state in ``InvestigationState`` so a continue-as-new carries it unchanged,
 and every query answers from it without touching any service. Decisions reuse the policy package's
 ``OperatorDecision`` as is, so the shape a UI sends is the shape the policy validates.
+
+Every operator request is bounded (each text field has a maximum length, identities are canonical) and can
+carry a signature (``auth``) over its ``signed_body()``: the approval rules and registry are the
+deployment's (``PolicyContext.policy``), never part of what a client sends.
 """
 
 from __future__ import annotations
@@ -11,17 +15,23 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from policy.approvers import ApproverRules
+from policy.approvers import ApprovalRules, DeploymentPolicy
 from policy.catalog import ToolCatalog
-from policy.decisions import DecisionKind, DecisionRefusal, OperatorDecision
+from policy.code_hazards import Hazard
+from policy.decisions import DecisionKind, OperatorDecision
 from policy.grants import ProcedureGrant, SessionPolicy
+from policy.identity import Identity
+from policy.review_facts import ProcedureView
+from policy.signing import Authorization, text_digest
 
 __all__ = ["OperatorDecision", "DecisionKind"]
 
 DEFAULT_MAX_HISTORY_EVENTS = 4000
 TRANSCRIPT_KEEP = 200
+MAX_MESSAGE_CHARS = 16 * 1024
+MAX_NOTE_CHARS = 2000
 
 
 class SessionStatus(str, Enum):
@@ -34,12 +44,10 @@ class SessionStatus(str, Enum):
 class InvestigationStart(BaseModel):
     """How a session starts. ``carried`` is set only by continue-as-new."""
 
-    session_id: str = Field(min_length=1)
-    requester: str = Field(min_length=1, description="who opened the session; the default author of messages")
-    task_id: int | None = None
-    symptom: str | None = None
-    rules: ApproverRules = Field(default_factory=ApproverRules)
-    allow_mutating_autorun: bool = False
+    session_id: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._@+-]*$")
+    requester: Identity = Field(description="who opened the session (informational: every request is signed)")
+    task_id: int | None = Field(default=None, ge=1, le=2**63 - 1)
+    symptom: str | None = Field(default=None, max_length=MAX_NOTE_CHARS)
     idle_timeout_s: float = Field(default=7 * 24 * 3600, gt=0)
     max_history_events: int = Field(default=DEFAULT_MAX_HISTORY_EVENTS, ge=50)
     startup_hypothesis: bool = True
@@ -47,38 +55,62 @@ class InvestigationStart(BaseModel):
 
 
 class OperatorMessage(BaseModel):
-    text: str = Field(min_length=1)
-    author: str = Field(min_length=1)
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+    author: Identity
     force_tool: bool = Field(default=False, description="skip the intent classifier: this is a tool turn")
+    auth: Authorization | None = None
+
+    def signed_body(self) -> dict[str, Any]:
+        return {"text_sha256": text_digest(self.text), "force_tool": self.force_tool}
 
 
 class RevokeRequest(BaseModel):
-    target: str = Field(min_length=1, description="a code hash prefix, a proc__ name, or all")
-    actor: str = Field(min_length=1)
+    model_config = ConfigDict(extra="forbid")
+
+    target: str = Field(min_length=1, max_length=200, description="a code hash prefix, a proc__ name, or all")
+    actor: Identity
+    auth: Authorization | None = None
+
+    def signed_body(self) -> dict[str, Any]:
+        return {"target": self.target}
 
 
 class FinalizeRequest(BaseModel):
-    cause: str = Field(min_length=1)
-    resolution: str = Field(min_length=1)
-    actor: str = Field(min_length=1)
+    model_config = ConfigDict(extra="forbid")
+
+    cause: str = Field(min_length=1, max_length=MAX_NOTE_CHARS)
+    resolution: str = Field(min_length=1, max_length=MAX_NOTE_CHARS)
+    actor: Identity
+    auth: Authorization | None = None
+
+    def signed_body(self) -> dict[str, Any]:
+        return {"cause_sha256": text_digest(self.cause), "resolution_sha256": text_digest(self.resolution)}
 
 
 class AbandonRequest(BaseModel):
-    actor: str = Field(min_length=1)
-    reason: str = ""
+    model_config = ConfigDict(extra="forbid")
+
+    actor: Identity
+    reason: str = Field(default="", max_length=MAX_NOTE_CHARS)
+    auth: Authorization | None = None
+
+    def signed_body(self) -> dict[str, Any]:
+        return {"reason_sha256": text_digest(self.reason)}
 
 
 class Ack(BaseModel):
-    """What an update answers: taken, or refused with the reason the operator should read."""
+    """What an update answers when it is taken (a refusal is a non-retryable update failure instead)."""
 
     accepted: bool
     detail: str = ""
-    refusal: DecisionRefusal | None = None
+    refusal: str | None = None
 
 
 EntryKind = Literal[
     "operator", "intent", "finding", "code", "review", "decision", "refused_decision", "run", "reply", "policy",
-    "revoke", "grant", "hypothesis", "suggestion", "refused_run", "system",
+    "revoke", "grant", "hypothesis", "suggestion", "refused_run", "refused_request", "system",
 ]
 
 
@@ -110,6 +142,12 @@ class PendingView(BaseModel):
     choices: list[DecisionKind]
     allow_set: list[str] = Field(default_factory=list)
     task_id: int | None = None
+    opaque_reasons: list[str] = Field(default_factory=list, description="why the scan cannot vouch for the code")
+    hazards: list[Hazard] = Field(default_factory=list, description="what a reader of the code could miss")
+    state_changing_lines: dict[str, list[int]] = Field(default_factory=dict)
+    procedures: list[ProcedureView] = Field(default_factory=list, description="bodies of the procedures it runs")
+    policy_version: str = ""
+    rules: ApprovalRules = Field(default_factory=ApprovalRules)
 
 
 class ApprovalsView(BaseModel):
@@ -149,6 +187,8 @@ class InvestigationState(BaseModel):
     revokes: list[RevokeRequest] = Field(default_factory=list)
     hypothesis_done: bool = False
     continued: int = 0
+    # Nonces of signed requests already used, with their expiry: a replay is refused until it expires anyway.
+    seen_nonces: dict[str, datetime] = Field(default_factory=dict)
 
 
 class InvestigationResult(BaseModel):
@@ -178,16 +218,18 @@ class AuditBatch(BaseModel):
 
 class PolicyContextInput(BaseModel):
     session_id: str
-    allow_mutating_autorun: bool = False
 
 
 class PolicyContext(BaseModel):
-    """The catalogue (raw tools and exposed procedure tools, with every approved procedure's current code)
-    and the durable grants, read fresh before each decision."""
+    """Read fresh by the worker before each decision: the catalogue (raw tools and exposed procedure tools,
+    with every approved procedure's current code), the durable grants, the code each grant was given on, and
+    the deployment's approval policy (rules from the worker's settings, keys from its registry)."""
 
     catalog: ToolCatalog
     grants: dict[str, ProcedureGrant] = Field(default_factory=dict)
+    granted_code: dict[str, str] = Field(default_factory=dict, description="code hash -> code, for grants' versions")
     exposed_procedures: list[str] = Field(default_factory=list)
+    policy: DeploymentPolicy = Field(default_factory=DeploymentPolicy)
 
 
 class IntentInput(BaseModel):
@@ -214,7 +256,6 @@ class CodegenInput(BaseModel):
     task_id: int | None = None
     symptom: str | None = None
     recent: list[str] = Field(default_factory=list)
-    allow_mutating_autorun: bool = False
 
 
 class CodegenResult(BaseModel):

@@ -2,6 +2,9 @@
 
 The model is scripted per schema: intent (tool unless the message starts with "FINDING"), code (taken
 from a queue the test fills, so each turn proposes exactly the code the test wants reviewed), summary.
+
+Operators sign everything they send, as in production: ``ops`` gives each test identity a key (made once
+per test run) registered in the test's own database with the roles the deployment would give it.
 """
 
 from __future__ import annotations
@@ -22,7 +25,11 @@ from typing import Any
 import httpx
 import pytest
 
+from bamboo.approvals.keys import KeyStore
+from bamboo.approvals.registry import ApproverRegistry
+from bamboo.investigation.client import Speaker
 from bamboo.panda.simulator.server import PandaSimulator
+from policy.approvers import Role
 from tests.services import ROOT, worker_env
 from tests.support.scripted_llm import schema_router
 
@@ -68,6 +75,45 @@ class ScriptedInvestigator:
                               "InvestigationSummary": summary})
 
 
+EVERY_ROLE = frozenset({Role.REQUEST, Role.APPROVE, Role.APPROVE_STATE_CHANGING})
+# The test deployment's registry: who may ask and approve. "outsider" has a key but is not registered.
+REGISTRY = {"alice": EVERY_ROLE, "bob": EVERY_ROLE, "carol": EVERY_ROLE, "reviewer": EVERY_ROLE,
+            "demo-requester": frozenset({Role.REQUEST}), "reader": frozenset({Role.REQUEST, Role.APPROVE})}
+UNREGISTERED = ("outsider",)
+
+
+@pytest.fixture(scope="session")
+def keys_dir(tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("keys")
+    store = KeyStore(directory)
+    for identity in (*REGISTRY, *UNREGISTERED):
+        store.create(identity)
+    return directory
+
+
+class Operators:
+    """The test identities as the CLI speaks for them: ``ops.alice`` signs with alice's key."""
+
+    def __init__(self, keys: KeyStore) -> None:
+        self.keys = keys
+
+    def __getattr__(self, identity: str) -> Speaker:
+        return Speaker(identity.replace("_", "-"), self.keys.load(identity.replace("_", "-")))
+
+    def unsigned(self, identity: str) -> Speaker:
+        return Speaker(identity)
+
+
+@pytest.fixture
+async def ops(services, keys_dir) -> Operators:
+    """Registers every test identity in this test's database and returns their speakers."""
+    registry = ApproverRegistry(services.store.pool, services.store.audit)
+    store = KeyStore(keys_dir)
+    for identity, roles in REGISTRY.items():
+        await registry.register(identity, store.load(identity).public_key, roles, "test-admin")
+    return Operators(store)
+
+
 @pytest.fixture(scope="session")
 def sim():
     with PandaSimulator(EXAMPLES, port=0, require_token=None) as simulator:
@@ -82,10 +128,10 @@ def brain(llm_server) -> ScriptedInvestigator:
 
 
 @pytest.fixture
-def settings(stack, database_url, llm_server, sim):
-    """Root ``settings`` plus the simulator; a distinct approver is required (the default)."""
+def settings(stack, database_url, llm_server, sim, keys_dir):
+    """Root ``settings`` plus the simulator; signatures and a distinct approver are required (the defaults)."""
     return stack.settings(database_url, llm_server.base_url, panda_api_url=sim.api_url,
-                          panda_monitor_url=sim.monitor_url, require_distinct_approver=True)
+                          panda_monitor_url=sim.monitor_url, require_distinct_approver=True, keys_dir=keys_dir)
 
 
 @pytest.fixture
@@ -103,6 +149,13 @@ def sim_calls(simulator: PandaSimulator) -> list[dict[str, Any]]:
 
 def kills(simulator: PandaSimulator) -> list[dict[str, Any]]:
     return [c for c in sim_calls(simulator) if "kill" in c["endpoint"]]
+
+
+@pytest.fixture
+def new_kills(sim):
+    """Kill requests the simulator received during this test (the simulator is shared by the session)."""
+    before = len(kills(sim))
+    return lambda: kills(sim)[before:]
 
 
 def new_session() -> str:
@@ -153,6 +206,7 @@ def spawn_worker_process(settings, log: Path) -> subprocess.Popen:
     env["BAMBOO_PANDA_API_URL"] = settings.panda_api_url
     env["BAMBOO_PANDA_MONITOR_URL"] = settings.panda_monitor_url
     env["BAMBOO_REQUIRE_DISTINCT_APPROVER"] = "true" if settings.require_distinct_approver else "false"
+    env["BAMBOO_REQUIRE_SIGNATURES"] = "true" if settings.require_signatures else "false"
     return subprocess.Popen([sys.executable, "-m", "worker"], cwd=ROOT, env=env, stdout=open(log, "ab"),
                             stderr=subprocess.STDOUT, start_new_session=True)
 

@@ -38,7 +38,7 @@ async def _audit_rows(services, kind: str) -> list[dict]:
     return [{"actor": a, "run_id": r, **b} for a, r, b in rows]
 
 
-async def test_startup_hypothesis_replays_reads_and_refuses_state_changes(client, settings, services, running_worker,
+async def test_startup_hypothesis_replays_reads_and_refuses_state_changes(new_kills, client, settings, services, running_worker,
                                                                          brain, sim):
     await _store_procedures(services)
     brain.propose(KILL_CODE, ALIASED_KILL, READ_CODE)
@@ -63,7 +63,7 @@ async def test_startup_hypothesis_replays_reads_and_refuses_state_changes(client
     rows = await wait_for(lambda: _at_least(services, "automatic_refused", 5), timeout=30)
     assert sorted(r["reason"] for r in rows) == ["automatic_opaque"] + ["automatic_skip_and_suggest"] * 3 + [
         "automatic_state_changing"]
-    assert kills(sim) == []
+    assert new_kills() == []
 
 
 async def _at_least(services, kind, count):
@@ -71,18 +71,18 @@ async def _at_least(services, kind, count):
     return rows if len(rows) >= count else None
 
 
-async def test_bridge_refuses_kill_in_the_automatic_allow_set(services, settings, sim):
+async def test_bridge_refuses_kill_in_the_automatic_allow_set(new_kills, services, settings, sim):
     """The runtime boundary itself: calls that reach the bridge are refused by resolved name and audited."""
     await _store_procedures(services)
     wiring = build_investigation_activities(services)
     sandbox: ProcedureSandboxActivities = wiring.sandbox[0].__self__
     try:
-        await _run_bridge_probe(services, sandbox, sim)
+        await _run_bridge_probe(services, sandbox, new_kills)
     finally:
         await sandbox.tools.base.close()
 
 
-async def _run_bridge_probe(services, sandbox: ProcedureSandboxActivities, sim) -> None:
+async def _run_bridge_probe(services, sandbox: ProcedureSandboxActivities, new_kills) -> None:
     await sandbox.tools.refresh()
     context_tools = sandbox.tools.list_tools()
     allowed = automatic_allow_set(policy_catalog(context_tools, sandbox.tools.procedure_code))
@@ -110,4 +110,4 @@ async def _run_bridge_probe(services, sandbox: ProcedureSandboxActivities, sim) 
     rows = [r for r in await _audit_rows(services, "tool_call") if r["run_id"] == "automatic-bridge-test"]
     assert [(r["tool"], r["outcome"]) for r in rows if r["outcome"] == "denied"] == [
         ("kill_task", "denied"), ("kill_task", "denied"), (KILL_PROC, "denied")]
-    assert kills(sim) == []
+    assert new_kills() == []

@@ -29,12 +29,12 @@ async def _pending(client, session):
     return await wait_for(lambda: inv.pending(client, session))
 
 
-async def test_approvals_lists_pending_and_approve_checks_hash_and_identity(client, settings, running_worker,
+async def test_approvals_lists_pending_and_approve_checks_hash_and_identity(new_kills, ops, client, settings, running_worker,
                                                                            brain, sim):
     session = new_session()
     brain.propose(KILL_CODE)
     await inv.start(client, inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False))
-    await inv.send_message(client, session, "kill it", "alice")
+    await inv.send_message(client, session, "kill it", ops.alice)
     view = await _pending(client, session)
 
     async def listed():
@@ -47,13 +47,18 @@ async def test_approvals_lists_pending_and_approve_checks_hash_and_identity(clie
     assert wrong.returncode != 0 and "not deadbeef00" in (wrong.stdout + wrong.stderr)
     selfish = await _bamboo(settings, "approve", session, view.code_hash[:12], "y", "--as", "alice")
     assert selfish.returncode != 0 and "someone other than" in (selfish.stdout + selfish.stderr)
-    assert kills(sim) == []
+    assert new_kills() == []
     rejected = await _bamboo(settings, "approve", session, view.code_hash[:12], "n", "--as", "bob")
     assert rejected.returncode == 0, rejected.stdout + rejected.stderr
-    assert await inv.pending(client, session) is None and kills(sim) == []
+    assert "accepted" in rejected.stdout
+
+    async def withdrawn():
+        return await inv.pending(client, session) is None
+    await wait_for(withdrawn)
+    assert new_kills() == []
 
 
-async def test_attached_terminal_reviews_and_lists_approvals(client, settings, running_worker, brain):
+async def test_attached_terminal_reviews_and_lists_approvals(ops, client, settings, running_worker, brain):
     session = new_session()
     brain.propose(READ_CODE)
     await inv.start(client, inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False))
@@ -69,7 +74,7 @@ async def test_attached_terminal_reviews_and_lists_approvals(client, settings, r
 
 
 
-async def test_demo_step_starts_a_session_and_prints_working_instructions(client, settings, running_worker, brain):
+async def test_demo_step_starts_a_session_and_prints_working_instructions(ops, client, settings, running_worker, brain):
     brain.propose(READ_CODE, READ_PROC_CODE)
     env_script = ("from bamboo.cli.investigate_cmd import demo_investigation\n"
                   "from bamboo.settings import get_settings\n"

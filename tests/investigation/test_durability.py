@@ -1,4 +1,5 @@
-"""A pending review survives a killed worker; the answer comes from another process and from the temporal CLI."""
+"""A pending review survives a killed worker; the signed answer comes from another process and from the
+temporal CLI (with the signature `bamboo sign` makes), signatures required as in production."""
 
 from __future__ import annotations
 
@@ -39,14 +40,14 @@ async def _runs(client, session, count):
     return await wait_for(probe, timeout=90)
 
 
-async def test_approval_survives_worker_kill_and_arrives_from_other_processes(client, settings, brain, tmp_path):
+async def test_approval_survives_worker_kill_and_arrives_from_other_processes(ops, client, settings, brain, tmp_path):
     session = new_session()
     brain.propose(READ_CODE, READ_CODE)
     first = spawn_worker_process(settings, tmp_path / "worker-a.log")
     second = None
     try:
         await inv.start(client, inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False))
-        await inv.send_message(client, session, "what state is the task in?", "alice")
+        await inv.send_message(client, session, "what state is the task in?", ops.alice)
         view = await _pending_turn(client, session, 1)
         assert view.code_hash == code_hash(READ_CODE)
 
@@ -62,14 +63,20 @@ async def test_approval_survives_worker_kill_and_arrives_from_other_processes(cl
         runs = await _runs(client, session, 1)
         assert runs[0].turn == 1 and runs[0].data["status"] == "ok" and runs[0].actor == "bob"
 
-        await inv.send_message(client, session, "check it once more", "alice")
+        await inv.send_message(client, session, "check it once more", ops.alice)
         view = await _pending_turn(client, session, 2)
+        signed = await asyncio.to_thread(
+            subprocess.run, [sys.executable, "-m", "bamboo.cli.main", "sign", "decide", session, view.code_hash[:16],
+                             "y", "--as", "carol"],
+            cwd=ROOT, env=worker_env(settings), capture_output=True, text=True, timeout=120,
+        )
+        assert signed.returncode == 0, signed.stdout + signed.stderr
+        assert json.loads(signed.stdout)["auth"]["signer"] == "carol"
         signal = await asyncio.to_thread(
             subprocess.run,
             [str(TEMPORAL_CLI), "workflow", "signal", "--address", settings.temporal_address,
              "--namespace", settings.temporal_namespace, "--workflow-id", inv.workflow_id(session),
-             "--name", "decide", "--input",
-             json.dumps({"turn": 2, "code_hash": view.code_hash[:16], "kind": "run_once", "approver": "carol"})],
+             "--name", "decide", "--input", signed.stdout.strip()],
             capture_output=True, text=True, timeout=60,
         )
         assert signal.returncode == 0, signal.stdout + signal.stderr
@@ -77,6 +84,7 @@ async def test_approval_survives_worker_kill_and_arrives_from_other_processes(cl
         assert [(r.turn, r.actor) for r in runs] == [(1, "bob"), (2, "carol")]
         decisions = [e for e in await inv.transcript(client, session) if e.kind == "decision"]
         assert [(d.turn, d.actor) for d in decisions] == [(1, "bob"), (2, "carol")]
+        assert all(d.data["signed"] and d.data["signature"] for d in decisions)
         assert await inv.pending(client, session) is None
     finally:
         kill_process_group(first)

@@ -22,16 +22,16 @@ async def _open(client, settings, brain_codes, brain):
     return session
 
 
-async def test_durable_grant_replays_without_prompt_until_code_changes_or_revoked(
+async def test_durable_grant_replays_without_prompt_until_code_changes_or_revoked(ops, 
         client, settings, services, running_worker, brain):
     repo = ProcedureRepository(services.store.pool)
     await repo.save(READ_PROC, READ_PROC_CODE, "approved", {})
 
     first = await _open(client, settings, [USE_PROC], brain)
-    await inv.send_message(client, first, "use the stored procedure", "alice")
+    await inv.send_message(client, first, "use the stored procedure", ops.alice)
     view = await pending_turn(client, first, 1)
     assert view.tools == [READ_PROC]
-    await inv.decide_by_prefix(client, first, view.code_hash[:8], DecisionKind.AUTO_RUN, "bob")
+    await inv.decide_by_prefix(client, first, view.code_hash[:8], DecisionKind.AUTO_RUN, ops.bob)
     runs = await wait_for_runs(client, first, 1)
     assert runs[0].data["return_value"] == {"status": "broken"}
     grants = await repo.grants()
@@ -39,27 +39,27 @@ async def test_durable_grant_replays_without_prompt_until_code_changes_or_revoke
     assert (await inv.approvals(client, first)).session_policies == {}
 
     second = await _open(client, settings, [USE_PROC_AGAIN, USE_PROC], brain)
-    await inv.send_message(client, second, "replay it here", "carol")
+    await inv.send_message(client, second, "replay it here", ops.carol)
     runs = await wait_for_runs(client, second, 1)
     assert runs[0].actor == "policy:durable_grant"
     policy = [e for e in await entries(client, second, "policy") if e.turn == 1]
     assert policy[0].data["allow_set"] == [READ_PROC]
     assert await inv.pending(client, second) is None
 
-    await inv.revoke(client, second, READ_PROC, "carol")
+    await inv.revoke(client, second, READ_PROC, ops.carol)
     await wait_for(lambda: entries(client, second, "revoke"))
     assert await repo.grants() == {}
-    await inv.send_message(client, second, "and again", "carol")
+    await inv.send_message(client, second, "and again", ops.carol)
     view = await pending_turn(client, second, 2)
     assert view.reason == "new_code"
-    await inv.decide_by_prefix(client, second, view.code_hash[:8], DecisionKind.AUTO_RUN, "bob")
+    await inv.decide_by_prefix(client, second, view.code_hash[:8], DecisionKind.AUTO_RUN, ops.bob)
     await wait_for_runs(client, second, 2)
     assert READ_PROC in await repo.grants()
 
     changed = READ_PROC_CODE.replace("len(j)", "len(j) + 0")
     await repo.save(READ_PROC, changed, "approved", {})
     third = await _open(client, settings, [USE_PROC], brain)
-    await inv.send_message(client, third, "replay once more", "alice")
+    await inv.send_message(client, third, "replay once more", ops.alice)
     view = await pending_turn(client, third, 1)
     assert view.reason == "durable_grant_code_changed"
     audit = await _audit_kinds(services)

@@ -17,19 +17,19 @@ from workflows import names
 pytestmark = pytest.mark.usefixtures("terminate_sessions")
 
 
-async def _approve_next(client, session, turn, kind=DecisionKind.RUN_ONCE):
+async def _approve_next(client, session, turn, ops, kind=DecisionKind.RUN_ONCE):
     async def probe():
         view = await inv.pending(client, session)
         return view if view is not None and view.turn == turn else None
     view = await wait_for(probe)
-    await inv.decide_by_prefix(client, session, view.code_hash[:8], kind, "bob")
+    await inv.decide_by_prefix(client, session, view.code_hash[:8], kind, ops.bob)
 
     async def ran():
         return [e for e in await entries(client, session, "reply") if e.turn == turn]
     await wait_for(ran)
 
 
-async def test_finalize_canonicalises_and_keeps_provenance(client, settings, services, running_worker, brain):
+async def test_finalize_canonicalises_and_keeps_provenance(ops, client, settings, services, running_worker, brain):
     [vector] = await services.embedder.embed(["Insufficient memory for the payload"])
     await services.store.knowledge.write_graph(
         GraphWrite(graph_id="seed", incident_id="seed", graph=KnowledgeGraph(nodes=[
@@ -39,13 +39,13 @@ async def test_finalize_canonicalises_and_keeps_provenance(client, settings, ser
     brain.propose(READ_CODE, READ_PROC_CODE)
     await inv.start(client, inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False,
                                             symptom="jobs fail with memory errors"))
-    await inv.send_message(client, session, "status?", "alice")
-    await _approve_next(client, session, 1)
-    await inv.send_message(client, session, "FINDING the scouts exceeded ramCount", "alice")
+    await inv.send_message(client, session, "status?", ops.alice)
+    await _approve_next(client, session, 1, ops)
+    await inv.send_message(client, session, "FINDING the scouts exceeded ramCount", ops.alice)
     await wait_for(lambda: entries(client, session, "finding"))
-    await inv.send_message(client, session, "status and job summary", "alice")
-    await _approve_next(client, session, 3)
-    await inv.finalize(client, session, "Insufficient memory for the payload", "Increase ramCount", "alice")
+    await inv.send_message(client, session, "status and job summary", ops.alice)
+    await _approve_next(client, session, 3, ops)
+    await inv.finalize(client, session, "Insufficient memory for the payload", "Increase ramCount", ops.alice)
     result = await inv.handle(client, session).result()
 
     assert result.status is SessionStatus.FINALIZED
@@ -69,13 +69,13 @@ async def test_finalize_canonicalises_and_keeps_provenance(client, settings, ser
     assert statuses == {"proc__get_task_details": "approved", READ_PROC: "approved"}
 
 
-async def test_abandoned_session_keeps_procedures_as_tentative(client, settings, services, running_worker, brain):
+async def test_abandoned_session_keeps_procedures_as_tentative(ops, client, settings, services, running_worker, brain):
     session = new_session()
     brain.propose(READ_PROC_CODE)
     await inv.start(client, inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False))
-    await inv.send_message(client, session, "status and job summary", "alice")
-    await _approve_next(client, session, 1)
-    await inv.abandon(client, session, "alice", "handed over")
+    await inv.send_message(client, session, "status and job summary", ops.alice)
+    await _approve_next(client, session, 1, ops)
+    await inv.abandon(client, session, ops.alice, "handed over")
     result = await inv.handle(client, session).result()
     assert result.status is SessionStatus.ABANDONED and result.procedures == [READ_PROC]
     stored = await ProcedureRepository(services.store.pool).get(READ_PROC)
@@ -87,26 +87,26 @@ async def test_abandoned_session_keeps_procedures_as_tentative(client, settings,
     assert node is not None and node[0]["status"] == "tentative"
 
 
-async def test_idle_session_expires_and_withdraws_its_review(client, settings, running_worker, brain):
+async def test_idle_session_expires_and_withdraws_its_review(ops, client, settings, running_worker, brain):
     session = new_session()
     brain.propose(READ_CODE)
     start = inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False)
     await inv.start(client, start.model_copy(update={"idle_timeout_s": 3}))
-    await inv.send_message(client, session, "status?", "alice")
+    await inv.send_message(client, session, "status?", ops.alice)
     result = await inv.handle(client, session).result()
     assert result.status is SessionStatus.EXPIRED
 
 
-async def test_long_session_continues_as_new_with_its_policies(client, settings, running_worker, brain):
+async def test_long_session_continues_as_new_with_its_policies(ops, client, settings, running_worker, brain):
     session = new_session()
     brain.propose(*[READ_CODE] * 6)
     start = inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False)
     handle = await inv.start(client, start.model_copy(update={"max_history_events": 60}))
     first_run = (await handle.describe()).run_id
-    await inv.send_message(client, session, "status?", "alice")
-    await _approve_next(client, session, 1, DecisionKind.AUTO_RUN)
+    await inv.send_message(client, session, "status?", ops.alice)
+    await _approve_next(client, session, 1, ops, DecisionKind.AUTO_RUN)
     for turn in range(2, 6):
-        await inv.send_message(client, session, f"status {turn}?", "alice")
+        await inv.send_message(client, session, f"status {turn}?", ops.alice)
 
         async def replied(turn=turn):
             return [e for e in await entries(client, session, "reply") if e.turn == turn]

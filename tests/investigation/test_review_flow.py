@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from bamboo.investigation import client as inv
-from bamboo.models.investigation import Ack
 from policy.code_identity import code_hash
 from policy.decisions import DecisionKind, OperatorDecision
 from tests.investigation.conftest import entries, pending_turn, wait_for_runs, KILL_CODE, READ_CODE, TASK_ID, kills, new_session, wait_for
@@ -13,81 +12,83 @@ from tests.investigation.conftest import entries, pending_turn, wait_for_runs, K
 pytestmark = pytest.mark.usefixtures("terminate_sessions")
 
 
-async def test_auto_run_skips_review_until_code_changes_or_revoke(client, settings, running_worker, brain):
+async def test_auto_run_skips_review_until_code_changes_or_revoke(ops, client, settings, running_worker, brain):
     session = new_session()
     changed = READ_CODE.replace("'status'", "'state'", 1)
     brain.propose(READ_CODE, READ_CODE, changed, READ_CODE)
     await inv.start(client, inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False))
 
-    await inv.send_message(client, session, "what is the task status?", "alice")
+    await inv.send_message(client, session, "what is the task status?", ops.alice)
     view = await pending_turn(client, session, 1)
     assert view.code_hash == code_hash(READ_CODE) and view.read_only
-    await inv.decide_by_prefix(client, session, view.code_hash[:10], DecisionKind.AUTO_RUN, "bob")
+    await inv.decide_by_prefix(client, session, view.code_hash[:10], DecisionKind.AUTO_RUN, ops.bob)
     runs = await wait_for_runs(client, session, 1)
     assert runs[0].data["status"] == "ok" and runs[0].data["return_value"] == {"status": "broken"}
 
-    await inv.send_message(client, session, "and again?", "alice")
+    await inv.send_message(client, session, "and again?", ops.alice)
     runs = await wait_for_runs(client, session, 2)
     assert runs[1].turn == 2 and runs[1].actor == "policy:session_auto_run"
 
-    await inv.send_message(client, session, "once more, slightly differently", "alice")
+    await inv.send_message(client, session, "once more, slightly differently", ops.alice)
     view = await pending_turn(client, session, 3)
     assert view.code_hash == code_hash(changed)
-    await inv.decide_by_prefix(client, session, view.code_hash[:8], DecisionKind.REJECT, "bob")
+    await inv.decide_by_prefix(client, session, view.code_hash[:8], DecisionKind.REJECT, ops.bob)
 
     approvals = await inv.approvals(client, session)
     assert list(approvals.session_policies) == [code_hash(READ_CODE)]
-    await inv.revoke(client, session, code_hash(READ_CODE)[:6], "alice")
+    await inv.revoke(client, session, code_hash(READ_CODE)[:6], ops.alice)
     await wait_for(lambda: entries(client, session, "revoke"))
     assert (await inv.approvals(client, session)).session_policies == {}
 
-    await inv.send_message(client, session, "status after revoke?", "alice")
+    await inv.send_message(client, session, "status after revoke?", ops.alice)
     view = await pending_turn(client, session, 4)
     assert view.code_hash == code_hash(READ_CODE) and view.reason == "new_code"
     assert len(await entries(client, session, "run")) == 2
 
 
-async def test_stale_hash_and_self_approval_are_refused(client, settings, services, running_worker, brain, sim):
+async def test_stale_hash_and_self_approval_are_refused(new_kills, ops, client, settings, services, running_worker, brain, sim):
     session = new_session()
     brain.propose(KILL_CODE)
     await inv.start(client, inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False))
-    await inv.send_message(client, session, "kill the task", "alice")
+    await inv.send_message(client, session, "kill the task", ops.alice)
     view = await pending_turn(client, session, 1)
     assert not view.read_only and view.state_changing == ["kill_task"]
+    assert "auto_run" not in [c.value for c in view.choices]
 
-    handle = inv.handle(client, session)
-    await inv.send_decision(client, session, OperatorDecision(
-        turn=1, code_hash=code_hash(READ_CODE), kind=DecisionKind.RUN_ONCE, approver="bob"))
-    await inv.send_decision(client, session, OperatorDecision(
-        turn=0, code_hash=view.code_hash, kind=DecisionKind.RUN_ONCE, approver="bob"))
-    await inv.send_decision(client, session, OperatorDecision(
-        turn=1, code_hash=view.code_hash, kind=DecisionKind.RUN_ONCE, approver="alice"))
+    def answer(speaker, **fields):
+        values = {"turn": 1, "code_hash": view.code_hash, "kind": DecisionKind.RUN_ONCE,
+                  "approver": speaker.identity, **fields}
+        return speaker.sign("decide", session, OperatorDecision(**values))
+
+    await inv.send_decision(client, session, answer(ops.bob, code_hash=code_hash(READ_CODE)))
+    await inv.send_decision(client, session, answer(ops.bob, turn=0))
+    await inv.send_decision(client, session, answer(ops.alice))
     refused = await wait_for(lambda: _refused(client, session, 3))
     assert [r.data["refusal"] for r in refused] == ["hash_mismatch", "stale_turn", "approver_is_requester"]
-    assert await inv.pending(client, session) is not None and kills(sim) == []
+    assert await inv.pending(client, session) is not None and new_kills() == []
 
-    try:
-        await handle.execute_update("decide", OperatorDecision(
-            turn=1, code_hash=view.code_hash, kind=DecisionKind.AUTO_RUN, approver="alice"))
-    except Exception as exc:  # the validator refuses it before it enters history
-        assert "someone other than" in str(exc.__cause__ or exc) or "approver" in str(exc.__cause__ or exc)
-    else:
-        raise AssertionError("self-approval through the update was accepted")
-    ack = await handle.execute_update("decide", OperatorDecision(
-        turn=1, code_hash=view.code_hash, kind=DecisionKind.REJECT, approver="bob"), result_type=Ack)
+    with pytest.raises(inv.InvestigationError) as refusal:
+        await inv.update(client, session, "decide", OperatorDecision(
+            turn=1, code_hash=view.code_hash, kind=DecisionKind.ALWAYS_ASK, approver="alice"), ops.alice)
+    assert refusal.value.refusal == "approver_is_requester" and "someone other than" in str(refusal.value)
+    ack = await inv.update(client, session, "decide", OperatorDecision(
+        turn=1, code_hash=view.code_hash, kind=DecisionKind.REJECT, approver="bob"), ops.bob)
     assert ack.accepted
     await wait_for(lambda: entries(client, session, "reply"))
-    assert kills(sim) == []
+    assert new_kills() == []
 
     async def audited():
         async with services.store.pool.connection() as conn:
             rows = await (await conn.execute(
-                "SELECT kind, actor, body->>'refusal' FROM audit "
+                "SELECT kind, actor, body->>'refusal', body->>'policy_version' FROM audit "
                 "WHERE kind LIKE 'decision_%%' AND body->>'session' = %s ORDER BY seq", (session,))).fetchall()
-        return rows if len(rows) >= 4 else None
-    assert await wait_for(audited) == [
+        return rows if len(rows) >= 5 else None
+    rows = await wait_for(audited)
+    assert [r[:3] for r in rows] == [
         ("decision_refused", "bob", "hash_mismatch"), ("decision_refused", "bob", "stale_turn"),
-        ("decision_refused", "alice", "approver_is_requester"), ("decision_accepted", "bob", None)]
+        ("decision_refused", "alice", "approver_is_requester"), ("decision_refused", "alice", "approver_is_requester"),
+        ("decision_accepted", "bob", None)]
+    assert all(r[3] == view.policy_version for r in rows[2:])  # judged by the registry's policy, recorded
 
 
 async def _refused(client, session, count):
@@ -95,21 +96,21 @@ async def _refused(client, session, count):
     return found if len(found) >= count else None
 
 
-async def test_edit_sends_new_code_back_through_review(client, settings, running_worker, brain):
+async def test_edit_sends_new_code_back_through_review(ops, client, settings, running_worker, brain):
     session = new_session()
     brain.propose(READ_CODE)
     await inv.start(client, inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False))
-    await inv.send_message(client, session, "status please", "alice")
+    await inv.send_message(client, session, "status please", ops.alice)
     view = await pending_turn(client, session, 1)
     edited = READ_CODE.replace("return {'status': t['status']}",
                                "return {'site': t.get('site'), 'status': t['status']}")
-    await inv.decide_by_prefix(client, session, view.code_hash[:8], DecisionKind.EDIT, "bob", edited)
+    await inv.decide_by_prefix(client, session, view.code_hash[:8], DecisionKind.EDIT, ops.bob, edited)
 
     async def re_review():
         again = await inv.pending(client, session)
         return again if again is not None and again.code_hash == code_hash(edited) else None
     again = await wait_for(re_review)
     assert again.turn == 1 and again.requester == "bob" and again.code == edited
-    await inv.decide_by_prefix(client, session, again.code_hash[:8], DecisionKind.RUN_ONCE, "alice")
+    await inv.decide_by_prefix(client, session, again.code_hash[:8], DecisionKind.RUN_ONCE, ops.alice)
     runs = await wait_for_runs(client, session, 1)
     assert runs[0].data["code_hash"] == code_hash(edited) and runs[0].data["return_value"]["status"] == "broken"

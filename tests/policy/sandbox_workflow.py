@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-from policy.approvers import ApproverRules
+from datetime import datetime
+
+from policy.approvers import DeploymentPolicy
 from policy.decisions import DecisionVerdict, OperatorDecision, PendingReview, validate_decision
 from policy.review import ReviewDecision, ReviewRequest, decide_review
 from policy.revocation import RevocationPlan, plan_revocation
@@ -18,8 +20,11 @@ from policy.revocation import RevocationPlan, plan_revocation
 class PolicyProbeWorkflow:
     @workflow.run
     async def run(
-        self, request: ReviewRequest, pending: PendingReview, decision: OperatorDecision, rules: ApproverRules
+        self, request: ReviewRequest, pending: PendingReview, decision: OperatorDecision, policy: DeploymentPolicy,
+        now: datetime,
     ) -> tuple[ReviewDecision, DecisionVerdict, RevocationPlan]:
-        verdict = validate_decision(pending, decision, rules)
+        # The signature check (Ed25519 through cryptography) runs here, inside the sandbox, as it does in
+        # the Investigation workflow.
+        verdict = validate_decision(pending, decision, policy, now=now)
         plan = plan_revocation("all", request.session_policies, request.grants)
         return decide_review(request), verdict, plan

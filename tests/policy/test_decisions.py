@@ -1,76 +1,102 @@
-"""Operator decisions: stale or mismatched answers are refused; approver rules decide who may run what."""
+"""Operator decisions: stale or mismatched answers are refused; signatures, roles and the distinct-approver
+rule decide who may run what."""
 
 from __future__ import annotations
 
-import itertools
+import base64
+from datetime import datetime, timedelta, timezone
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import ValidationError
 
-from policy.approvers import ApproverRules
+from bamboo.approvals.keys import LocalKey
+from policy.approvers import ApprovalRules, DeploymentPolicy, RegisteredKey, Role
 from policy.code_identity import code_hash
 from policy.decisions import (
     ALWAYS_ASK_CHOICES,
+    STATE_CHANGING_CHOICES,
     DecisionKind,
     DecisionRefusal,
     OperatorDecision,
     PendingReview,
     validate_decision,
 )
+from policy.signing import StatementKind
 
 HASH = code_hash("await tools.kill_task(7)")
 OTHER_HASH = code_hash("await tools.get_task(7)")
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
+SESSION = "s-1"
+
+
+def key(identity: str) -> LocalKey:
+    return LocalKey(identity, Ed25519PrivateKey.generate())
+
+
+KEYS = {name: key(name) for name in ("requester", "reviewer", "reader", "console", "outsider")}
+ROLES = {
+    "requester": {Role.REQUEST},
+    "reviewer": {Role.REQUEST, Role.APPROVE, Role.APPROVE_STATE_CHANGING},
+    "reader": {Role.APPROVE},
+    "console": {Role.FRONT_END},
+}
+POLICY = DeploymentPolicy(approvers=tuple(
+    RegisteredKey(identity=name, public_key=KEYS[name].public_key, roles=frozenset(roles))
+    for name, roles in ROLES.items()))
+UNSIGNED_OK = DeploymentPolicy(rules=ApprovalRules(require_signatures=False))
 
 
 def pending(read_only: bool = True, **changes) -> PendingReview:
-    return PendingReview(turn=3, code_hash=HASH, requester="requester", read_only=read_only, **changes)
+    values = {"session_id": SESSION, "turn": 3, "code_hash": HASH, "requester": "requester", "read_only": read_only}
+    values.update(changes)
+    return PendingReview(**values)
 
 
-def decision(kind: DecisionKind = DecisionKind.RUN_ONCE, **changes) -> OperatorDecision:
+def decision(kind: DecisionKind = DecisionKind.RUN_ONCE, signer: str | None = "reviewer", ttl: float = 300,
+             **changes) -> OperatorDecision:
     values = {"turn": 3, "code_hash": HASH, "kind": kind, "approver": "reviewer"}
     if kind is DecisionKind.EDIT:
         values["replacement_code"] = "await tools.get_task(7)"
     values.update(changes)
-    return OperatorDecision(**values)
+    unsigned = OperatorDecision(**values)
+    if signer is None:
+        return unsigned
+    auth = KEYS[signer].authorize(StatementKind.DECISION, SESSION, unsigned.signed_body(),
+                                  identity=unsigned.approver, ttl_s=ttl, now=NOW)
+    return unsigned.model_copy(update={"auth": auth})
 
 
-ANYONE = ApproverRules()
-
-
-def refusal(pending_review, answer, rules=ANYONE):
-    verdict = validate_decision(pending_review, answer, rules)
+def refusal(pending_review, answer, policy=POLICY, seen=()):
+    verdict = validate_decision(pending_review, answer, policy, now=NOW, seen_nonces=seen)
     assert verdict.accepted is (verdict.refusal is None)
     if not verdict.accepted:
-        assert verdict.detail
+        assert verdict.detail and "\n" not in verdict.detail
     return verdict.refusal
 
 
-def test_an_exact_answer_is_accepted() -> None:
+def test_an_exact_signed_answer_is_accepted() -> None:
     assert refusal(pending(), decision()) is None
+    assert refusal(pending(read_only=False, choices=STATE_CHANGING_CHOICES), decision()) is None
 
 
-def test_nothing_pending() -> None:
+def test_nothing_pending_and_stale_turn() -> None:
     assert refusal(None, decision()) is DecisionRefusal.NOTHING_PENDING
-
-
-def test_stale_turn() -> None:
     assert refusal(pending(), decision(turn=2)) is DecisionRefusal.STALE_TURN
 
 
 @pytest.mark.parametrize(
     ("given", "accepted"),
-    [
-        (HASH, True),
-        (HASH[:8], True),
-        (HASH[:12].upper(), True),
-        (HASH[:7], False),
-        (OTHER_HASH, False),
-        (OTHER_HASH[:8], False),
-    ],
+    [(HASH, True), (HASH[:8], True), (HASH[:12].upper(), True), (HASH[:7], False), (OTHER_HASH, False),
+     (OTHER_HASH[:8], False)],
 )
-def test_hash_must_match_the_pending_code(given: str, accepted: bool) -> None:
+def test_hash_must_match_the_pending_code_when_unsigned(given: str, accepted: bool) -> None:
     expected = None if accepted else DecisionRefusal.HASH_MISMATCH
-    assert refusal(pending(), decision(code_hash=given)) is expected
+    assert refusal(pending(), decision(code_hash=given, signer=None), UNSIGNED_OK) is expected
+
+
+def test_a_signed_decision_names_the_full_hash() -> None:
+    assert refusal(pending(), decision(code_hash=HASH[:12])) is DecisionRefusal.PREFIX_IN_SIGNED_DECISION
 
 
 def test_choices_not_offered_are_refused() -> None:
@@ -79,75 +105,119 @@ def test_choices_not_offered_are_refused() -> None:
     assert refusal(always_ask, decision(DecisionKind.RUN_ONCE)) is None
 
 
-def test_missing_approver() -> None:
-    assert refusal(pending(), decision(approver="  ")) is DecisionRefusal.MISSING_APPROVER
+@pytest.mark.parametrize(("tamper", "expected"), [
+    ("unsigned", DecisionRefusal.UNSIGNED),
+    ("forged", DecisionRefusal.BAD_SIGNATURE),
+    ("other_code", DecisionRefusal.BAD_SIGNATURE),
+    ("other_session", DecisionRefusal.BAD_SIGNATURE),
+    ("expired", DecisionRefusal.EXPIRED),
+    ("too_long", DecisionRefusal.EXPIRY_TOO_FAR),
+    ("replayed", DecisionRefusal.REPLAYED),
+    ("unregistered_identity", DecisionRefusal.UNREGISTERED_IDENTITY),
+    ("unregistered_key", DecisionRefusal.UNREGISTERED_KEY),
+    ("someone_else_speaks", DecisionRefusal.NOT_A_FRONT_END),
+])
+def test_a_decision_that_is_not_genuinely_the_approvers_is_refused(tamper: str, expected: DecisionRefusal) -> None:
+    good = decision()
+    seen: tuple[str, ...] = ()
+    review = pending()
+    if tamper == "unsigned":
+        answer = decision(signer=None)
+    elif tamper == "forged":
+        signature = bytearray(base64.b64decode(good.auth.signature))
+        signature[0] ^= 1
+        answer = good.model_copy(update={"auth": good.auth.model_copy(
+            update={"signature": base64.b64encode(bytes(signature)).decode()})})
+    elif tamper == "other_code":
+        # A signature taken from a decision on other code, pasted onto this one.
+        answer = decision(code_hash=OTHER_HASH).model_copy(update={"code_hash": HASH})
+        answer = OperatorDecision.model_validate(answer.model_dump())
+    elif tamper == "other_session":
+        review = pending(session_id="s-2")
+        answer = good
+    elif tamper == "expired":
+        answer = decision(ttl=-1)
+    elif tamper == "too_long":
+        answer = decision(ttl=30 * 24 * 3600)
+    elif tamper == "replayed":
+        answer, seen = good, (good.auth.nonce,)
+    elif tamper == "unregistered_identity":
+        answer = decision(signer="outsider", approver="outsider")
+    elif tamper == "unregistered_key":
+        impostor = LocalKey("reviewer", Ed25519PrivateKey.generate())
+        auth = impostor.authorize(StatementKind.DECISION, SESSION, good.signed_body(), ttl_s=300, now=NOW)
+        answer = good.model_copy(update={"auth": auth})
+    else:
+        answer = decision(signer="reader")  # reader's key claiming to speak for reviewer
+    assert refusal(review, answer, seen=seen) is expected
 
 
-def test_edit_needs_replacement_code_and_only_edit_carries_it() -> None:
-    with pytest.raises(ValidationError, match="replacement code"):
-        OperatorDecision(turn=1, code_hash=HASH, kind=DecisionKind.EDIT, approver="a", replacement_code=" ")
-    with pytest.raises(ValidationError, match="use edit"):
-        OperatorDecision(turn=1, code_hash=HASH, kind=DecisionKind.RUN_ONCE, approver="a", replacement_code="x")
+def test_a_registered_front_end_may_sign_for_a_registered_person() -> None:
+    assert refusal(pending(), decision(signer="console")) is None
+    assert refusal(pending(), decision(signer="console", approver="outsider")) is DecisionRefusal.UNREGISTERED_IDENTITY
 
 
-RULES = ApproverRules(
-    approvers_read_only=("reader", "lead", "requester"),
-    approvers_state_changing=("lead", "requester"),
-    require_distinct_approver=True,
-)
-
-# (approver, read_only, kind) -> expected refusal, under RULES.
-APPROVER_CASES = {
-    ("reader", True, "runs"): None,
-    ("lead", True, "runs"): None,
-    ("requester", True, "runs"): None,  # distinct approval is only for state-changing code
-    ("stranger", True, "runs"): DecisionRefusal.UNKNOWN_READ_ONLY_APPROVER,
-    ("reader", False, "runs"): DecisionRefusal.STATE_CHANGING_APPROVER_NOT_ALLOWED,
-    ("lead", False, "runs"): None,
-    ("requester", False, "runs"): DecisionRefusal.APPROVER_IS_REQUESTER,
-    ("stranger", False, "runs"): DecisionRefusal.STATE_CHANGING_APPROVER_NOT_ALLOWED,
-    ("reader", True, "no_run"): None,
-    ("requester", False, "no_run"): None,  # withdrawing or editing one's own request is always allowed
-    ("lead", False, "no_run"): None,
-    ("stranger", True, "no_run"): DecisionRefusal.UNKNOWN_READ_ONLY_APPROVER,
-    ("stranger", False, "no_run"): DecisionRefusal.STATE_CHANGING_APPROVER_NOT_ALLOWED,
-    ("reader", False, "no_run"): DecisionRefusal.STATE_CHANGING_APPROVER_NOT_ALLOWED,
-}
-RUNNING = (DecisionKind.RUN_ONCE, DecisionKind.AUTO_RUN, DecisionKind.ALWAYS_ASK)
-NOT_RUNNING = (DecisionKind.EDIT, DecisionKind.REJECT)
+def test_roles_decide_who_may_run_what() -> None:
+    state_changing = pending(read_only=False, choices=STATE_CHANGING_CHOICES)
+    assert refusal(pending(), decision(signer="reader", approver="reader")) is None
+    assert refusal(state_changing, decision(signer="reader", approver="reader")) is \
+        DecisionRefusal.APPROVER_NOT_AUTHORISED
+    assert refusal(pending(), decision(signer="requester", approver="requester")) is \
+        DecisionRefusal.APPROVER_NOT_AUTHORISED
 
 
-@pytest.mark.parametrize(
-    ("approver", "read_only", "kind"),
-    [
-        (approver, read_only, kind)
-        for (approver, read_only, group) in APPROVER_CASES
-        for kind in (RUNNING if group == "runs" else NOT_RUNNING)
-    ],
-)
-def test_approver_rules(approver: str, read_only: bool, kind: DecisionKind) -> None:
-    group = "runs" if kind in RUNNING else "no_run"
-    expected = APPROVER_CASES[(approver, read_only, group)]
-    assert refusal(pending(read_only=read_only), decision(kind, approver=approver), RULES) is expected
+def test_the_requester_may_withdraw_or_edit_but_not_approve_their_own_state_change() -> None:
+    mine = pending(read_only=False, choices=STATE_CHANGING_CHOICES, requester="reviewer")
+    assert refusal(mine, decision()) is DecisionRefusal.APPROVER_IS_REQUESTER
+    assert refusal(mine, decision(DecisionKind.REJECT)) is None
+    assert refusal(mine, decision(DecisionKind.EDIT)) is None
+    # Read-only code may be approved by its own requester.
+    assert refusal(pending(requester="reviewer"), decision()) is None
+    relaxed = DeploymentPolicy(rules=ApprovalRules(require_distinct_approver=False), approvers=POLICY.approvers)
+    assert refusal(mine, decision(), relaxed) is None
 
 
-@pytest.mark.parametrize(("read_only", "kind"), list(itertools.product((True, False), tuple(DecisionKind))))
-def test_empty_lists_mean_anyone(read_only: bool, kind: DecisionKind) -> None:
-    rules = ApproverRules(require_distinct_approver=False)
-    assert refusal(pending(read_only=read_only), decision(kind, approver="anyone at all"), rules) is None
-    assert refusal(pending(read_only=read_only), decision(kind, approver="requester"), rules) is None
+def test_identities_differing_only_in_case_are_one_person() -> None:
+    """Issue: 'Requester' approved the code 'requester' asked for, and it ran."""
+    mine = pending(read_only=False, choices=STATE_CHANGING_CHOICES, requester="reviewer")
+    assert refusal(mine, decision(approver="Reviewer", signer="reviewer")) is DecisionRefusal.APPROVER_IS_REQUESTER
+    assert refusal(mine, decision(approver="REVIEWER ", signer=None),
+                   DeploymentPolicy(rules=ApprovalRules(require_signatures=False))) is \
+        DecisionRefusal.APPROVER_IS_REQUESTER
+    assert OperatorDecision(turn=1, code_hash=HASH, kind="run_once", approver="Ａlice").approver == "alice"
 
 
-def test_distinct_approval_applies_even_when_anyone_may_approve() -> None:
-    rules = ApproverRules(require_distinct_approver=True)
-    own = refusal(pending(read_only=False), decision(approver="requester"), rules)
-    assert own is DecisionRefusal.APPROVER_IS_REQUESTER
-    assert refusal(pending(read_only=False), decision(approver="someone else"), rules) is None
+@pytest.mark.parametrize("approver", ["", "a" * 65, "al ice", "аlice", "alice\x00", "x" * (1024 * 1024)])
+def test_invalid_identities_are_refused_at_the_boundary(approver: str) -> None:
+    with pytest.raises(ValidationError):
+        OperatorDecision(turn=1, code_hash=HASH, kind="run_once", approver=approver)
 
 
-def test_rules_come_from_settings_values() -> None:
-    from bamboo.settings import Settings
+def test_edit_needs_replacement_and_only_edit_carries_one() -> None:
+    with pytest.raises(ValidationError):
+        OperatorDecision(turn=1, code_hash=HASH, kind=DecisionKind.EDIT, approver="x")
+    with pytest.raises(ValidationError):
+        OperatorDecision(turn=1, code_hash=HASH, kind=DecisionKind.RUN_ONCE, approver="x", replacement_code="y")
 
-    settings = Settings(approvers_state_changing=["lead"], require_distinct_approver=False)
-    rules = ApproverRules.model_validate(settings.model_dump())
-    assert rules == ApproverRules(approvers_state_changing=("lead",), require_distinct_approver=False)
+
+def test_unsigned_decisions_with_signatures_off_follow_the_registry_when_it_has_entries() -> None:
+    relaxed = DeploymentPolicy(rules=ApprovalRules(require_signatures=False), approvers=POLICY.approvers)
+    assert refusal(pending(), decision(signer=None), relaxed) is None
+    assert refusal(pending(), decision(signer=None, approver="outsider"), relaxed) is \
+        DecisionRefusal.APPROVER_NOT_AUTHORISED
+    assert refusal(pending(), decision(signer=None, approver="anyone"), UNSIGNED_OK) is None
+
+
+def test_the_policy_version_changes_with_rules_and_keys() -> None:
+    other_rules = DeploymentPolicy(rules=ApprovalRules(require_distinct_approver=False), approvers=POLICY.approvers)
+    fewer = DeploymentPolicy(approvers=POLICY.approvers[1:])
+    versions = {POLICY.version, other_rules.version, fewer.version}
+    assert len(versions) == 3
+    assert DeploymentPolicy(approvers=tuple(reversed(POLICY.approvers))).version == POLICY.version
+
+
+def test_a_signature_is_bound_to_the_time_it_was_made_for() -> None:
+    answer = decision(ttl=60)
+    later = NOW + timedelta(seconds=61)
+    verdict = validate_decision(pending(), answer, POLICY, now=later)
+    assert verdict.refusal is DecisionRefusal.EXPIRED

@@ -1,4 +1,5 @@
-"""policy/ must stay pure: stdlib and pydantic only, nothing from the project, no clocks or randomness.
+"""policy/ must stay pure: stdlib, pydantic and cryptography (signature verification is deterministic)
+only, nothing from the project, no clocks or randomness.
 
 Walks every module's syntax tree rather than importing it, so a forbidden import inside a function body
 is caught too.
@@ -39,7 +40,7 @@ def test_imports_are_stdlib_pydantic_or_policy(path: Path) -> None:
     tops = {module.split(".")[0] for module in modules}
     assert not tops & PROJECT_PACKAGES, f"{path.name} imports project code: {sorted(tops & PROJECT_PACKAGES)}"
     assert not tops & NONDETERMINISTIC_MODULES, f"{path.name} imports {sorted(tops & NONDETERMINISTIC_MODULES)}"
-    allowed = set(sys.stdlib_module_names) | {"pydantic", "policy", "__future__"}
+    allowed = set(sys.stdlib_module_names) | {"pydantic", "policy", "__future__", "cryptography"}
     assert tops <= allowed, f"{path.name} imports {sorted(tops - allowed)}"
 
 

@@ -1,6 +1,10 @@
-"""The review decision over every combination of phase x session policy x grant x read-only-ness x
-``allow_mutating_autorun``, checked against the rules of seed 000 written out as a separate oracle, plus
-invariants that must hold in every cell and the scenarios the issue names."""
+"""The review decision over every combination of phase x session policy x grant x read-only-ness, checked
+against the rules written out as a separate oracle, plus invariants that must hold in every cell and the
+scenarios the issues name.
+
+The rules are seed 000's with one tightening: state-changing (or unanalysable) code is never run without a
+fresh answer. Session auto-run and durable grants cover read-only code only, auto-run is not offered for
+anything else, and an approved run's allow-set is the tools its review showed."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ import pytest
 
 from policy.catalog import ToolCatalog, ToolFacts
 from policy.code_identity import code_hash
-from policy.decisions import ALL_CHOICES, ALWAYS_ASK_CHOICES
+from policy.decisions import ALL_CHOICES, ALWAYS_ASK_CHOICES, STATE_CHANGING_CHOICES
 from policy.grants import CodePolicy, ProcedureGrant, SessionPolicy, make_grant, make_session_policy
 from policy.phases import Phase
 from policy.review import ReviewDecision, ReviewOutcome, ReviewReason, ReviewRequest, decide_review
@@ -25,6 +29,13 @@ RAW_TOOLS = [
     ToolFacts(name="ask_operator", read_only=True, requires_interaction=True),
 ]
 INTERACTIVE_SET = ("get_jobs", "get_task", "kill_task", P)
+# The tools each cell's turn is shown to reach: what an approved run of it may call.
+SHOWN = {
+    ("raw_tools", "read_only"): ("get_task",),
+    ("raw_tools", "state_changing"): ("get_task", "kill_task"),
+    ("granted_plus_raw", "read_only"): ("get_jobs", P),
+    ("granted_plus_raw", "state_changing"): ("kill_task", P),
+}
 
 PROCEDURE_CODE = {
     "read_only": "await tools.get_task()\nawait tools.get_jobs()",
@@ -46,10 +57,15 @@ PHASES = tuple(Phase)
 POLICIES = ("none", "auto_run", "always_ask", "auto_run_other_code")
 GRANTS = ("raw_tools", "procedure_ungranted", "procedure_granted", "procedure_grant_stale", "granted_plus_raw")
 READ_ONLY = ("read_only", "state_changing", "opaque")
-MUTATING = (False, True)
 
 
-def build_request(phase: Phase, policy: str, grant: str, read_only: str, mutating: bool) -> ReviewRequest:
+def shown(grant: str, read_only: str) -> tuple[str, ...]:
+    if grant in ("raw_tools", "granted_plus_raw"):
+        return INTERACTIVE_SET if read_only == "opaque" else SHOWN[(grant, read_only)]
+    return (P,)  # the turn itself only calls the procedure; its replay has an allow-set of its own
+
+
+def build_request(phase: Phase, policy: str, grant: str, read_only: str) -> ReviewRequest:
     if grant == "raw_tools":
         turn, procedure = RAW_TURN[read_only], PROCEDURE_CODE["read_only"]
     elif grant == "granted_plus_raw":
@@ -76,12 +92,11 @@ def build_request(phase: Phase, policy: str, grant: str, read_only: str, mutatin
         catalog=catalog,
         session_policies=policies,
         grants=grants,
-        allow_mutating_autorun=mutating,
     )
 
 
-def oracle(phase: Phase, policy: str, grant: str, read_only: str, mutating: bool):
-    """Seed 000's rules, written independently of the implementation: (outcome, reason, allow-set, choices)."""
+def oracle(phase: Phase, policy: str, grant: str, read_only: str):
+    """The rules, written independently of the implementation: (outcome, reason, allow-set, choices)."""
     if phase is Phase.AUTOMATIC:
         if read_only == "read_only":
             # Every read-only cell stores read-only code for P, so P is bridged alongside the read-only tools.
@@ -90,21 +105,16 @@ def oracle(phase: Phase, policy: str, grant: str, read_only: str, mutating: bool
             return ReviewOutcome.REFUSE, ReviewReason.AUTOMATIC_OPAQUE, (), ()
         return ReviewOutcome.REFUSE, ReviewReason.AUTOMATIC_STATE_CHANGING, (), ()
 
+    allow = shown(grant, read_only)
+    choices = ALL_CHOICES if read_only == "read_only" else STATE_CHANGING_CHOICES
     if policy == "always_ask":
-        return ReviewOutcome.ASK, ReviewReason.SESSION_ALWAYS_ASK, INTERACTIVE_SET, ALWAYS_ASK_CHOICES
-    only_granted_procedures = grant == "procedure_granted"
-    if only_granted_procedures and read_only != "opaque" and (read_only == "read_only" or mutating):
+        return ReviewOutcome.ASK, ReviewReason.SESSION_ALWAYS_ASK, allow, ALWAYS_ASK_CHOICES
+    if grant == "procedure_granted" and read_only == "read_only":
         return ReviewOutcome.RUN, ReviewReason.DURABLE_GRANT, (P,), ()
     if policy == "auto_run":
-        calls_state_changing_procedure = grant not in ("raw_tools", "granted_plus_raw") and read_only != "read_only"
-        if calls_state_changing_procedure and not mutating:
-            return (
-                ReviewOutcome.ASK,
-                ReviewReason.SESSION_AUTO_RUN_STATE_CHANGING_PROCEDURE,
-                INTERACTIVE_SET,
-                ALL_CHOICES,
-            )
-        return ReviewOutcome.RUN, ReviewReason.SESSION_AUTO_RUN, INTERACTIVE_SET, ()
+        if read_only != "read_only":
+            return ReviewOutcome.ASK, ReviewReason.SESSION_AUTO_RUN_STATE_CHANGING, allow, choices
+        return ReviewOutcome.RUN, ReviewReason.SESSION_AUTO_RUN, allow, ()
     if grant == "procedure_grant_stale":
         reason = ReviewReason.DURABLE_GRANT_CODE_CHANGED
     elif grant in ("procedure_granted", "granted_plus_raw") and read_only == "opaque":
@@ -115,29 +125,29 @@ def oracle(phase: Phase, policy: str, grant: str, read_only: str, mutating: bool
         reason = ReviewReason.DURABLE_GRANT_MIXED
     else:
         reason = ReviewReason.NEW_CODE
-    return ReviewOutcome.ASK, reason, INTERACTIVE_SET, ALL_CHOICES
+    return ReviewOutcome.ASK, reason, allow, choices
 
 
-CELLS = list(itertools.product(PHASES, POLICIES, GRANTS, READ_ONLY, MUTATING))
+CELLS = list(itertools.product(PHASES, POLICIES, GRANTS, READ_ONLY))
 
 
 def test_the_table_covers_every_combination() -> None:
-    assert len(CELLS) == 2 * 4 * 5 * 3 * 2
+    assert len(CELLS) == 2 * 4 * 5 * 3
 
 
-@pytest.mark.parametrize(("phase", "policy", "grant", "read_only", "mutating"), CELLS)
-def test_review_table(phase: Phase, policy: str, grant: str, read_only: str, mutating: bool) -> None:
-    decision = decide_review(build_request(phase, policy, grant, read_only, mutating))
-    outcome, reason, allow_set, choices = oracle(phase, policy, grant, read_only, mutating)
+@pytest.mark.parametrize(("phase", "policy", "grant", "read_only"), CELLS)
+def test_review_table(phase: Phase, policy: str, grant: str, read_only: str) -> None:
+    decision = decide_review(build_request(phase, policy, grant, read_only))
+    outcome, reason, allow_set, choices = oracle(phase, policy, grant, read_only)
     assert (decision.outcome, decision.reason) == (outcome, reason), decision.detail
     assert decision.allow_set == tuple(sorted(allow_set))
     assert decision.choices == choices
     assert decision.read_only is (read_only == "read_only")
     assert decision.detail
-    _check_invariants(decision, phase, grant, read_only, mutating)
+    _check_invariants(decision, phase, read_only)
 
 
-def _check_invariants(decision: ReviewDecision, phase: Phase, grant: str, read_only: str, mutating: bool) -> None:
+def _check_invariants(decision: ReviewDecision, phase: Phase, read_only: str) -> None:
     if decision.outcome is ReviewOutcome.REFUSE:
         assert decision.allow_set == ()
     if phase is Phase.AUTOMATIC:
@@ -150,9 +160,10 @@ def _check_invariants(decision: ReviewDecision, phase: Phase, grant: str, read_o
         assert decision.outcome is not ReviewOutcome.REFUSE
     if decision.reason is ReviewReason.DURABLE_GRANT:
         assert set(decision.allow_set) <= {P} and not decision.opaque_reasons
-    procedure_changes_state = grant not in ("raw_tools", "granted_plus_raw") and read_only != "read_only"
-    if procedure_changes_state and not mutating:
+    if read_only != "read_only":
+        # Nothing that changes state (or cannot be analysed) ever runs without a fresh answer.
         assert decision.outcome is not ReviewOutcome.RUN
+        assert "auto_run" not in [c.value for c in decision.choices]
 
 
 # -- automatic phase: stored procedures and tools an unattended run cannot use ------------------------
@@ -166,7 +177,6 @@ def _automatic(code: str, procedure_code: dict[str, str] | None = None, source: 
             phase=Phase.AUTOMATIC,
             code=code,
             catalog=ToolCatalog.build(tools, procedures),
-            allow_mutating_autorun=True,
             source=source,
         )
     )
@@ -296,3 +306,23 @@ def test_a_granted_procedure_name_without_stored_code_is_not_auto_run() -> None:
     grants = {P: ProcedureGrant(procedure=P, code_hash=code_hash("x"), granted_by="granter", granted_at=AT)}
     decision = _interactive(f"await tools.{P}()", {}, grants=grants)
     assert decision.outcome is ReviewOutcome.ASK
+
+
+def test_session_auto_run_never_covers_raw_state_changing_code() -> None:
+    """Issue: once anyone picked auto-run for code calling kill_task directly, identical later turns ran it."""
+    code = "await tools.kill_task(task_id=1)"
+    key, entry = make_session_policy(code, CodePolicy.AUTO_RUN, {}, "approver")
+    decision = _interactive(code, {}, {key: entry})
+    assert (decision.outcome, decision.reason) == (ReviewOutcome.ASK, ReviewReason.SESSION_AUTO_RUN_STATE_CHANGING)
+    assert "auto_run" not in [c.value for c in decision.choices]
+    assert "auto_run" not in [c.value for c in _interactive(code, {}).choices]
+
+
+def test_an_approved_run_may_call_only_the_tools_its_review_showed() -> None:
+    hidden = "t = await tools.get_task(1)\nimport os\nawait os.path.sys.modules[name].kill_task(1)"
+    assert "kill_task" not in decide_review(ReviewRequest(
+        phase=Phase.INTERACTIVE, code="t = await tools.get_task(1)",
+        catalog=ToolCatalog.build(RAW_TOOLS))).allow_set
+    opaque = decide_review(ReviewRequest(phase=Phase.INTERACTIVE, code=hidden, catalog=ToolCatalog.build(RAW_TOOLS)))
+    # The scan cannot vouch for this code, so it is shown as such and may reach any bridged tool once approved.
+    assert opaque.opaque_reasons and not opaque.read_only and "kill_task" in opaque.allow_set

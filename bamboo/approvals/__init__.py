@@ -1,0 +1,1 @@
+"""Operator identity in practice: local signing keys (``keys``) and the deployment's registry (``registry``)."""

@@ -1,0 +1,81 @@
+"""How a pending review is shown in a terminal: the exact hashed code, never cropped, with what to look at.
+
+Lines are wrapped (never cut), numbered, and state-changing lines highlighted; invisible or unusual
+characters are spelled out as ``⟨U+XXXX⟩``; the review's hazards (long lines, statements pushed out of view,
+several statements on a line, non-ASCII letters) are listed under the code; every procedure the code replays
+is shown with its body and, when it changed since it was granted, the diff. What is rendered is the code the
+workflow hashed and will run; only the spelling of invisible characters differs.
+"""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.markup import escape
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.text import Text
+
+from bamboo.models.investigation import PendingView
+from policy.code_hazards import find_hazards, visible
+from policy.code_identity import short_hash
+from policy.review_facts import ProcedureView
+
+
+def code_block(code: str, highlight: set[int] | None = None) -> Syntax:
+    """Numbered, wrapped code with invisible characters spelled out."""
+    return Syntax(visible(code), "python", line_numbers=True, word_wrap=True, highlight_lines=highlight or set(),
+                  theme="ansi_dark")
+
+
+def effect_line(view: PendingView) -> str:
+    if view.read_only:
+        return "[green]read-only[/]"
+    if view.opaque_reasons:
+        return "[red]STATE-CHANGING: cannot be analysed, so it may call any tool once approved[/]"
+    return f"[red]STATE-CHANGING ({escape(', '.join(view.state_changing))})[/]"
+
+
+def pending_panel(view: PendingView) -> RenderableType:
+    highlight = {line for lines in view.state_changing_lines.values() for line in lines}
+    parts: list[RenderableType] = [code_block(view.code, highlight)]
+    notes = _notes(view)
+    if notes:
+        parts.append(Text("\n".join(notes), style="yellow"))
+    for procedure in view.procedures:
+        parts.append(procedure_panel(procedure))
+    title = f"review turn {view.turn} · {short_hash(view.code_hash)} · {effect_line(view)}"
+    subtitle = escape(f"asked by {view.requester} · {view.detail}")
+    return Panel(Group(*parts), title=title, subtitle=subtitle, subtitle_align="left")
+
+
+def _notes(view: PendingView) -> list[str]:
+    notes = []
+    for tool, lines in sorted(view.state_changing_lines.items()):
+        notes.append(f"state-changing: {tool} on line {', '.join(str(n) for n in lines)}")
+    for reason in view.opaque_reasons:
+        notes.append(f"cannot be analysed: {reason}")
+    notes += [f"look closely: {hazard.detail}" for hazard in view.hazards]
+    return notes
+
+
+def procedure_panel(procedure: ProcedureView) -> RenderableType:
+    effect = "read-only" if procedure.read_only else f"STATE-CHANGING ({', '.join(procedure.state_changing)})"
+    parts: list[RenderableType] = [code_block(procedure.code)]
+    notes = [f"look closely: {hazard.detail}" for hazard in procedure.hazards]
+    if procedure.granted_to:
+        notes.append(f"auto-run granted by {procedure.granted_to}"
+                     + (" for an earlier version: it changed since" if procedure.changed_since_grant else ""))
+    if notes:
+        parts.append(Text("\n".join(notes), style="yellow"))
+    if procedure.diff_from_granted:
+        parts.append(Syntax(visible(procedure.diff_from_granted), "diff", word_wrap=True, theme="ansi_dark"))
+    return Panel(Group(*parts), title=escape(f"replays {procedure.name} · {short_hash(procedure.code_hash)} · {effect}"),
+                 border_style="dim")
+
+
+def transcript_code(code: str) -> RenderableType:
+    """Code as the verbose transcript shows it: the same wrapping and spelling as a review, plus hazards."""
+    hazards = find_hazards(code)
+    if not hazards:
+        return code_block(code)
+    return Group(code_block(code), Text("\n".join(f"look closely: {h.detail}" for h in hazards), style="yellow"))

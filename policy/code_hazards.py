@@ -1,0 +1,127 @@
+"""What a reviewer could miss in code shown to them: the facts every review view must point out.
+
+The code a person approves is the code that is hashed and run, character for character. A terminal or a web
+page can hide part of it: a line longer than the panel, a statement pushed far to the right by spaces after
+a semicolon, a bidirectional-override or zero-width character that reorders or hides text, a Cyrillic letter
+that looks Latin. These checks find such places so that every front end flags them next to the code, and
+``visible`` renders the code with every invisible or unusual character spelled out. Pure and deterministic.
+"""
+
+from __future__ import annotations
+
+import ast
+import unicodedata
+from enum import Enum
+
+from pydantic import BaseModel, ConfigDict
+
+LONG_LINE = 100
+WIDE_GAP = 8
+
+
+class HazardKind(str, Enum):
+    LONG_LINE = "long_line"
+    SEVERAL_STATEMENTS = "several_statements"
+    WIDE_GAP = "wide_gap"
+    TAB = "tab"
+    INVISIBLE = "invisible_character"
+    UNUSUAL_WHITESPACE = "unusual_whitespace"
+    NON_ASCII = "non_ascii"
+    CONTROL = "control_character"
+
+
+class Hazard(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    kind: HazardKind
+    line: int
+    detail: str
+
+
+# Format characters (Cf: bidi controls, zero-width joiners, BOM) and separators hide or reorder text.
+_INVISIBLE_CATEGORIES = {"Cf", "Zl", "Zp"}
+
+
+def _spelled(char: str) -> str:
+    name = unicodedata.name(char, "unnamed")
+    return f"U+{ord(char):04X} {name}"
+
+
+def visible(code: str) -> str:
+    """The code with every invisible, control or unusual whitespace character written as ``⟨U+XXXX⟩``
+    (tabs stay tabs; lines stay lines), for display only: the hashed code is unchanged."""
+    out = []
+    for char in code:
+        if char in "\n\t" or (char.isprintable() and unicodedata.category(char) not in _INVISIBLE_CATEGORIES
+                               and not (char.isspace() and char != " ")):
+            out.append(char)
+        else:
+            out.append(f"⟨U+{ord(char):04X}⟩")
+    return "".join(out)
+
+
+def find_hazards(code: str) -> list[Hazard]:
+    """Every place in ``code`` a reviewer might misread, in line order."""
+    found: list[Hazard] = []
+    lines = code.replace("\r\n", "\n").split("\n")
+    for number, line in enumerate(lines, start=1):
+        found.extend(_line_hazards(number, line))
+    found.extend(_statement_hazards(code))
+    return sorted(found, key=lambda h: (h.line, h.kind.value))
+
+
+def _line_hazards(number: int, line: str) -> list[Hazard]:
+    found: list[Hazard] = []
+    if len(line) > LONG_LINE:
+        found.append(Hazard(kind=HazardKind.LONG_LINE, line=number,
+                            detail=f"line {number} is {len(line)} characters long; read it to the end"))
+    stripped = line.lstrip(" \t")
+    body_start = len(line) - len(stripped)
+    gap = _widest_gap(line[body_start:].rstrip())
+    if gap >= WIDE_GAP:
+        found.append(Hazard(kind=HazardKind.WIDE_GAP, line=number,
+                            detail=f"line {number} has {gap} blank characters inside it; text may be pushed out of view"))
+    if "\t" in line:
+        found.append(Hazard(kind=HazardKind.TAB, line=number, detail=f"line {number} contains a tab"))
+    seen: set[str] = set()
+    for char in line:
+        if char in seen or char in "\t":
+            continue
+        seen.add(char)
+        category = unicodedata.category(char)
+        if category in _INVISIBLE_CATEGORIES:
+            kind, what = HazardKind.INVISIBLE, "an invisible character"
+        elif category == "Cc":
+            kind, what = HazardKind.CONTROL, "a control character"
+        elif char.isspace() and char != " ":
+            kind, what = HazardKind.UNUSUAL_WHITESPACE, "unusual whitespace"
+        elif ord(char) > 127:
+            kind, what = HazardKind.NON_ASCII, "a non-ASCII character"
+        else:
+            continue
+        found.append(Hazard(kind=kind, line=number, detail=f"line {number} contains {what}: {_spelled(char)}"))
+    return found
+
+
+def _widest_gap(text: str) -> int:
+    widest = run = 0
+    for char in text:
+        run = run + 1 if char in " \t" else 0
+        widest = max(widest, run)
+    return widest
+
+
+def _statement_hazards(code: str) -> list[Hazard]:
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    per_line: dict[int, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt) and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            per_line[node.lineno] = per_line.get(node.lineno, 0) + 1
+    return [
+        Hazard(kind=HazardKind.SEVERAL_STATEMENTS, line=line,
+               detail=f"line {line} holds {count} statements; each is part of what you approve")
+        for line, count in sorted(per_line.items()) if count > 1
+    ]

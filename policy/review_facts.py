@@ -1,0 +1,93 @@
+"""Everything a reviewer must see besides the code: what each state-changing call is, where it is, and the
+body of every procedure the code replays, with what changed since that procedure was granted.
+
+A ``proc__`` call is a call of stored code; approving the call approves that code. So a review view shows
+the body of every procedure the turn reaches (directly or nested), which of them change state, and, when
+a procedure holds a grant for an earlier version, the diff from that granted version to the code that would
+run now. Pure and deterministic: the workflow builds these facts and every front end renders them.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from policy.code_hazards import Hazard, find_hazards
+from policy.code_identity import code_hash
+from policy.grants import ProcedureGrant
+from policy.procedures import ReadOnlyAssessment, assess_read_only
+from policy.signature import ScanConventions
+
+MAX_DIFF_LINES = 400
+
+
+class ProcedureView(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    code: str
+    code_hash: str
+    read_only: bool
+    state_changing: tuple[str, ...] = ()
+    granted_to: str | None = Field(default=None, description="who holds a grant on it, if anyone")
+    changed_since_grant: bool = False
+    diff_from_granted: str = Field(default="", description="unified diff from the granted version, when it changed")
+    hazards: tuple[Hazard, ...] = ()
+
+
+class ReviewFacts(BaseModel):
+    """What the review shows next to the code: hazards, where state-changing calls are, procedure bodies."""
+
+    model_config = ConfigDict(frozen=True)
+
+    hazards: tuple[Hazard, ...] = ()
+    state_changing_lines: Mapping[str, tuple[int, ...]] = Field(default_factory=dict)
+    opaque_reasons: tuple[str, ...] = ()
+    procedures: tuple[ProcedureView, ...] = ()
+
+
+def review_facts(
+    code: str,
+    assessment: ReadOnlyAssessment,
+    read_only_flags: Mapping[str, bool],
+    procedure_code: Mapping[str, str],
+    grants: Mapping[str, ProcedureGrant],
+    granted_code: Mapping[str, str],
+    conventions: ScanConventions,
+) -> ReviewFacts:
+    """The facts for one pending review. ``granted_code`` maps a code hash to the code it was computed from,
+    for the versions grants were given on (so a changed procedure can be shown as a diff)."""
+    views = []
+    for name in assessment.procedures:
+        body = procedure_code[name]
+        verdict = assess_read_only(body, read_only_flags, procedure_code, conventions)
+        grant = grants.get(name)
+        current = code_hash(body)
+        changed = grant is not None and grant.code_hash != current
+        diff = ""
+        if changed and grant is not None and grant.code_hash in granted_code:
+            diff = _diff(granted_code[grant.code_hash], body, name)
+        views.append(ProcedureView(
+            name=name, code=body, code_hash=current, read_only=verdict.read_only,
+            state_changing=verdict.state_changing, granted_to=grant.granted_by if grant else None,
+            changed_since_grant=changed, diff_from_granted=diff, hazards=tuple(find_hazards(body)),
+        ))
+    # A line is flagged when it names a state-changing tool or a procedure whose code changes state.
+    flagged = set(assessment.state_changing) | {view.name for view in views if not view.read_only}
+    lines = {name: found for name, found in assessment.signature.lines.items() if name in flagged}
+    return ReviewFacts(
+        hazards=tuple(find_hazards(code)),
+        state_changing_lines=lines,
+        opaque_reasons=assessment.opaque_reasons,
+        procedures=tuple(views),
+    )
+
+
+def _diff(before: str, after: str, name: str) -> str:
+    lines = list(difflib.unified_diff(before.splitlines(), after.splitlines(), f"{name} (granted)",
+                                      f"{name} (now)", lineterm=""))
+    if len(lines) > MAX_DIFF_LINES:
+        lines = [*lines[:MAX_DIFF_LINES], f"... {len(lines) - MAX_DIFF_LINES} more diff lines"]
+    return "\n".join(lines)

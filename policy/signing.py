@@ -1,0 +1,121 @@
+"""Signed operator statements: what exactly is signed, and how a workflow checks it.
+
+Everything an operator sends a session (a message that asks for code, a decision on a review, a revoke, a
+finalize, an abandon) can carry an ``Authorization``: an Ed25519 signature over a canonical statement that
+names the session, the identity speaking, the signer (the same identity, or a registered front end such as a
+web console that authenticated that person), the registered key's id, an expiry, a nonce, and the body of
+the request. A decision's body names the turn, the full code hash and the choice, so a signature approves
+exactly one piece of code, in one session, once, for a short time.
+
+Signing happens in clients (``bamboo.approvals``); verification happens here, deterministically, inside the
+workflow: the same bytes are built on both sides by ``statement_bytes``. The public keys come from the
+deployment's registry (``policy.approvers``), never from the request.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import re
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from policy.identity import Identity
+
+DOMAIN = b"bamboo-signed-statement-v1\n"
+NONCE_PATTERN = re.compile(r"^[0-9a-f]{32,64}$")
+KEY_ID_LENGTH = 16
+PUBLIC_KEY_BYTES = 32
+SIGNATURE_BYTES = 64
+
+
+class StatementKind(str, Enum):
+    MESSAGE = "message"
+    DECISION = "decision"
+    REVOKE = "revoke"
+    FINALIZE = "finalize"
+    ABANDON = "abandon"
+
+
+class Authorization(BaseModel):
+    """The signature part of a request. ``signer`` is whose registered key signed; ``key_id`` which key."""
+
+    model_config = ConfigDict(frozen=True)
+
+    signer: Identity
+    key_id: str = Field(pattern=r"^[0-9a-f]{16}$")
+    expires_at: datetime
+    nonce: str = Field(pattern=NONCE_PATTERN.pattern)
+    signature: str = Field(max_length=128)
+
+    @field_validator("expires_at")
+    @classmethod
+    def _aware(cls, value: datetime) -> datetime:
+        if value.tzinfo is None:
+            raise ValueError("expires_at needs a time zone (use UTC, e.g. 2026-12-01T12:00:00Z)")
+        return value.astimezone(timezone.utc)
+
+
+def text_digest(text: str | None) -> str | None:
+    """How long free text enters a statement: by its SHA-256, so the statement stays small."""
+    if text is None:
+        return None
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def key_id(public_key: str) -> str:
+    """A short, stable id of a registered public key (base64 of the raw 32 bytes)."""
+    return hashlib.sha256(decode_public_key(public_key)).hexdigest()[:KEY_ID_LENGTH]
+
+
+def decode_public_key(public_key: str) -> bytes:
+    try:
+        raw = base64.b64decode(public_key, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError("a public key is the base64 of 32 raw Ed25519 bytes") from exc
+    if len(raw) != PUBLIC_KEY_BYTES:
+        raise ValueError(f"a public key is the base64 of {PUBLIC_KEY_BYTES} raw Ed25519 bytes, got {len(raw)} bytes")
+    return raw
+
+
+def statement_bytes(
+    kind: StatementKind,
+    session_id: str,
+    identity: str,
+    body: dict[str, Any],
+    signer: str,
+    key: str,
+    expires_at: datetime,
+    nonce: str,
+) -> bytes:
+    """The exact bytes that are signed. Canonical JSON (sorted keys, no spaces, ASCII) after a domain tag."""
+    payload = {
+        "kind": kind.value,
+        "session": session_id,
+        "identity": identity,
+        "signer": signer,
+        "key_id": key,
+        "expires_at": int(expires_at.timestamp()),
+        "nonce": nonce,
+        "body": body,
+    }
+    return DOMAIN + json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+
+
+def signature_valid(public_key: str, message: bytes, signature: str) -> bool:
+    """Whether ``signature`` (base64) is ``public_key``'s Ed25519 signature of ``message``."""
+    try:
+        raw = base64.b64decode(signature, validate=True)
+        if len(raw) != SIGNATURE_BYTES:
+            return False
+        Ed25519PublicKey.from_public_bytes(decode_public_key(public_key)).verify(raw, message)
+    except (InvalidSignature, binascii.Error, ValueError):
+        return False
+    return True
