@@ -377,7 +377,7 @@ def approvals_cmd(as_json: bool = typer.Option(False, "--json", help="machine-re
         if not found:
             console.print("no investigation is waiting for approval")
             return
-        table = Table("session", "turn", "code hash", "asked by", "effect", "tools", "summary")
+        table = Table("session", "turn", "code hash", "asked by", "effect", "tools", "summary", show_lines=True)
         for column in table.columns:
             column.overflow = "fold"  # ids and hashes wrap; they are never cut
         for item in found:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 
 import pytest
 
 from bamboo.investigation import client as inv
+from policy.decisions import DecisionKind
 from policy.code_identity import code_hash, short_hash
 from tests.investigation.conftest import KILL_CODE, READ_CODE, READ_PROC_CODE, TASK_ID, kills, new_session, wait_for
 from tests.services import ROOT, worker_env
@@ -96,3 +98,99 @@ async def test_demo_step_starts_a_session_and_prints_working_instructions(ops, c
         return [e for e in await inv.transcript(client, session) if e.kind == "run" and e.turn == 1]
     runs = await wait_for(ran)
     assert runs[0].actor == "reviewer" and runs[0].data["status"] == "ok"
+
+
+def _column(table_text: str, header: str) -> list[str]:
+    """The cells of one column of a rich table drawn with row lines, folded parts joined (so a cut id shows)."""
+    lines = table_text.splitlines()
+    head = next(i for i, line in enumerate(lines) if header in line)
+    index = [cell.strip() for cell in lines[head].strip("┃").split("┃")].index(header)
+    cells, current = [], ""
+    for line in lines[head + 1:]:
+        if line.startswith("│"):
+            current += [cell.strip() for cell in line.strip("│").split("│")][index]
+        elif current:
+            cells.append(current)
+            current = ""
+    return cells
+
+
+async def test_approvals_never_truncate_ids_and_hashes_and_speak_json(ops, client, settings, running_worker, brain):
+    """Issue: `bamboo approvals` cut the session id and the hash in 80 columns and had no --json."""
+    session = new_session() + "-with-a-long-suffix-for-width"
+    brain.propose(READ_CODE)
+    await inv.start(client, inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False))
+    await inv.send_message(client, session, "status?", ops.alice)
+    view = await _pending(client, session)
+    env = worker_env(settings)
+    env["COLUMNS"] = "80"
+    listed = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "bamboo.cli.main", "approvals", "--json"],
+                                     cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    mine = [item for item in json.loads(listed.stdout) if item["session"] == session]
+    assert mine and mine[0]["code_hash"] == view.code_hash and mine[0]["code"] == READ_CODE
+    table = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "bamboo.cli.main", "approvals"],
+                                    cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert session in _column(table.stdout, "session") and view.code_hash in _column(table.stdout, "code hash")
+
+
+async def test_quit_at_a_review_prompt_detaches(ops, client, settings, running_worker, brain):
+    """Issue: /quit at a review prompt did not detach; the next typed line became a message and a new turn."""
+    session = new_session()
+    brain.propose(READ_CODE, READ_CODE)
+    await inv.start(client, inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False))
+    out = await _bamboo(settings, "investigate", "--attach", session, "--as", "bob",
+                        stdin="what is the task status?\n/quit\nthis line must not become a message\n")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "review turn 1" in out.stdout and "detached" in out.stdout
+    operators = [e.text for e in await inv.transcript(client, session) if e.kind == "operator"]
+    assert operators == ["what is the task status?"]
+    assert (await inv.pending(client, session)).turn == 1
+
+
+async def test_a_prompt_answered_elsewhere_is_withdrawn(ops, client, settings, running_worker, brain):
+    """Issue: an attached CLI kept a stale prompt after the review was answered elsewhere."""
+    import queue
+    import threading
+
+    session = new_session()
+    brain.propose(READ_CODE)
+    await inv.start(client, inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False))
+    env = worker_env(settings)
+    env["COLUMNS"] = "200"
+    proc = subprocess.Popen([sys.executable, "-m", "bamboo.cli.main", "investigate", "--attach", session, "--as", "bob"],
+                            cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
+
+    async def saw(marker: str, timeout: float = 90) -> str:
+        seen = []
+        deadline = asyncio.get_running_loop().time() + timeout
+        while asyncio.get_running_loop().time() < deadline:
+            try:
+                line = lines.get_nowait()
+            except queue.Empty:
+                await asyncio.sleep(0.1)
+                continue
+            seen.append(line)
+            if marker in line:
+                return line
+        raise AssertionError(f"{marker!r} not printed; output was:\n{''.join(seen)}")
+
+    try:
+        await saw("session ")
+        proc.stdin.write("what is the task status?\n")
+        proc.stdin.flush()
+        await saw("review turn 1")
+        view = await _pending(client, session)
+        await inv.decide_by_prefix(client, session, view.code_hash, DecisionKind.RUN_ONCE, ops.carol)
+        await saw("answered elsewhere")
+        proc.stdin.write("/quit\n")
+        proc.stdin.flush()
+        assert await asyncio.to_thread(proc.wait, 60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    decisions = [e for e in await inv.transcript(client, session) if e.kind in ("decision", "refused_decision")]
+    assert [(d.kind, d.actor) for d in decisions] == [("decision", "carol")]

@@ -69,3 +69,46 @@ async def test_durable_grant_replays_without_prompt_until_code_changes_or_revoke
 async def _audit_kinds(services) -> list[str]:
     async with services.store.pool.connection() as conn:
         return [r[0] for r in await (await conn.execute("SELECT kind FROM audit ORDER BY seq")).fetchall()]
+
+
+async def test_a_state_changing_procedure_never_auto_runs_even_with_the_deployment_opt_in(
+        ops, client, stack, database_url, llm_server, sim, keys_dir, services, brain, new_kills):
+    """Issue: --allow-mutating-autorun was a client flag creating deployment-wide grants, and with the worker
+    setting on, another user's new session on another task auto-ran a kill."""
+    import asyncio
+    import contextlib
+    from datetime import datetime, timezone
+
+    from policy.grants import make_grant
+    from tests.investigation.conftest import KILL_PROC, KILL_PROC_CODE
+    from worker.main import run_worker
+
+    settings = stack.settings(database_url, llm_server.base_url, panda_api_url=sim.api_url,
+                              panda_monitor_url=sim.monitor_url, keys_dir=keys_dir, allow_mutating_autorun=True)
+    repo = ProcedureRepository(services.store.pool)
+    await repo.save(KILL_PROC, KILL_PROC_CODE, "approved", {})
+    # A grant left behind by an earlier version of the product: it must not make the kill run unreviewed.
+    await repo.set_grant(make_grant(KILL_PROC, {KILL_PROC: KILL_PROC_CODE}, "bob", datetime.now(timezone.utc)))
+    stop = asyncio.Event()
+    worker = asyncio.create_task(run_worker(settings, services=services, stop=stop))
+    try:
+        session = await _open(client, settings, [f"await tools.{KILL_PROC}(task_id=task_id)"], brain)
+        await inv.send_message(client, session, "use the stored procedure", ops.carol)
+        view = await pending_turn(client, session, 1)
+        assert view.reason == "durable_grant_state_changing" and not view.read_only
+        assert "auto_run" not in [c.value for c in view.choices]
+        assert [p.name for p in view.procedures] == [KILL_PROC] and "kill_task" in view.procedures[0].code
+        assert new_kills() == []
+    finally:
+        stop.set()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(worker, 30)
+
+
+def test_mutating_auto_run_is_not_a_client_flag():
+    from typer.testing import CliRunner
+
+    from bamboo.cli.main import app
+
+    result = CliRunner().invoke(app, ["investigate", "--task-id", "1", "--allow-mutating-autorun"])
+    assert result.exit_code == 2 and "No such option" in result.output

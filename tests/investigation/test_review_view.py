@@ -1,0 +1,98 @@
+"""The terminal shows the exact hashed code: never cropped, invisible characters spelled out, hazards flagged.
+
+Issue: a harmless-looking first statement followed by 300 spaces and a hidden retry was shown as one line in
+an 80-column review panel (and in -v), approved, and run.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from bamboo.cli.review_view import pending_panel, transcript_code
+from bamboo.models.investigation import PendingView
+from policy.catalog import ToolCatalog, ToolFacts
+from policy.code_hazards import HazardKind, find_hazards, visible
+from policy.code_identity import code_hash
+from policy.phases import Phase
+from policy.procedures import assess_read_only
+from policy.review import ReviewRequest, decide_review
+from policy.review_facts import review_facts
+
+HIDDEN = ("t = await tools.get_task_details(task_id=task_id)" + " " * 300
+          + "; from sandbox_tools import retry_task as r_; await r_(task_id=task_id)")
+TOOLS = [ToolFacts(name="get_task_details", read_only=True), ToolFacts(name="retry_task", read_only=False)]
+
+
+def _view(code: str, **extra) -> PendingView:
+    catalog = ToolCatalog.build(TOOLS, extra.pop("procedures", {}))
+    request = ReviewRequest(phase=Phase.INTERACTIVE, code=code, catalog=catalog)
+    decision = decide_review(request)
+    flags = catalog.read_only_flags()
+    facts = review_facts(code, assess_read_only(code, flags, catalog.procedure_code, request.conventions), flags,
+                         catalog.procedure_code, extra.pop("grants", {}), extra.pop("granted_code", {}),
+                         request.conventions)
+    return PendingView(
+        session_id="s", turn=1, code_hash=decision.code_hash, code=code, summary="scripted", requester="alice",
+        read_only=decision.read_only, tools=list(decision.tools), state_changing=list(decision.state_changing),
+        reason=decision.reason.value, detail=decision.detail, choices=list(decision.choices),
+        opaque_reasons=list(facts.opaque_reasons), hazards=list(facts.hazards),
+        state_changing_lines={k: list(v) for k, v in facts.state_changing_lines.items()},
+        procedures=list(facts.procedures))
+
+
+def _render(renderable, width: int = 80) -> str:
+    console = Console(width=width, record=True, color_system=None)
+    console.print(renderable)
+    return console.export_text()
+
+
+def test_the_hidden_retry_is_visible_in_an_80_column_review() -> None:
+    view = _view(HIDDEN)
+    assert view.state_changing == ["retry_task"] and not view.read_only
+    shown = _render(pending_panel(view))
+    assert "retry_task" in shown.replace("\n", "")
+    assert "STATE-CHANGING (retry_task)" in shown
+    assert "line 1 holds 3 statements" in shown and "blank characters inside it" in shown
+    assert "state-changing: retry_task on line 1" in shown
+
+
+def test_verbose_transcript_shows_the_whole_code_too() -> None:
+    shown = _render(transcript_code(HIDDEN))
+    assert "retry_task" in shown.replace("\n", "") and "look closely" in shown
+
+
+def test_invisible_and_look_alike_characters_are_spelled_out() -> None:
+    code = "x = 'safe'\u202e # )(lla_kcolb\nt\u043eols = 1\nawait tools.get_task_details(task_id=1)\u200b"
+    hazards = {(h.kind, h.line) for h in find_hazards(code)}
+    assert {(HazardKind.INVISIBLE, 1), (HazardKind.NON_ASCII, 2), (HazardKind.INVISIBLE, 3)} <= hazards
+    rendered = visible(code)
+    assert "⟨U+202E⟩" in rendered and "⟨U+200B⟩" in rendered and "\u202e" not in rendered
+    assert code_hash(code) != code_hash(rendered)  # display only: what is approved is the real code
+    assert "⟨U+202E⟩" in _render(pending_panel(_view(code)))
+
+
+def test_unparseable_code_says_why_it_counts_as_state_changing() -> None:
+    view = _view("await tools.get_task_details(task_id=1\n")
+    shown = _render(pending_panel(view))
+    assert view.opaque_reasons and "does not parse" in view.opaque_reasons[0]
+    assert "cannot be analysed" in shown and "does not parse" in shown
+
+
+def test_a_replayed_procedure_shows_its_body_and_what_changed_since_its_grant() -> None:
+    from datetime import datetime, timezone
+
+    from policy.grants import make_grant
+
+    granted = "t = await tools.get_task_details(task_id=task_id)\nreturn {'s': t['status']}"
+    now = granted + "\nawait tools.retry_task(task_id=task_id)"
+    procedures = {"proc__get_task_details__retry_task": now}
+    grant = make_grant("proc__get_task_details__retry_task", {"proc__get_task_details__retry_task": granted},
+                       "bob", datetime(2026, 12, 1, tzinfo=timezone.utc))
+    view = _view("await tools.proc__get_task_details__retry_task(task_id=task_id)", procedures=procedures,
+                 grants={grant.procedure: grant}, granted_code={grant.code_hash: granted})
+    [procedure] = view.procedures
+    assert procedure.code == now and procedure.changed_since_grant and not procedure.read_only
+    assert "+await tools.retry_task(task_id=task_id)" in procedure.diff_from_granted
+    shown = _render(pending_panel(view), width=100)
+    assert "replays proc__get_task_details__retry_task" in shown and "retry_task(task_id=task_id)" in shown
+    assert "changed since" in shown
