@@ -68,6 +68,14 @@ class ApproverRegistry:
             "identity": entry.identity, "key_id": entry.key_id, "roles": sorted(r.value for r in entry.roles)}))
         return entry
 
+    async def ensure(self, identity: str, public_key: str, roles: Iterable[Role], registered_by: str) -> bool:
+        """Register unless exactly this key and these roles are already active; True when it changed."""
+        wanted = RegisteredKey(identity=identity, public_key=public_key, roles=frozenset(roles))
+        if wanted in await self.active():
+            return False
+        await self.register(identity, public_key, roles, registered_by)
+        return True
+
     async def revoke(self, identity: str, revoked_by: str) -> bool:
         identity, by = canonical_identity(identity), canonical_identity(revoked_by)
         async with self._pool.connection() as conn:

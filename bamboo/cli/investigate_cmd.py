@@ -427,11 +427,31 @@ async def _approve(settings: Settings, session: str, hash_prefix: str, kind: Dec
 DEMO_REQUESTER = "demo-requester"
 
 
+async def provision_demo_identities(settings: Settings, operator: str) -> None:
+    """The embedded demo's two people, with keys in the local keys directory and registry entries: the
+    requester may only ask; the operator running the demo may ask and approve anything (but, as everywhere,
+    not state-changing code they asked for themselves). Idempotent."""
+    from bamboo.approvals.keys import KeyStore
+    from bamboo.approvals.registry import ApproverRegistry
+    from bamboo.cli.store_access import opened_store
+    from policy.approvers import Role
+
+    keys = KeyStore(settings.resolved_keys_dir())
+    people = {DEMO_REQUESTER: {Role.REQUEST},
+              operator: {Role.REQUEST, Role.APPROVE, Role.APPROVE_STATE_CHANGING}}
+    async with opened_store(settings) as store:
+        registry = ApproverRegistry(store.pool, store.audit)
+        for identity, roles in people.items():
+            key = keys.load(identity) if keys.exists(identity) else keys.create(identity)
+            await registry.ensure(identity, key.public_key, roles, "demo")
+
+
 def demo_investigation(settings: Settings, task_id: int = 40112233) -> None:
     """Start a session on a sample task with a pending review, and tell the operator how to answer it."""
     me = canonical_identity(default_identity())
 
     async def go() -> tuple[str, PendingView | None]:
+        await provision_demo_identities(settings, me)
         client = await _connect(settings)
         session_id = f"demo-{uuid.uuid4().hex[:6]}"
         # Opened by a separate identity, so that the operator approving from another terminal is a second
