@@ -72,6 +72,8 @@ class Settings(BaseSettings):
     panda_log_hosts: list[str] = Field(
         default_factory=list, description="Extra hosts whose errorDialog log links may be fetched (API and monitor hosts always)")
     panda_oidc_token: SecretStr | None = None
+    panda_auth_vo: str | None = Field(
+        default=None, description="VO the OIDC token is for, sent as the Origin header (panda-client's PANDA_AUTH_VO)")
     panda_x509_proxy: Path | None = None
     mcp_servers_config: Path | None = None
 

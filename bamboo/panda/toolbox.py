@@ -12,7 +12,7 @@ from typing import Any
 
 from bamboo.mcp.arguments import ArgumentError, validate_arguments
 from bamboo.panda.client import PandaClient
-from bamboo.panda.errors import PandaConfigError, PandaError, PandaNotFound, PandaUnavailable
+from bamboo.panda.errors import PandaConfigError, PandaError, PandaNotFound, PandaRefused, PandaUnavailable
 from bamboo.panda.tools import BuiltinTool, builtin_tools
 from bamboo.tools.model import ToolResult, ToolSpec
 
@@ -38,7 +38,9 @@ class PandaToolbox:
         try:
             data = await tool.handler(self.client, args)
         except PandaNotFound as exc:
-            return ToolResult.failure(f"{name}: not found in PanDA ({exc.detail or exc.url})")
+            return ToolResult.failure(f"{name}: not found in PanDA ({exc.detail or exc.endpoint})")
+        except PandaRefused as exc:  # the operator must see PanDA's own reason
+            return ToolResult.failure(f"{name}: PanDA refused: {exc.message}")
         except PandaUnavailable as exc:
             return ToolResult.failure(f"{name}: PanDA is unreachable: {exc}")
         except PandaConfigError as exc:

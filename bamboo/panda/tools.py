@@ -1,8 +1,10 @@
 """The built-in PanDA tools: specs the LLM sees, and the handlers that answer them.
 
 Each handler returns plain data (an empty value means "looked, found nothing") or raises a typed
-``PandaError`` (meaning "could not look"); the toolbox turns those into ``ToolResult``s so the two are
-never confused. ``task_id`` is an explicit argument of every schema: the caller always says which task.
+``PandaError`` (meaning "could not look", or "PanDA said no"); the toolbox turns those into ``ToolResult``s
+so they are never confused. ``task_id`` is an explicit argument of every schema: the caller always says
+which task. The state-changing tools say what PanDA really did: it *registered* a command that JEDI runs
+minutes later; with ``wait_s`` they poll the task's status for the change, within that bound.
 """
 
 from __future__ import annotations
@@ -26,10 +28,14 @@ SUCCESS_TASK_STATES = {"done", "finished"}
 ERROR_FIELDS = ("pilotErrorDiag", "exeErrorDiag", "ddmErrorDiag", "taskBufferErrorDiag", "brokerageErrorDiag")
 SCOUT_FIELDS = (
     "PandaID", "computingSite", "jobStatus", "pilotErrorCode", "pilotErrorDiag", "exeErrorCode", "exeErrorDiag",
-    "transExitCode", "processingType", "cpuConsumptionTime", "wallTime", "jobDuration", "extendedProdSourceLabel",
+    "transExitCode", "processingType", "cpuConsumptionTime", "jobDuration", "extendedProdSourceLabel",
     "maxPSS", "minRamCount", "actualCoreCount", "memory_leak",
 )
-CHAIN_FIELDS = ("jediTaskID", "status", "retryID", "transUses", "modificationTime")
+CHAIN_FIELDS = ("jediTaskID", "status", "parent_tid", "attemptNr", "transUses", "modificationTime")
+# Where a kill or retry leaves the task once JEDI has acted (what wait_s polls for).
+SETTLED_AFTER = {"kill": {"aborted", "aborting", "toabort", "broken"}, "retry": {"ready", "running", "scouting", "retrying"}}
+MAX_WAIT_S = 600
+DATASET_FILES_SHOWN = 20
 SIMILARITY_KEYS = ("userName", "prodSourceLabel", "processingType", "transUses", "transHome", "architecture")
 LINKED_LOG_CHARS = 20_000
 _HREF_RE = re.compile(r"""href\s*=\s*["']([^"']+)["']""", re.I)
@@ -80,8 +86,8 @@ async def get_retry_chain(client: PandaClient, args: dict[str, Any]) -> list[dic
         entry = {k: task.get(k) for k in CHAIN_FIELDS}
         entry["errorDialog"] = (task.get("errorDialog") or "")[:500]
         chain.append(entry)
-        parent = task.get("retryID")
-        task_id = parent if isinstance(parent, int) and parent > 0 else None
+        parent = task.get("parent_tid")
+        task_id = parent if isinstance(parent, int) and parent > 0 and parent != task_id else None
     return chain
 
 
@@ -126,13 +132,26 @@ async def get_scout_job_details(client: PandaClient, args: dict[str, Any]) -> li
 
 
 async def get_task_input_datasets(client: PandaClient, args: dict[str, Any]) -> list[dict[str, Any]]:
-    return await client.get_datasets_and_files(args["task_id"], dataset_only=True)
+    """Each input dataset with its file count, file states and the first files; ``[]`` when it has none."""
+    await client.get_task(args["task_id"])  # the datasets call cannot tell "no datasets" from "no task"
+    out = []
+    for entry in await client.get_datasets_and_files(args["task_id"]):
+        files = entry.get("files") or []
+        dataset = entry.get("dataset") or {}
+        out.append({"name": dataset.get("name"), "id": dataset.get("id"), "n_files": len(files),
+                    "file_status": dict(Counter(str(f.get("status")) for f in files)),
+                    "files": files[:DATASET_FILES_SHOWN]})
+    return out
 
 
 async def find_similar_successful_tasks(client: PandaClient, args: dict[str, Any]) -> list[dict[str, Any]]:
     task = await client.get_task(args["task_id"])
     since = _days_before(task.get("modificationTime"), args["days_back"])
-    candidates = await client.get_tasks_since(since)
+    # PanDA returns only the caller's own tasks unless the filters name the user; status is a regex filter.
+    filters = {"status": "|".join(sorted(SUCCESS_TASK_STATES))}
+    if task.get("userName"):
+        filters["userName"] = task["userName"]
+    candidates = await client.get_tasks_since(since, filters=filters)
     wanted = {k: task[k] for k in SIMILARITY_KEYS if task.get(k) not in (None, "")}
     matches = [
         t for t in candidates
@@ -145,12 +164,12 @@ async def find_similar_successful_tasks(client: PandaClient, args: dict[str, Any
     return [{k: t.get(k) for k in keep if k in t} for t in matches[: args["n_tasks"]]]
 
 
-def _days_before(timestamp: Any, days: int) -> str:
+def _days_before(timestamp: Any, days: int) -> datetime:
     try:
         moment = datetime.fromisoformat(str(timestamp))
     except ValueError:
         moment = datetime.now()
-    return (moment - timedelta(days=days)).isoformat(timespec="seconds")
+    return moment - timedelta(days=days)
 
 
 async def _first_job(client: PandaClient, task_id: int, states: set[str]) -> dict[str, Any] | None:
@@ -183,7 +202,7 @@ async def compare_failed_vs_successful_job_logs(client: PandaClient, args: dict[
 async def summarize_job_log(client: PandaClient, args: dict[str, Any]) -> dict[str, Any]:
     jobs = await client.get_job_descriptions(args["task_id"])
     if not any(j.get("PandaID") == args["panda_id"] for j in jobs):
-        raise PandaNotFound(404, f"task {args['task_id']}", f"job {args['panda_id']} is not a job of task {args['task_id']}")
+        raise PandaNotFound(f"task {args['task_id']}", f"job {args['panda_id']} is not a job of task {args['task_id']}")
     text = await client.get_job_log(args["panda_id"], args["filename"])
     return {"panda_id": args["panda_id"], "filename": args["filename"], "summary": summarize_log(text).model_dump()}
 
@@ -206,14 +225,37 @@ async def fetch_linked_log_files(client: PandaClient, args: dict[str, Any]) -> d
     return {"logs": logs, "refused": refused, "failed": failed}
 
 
+async def _command(client: PandaClient, action: str, args: dict[str, Any]) -> dict[str, Any]:
+    """Send the command and say honestly what happened: registered (not done), and, if asked to wait,
+    whether the task's status changed within the bound. A refusal raises PandaRefused with PanDA's words."""
+    task_id = args["task_id"]
+    before = await client.get_task_status(task_id)
+    receipt = await (client.kill_task(task_id) if action == "kill" else client.retry_task(task_id))
+    result: dict[str, Any] = {
+        "task_id": task_id, "action": action, "accepted": True, "registered": True, "message": receipt.message,
+        "status_before": before, "status": before, "applied": False,
+        "note": "PanDA registered the command; JEDI applies it within minutes, so the status changes later",
+    }
+    if args["wait_s"] > 0:
+        waited = await client.wait_for_status(task_id, SETTLED_AFTER[action], timeout_s=args["wait_s"],
+                                              interval_s=min(5.0, max(0.2, args["wait_s"] / 10)))
+        result.update(status=waited.status, applied=waited.reached, waited_s=waited.waited_s)
+        if not waited.reached:
+            result["note"] = (f"registered, but the task is still {waited.status} after {waited.waited_s:.0f} s; "
+                              "check again later with get_task_details")
+    return result
+
+
 async def kill_task(client: PandaClient, args: dict[str, Any]) -> dict[str, Any]:
-    response = await client.kill_task(args["task_id"])
-    return {"task_id": args["task_id"], "action": "kill", "accepted": True, "response": response}
+    return await _command(client, "kill", args)
 
 
 async def retry_task(client: PandaClient, args: dict[str, Any]) -> dict[str, Any]:
-    response = await client.retry_task(args["task_id"])
-    return {"task_id": args["task_id"], "action": "retry", "accepted": True, "response": response}
+    return await _command(client, "retry", args)
+
+
+_WAIT = {"wait_s": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_S, "default": 0,
+                    "description": "seconds to poll the task's status for the change (0: do not wait)"}}
 
 
 def builtin_tools() -> list[BuiltinTool]:
@@ -232,8 +274,9 @@ def builtin_tools() -> list[BuiltinTool]:
               "codes, maxPSS memory, wall time, cores. Use for memory, walltime and site problems.",
               _task_schema({"max_jobs": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5}}),
               get_scout_job_details),
-        _read("get_task_input_datasets", "Input datasets of a task and their file counts. Use for missing, "
-              "empty or unavailable input data.", _task_schema(), get_task_input_datasets),
+        _read("get_task_input_datasets", "Input datasets of a task: file count, file states (finished, failed, "
+              "missing...) and the first files. Use for missing, empty or unavailable input data.", _task_schema(),
+              get_task_input_datasets),
         _read("find_similar_successful_tasks", "Recent finished tasks of the same user, processing type and "
               "release. Use to find a reference task that worked, e.g. before comparing logs.",
               _task_schema({"n_tasks": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10},
@@ -257,8 +300,11 @@ def builtin_tools() -> list[BuiltinTool]:
               "JEDI logs), only from allowlisted PanDA hosts. Use for brokerage or submission failures.",
               _task_schema({"max_files": {"type": "integer", "minimum": 1, "maximum": 10, "default": 5}}),
               fetch_linked_log_files),
-        _write("kill_task", "Kill a PanDA task (STATE-CHANGING: aborts all its jobs). Only with operator approval.",
-               _task_schema(), kill_task),
+        _write("kill_task", "Kill a PanDA task (STATE-CHANGING: aborts all its jobs). Only with operator approval. "
+               "PanDA registers the kill and JEDI applies it minutes later; wait_s polls for the status change. "
+               "A refusal (not the owner, a status that cannot be killed) fails with PanDA's message.",
+               _task_schema(_WAIT), kill_task),
         _write("retry_task", "Retry a PanDA task (STATE-CHANGING: resubmits its failed jobs). Only with operator "
-               "approval.", _task_schema(), retry_task),
+               "approval. Registered, then applied by JEDI later (wait_s polls); a refusal fails with PanDA's "
+               "message.", _task_schema(_WAIT), retry_task),
     ]

@@ -10,9 +10,9 @@ from bamboo.panda.client import PandaClient
 from bamboo.panda.simulator import PandaSimulator
 from bamboo.panda.toolbox import PandaToolbox
 
-from .incidents import BROKERAGE_TASK, DONE_TASK, MEMORY_TASK, PARENT_TASK, write_incidents
+from .incidents import BROKERAGE_TASK, DONE_TASK, MEMORY_TASK, PARENT_TASK, RUNNING_TASK, write_incidents
 
-__all__ = ["BROKERAGE_TASK", "DONE_TASK", "MEMORY_TASK", "PARENT_TASK"]
+__all__ = ["BROKERAGE_TASK", "DONE_TASK", "MEMORY_TASK", "PARENT_TASK", "RUNNING_TASK"]
 
 
 @pytest.fixture(scope="session")

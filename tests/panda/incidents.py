@@ -9,6 +9,7 @@ from pathlib import Path
 MEMORY_TASK = 41234567
 BROKERAGE_TASK = 41234600
 DONE_TASK = 41234700
+RUNNING_TASK = 41234800
 PARENT_TASK = 41234500
 
 MEMORY_LOG = "\n".join(
@@ -47,6 +48,11 @@ def write_incidents(directory: Path) -> Path:
                                '<a href="https://evil.example.org/steal">b</a>',
                 "site": "SIM-SITE-C", "ramCount": 4000, "modificationTime": "2026-11-11T09:00:00",
             },
+        },
+        "running.json": {
+            "incident_id": "running-1",
+            "task_data": {"jediTaskID": RUNNING_TASK, "status": "running", "taskName": "user.sim.running.v1",
+                          "userName": "user-a", "prodSourceLabel": "user", "modificationTime": "2026-11-12T10:00:00"},
         },
         "done.json": {
             "incident_id": "done-1",

@@ -33,5 +33,6 @@ def test_failed_jobs_are_consistent_with_the_error_dialog(incidents_dir: Path) -
 
 
 def test_extra_fixture_tasks_are_served(simulator: PandaSimulator) -> None:
-    body = httpx.get(f"{simulator.api_url}/task/get_detailed_info", params={"task_id": 41000001}).json()
+    body = httpx.get(f"{simulator.api_url}/task/get_detailed_info", params={"task_id": 41000001},
+                     headers={"Accept": "application/json"}).json()
     assert body["success"] and body["data"]["status"] == "done"

@@ -9,7 +9,7 @@ from bamboo.panda.simulator import PandaSimulator
 from bamboo.panda.simulator.world import REFERENCE_OFFSET
 from bamboo.panda.toolbox import PandaToolbox
 
-from .incidents import BROKERAGE_TASK, DONE_TASK, MEMORY_TASK, PARENT_TASK
+from .incidents import BROKERAGE_TASK, DONE_TASK, MEMORY_TASK, PARENT_TASK, RUNNING_TASK
 
 
 def test_catalogue_flags_and_explicit_task_id(toolbox: PandaToolbox) -> None:
@@ -106,18 +106,38 @@ async def test_state_changing_calls_are_recorded(incidents_dir) -> None:
     with PandaSimulator(incidents_dir) as sim:
         async with PandaClient(sim.api_url, sim.monitor_url) as client:
             toolbox = PandaToolbox(client)
-            killed = await toolbox.call_tool("kill_task", {"task_id": MEMORY_TASK})
-            assert killed.ok and killed.data["accepted"]
+            killed = await toolbox.call_tool("kill_task", {"task_id": RUNNING_TASK})
+            assert killed.ok and killed.data["registered"] and killed.data["status"] == "running"
+            assert "registered" in killed.data["message"] and not killed.data["applied"]
             refused = await toolbox.call_tool("kill_task", {"task_id": DONE_TASK})
-            assert not refused.ok and "cannot be killed" in refused.error
-            retried = await toolbox.call_tool("retry_task", {"task_id": BROKERAGE_TASK})
+            assert refused.error == ("kill_task: PanDA refused: Command rejected: the kill command is not accepted "
+                                     "if the task is in done status")
+            retried = await toolbox.call_tool("retry_task", {"task_id": MEMORY_TASK})
             assert retried.ok
+            not_retried = await toolbox.call_tool("retry_task", {"task_id": BROKERAGE_TASK})
+            assert not not_retried.ok and "in broken status" in not_retried.error
         record = httpx.get(f"{sim.base_url}/sim/calls").json()
     assert [(c["endpoint"], c["task_id"], c["accepted"]) for c in record] == [
-        ("task/kill", MEMORY_TASK, True),
+        ("task/kill", RUNNING_TASK, True),
         ("task/kill", DONE_TASK, False),
-        ("task/retry", BROKERAGE_TASK, True),
+        ("task/retry", MEMORY_TASK, True),
+        ("task/retry", BROKERAGE_TASK, False),
     ]
+
+
+async def test_a_kill_is_applied_later_and_wait_s_sees_it(incidents_dir) -> None:
+    """JEDI's asynchrony: straight after the kill the task still runs; polling with a bound sees it abort."""
+    with PandaSimulator(incidents_dir, jedi_delay_s=1.0) as sim:
+        async with PandaClient(sim.api_url, sim.monitor_url) as client:
+            toolbox = PandaToolbox(client)
+            quick = await toolbox.call_tool("kill_task", {"task_id": RUNNING_TASK})
+            assert quick.data["status"] == "running" and quick.data["applied"] is False
+            assert await client.get_task_status(RUNNING_TASK) == "running"
+            waited = await toolbox.call_tool("kill_task", {"task_id": RUNNING_TASK, "wait_s": 10})
+            assert waited.ok and waited.data["applied"] and waited.data["status"] == "aborted"
+            assert 0.5 < waited.data["waited_s"] < 10
+            again = await toolbox.call_tool("kill_task", {"task_id": RUNNING_TASK})
+            assert "in aborted status" in again.error
 
 
 async def test_unreachable_panda_is_a_failure_not_no_data() -> None:

@@ -4,6 +4,9 @@ Example (a pytest fixture or the demo)::
 
     with PandaSimulator(Path("examples/incidents")) as sim:
         client = PandaClient(sim.api_url, sim.monitor_url)
+
+The official client works against it as against the real server: ``PANDA_URL`` and ``PANDA_URL_SSL`` set
+to ``sim.url``.
 """
 
 from __future__ import annotations
@@ -14,26 +17,49 @@ from pathlib import Path
 
 import uvicorn
 
-from bamboo.panda.simulator.app import SimulatorState, build_app
+from bamboo.panda.simulator.app import SimAuth, SimulatorState, build_app
+from bamboo.panda.simulator.contract_seed import TEST_DN
 from bamboo.panda.simulator.world import FIXTURES_DIR, World, build_world
 
 STARTUP_TIMEOUT_S = 15.0
+DEFAULT_JEDI_DELAY_S = 5.0
+PRODUCTION_FQAN = "VOMS /atlas/Role=production"
 
 
 class PandaSimulator:
-    """A real HTTP server on loopback; ``port=0`` picks a free port (read it back from ``.port``)."""
+    """A real HTTP server on loopback; ``port=0`` picks a free port (read it back from ``.port``).
+
+    The world comes from ``incidents_dir`` or is given whole (``world=``, e.g. the contract seed).
+    ``require_token`` makes the simulator accept only that OIDC bearer token (with an ``Origin`` VO) and no
+    client certificate; ``auth`` describes authentication fully. ``jedi_delay_s`` is how long a registered
+    kill or retry waits before JEDI applies it.
+    """
 
     def __init__(
         self,
-        incidents_dir: Path,
+        incidents_dir: Path | None = None,
         *,
+        world: World | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
         fixtures_dir: Path = FIXTURES_DIR,
         require_token: str | None = None,
+        auth: SimAuth | None = None,
+        jedi_delay_s: float = DEFAULT_JEDI_DELAY_S,
     ) -> None:
-        self.world: World = build_world(Path(incidents_dir), fixtures_dir)
-        self.state = SimulatorState(self.world, require_token=require_token)
+        from_incidents = world is None
+        if world is None:
+            if incidents_dir is None:
+                raise ValueError("give the simulator an incidents directory or a world")
+            world = build_world(Path(incidents_dir), fixtures_dir)
+        if auth is None:
+            # The demo's operator acts on other users' tasks, so it holds the production role; a given world
+            # (the contract seed) gets the real test identity's plain rights unless ``auth`` says otherwise.
+            fqans = (PRODUCTION_FQAN,) if from_incidents else ()
+            auth = (SimAuth(default_dn=None, tokens={require_token: TEST_DN}, default_fqans=fqans) if require_token
+                    else SimAuth(default_fqans=fqans))
+        self.world: World = world
+        self.state = SimulatorState(self.world, auth, jedi_delay_s)
         self.host = host
         config = uvicorn.Config(build_app(self.state), host=host, port=port, log_level="warning", lifespan="off")
         self._server = uvicorn.Server(config)
@@ -51,6 +77,11 @@ class PandaSimulator:
     @property
     def monitor_url(self) -> str:
         return self.base_url
+
+    @property
+    def url(self) -> str:
+        """What the official client's PANDA_URL / PANDA_URL_SSL take (it derives ``/api/v1`` from the host)."""
+        return f"{self.base_url}/server/panda"
 
     def start(self) -> "PandaSimulator":
         self._thread = threading.Thread(target=self._server.run, name="panda-sim", daemon=True)

@@ -1,8 +1,10 @@
 """Build the simulator's world from incident files: tasks, jobs, datasets and job logs.
 
-Tasks come verbatim from ``examples/incidents/*.json``; everything PanDA would know besides the task
-record (jobs, logs, datasets, earlier attempts, a task that succeeded) is synthesised deterministically
-from the task, seeded by its jediTaskID, so every run of the demo and the tests sees the same world.
+Tasks come from ``examples/incidents/*.json``, kept to the attributes a JEDI task really has (an incident's
+``retryID`` becomes the task's ``parent_tid``; its job counters only size the synthesised jobs); everything
+PanDA would know besides the task record (jobs, logs, datasets, earlier attempts, a task that succeeded) is
+synthesised deterministically from the task, seeded by its jediTaskID, so every run of the demo and the
+tests sees the same world. Rows hold real ``datetime`` values: the server encodes them on the way out.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from bamboo.models.incident import Incident
+from bamboo.panda.simulator.records import job_row, task_row
 
 log = logging.getLogger(__name__)
 
@@ -35,23 +38,77 @@ _TAG_RE = re.compile(r"<[^>]+>")
 
 
 @dataclass
+class Dataset:
+    """A JEDI dataset of a task with its files (``{"lfn", "scope", "id", "status"}``, as the API lists them)."""
+
+    dataset_id: int
+    name: str
+    type: str
+    status: str = "ready"
+    files: list[dict[str, Any]] = field(default_factory=list)
+    n_missing: int = 0
+
+    def count(self, status: str) -> int:
+        return sum(1 for f in self.files if f["status"] == status)
+
+
+@dataclass
 class World:
     """Everything the simulator serves, keyed the way the endpoints look things up."""
 
     tasks: dict[int, dict[str, Any]] = field(default_factory=dict)
     jobs: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
-    datasets: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    datasets: dict[int, list[Dataset]] = field(default_factory=dict)
+    task_params: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # DEFT's copy of the task parameters, which task/get_task_parameters reads (JEDI's copy is task_params)
+    deft_task_params: dict[int, dict[str, Any]] = field(default_factory=dict)
+    job_templates: dict[int, str] = field(default_factory=dict)
+    job_metadata: dict[int, Any] = field(default_factory=dict)
     logs: dict[int, dict[str, str]] = field(default_factory=dict)
     skipped_files: dict[str, str] = field(default_factory=dict)
 
     def add_task(self, task: dict[str, Any], profiles: dict[str, Any], task_logs: dict[str, str] | None = None) -> None:
-        tid = task["jediTaskID"]
-        self.tasks[tid] = task
+        row = incident_task_row(task)
+        tid = row["jediTaskID"]
+        self.tasks[tid] = row
         jobs, logs = synthesise_jobs(task, profiles, task_logs or {})
         self.jobs[tid] = jobs
         for panda_id, files in logs.items():
             self.logs[panda_id] = files
-        self.datasets[tid] = synthesise_datasets(task)
+        self.datasets[tid] = synthesise_datasets(task, jobs)
+
+    def job(self, panda_id: int) -> dict[str, Any] | None:
+        for jobs in self.jobs.values():
+            for job in jobs:
+                if job["PandaID"] == panda_id:
+                    return job
+        return None
+
+
+def _as_datetime(value: Any, default: datetime | None = None) -> datetime | None:
+    if isinstance(value, datetime):
+        return value
+    try:
+        return datetime.fromisoformat(str(value)).replace(tzinfo=None) if value else default
+    except ValueError:
+        return default
+
+
+def incident_task_row(task: dict[str, Any]) -> dict[str, Any]:
+    """An incident's task_data as the JEDI task row PanDA would hold."""
+    modified = _as_datetime(task.get("modificationTime"), datetime.fromisoformat(DEFAULT_TIME))
+    retry_of = task.get("retryID")
+    values = {
+        **task,
+        "modificationTime": modified,
+        "creationDate": _as_datetime(task.get("creationDate"), modified - timedelta(days=1)),
+        "parent_tid": task.get("parent_tid") or (retry_of if isinstance(retry_of, int) and retry_of > 0 else None),
+        "reqID": task.get("reqID") or task["jediTaskID"],
+        "attemptNr": task.get("attemptNr", 1),
+        "cloud": task.get("cloud") or "WORLD",
+        "ramUnit": task.get("ramUnit") or ("MBPerCore" if task.get("ramCount") else None),
+    }
+    return task_row(values)
 
 
 def _profile_for(task: dict[str, Any], profiles: dict[str, Any]) -> dict[str, Any]:
@@ -173,29 +230,39 @@ def synthesise_jobs(
             lo, hi = profile["pss_factor"] if failed else (0.4, 0.7)
             max_pss_mb = int(ram_mb * rng.uniform(lo, hi))
         values = {"max_pss_mb": max_pss_mb, "ram_mb": ram_mb, "site": site, "walltime_s": walltime_s}
-        job = {
+        duration_s = rng.randint(900, 30000)
+        ended = start + timedelta(minutes=7 * i) + timedelta(seconds=duration_s)
+        scout = i < min(3, max(1, n_jobs // 4))
+        job = job_row({
             "PandaID": panda_id,
             "jediTaskID": tid,
+            "jobName": f"{task.get('taskName') or tid}.{i}",
             "jobStatus": state,
+            "attemptNr": 1,
             "computingSite": site,
             "prodSourceLabel": label,
-            "extendedProdSourceLabel": f"{label}_scout" if i < min(3, max(1, n_jobs // 4)) else label,
+            "prodUserName": task.get("userName"),
+            "specialHandling": "sj" if scout else None,
             "processingType": task.get("processingType"),
             "pilotErrorCode": code if failed else 0,
-            "pilotErrorDiag": _fmt(diag_template, values) if failed else "",
+            "pilotErrorDiag": _fmt(diag_template, values) if failed else None,
             "exeErrorCode": profile["transExitCode"] if failed else 0,
-            "exeErrorDiag": "",
-            "ddmErrorDiag": "",
-            "transExitCode": profile["transExitCode"] if failed else 0,
+            "transExitCode": str(profile["transExitCode"] if failed else 0),
             "maxPSS": max_pss_mb * 1024,
             "minRamCount": ram_mb,
+            "minRamUnit": "MB",
+            "coreCount": int(task.get("coreCount") or 1),
             "actualCoreCount": int(task.get("coreCount") or 1),
             "cpuConsumptionTime": rng.randint(600, 20000),
-            "wallTime": rng.randint(900, 30000),
-            "jobDuration": rng.randint(900, 30000),
             "memory_leak": rng.randint(0, 900) if failed and profile["name"] == "memory" else rng.randint(0, 40),
-            "modificationTime": (start + timedelta(minutes=7 * i)).isoformat(timespec="seconds"),
-        }
+            "creationTime": start + timedelta(minutes=7 * i) - timedelta(minutes=10),
+            "startTime": None if state == "cancelled" else start + timedelta(minutes=7 * i),
+            "endTime": None if state == "cancelled" else ended,
+            "modificationTime": ended,
+            "Files": [{"row_ID": panda_id, "PandaID": panda_id, "lfn": f"{task.get('taskName') or tid}.input.{i + 1}.root",
+                       "type": "input", "dataset": f"{task.get('taskName') or f'task{tid}'}.input", "status": "ready",
+                       "scope": "sim", "jediTaskID": tid, "datasetID": tid * 10 + 1, "fileID": panda_id}],
+        })
         jobs.append(job)
         if state == "cancelled":
             continue
@@ -213,19 +280,26 @@ def synthesise_jobs(
     return jobs, logs
 
 
-def synthesise_datasets(task: dict[str, Any]) -> list[dict[str, Any]]:
+def synthesise_datasets(task: dict[str, Any], jobs: list[dict[str, Any]]) -> list[Dataset]:
+    """An input dataset whose files went the way the jobs did, and an output dataset (which the default
+    dataset types of get_datasets_and_files leave out, as on the server)."""
     tid = task["jediTaskID"]
     rng = random.Random(tid ^ 0x5EED)
     name = task.get("taskName") or f"task{tid}"
     dialog = str(task.get("errorDialog") or "").lower()
     missing = any(k in dialog for k in ("missing", "not found", "no replica", "unavailable"))
-    n_files = rng.randint(5, 200)
+    by_job = {f["fileID"]: j["jobStatus"] for j in jobs for f in j.get("Files", [])}
+    files = []
+    for i, job in enumerate(jobs):
+        status = {"finished": "finished", "failed": "failed"}.get(by_job.get(job["PandaID"]) or "", "ready")
+        files.append({"lfn": job["Files"][0]["lfn"], "scope": "sim", "id": job["PandaID"], "status": status})
+    for i in range(len(files), len(files) + (rng.randint(5, 40) if not jobs else 0)):
+        files.append({"lfn": f"{name}.input.{i + 1}.root", "scope": "sim", "id": tid * 1000 + i,
+                      "status": "missing" if missing else "ready"})
+    n_missing = sum(1 for f in files if f["status"] == "missing")
     return [
-        {
-            "dataset": {"name": f"{name}.input", "id": tid * 10 + 1, "type": "input",
-                        "status": "missing" if missing else "ready"},
-            "files": {"nFiles": n_files, "nFilesAvailable": 0 if missing else n_files},
-        }
+        Dataset(tid * 10 + 1, f"{name}.input", "input", "missing" if missing else "ready", files, n_missing),
+        Dataset(tid * 10 + 2, f"{name.rstrip('/')}_out/", "output", "defined"),
     ]
 
 
