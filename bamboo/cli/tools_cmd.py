@@ -237,15 +237,18 @@ def panda_sim(
     port: Annotated[int, typer.Option(help="Port to listen on (0 = any free port)")] = 8780,
     host: Annotated[str, typer.Option(help="Interface to bind")] = "127.0.0.1",
     incidents: Annotated[Path, typer.Option(help="Incident files the tasks come from")] = Path("examples/incidents"),
-    require_token: Annotated[str | None, typer.Option(help="Demand this OIDC bearer token on every request")] = None,
+    require_token: Annotated[str | None, typer.Option(help="Demand this OIDC bearer token (with an Origin VO) on every request")] = None,
+    jedi_delay: Annotated[float, typer.Option(help="Seconds before JEDI applies a registered kill or retry")] = 30.0,
 ) -> None:
-    """Serve the PanDA API v1 and the monitor's log browser from incident fixtures (GET /sim/calls shows
-    every kill/retry received)."""
+    """Serve the PanDA API v1 (as the real server speaks it) and the monitor's log browser from incident
+    fixtures (GET /sim/calls shows every kill/retry received, /sim/commands what was registered for JEDI)."""
     from bamboo.panda.simulator import PandaSimulator
 
     if not incidents.is_dir():
         raise _fail(f"--incidents {incidents} is not a directory")
-    sim = PandaSimulator(incidents, host=host, port=port, require_token=require_token)
+    if jedi_delay < 0:
+        raise _fail(f"--jedi-delay {jedi_delay} is negative; give the seconds JEDI waits, e.g. 30")
+    sim = PandaSimulator(incidents, host=host, port=port, require_token=require_token, jedi_delay_s=jedi_delay)
     err.print(f"PanDA simulator: {len(sim.world.tasks)} tasks from {incidents}")
     for name, reason in sim.world.skipped_files.items():
         err.print(f"[yellow]skipped {name}:[/yellow] {escape(reason)}")
@@ -255,7 +258,8 @@ def panda_sim(
         raise _fail(f"{exc} (is the port already in use? try --port 0)") from exc
     err.print(f"API      {sim.api_url}   (BAMBOO_PANDA_API_URL)")
     err.print(f"monitor  {sim.monitor_url}   (BAMBOO_PANDA_MONITOR_URL)")
-    err.print(f"record   {sim.base_url}/sim/calls   (every kill/retry received)")
+    err.print(f"client   {sim.url}   (PANDA_URL and PANDA_URL_SSL for panda-client)")
+    err.print(f"record   {sim.base_url}/sim/calls   (every kill/retry received; /sim/commands: registered for JEDI)")
     try:
         sim.wait()
     except KeyboardInterrupt:

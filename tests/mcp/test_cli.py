@@ -164,7 +164,8 @@ def test_panda_sim_command_serves_and_stops_on_interrupt(tmp_path: Path) -> None
                 api_url = line.split()[1]
                 break
         assert api_url, "the command did not print its API URL"
-        body = httpx.get(f"{api_url}/task/get_detailed_info", params={"task_id": MEMORY_TASK}).json()
+        body = httpx.get(f"{api_url}/task/get_detailed_info", params={"task_id": MEMORY_TASK},
+                         headers={"Accept": "application/json"}).json()  # PanDA answers JSON only when asked
         assert body["data"]["jediTaskID"] == MEMORY_TASK
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=15) == 0

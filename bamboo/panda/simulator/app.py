@@ -78,6 +78,15 @@ class SimulatorState:
         self.lock = self.jedi.lock
         self._record_lock = threading.Lock()
 
+    def reset(self, world: World) -> None:
+        """Start over with ``world``'s contents: no calls recorded, no commands registered (tests)."""
+        with self.lock:
+            self.world.__dict__.update(world.__dict__)
+            self.jedi.pending.clear()
+            self.jedi.registered.clear()
+        with self._record_lock:
+            self.calls.clear()
+
     def record(self, endpoint: str, task_id: int | None, accepted: bool, message: str, authenticated: bool) -> None:
         call = RecordedCall(endpoint=endpoint, task_id=task_id, accepted=accepted, message=message,
                             authenticated=authenticated, at=datetime.now(timezone.utc).isoformat())
