@@ -313,9 +313,13 @@ class RealPandaServer:
                      "jobparamstable", "filestable4", "metatable")
 
     def reseed(self) -> None:
-        """Back to the seed data, with no registered commands, so each contract test starts alike."""
-        tables = ", ".join(f"doma_panda.{t}" for t in self.SEEDED_TABLES)
-        self.psql(f"TRUNCATE {tables}, doma_deft.prodsys_comm")
+        """Back to the seed data, with no registered commands, so each contract test starts alike.
+
+        DELETE, not TRUNCATE: the server's one database connection can sit idle inside a transaction after
+        a read (a refused kill ends that way), holding a lock TRUNCATE would wait on forever; the lock
+        timeout turns any other wait into an error instead of a hung test."""
+        deletes = "; ".join(f"DELETE FROM doma_panda.{t}" for t in self.SEEDED_TABLES)
+        self.psql(f"SET lock_timeout = '30s'; {deletes}; DELETE FROM doma_deft.prodsys_comm")
         result = subprocess.run(
             [str(self.pg_bin / "psql"), "-h", "127.0.0.1", "-p", str(self.pg_port), "-U", "panda", "-d", "panda_db",
              "-v", "ON_ERROR_STOP=1", "-q", "-f", str(self.recipe / "seed.sql")], capture_output=True, text=True,
