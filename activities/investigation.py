@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from temporalio import activity
 
 from activities.heartbeat import with_heartbeats
-from activities.sandbox import EXECUTE_CODE, ExecuteCodeInput, ExecuteCodeOutput, SandboxActivities
+from activities.sandbox import EXECUTE_CODE, ExecuteCodeInput, ExecuteCodeOutput, SandboxActivities, runner_from_settings
 from bamboo.approvals.registry import ApproverRegistry
 from bamboo.audit import AuditEvent
 from bamboo.investigation.finalize import Finalizer
@@ -188,7 +188,7 @@ def build_investigation_activities(services: Services) -> InvestigationWiring:
     ``execute_code`` (runs wait for a worker that has one) instead of refusing to start at all."""
     settings = services.settings
     try:
-        runner = SandboxRunner(isolation=settings.sandbox_isolation, pool_size=settings.sandbox_pool_size)
+        runner = runner_from_settings(settings)
         services.closers.append(runner.close)  # pooled children must not outlive the worker
     except SandboxUnavailable as exc:
         log.error("this worker will not run sandboxed code: %s", exc)

@@ -4,7 +4,8 @@ Thin: unpack the input, call ``bamboo.sandbox.CodeExecutor``, return its report.
 the activity heartbeats; when Temporal cancels the activity the child is killed before the
 cancellation propagates. A retry of a run whose allow-set includes a state-changing tool is refused
 (non-retryable): its first attempt may already have changed something, and that must be surfaced to
-an operator, never silently repeated.
+an operator, never silently repeated. A run the degraded sandbox refuses (unattended, or with a
+state-changing tool) fails non-retryably too: retrying cannot make the sandbox stronger.
 """
 
 from __future__ import annotations
@@ -13,19 +14,24 @@ import asyncio
 import time
 from collections.abc import Sequence
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from bamboo.audit import AuditSink, BlobSink
+from bamboo.settings import Settings
 from bamboo.sandbox.models import BridgeLimits, SandboxRunResult
-from bamboo.sandbox.runner import SandboxRunner, SandboxUnavailable
+from bamboo.sandbox.errors import SandboxRefused, SandboxUnavailable
+from bamboo.sandbox.runner import SandboxRunner
 from bamboo.sandbox.service import CodeExecutor
 from bamboo.tools.model import ToolCaller, ToolSpec
 
 EXECUTE_CODE = "execute_code"
 SANDBOX_UNAVAILABLE = "SandboxUnavailable"
 RETRY_REFUSED = "SandboxRetryRefused"
+SANDBOX_REFUSED = "SandboxRefused"
 DEFAULT_HEARTBEAT_S = 1.0
 
 
@@ -37,6 +43,8 @@ class ExecuteCodeInput(BaseModel):
     timeout_s: float = Field(default=30.0, gt=0, le=3600)
     max_calls: int = Field(default=50, ge=0)
     call_timeout_s: float = Field(default=30.0, gt=0)
+    phase: Literal["automatic", "interactive"] = Field(
+        default="automatic", description="automatic = nobody approved this code (the safe reading when unsaid)")
 
 
 class ExecuteCodeOutput(SandboxRunResult):
@@ -68,6 +76,7 @@ class SandboxActivities:
                 timeout_s=inp.timeout_s,
                 actor=inp.actor,
                 bridge_limits=BridgeLimits(max_calls=inp.max_calls, call_timeout_s=inp.call_timeout_s),
+                phase=inp.phase,
             )
         )
         started = time.monotonic()
@@ -84,6 +93,8 @@ class SandboxActivities:
             except (asyncio.CancelledError, Exception):
                 pass
             raise
+        except SandboxRefused as exc:
+            raise ApplicationError(str(exc), type=SANDBOX_REFUSED, non_retryable=True) from exc
         except SandboxUnavailable as exc:
             raise ApplicationError(str(exc), type=SANDBOX_UNAVAILABLE) from exc
         return ExecuteCodeOutput.model_validate(result.model_dump())
@@ -99,6 +110,15 @@ class SandboxActivities:
                 type=RETRY_REFUSED,
                 non_retryable=True,
             )
+
+
+def runner_from_settings(settings: Settings) -> SandboxRunner:
+    """The worker's sandbox as configured; raises SandboxUnavailable (one line saying what to fix) when
+    no sandbox of the configured strength can start here."""
+    return SandboxRunner(
+        isolation=settings.sandbox_isolation, pool_size=settings.sandbox_pool_size, seccomp=settings.sandbox_seccomp,
+        uid_first=settings.sandbox_uid_first, uid_count=settings.sandbox_uid_count,
+    )
 
 
 def _heartbeat_interval() -> float:

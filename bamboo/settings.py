@@ -62,8 +62,14 @@ class Settings(BaseSettings):
 
     # --- sandbox ----------------------------------------------------------------------------
     sandbox_isolation: Literal["auto", "bwrap", "degraded"] = Field(
-        default="auto", description="auto = bubblewrap when it can start here, else degraded (announced)")
+        default="auto", description="auto/bwrap = bubblewrap, and no sandbox at all when it cannot start here; "
+                                    "degraded = the operator accepts a sandbox without namespaces (root worker only), "
+                                    "which refuses unattended runs and state-changing tools")
     sandbox_pool_size: int = Field(default=2, ge=0, le=32, description="pre-started children (latency)")
+    sandbox_seccomp: bool = Field(default=True, description="the seccomp filter; off only to measure what it costs")
+    sandbox_uid_first: int = Field(default=1_000_000_000, ge=1000, le=4_000_000_000,
+                                   description="first of the uids leased to sandbox runs, one per run (root worker)")
+    sandbox_uid_count: int = Field(default=4096, ge=16, le=1_000_000, description="how many uids runs may lease")
 
     # --- PanDA ------------------------------------------------------------------------------
     panda_api_url: str = "http://127.0.0.1:8780/api/v1"

@@ -375,7 +375,8 @@ class Investigation:
             out: SandboxRunResult = await workflow.execute_activity(
                 names.EXECUTE_CODE,
                 SandboxRunRequest(run_id=run_id, code=with_task_preamble(code, self._inp.task_id),
-                                  allowed_tools=list(decision.allow_set), actor=approver),
+                                  allowed_tools=list(decision.allow_set), actor=approver,
+                                  phase="automatic" if approver == "automatic" else "interactive"),
                 result_type=SandboxRunResult, task_queue=Queues().sandbox,
                 start_to_close_timeout=timedelta(minutes=5), heartbeat_timeout=HEARTBEAT, retry_policy=SANDBOX_RETRY,
             )

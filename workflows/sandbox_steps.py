@@ -30,7 +30,7 @@ async def execute_code(label: str, code: str, allowed: list[str], actor: str, wa
     """Run `code` with exactly `allowed` as its allow-set; raises ActivityError when it cannot run."""
     info = workflow.info()
     run = {"run_id": f"{info.workflow_id}:{info.run_id}:{label}", "code": code, "allowed_tools": allowed,
-           "actor": actor, "timeout_s": 60.0}
+           "actor": actor, "timeout_s": 60.0, "phase": "automatic"}
     return await workflow.execute_activity(
         names.EXECUTE_CODE, run, result_type=dict, task_queue=Queues().sandbox,
         schedule_to_start_timeout=timedelta(seconds=wait_s), start_to_close_timeout=timedelta(minutes=3),

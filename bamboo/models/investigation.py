@@ -294,6 +294,7 @@ class SandboxRunRequest(BaseModel):
     allowed_tools: list[str]
     actor: str
     timeout_s: float = 60.0
+    phase: Literal["automatic", "interactive"] = "automatic"
 
 
 class GrantInput(BaseModel):

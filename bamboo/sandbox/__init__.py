@@ -9,7 +9,8 @@ from bamboo.sandbox.models import (
     SandboxRunResult,
     StreamCapture,
 )
-from bamboo.sandbox.runner import SandboxRunner, SandboxUnavailable
+from bamboo.sandbox.errors import SandboxRefused, SandboxUnavailable
+from bamboo.sandbox.runner import SandboxRunner
 from bamboo.sandbox.service import CodeExecutor
 from bamboo.sandbox.stubs import STUB_MODULE, generate_stub_module
 
@@ -20,6 +21,7 @@ __all__ = [
     "CodeExecutor",
     "OutputLimits",
     "SandboxLimits",
+    "SandboxRefused",
     "SandboxRunResult",
     "SandboxRunner",
     "SandboxUnavailable",

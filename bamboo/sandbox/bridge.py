@@ -1,11 +1,14 @@
 """Parent side of the tool bridge: every call a sandboxed script makes is decided here.
 
-Per call, in order: the frame's token (constant-time compare) and call id (strictly increasing, so a
-replayed frame is refused), the run's deadline and call budget, the tool name resolved *now* against
-the run's allow-set (human-input tools are never bridged, whatever the allow-set says), arguments
-validated against the tool's JSON schema, dispatch with a per-call timeout, secrets scrubbed from the
-result, size cap. Every call, allowed or denied, is appended to the audit log. A script only ever sees
-a short error for a denial; the reason in full goes to the operator's audit row.
+Per call, in order: the frame's token (constant-time compare; a wrong one ends the run), the run's
+frame budget (every call frame counts, denied and replayed ones included; the first one past it ends
+the run), the call id (strictly increasing, so a replayed frame is refused), the deadline, the tool name
+resolved *now* against the run's allow-set (human-input tools are never bridged, whatever the allow-set
+says; state-changing ones are refused when the sandbox is degraded), arguments that are valid Unicode,
+not absurdly nested and valid against the tool's JSON schema, dispatch with a per-call timeout, secrets
+scrubbed from the result, size cap. Every frame, allowed, denied or undecodable, is appended to the
+audit log, with anything the child sent quoted so that the row itself can always be stored. A script
+only ever sees a short error for a denial; the reason in full goes to the operator's audit row.
 """
 
 from __future__ import annotations
@@ -24,10 +27,14 @@ import jsonschema
 
 from bamboo.audit import AuditEvent, AuditSink
 from bamboo.sandbox.models import BridgeLimits, CallOutcome, CallRecord
+from bamboo.sandbox.protocol import PREVIEW_CHARS, safe_text, value_problem
 from bamboo.tools.model import ToolCaller, ToolSpec
 from policy.scrub import scrub_text, scrub_value
 
 TOKEN_BYTES = 32  # 256 bits
+MAX_REASON_CHARS = 300
+MAX_TOOL_NAME_CHARS = 100
+UNDECODABLE = "<undecodable frame>"
 
 
 def new_token() -> str:
@@ -35,8 +42,44 @@ def new_token() -> str:
 
 
 def args_digest(arguments: Any) -> str:
-    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    try:
+        canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    except (ValueError, RecursionError, TypeError):
+        canonical = repr(arguments)
+    # surrogatepass: a lone surrogate still hashes (to the bytes the child sent) instead of raising
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def args_preview(arguments: Any, limit: int = PREVIEW_CHARS) -> str:
+    """The arguments as compact JSON for the operator, scrubbed, cut to about ``limit`` characters."""
+    if value_problem(arguments) is None:
+        scrubbed, _ = scrub_value(arguments)
+        try:
+            text = json.dumps(scrubbed, separators=(",", ":"), ensure_ascii=False, default=str)
+        except (ValueError, TypeError):
+            text = repr(scrubbed)
+    else:  # not safely walkable: quote it as text, scrub the text
+        try:
+            text = json.dumps(arguments, separators=(",", ":"), ensure_ascii=True, default=str)
+        except (ValueError, RecursionError, TypeError):
+            text = repr(type(arguments).__name__)
+        text = scrub_text(text[: limit * 4]).text
+    return safe_text(text, limit)
+
+
+def result_shape(data: Any) -> str:
+    """A one-line shape of a tool result for verbose narration: ``dict(status, jobs)``, ``list[12]``…"""
+    if data is None:
+        return "none"
+    if isinstance(data, dict):
+        keys = [safe_text(str(k), 40) for k in list(data)[:8]]
+        more = ", …" if len(data) > 8 else ""
+        return f"dict({', '.join(keys)}{more})"
+    if isinstance(data, list):
+        return f"list[{len(data)}]"
+    if isinstance(data, str):
+        return f"str({len(data)} chars)"
+    return type(data).__name__
 
 
 def bridgeable(specs: Sequence[ToolSpec], allowed: frozenset[str]) -> list[ToolSpec]:
@@ -51,6 +94,7 @@ class _Decision:
     reason: str | None = None
     size: int = 0
     redactions: int = 0
+    shape: str = "none"
 
 
 class ToolBridge:
@@ -67,6 +111,7 @@ class ToolBridge:
         actor: str = "sandbox",
         limits: BridgeLimits | None = None,
         token: str | None = None,
+        refuse_state_changing: bool = False,
     ) -> None:
         self.run_id = run_id
         self.actor = actor
@@ -78,7 +123,8 @@ class ToolBridge:
         self._audit = audit
         self._deadline: float | None = None
         self._last_call_id = 0
-        self._calls_seen = 0
+        self._frames = 0
+        self._refuse_state_changing = refuse_state_changing
         self._closed_reason: str | None = None
         self._slots = asyncio.Semaphore(self.limits.max_concurrent_calls)
         self._validators: dict[str, Any] = {}
@@ -87,7 +133,8 @@ class ToolBridge:
     # -- what the child is told --------------------------------------------------------------
     @property
     def bridged_specs(self) -> list[ToolSpec]:
-        return bridgeable(list(self._specs.values()), self._allowed)
+        specs = bridgeable(list(self._specs.values()), self._allowed)
+        return [s for s in specs if s.read_only] if self._refuse_state_changing else specs
 
     @property
     def catalogue_names(self) -> list[str]:
@@ -110,36 +157,68 @@ class ToolBridge:
         return hmac.compare_digest(presented.encode("utf-8", "replace"), self.token.encode("ascii"))
 
     # -- the gate ----------------------------------------------------------------------------
-    async def handle_call(self, frame: dict[str, Any]) -> dict[str, Any]:
+    def screen(self, frame: dict[str, Any]) -> tuple[int, str | None]:
+        """Count a call frame as it arrives; a reason to stop the run (wrong token, budget spent) or None.
+
+        The runner calls this before it hands the frame to ``handle_call``, so it stops reading from a
+        child that forged a token or keeps calling past its budget instead of serving it concurrently.
+        """
+        self._frames += 1
+        if not self.token_matches(frame):
+            return self._frames, "bad_token"
+        if self._frames > self.limits.max_calls:
+            return self._frames, "max_calls"
+        return self._frames, None
+
+    @property
+    def frames(self) -> int:
+        return self._frames
+
+    async def handle_call(self, frame: dict[str, Any], ordinal: int | None = None) -> dict[str, Any]:
         """Decide, dispatch and audit one ``call`` frame; returns the reply frame for the child."""
+        if ordinal is None:
+            self._frames += 1
+            ordinal = self._frames
         started = time.monotonic()
         call_id = frame.get("id")
-        tool = frame.get("tool") if isinstance(frame.get("tool"), str) else repr(frame.get("tool"))
+        raw_tool = frame.get("tool")
+        tool = safe_text(raw_tool, MAX_TOOL_NAME_CHARS) if isinstance(raw_tool, str) else safe_text(repr(raw_tool), MAX_TOOL_NAME_CHARS)
         arguments = frame.get("args")
         digest = args_digest(arguments)
-        decision = self._precheck(frame, call_id, tool, arguments)
+        preview = args_preview(arguments)
+        decision = self._precheck(frame, call_id, raw_tool, arguments, ordinal)
         if decision is None:
             try:
                 async with self._slots:
-                    decision = await self._dispatch(tool, arguments)
+                    decision = await self._dispatch(raw_tool, arguments)
             except asyncio.CancelledError:
                 # The run ended mid-call: the tool may have acted, so the row is still written.
                 cut = _failed("the run ended while the call was in flight", "cancelled_in_flight")
-                await self._record(tool, digest, cut, started)
+                await self._record(tool, digest, preview, cut, started)
                 raise
-        if not await self._record(tool, digest, decision, started):
+        if not await self._record(tool, digest, preview, decision, started):
             return _error(call_id, "the audit log is unavailable; no further tool calls in this run", denied=True)
         reply = dict(decision.reply)
-        reply["id"] = call_id
+        reply["id"] = call_id if isinstance(call_id, int) else None
         return reply
 
-    async def _record(self, tool: str, digest: str, decision: _Decision, started: float) -> bool:
+    async def reject_frame(self, reason: str, detail: str, preview: str) -> None:
+        """Audit a frame that is not a call the bridge can judge (undecodable, forged ``done``, unknown type)."""
+        self._frames += 1
+        self.close(detail)
+        await self._record(UNDECODABLE if reason == "malformed_frame" else "<frame>", args_digest(preview),
+                           safe_text(preview, PREVIEW_CHARS), _Decision("denied", {}, f"{reason}: {detail}"),
+                           time.monotonic())
+
+    async def _record(self, tool: str, digest: str, preview: str, decision: _Decision, started: float) -> bool:
         """Append to the call log and the audit; False (and the bridge closed) when the audit failed."""
-        reason = scrub_text(decision.reason).text if decision.reason else None
+        reason = safe_text(scrub_text(decision.reason).text, MAX_REASON_CHARS) if decision.reason else None
         record = CallRecord(
             seq=len(self.calls) + 1,
             tool=tool,
             args_sha256=digest,
+            args_preview=preview,
+            result_shape=decision.shape,
             outcome=decision.outcome,
             reason=reason,
             bytes=decision.size,
@@ -156,6 +235,7 @@ class ToolBridge:
                     body={
                         "tool": tool,
                         "args_sha256": digest,
+                        "args_preview": preview,
                         "outcome": decision.outcome,
                         "bytes": decision.size,
                         "duration_ms": record.duration_ms,
@@ -169,10 +249,13 @@ class ToolBridge:
             return False
         return True
 
-    def _precheck(self, frame: dict[str, Any], call_id: Any, tool: str, arguments: Any) -> _Decision | None:
+    def _precheck(self, frame: dict[str, Any], call_id: Any, tool: Any, arguments: Any, ordinal: int) -> _Decision | None:
         if not self.token_matches(frame):
             self.close("a frame carried a wrong token")
             return _denied(call_id, "invalid bridge token", "bad_token")
+        if ordinal > self.limits.max_calls:
+            self.close("the run's call budget is spent")
+            return _denied(call_id, f"this run may make at most {self.limits.max_calls} tool calls", "max_calls")
         if not isinstance(call_id, int) or isinstance(call_id, bool) or call_id <= self._last_call_id:
             return _denied(call_id, "call id is not fresh (replayed or out of order)", "replayed_frame")
         self._last_call_id = call_id
@@ -180,17 +263,22 @@ class ToolBridge:
             return _denied(call_id, f"the bridge is closed: {self._closed_reason}", "bridge_closed")
         if self._deadline is not None and time.monotonic() >= self._deadline:
             return _denied(call_id, "the run's deadline has passed", "deadline_passed")
-        self._calls_seen += 1
-        if self._calls_seen > self.limits.max_calls:
-            return _denied(call_id, f"this run may make at most {self.limits.max_calls} tool calls", "max_calls")
+        if not isinstance(tool, str) or value_problem(tool) is not None:
+            return _denied(call_id, "the tool name must be a valid Unicode string", "invalid_tool_name")
         spec = self._specs.get(tool)
         if tool not in self._allowed or spec is None:
             allowed = ", ".join(sorted(s.name for s in self.bridged_specs)) or "none"
             return _denied(call_id, f"tool {tool!r} is not allowed in this run (allowed: {allowed})", "not_allowed")
         if spec.requires_interaction:
             return _denied(call_id, f"tool {tool!r} needs a human and is never callable from code", "requires_interaction")
+        if self._refuse_state_changing and not spec.read_only:
+            return _denied(call_id, f"tool {tool!r} changes state, which a degraded sandbox (no bwrap) refuses",
+                           "degraded_isolation")
         if not isinstance(arguments, dict):
             return _denied(call_id, "arguments must be a JSON object", "invalid_arguments")
+        problem = value_problem(arguments)
+        if problem is not None:
+            return _denied(call_id, f"arguments for {tool!r} are refused: {problem}", "invalid_arguments")
         try:
             validator = self._validator(spec)
             if not validator.is_valid(arguments):
@@ -199,7 +287,8 @@ class ToolBridge:
                     raise error
         except jsonschema.ValidationError as exc:
             where = "/".join(str(p) for p in exc.absolute_path) or "(top level)"
-            return _denied(call_id, f"invalid arguments for {tool!r} at {where}: {exc.message}", "invalid_arguments")
+            message = safe_text(exc.message, MAX_REASON_CHARS)
+            return _denied(call_id, f"invalid arguments for {tool!r} at {where}: {message}", "invalid_arguments")
         except jsonschema.SchemaError as exc:
             return _denied(call_id, f"tool {tool!r} has an unusable input schema: {exc.message}", "invalid_schema")
         return None
@@ -228,6 +317,9 @@ class ToolBridge:
             scrubbed, hits = scrub_value(result.error or "tool reported an error")
             reply = {"type": "result", "ok": False, "error": f"{tool}: {scrubbed}"}
             return _Decision("error", reply, "tool_error", redactions=hits)
+        problem = value_problem(result.data)
+        if problem is not None:
+            return _failed(f"tool {tool!r} returned data the sandbox cannot carry: {problem}", "unserialisable_result")
         data, hits = scrub_value(result.data)
         try:
             size = len(json.dumps(data, allow_nan=False, default=str).encode("utf-8"))
@@ -242,7 +334,7 @@ class ToolBridge:
                 redactions=hits,
             )
         reply = {"type": "result", "ok": True, "data": data, "no_data": result.no_data}
-        return _Decision("allowed", reply, None, size, hits)
+        return _Decision("allowed", reply, None, size, hits, result_shape(data))
 
 
 def _denied(call_id: Any, message: str, reason: str) -> _Decision:

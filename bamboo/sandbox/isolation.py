@@ -1,19 +1,25 @@
-"""How a sandbox child is launched: the bwrap command line, or the degraded fallback.
+"""How a sandbox child is launched: the bwrap command line, or the degraded plan an operator opted into.
 
 With bubblewrap the child gets new user, network, pid, ipc, uts and mount namespaces; its root is a
 tmpfs holding only read-only binds of the system libraries and the interpreter (no shell, no
-coreutils, no /etc, no project tree, no ``_ctypes``), fresh /proc, /dev and /tmp, a tmpfs work dir,
-an empty environment, and it dies with its parent. When the worker runs as root, bwrap itself is
-started as the unprivileged sandbox uid, so even files the namespace maps into view stay unreadable.
+coreutils, no /etc, no project tree, no ``_ctypes`` or ``_cffi_backend``, no third-party Python
+packages), fresh /proc, /dev and /tmp, a tmpfs work dir, an empty environment, the seccomp filter of
+``bamboo.sandbox.seccomp``, and it dies with its parent. When the worker runs as root, bwrap itself is
+started as a uid leased for the run, so even files the namespace maps into view stay unreadable.
 
-Without bubblewrap the child still gets a clean environment, a private work dir, a different uid
-(when the worker is root), its own session and rlimits; it shares the network, the filesystem view
-and the pid space with the host. That is weaker and is reported as ``isolation="degraded"`` with
-explanatory warnings, never silently.
+Isolation fails closed: when bwrap is missing or its probe cannot start a sandbox, there is no sandbox
+(``SandboxUnavailable``) unless the operator chose ``degraded`` explicitly (``BAMBOO_SANDBOX_ISOLATION=
+degraded``). Degraded is not a boundary — the child shares the network namespace, the filesystem view
+and the pid space with the host — so it needs a root worker (each run gets a uid of its own and
+everything that uid runs is killed at the end), it still gets the seccomp filter, rlimits, a clean
+environment and a private work dir, and the executor refuses unattended runs and state-changing tools
+in it. Every result says ``isolation="degraded"`` with these warnings.
 """
 
 from __future__ import annotations
 
+import functools
+import glob
 import json
 import logging
 import os
@@ -22,7 +28,9 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bamboo.sandbox.errors import SandboxUnavailable
 from bamboo.sandbox.models import Isolation, SandboxLimits
+from bamboo.sandbox.seccomp import ChildInstaller, SeccompUnavailable, filter_program, program_fd
 
 log = logging.getLogger(__name__)
 
@@ -31,11 +39,14 @@ SANDBOX_WORKDIR = "/sandbox"
 SANDBOX_RUNNER = "/opt/sandbox/child_runner.py"
 SANDBOX_PYTHON = "/usr/bin/python3"
 CHILD_PATH_ENV = "/usr/bin"
+OPT_IN = "set BAMBOO_SANDBOX_ISOLATION=degraded to accept a degraded sandbox that refuses unattended runs and state-changing tools"
+FFI_MODULES = ("_ctypes*.so", "_cffi_backend*.so")
 
 DEGRADED_WARNINGS = (
-    "DEGRADED sandbox isolation: bubblewrap (bwrap) is not available or was not chosen, so the script runs WITHOUT namespaces",
-    "degraded sandbox: the script shares the host network, filesystem view and process list",
-    "degraded sandbox: only rlimits, a clean environment, a private work dir and a separate uid contain it",
+    "DEGRADED sandbox isolation (chosen by the operator): the script runs WITHOUT namespaces",
+    "degraded sandbox: the script shares the host's filesystem view and process list; only its own uid, "
+    "rlimits, the seccomp filter (no network sockets, no ptrace), a clean environment and a private work dir contain it",
+    "degraded sandbox: unattended (automatic) runs and state-changing tools are refused",
 )
 
 
@@ -44,29 +55,50 @@ class LaunchPlan:
     """Everything needed to exec one child; built once per runner, used for every spawn."""
 
     isolation: Isolation
-    argv_prefix: tuple[str, ...]
+    bwrap_options: tuple[str, ...]
+    interpreter: tuple[str, ...]
     runner_path: str
     env: dict[str, str]
-    uid: int | None
-    gid: int | None
+    seccomp_program: bytes | None
     warnings: tuple[str, ...] = field(default_factory=tuple)
 
-    def argv(self, bridge_fd: int, limits: SandboxLimits) -> list[str]:
-        argv = list(self.argv_prefix)
-        if self.isolation == "degraded":
-            argv = [self.argv_prefix[0], "-I", "-S", "-B"]
-        return argv + [self.runner_path, str(bridge_fd), json.dumps(limits.child_view(), separators=(",", ":"))]
+    def argv(self, bridge_fd: int, limits: SandboxLimits, seccomp_fd: int | None = None) -> list[str]:
+        argv = list(self.bwrap_options)
+        if seccomp_fd is not None and self.isolation == "bwrap":
+            argv += ["--seccomp", str(seccomp_fd)]
+        return argv + [*self.interpreter, self.runner_path, str(bridge_fd),
+                       json.dumps(limits.child_view(), separators=(",", ":"))]
+
+    def child_installer(self) -> ChildInstaller | None:
+        """Degraded mode has no bwrap to install the filter: the forked child does it before exec."""
+        if self.isolation == "degraded" and self.seccomp_program is not None:
+            return ChildInstaller(self.seccomp_program)
+        return None
 
 
 def find_bwrap() -> str | None:
     return shutil.which("bwrap", path="/usr/bin:/bin:/usr/local/bin")
 
 
-def _ctypes_modules(python_lib: Path) -> list[str]:
-    dynload = python_lib / "lib-dynload"
-    if not dynload.is_dir():
-        return []
-    return sorted(str(p) for p in dynload.glob("_ctypes*.so"))
+@functools.lru_cache(maxsize=4)
+def ffi_modules(roots: tuple[str, ...]) -> tuple[str, ...]:
+    """Every ``_ctypes``/``_cffi_backend`` extension under the trees bound into the sandbox: with either, a
+    script calls arbitrary C functions. Found once per process (a walk of /usr/lib takes ~0.2 s warm)."""
+    found: set[str] = set()
+    for root in roots:
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
+            for name in files:
+                if any(Path(name).match(pattern) for pattern in FFI_MODULES):
+                    found.add(os.path.join(folder, name))
+    return tuple(sorted(found))
+
+
+def foreign_python_dirs(python_lib: Path) -> list[str]:
+    """Python package trees in /usr/lib other than the interpreter's own stdlib (dist-packages, other
+    versions): ``-I -S`` never puts them on sys.path, and a script must not add them back."""
+    own = os.path.realpath(python_lib)
+    return sorted(d for d in glob.glob("/usr/lib/python3*") if os.path.isdir(d) and os.path.realpath(d) != own)
 
 
 def _python_lib_dir(python: str) -> Path:
@@ -81,88 +113,99 @@ def plan_launch(
     python: str,
     runner_path: str,
     limits: SandboxLimits,
-    sandbox_uid: int = NOBODY,
-    sandbox_gid: int = NOBODY,
+    empty_dir: str,
+    seccomp: bool = True,
+    probe_uid: int | None = None,
 ) -> LaunchPlan:
-    """Choose bwrap when present (or demanded), otherwise the degraded plan with its warnings."""
+    """bwrap when it can start a sandbox here; degraded only when the operator asked for it; else unavailable."""
     running_as_root = os.geteuid() == 0
-    uid = sandbox_uid if running_as_root else None
-    gid = sandbox_gid if running_as_root else None
-    bwrap = find_bwrap() if mode in ("auto", "bwrap") else None
-    if mode == "bwrap" and bwrap is None:
-        raise RuntimeError(
-            "sandbox isolation 'bwrap' was requested but bwrap is not installed; "
-            "install it (apt-get install -y bubblewrap) or choose isolation 'auto'"
+    program = _seccomp_program() if seccomp else None
+    if mode == "degraded":
+        if not running_as_root:
+            raise SandboxUnavailable(
+                "degraded sandbox isolation needs a root worker, so that every run gets a uid of its own; "
+                "install bubblewrap (apt-get install -y bubblewrap) or run the sandbox worker as root")
+        warnings = list(DEGRADED_WARNINGS) + ([] if program else ["degraded sandbox: the seccomp filter is OFF"])
+        for line in warnings:
+            log.warning("%s", line)
+        return LaunchPlan(
+            isolation="degraded", bwrap_options=(), interpreter=(python, "-I", "-S", "-B"), runner_path=runner_path,
+            env={"LANG": "C.UTF-8", "PATH": CHILD_PATH_ENV}, seccomp_program=program, warnings=tuple(warnings),
         )
-    warnings: list[str] = []
-    if bwrap is not None:
-        plan = LaunchPlan(
-            isolation="bwrap",
-            argv_prefix=tuple(_bwrap_argv(bwrap, python, runner_path, limits, sandbox_uid, sandbox_gid)),
-            runner_path=SANDBOX_RUNNER,
-            env={},
-            uid=uid,
-            gid=gid,
-        )
-        failure = probe(plan)
-        if failure is None:
-            return plan
-        if mode == "bwrap":
-            raise RuntimeError(f"sandbox isolation 'bwrap' was requested but bwrap cannot start a sandbox here: {failure}")
-        warnings.append(f"bwrap is installed but cannot create a sandbox on this host: {failure}")
-    warnings += list(DEGRADED_WARNINGS)
-    if not running_as_root:
-        warnings.append(
-            "degraded sandbox: the worker is not root, so the script runs as the worker's own uid and can "
-            "read the worker's files and /proc entries"
-        )
-    for line in warnings:
-        log.warning("%s", line)
-    return LaunchPlan(
-        isolation="degraded",
-        argv_prefix=(python,),
-        runner_path=runner_path,
-        env={"LANG": "C.UTF-8", "PATH": CHILD_PATH_ENV},
-        uid=uid,
-        gid=gid,
-        warnings=tuple(warnings),
+    if mode not in ("auto", "bwrap"):
+        raise SandboxUnavailable(f"unknown sandbox isolation {mode!r}; choose bwrap (the default) or degraded")
+    bwrap = find_bwrap()
+    if bwrap is None:
+        raise SandboxUnavailable(
+            "the sandbox needs bubblewrap, which is not installed: install it (apt-get install -y bubblewrap), "
+            f"or {OPT_IN}")
+    plan = LaunchPlan(
+        isolation="bwrap",
+        bwrap_options=tuple(_bwrap_argv(bwrap, python, runner_path, limits, empty_dir)),
+        interpreter=(SANDBOX_PYTHON, "-I", "-S", "-B"),
+        runner_path=SANDBOX_RUNNER,
+        env={},
+        seccomp_program=program,
+        warnings=() if program else ("the sandbox's seccomp filter is OFF",),
     )
+    failure = probe(plan, probe_uid if running_as_root else None)
+    if failure is not None:
+        raise SandboxUnavailable(f"bwrap is installed but cannot start a sandbox on this host ({failure}); "
+                                 f"fix that, or {OPT_IN}")
+    return plan
+
+
+def _seccomp_program() -> bytes:
+    try:
+        return filter_program()
+    except SeccompUnavailable as exc:
+        raise SandboxUnavailable(str(exc)) from exc
 
 
 _probe_cache: dict[tuple[object, ...], str | None] = {}
+_PROBE_WITH_FILTER = (
+    "import socket\n"
+    "try:\n    socket.socket(socket.AF_INET6)\nexcept OSError:\n    pass\n"
+    "else:\n    raise SystemExit('the seccomp filter is not in force')\n"
+)
 
 
-def probe(plan: LaunchPlan) -> str | None:
+def probe(plan: LaunchPlan, uid: int | None) -> str | None:
     """Start the planned sandbox once with a no-op script; None when it works, else why not.
 
-    Catches hosts where bwrap exists but namespaces are forbidden (nested containers, seccomp
-    policies) before the first real run does. Remembered per command line for the process lifetime.
+    Catches hosts where bwrap exists but namespaces (or seccomp) are forbidden — nested containers,
+    restrictive policies — before the first real run does. Remembered per command line for the process
+    lifetime.
     """
-    key = (plan.argv_prefix, plan.uid, plan.gid)
+    key = (plan.bwrap_options, plan.seccomp_program, uid)
     if key not in _probe_cache:
-        _probe_cache[key] = _probe_once(plan)
+        _probe_cache[key] = _probe_once(plan, uid)
     return _probe_cache[key]
 
 
-def _probe_once(plan: LaunchPlan) -> str | None:
+def _probe_once(plan: LaunchPlan, uid: int | None) -> str | None:
     extra: dict[str, object] = {}
-    if plan.uid is not None:
-        extra.update(user=plan.uid, group=plan.gid, extra_groups=[])
+    if uid is not None:
+        extra.update(user=uid, group=uid, extra_groups=[])
+    fd = program_fd(plan.seccomp_program) if plan.seccomp_program is not None else None
+    script = _PROBE_WITH_FILTER if fd is not None else "pass"
+    argv = list(plan.bwrap_options) + (["--seccomp", str(fd)] if fd is not None else []) + [*plan.interpreter, "-c", script]
     try:
         done = subprocess.run(
-            [*plan.argv_prefix, "-c", "pass"], env=plan.env, stdin=subprocess.DEVNULL, capture_output=True,
-            timeout=30, cwd="/", **extra,  # type: ignore[arg-type]
+            argv, env=plan.env, stdin=subprocess.DEVNULL, capture_output=True, timeout=30, cwd="/",
+            pass_fds=(fd,) if fd is not None else (), **extra,  # type: ignore[arg-type]
         )
     except (OSError, subprocess.SubprocessError) as exc:
         return str(exc)
+    finally:
+        if fd is not None:
+            os.close(fd)
     if done.returncode != 0:
         return done.stderr.decode("utf-8", "replace").strip()[:500] or f"exit code {done.returncode}"
     return None
 
 
-def _bwrap_argv(
-    bwrap: str, python: str, runner_path: str, limits: SandboxLimits, uid: int, gid: int
-) -> list[str]:
+def _bwrap_argv(bwrap: str, python: str, runner_path: str, limits: SandboxLimits, empty_dir: str) -> list[str]:
     python_lib = _python_lib_dir(python)
     argv = [
         bwrap,
@@ -173,13 +216,20 @@ def _bwrap_argv(
         "--new-session",
         "--ro-bind", "/usr/lib", "/usr/lib",
     ]
+    roots = ["/usr/lib"]
     if Path("/usr/lib64").is_dir():
         argv += ["--ro-bind", "/usr/lib64", "/usr/lib64", "--symlink", "usr/lib64", "/lib64"]
+        roots.append("/usr/lib64")
     argv += ["--symlink", "usr/lib", "/lib"]
     if not str(python_lib).startswith("/usr/lib/"):
         argv += ["--ro-bind", str(python_lib), str(python_lib)]
-    for module in _ctypes_modules(python_lib):
-        argv += ["--ro-bind", "/dev/null", module]
+        roots.append(str(python_lib))
+    hidden = foreign_python_dirs(python_lib)
+    for folder in hidden:
+        argv += ["--ro-bind", empty_dir, folder]
+    for module in ffi_modules(tuple(roots)):
+        if not any(module.startswith(folder + "/") for folder in hidden):
+            argv += ["--ro-bind", "/dev/null", module]
     argv += [
         "--ro-bind", os.path.realpath(python), SANDBOX_PYTHON,
         "--ro-bind", runner_path, SANDBOX_RUNNER,
@@ -190,14 +240,13 @@ def _bwrap_argv(
         "--remount-ro", "/",
         "--remount-ro", "/dev",  # bwrap's /dev is an unbounded tmpfs; the device nodes stay usable
         "--chdir", SANDBOX_WORKDIR,
-        "--uid", str(uid),
-        "--gid", str(gid),
+        "--uid", str(NOBODY),
+        "--gid", str(NOBODY),
         "--hostname", "sandbox",
         "--clearenv",
         "--setenv", "HOME", SANDBOX_WORKDIR,
         "--setenv", "TMPDIR", "/tmp",
         "--setenv", "LANG", "C.UTF-8",
         "--setenv", "PATH", CHILD_PATH_ENV,
-        SANDBOX_PYTHON, "-I", "-S", "-B",
     ]
     return argv

@@ -1,10 +1,12 @@
 """Spawns sandbox children, feeds them one script each, serves their bridge, and kills them.
 
-A child is started (cold, or ahead of time in the warm pool), sends ``ready``, and waits for the
-``start`` frame. From that moment the run's wall-clock deadline counts. The runner serves ``call``
-frames through the run's ``ToolBridge``, captures stdout/stderr with a cap, and ends the run on the
-``done`` frame, the deadline, the output cap, or cancellation — always by killing the child's whole
-process group (and, with bwrap, its pid namespace). Each child serves exactly one run.
+A child is started (cold, or ahead of time in the warm pool) under a uid of its own (root worker),
+sends ``ready``, and waits for the ``start`` frame. From that moment the run's wall-clock deadline
+counts and its memory total is guarded (a cgroup leaf, else the RSS watchdog). The runner serves
+``call`` frames through the run's ``ToolBridge``, captures stdout/stderr with a cap, and ends the run
+on the ``done`` frame, the deadline, the output cap, the memory total, a spent call budget, a broken
+or forged frame, or cancellation — always by killing the child's whole process group (with bwrap, its
+pid namespace; in degraded mode, every process of the run's uid). Each child serves exactly one run.
 """
 
 from __future__ import annotations
@@ -13,11 +15,11 @@ import asyncio
 import contextlib
 import logging
 import os
-import secrets
 import shutil
 import signal
 import socket
 import stat
+import subprocess
 import tempfile
 import time
 import weakref
@@ -27,11 +29,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from bamboo.sandbox.bridge import ToolBridge
-from bamboo.sandbox.isolation import NOBODY, LaunchPlan, plan_launch
-from bamboo.sandbox.models import Isolation, OutputLimits, SandboxLimits
+from bamboo.sandbox.errors import SandboxUnavailable
+from bamboo.sandbox.isolation import LaunchPlan, plan_launch
+from bamboo.sandbox.memory import CgroupLeaf, CgroupParent, RssWatchdog, RunProcesses, guard_kind
+from bamboo.sandbox.models import Isolation, MemoryGuardKind, OutputLimits, SandboxLimits
 from bamboo.sandbox.output import CappedStream
-from bamboo.sandbox.protocol import ProtocolError, encode_frame, read_frame
+from bamboo.sandbox.protocol import ProtocolError, decode_frame, encode_frame, quote_bytes, read_frame, read_raw_frame
+from bamboo.sandbox.seccomp import ChildInstaller, program_fd
 from bamboo.sandbox.stubs import STUB_MODULE, generate_stub_module
+from bamboo.sandbox.uids import DEFAULT_FIRST_UID, DEFAULT_UID_COUNT, RunUids, UidLease, UidsUnavailable, sweep
 
 log = logging.getLogger(__name__)
 
@@ -39,13 +45,11 @@ CHILD_RUNNER_SOURCE = Path(__file__).with_name("child_runner.py")
 READY_TIMEOUT_S = 15.0
 EXIT_GRACE_S = 2.0
 DEFAULT_PYTHON = "/usr/bin/python3"
-CHILD_TAG_ENV = "SANDBOX_CHILD"
 
-Ending = Literal["done", "exited", "timeout", "output_limit", "protocol_error"]
+SHARED_TMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 
-
-class SandboxUnavailable(RuntimeError):
-    """A child could not be started (missing interpreter, bwrap failure); the message says what to fix."""
+Ending = Literal["done", "exited", "timeout", "output_limit", "memory_limit", "call_limit", "protocol_error"]
+__all__ = ["ChildOutcome", "SandboxRunner", "SandboxUnavailable"]
 
 
 @dataclass
@@ -61,6 +65,8 @@ class ChildOutcome:
     duration_ms: float
     warm_start: bool
     warnings: list[str] = field(default_factory=list)
+    memory_guard: MemoryGuardKind = "watchdog"
+    stop_detail: str | None = None
 
 
 @dataclass
@@ -72,6 +78,8 @@ class _Child:
     workdir: Path | None
     loop: asyncio.AbstractEventLoop
     isolation: Isolation
+    lease: UidLease | None = None
+    leaf: CgroupLeaf | None = None
 
     @property
     def alive(self) -> bool:
@@ -89,14 +97,16 @@ class SandboxRunner:
         isolation: Literal["auto", "bwrap", "degraded"] = "auto",
         python: str = DEFAULT_PYTHON,
         pool_size: int = 0,
-        sandbox_uid: int = NOBODY,
-        sandbox_gid: int = NOBODY,
+        seccomp: bool = True,
+        uid_first: int = DEFAULT_FIRST_UID,
+        uid_count: int = DEFAULT_UID_COUNT,
         max_frame_bytes: int = 1024 * 1024,
     ) -> None:
         if not os.access(python, os.X_OK):
             raise SandboxUnavailable(
                 f"sandbox interpreter {python!r} is not executable; install python3 or pass python=<path>"
             )
+        self.python = python
         self.limits = limits or SandboxLimits()
         self.output = output or OutputLimits()
         self.pool_size = max(0, pool_size)
@@ -107,14 +117,34 @@ class SandboxRunner:
         runner_copy = self._runtime_dir / "child_runner.py"
         shutil.copyfile(CHILD_RUNNER_SOURCE, runner_copy)
         os.chmod(runner_copy, stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
-        self.plan: LaunchPlan = plan_launch(
-            mode=isolation,
-            python=python,
-            runner_path=str(runner_copy),
-            limits=self.limits,
-            sandbox_uid=sandbox_uid,
-            sandbox_gid=sandbox_gid,
-        )
+        empty_dir = self._runtime_dir / "empty"
+        empty_dir.mkdir(mode=0o555)
+        self._uids: RunUids | None = None
+        if os.geteuid() == 0:
+            try:
+                self._uids = RunUids(first=uid_first, count=uid_count, python=python)
+            except (UidsUnavailable, OSError) as exc:
+                self._finalizer()
+                raise SandboxUnavailable(f"the sandbox cannot give runs their own uids: {exc}") from exc
+        probe_lease = self._uids.lease() if self._uids is not None else None
+        try:
+            self.plan: LaunchPlan = plan_launch(
+                mode=isolation,
+                python=python,
+                runner_path=str(runner_copy),
+                limits=self.limits,
+                empty_dir=str(empty_dir),
+                seccomp=seccomp,
+                probe_uid=probe_lease.uid if probe_lease is not None else None,
+            )
+        except BaseException:
+            self._finalizer()
+            raise
+        finally:
+            if probe_lease is not None:
+                probe_lease.release()
+        self._installer: ChildInstaller | None = self.plan.child_installer()
+        self._cgroups: CgroupParent | None = CgroupParent.probe()
         self._pool: deque[_Child] = deque()
         self._refills: set[asyncio.Task[None]] = set()
         self._closed = False
@@ -126,6 +156,14 @@ class SandboxRunner:
     @property
     def warnings(self) -> list[str]:
         return list(self.plan.warnings)
+
+    @property
+    def memory_guard(self) -> MemoryGuardKind:
+        return guard_kind(self._cgroups)
+
+    @property
+    def seccomp(self) -> bool:
+        return self.plan.seccomp_program is not None
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -163,38 +201,63 @@ class SandboxRunner:
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         workdir: Path | None = None
         proc: asyncio.subprocess.Process | None = None
+        lease: UidLease | None = None
+        leaf: CgroupLeaf | None = None
+        seccomp_fd: int | None = None
         try:
+            if self._uids is not None:
+                try:
+                    lease = await asyncio.to_thread(self._uids.lease)
+                except UidsUnavailable as exc:
+                    raise SandboxUnavailable(str(exc)) from exc
             if self.plan.isolation == "degraded":
                 workdir = Path(tempfile.mkdtemp(prefix="bamboo-sandbox-run-"))
                 os.chmod(workdir, 0o700)
-                if self.plan.uid is not None:
-                    os.chown(workdir, self.plan.uid, self.plan.gid if self.plan.gid is not None else -1)
+                if lease is not None:
+                    os.chown(workdir, lease.uid, lease.gid)
+            if self._cgroups is not None:
+                try:
+                    leaf = self._cgroups.leaf(self.limits.run_total_bytes)
+                except OSError as exc:
+                    raise SandboxUnavailable(f"could not create the run's cgroup: {exc}") from exc
             env = dict(self.plan.env)
             if workdir is not None:
-                env.update({"HOME": str(workdir), "TMPDIR": str(workdir), CHILD_TAG_ENV: secrets.token_hex(8)})
-            argv = self.plan.argv(child_sock.fileno(), self.limits)
+                env.update({"HOME": str(workdir), "TMPDIR": str(workdir)})
+            if self.plan.isolation == "bwrap" and self.plan.seccomp_program is not None:
+                seccomp_fd = program_fd(self.plan.seccomp_program)
+            argv = self.plan.argv(child_sock.fileno(), self.limits, seccomp_fd)
             extra: dict[str, Any] = {}
-            if self.plan.uid is not None:
-                extra.update(user=self.plan.uid, group=self.plan.gid, extra_groups=[])
+            if leaf is not None:
+                # The child joins its cgroup before it drops to the run's uid (then it no longer could).
+                extra["preexec_fn"] = _JoinThenDrop(leaf, lease.uid if lease else None, self._installer)
+            else:
+                if lease is not None:
+                    extra.update(user=lease.uid, group=lease.gid, extra_groups=[])
+                if self._installer is not None:
+                    extra["preexec_fn"] = self._installer
+            fds = (child_sock.fileno(),) + ((seccomp_fd,) if seccomp_fd is not None else ())
             try:
                 proc = await asyncio.create_subprocess_exec(
                     *argv,
                     stdin=asyncio.subprocess.DEVNULL,
                     stdout=asyncio.subprocess.PIPE,
                     stderr=asyncio.subprocess.PIPE,
-                    pass_fds=(child_sock.fileno(),),
+                    pass_fds=fds,
                     close_fds=True,
                     start_new_session=True,
                     env=env,
                     cwd=str(workdir) if workdir is not None else "/",
                     **extra,
                 )
-            except OSError as exc:
+            except (OSError, subprocess.SubprocessError) as exc:
                 raise SandboxUnavailable(f"could not start the sandbox child ({argv[0]}): {exc}") from exc
             finally:
                 child_sock.close()
+                if seccomp_fd is not None:
+                    os.close(seccomp_fd)
             reader, writer = await asyncio.open_unix_connection(sock=parent_sock, limit=self.max_frame_bytes)
-            child = _Child(proc, parent_sock, reader, writer, workdir, asyncio.get_running_loop(), self.plan.isolation)
+            child = _Child(proc, parent_sock, reader, writer, workdir, asyncio.get_running_loop(), self.plan.isolation,
+                           lease, leaf)
             try:
                 hello = await asyncio.wait_for(read_frame(reader, self.max_frame_bytes), READY_TIMEOUT_S)
                 reason = "it closed the bridge"
@@ -218,6 +281,12 @@ class SandboxRunner:
                     await asyncio.wait_for(proc.wait(), 5.0)
             with contextlib.suppress(OSError):
                 parent_sock.close()
+            if lease is not None:
+                if self.plan.isolation == "degraded":
+                    await asyncio.to_thread(sweep, lease.uid, self.python)
+                lease.release()
+            if leaf is not None:
+                await asyncio.to_thread(leaf.remove)
             _remove(workdir)
             raise
 
@@ -261,7 +330,15 @@ class SandboxRunner:
         stderr = CappedStream(self.output.capture_bytes, limit_hit.set)
         done: dict[str, Any] = {}
         ending: Ending = "exited"
+        stop: dict[str, str] = {}
         tasks: list[asyncio.Task[Any]] = []
+        watchdog: RssWatchdog | None = None
+        if child.leaf is None:
+            watchdog = RssWatchdog(
+                limit_bytes=self.limits.run_total_bytes,
+                members=RunProcesses(root_pid=child.proc.pid, uid=child.lease.uid if child.lease else None),
+            )
+            watchdog.start()
         try:
             deadline = time.monotonic() + timeout_s
             bridge.set_deadline(deadline)
@@ -281,7 +358,7 @@ class SandboxRunner:
                 asyncio.create_task(stdout.drain(child.proc.stdout)),
                 asyncio.create_task(stderr.drain(child.proc.stderr)),
             ]
-            serve = asyncio.create_task(self._serve(child, bridge, done))
+            serve = asyncio.create_task(self._serve(child, bridge, done, stop))
             exited = asyncio.create_task(child.proc.wait())
             limit_wait = asyncio.create_task(limit_hit.wait())
             tasks += [serve, exited, limit_wait]
@@ -296,8 +373,11 @@ class SandboxRunner:
                     ending = "output_limit"
                     break
                 if serve in finished:
-                    ending = "protocol_error" if serve.result() == "protocol_error" else ("done" if done else "exited")
-                    if ending != "protocol_error":
+                    result = serve.result()
+                    if result in ("protocol_error", "call_limit"):
+                        ending = result
+                    else:
+                        ending = "done" if done else "exited"
                         with contextlib.suppress(asyncio.TimeoutError):
                             await asyncio.wait_for(asyncio.shield(exited), EXIT_GRACE_S)
                     break
@@ -305,9 +385,14 @@ class SandboxRunner:
                     # Give the bridge a moment to deliver a done frame that was already written.
                     with contextlib.suppress(asyncio.TimeoutError):
                         await asyncio.wait_for(asyncio.shield(serve), 0.5)
-                    ending = "done" if done else "exited"
+                    if serve.done() and not serve.cancelled() and serve.result() in ("protocol_error", "call_limit"):
+                        ending = serve.result()
+                    else:
+                        ending = "done" if done else "exited"
                     break
         finally:
+            if watchdog is not None:
+                watchdog.stop()
             bridge.close("the run has ended")
             await self._kill(child)
             await self._finish_streams(child, tasks[:2])
@@ -316,9 +401,12 @@ class SandboxRunner:
             for task in tasks[2:]:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+            out_of_memory = (watchdog is not None and watchdog.tripped) or (child.leaf is not None and child.leaf.oom_killed())
             await self._dispose(child)
             # Refill after the run, not during it: a concurrent spawn would compete with the run for CPU.
             self._schedule_refill()
+        if out_of_memory and ending not in ("timeout", "output_limit"):
+            ending = "memory_limit"
         return ChildOutcome(
             isolation=child.isolation,
             ending=ending,
@@ -329,44 +417,60 @@ class SandboxRunner:
             duration_ms=(time.monotonic() - started) * 1000.0,
             warm_start=warm,
             warnings=self.warnings,
+            memory_guard="cgroup" if child.leaf is not None else "watchdog",
+            stop_detail=stop.get("detail"),
         )
 
-    async def _serve(self, child: _Child, bridge: ToolBridge, done: dict[str, Any]) -> str:
-        """Answer call frames until the child says done or the stream ends."""
+    async def _serve(self, child: _Child, bridge: ToolBridge, done: dict[str, Any], stop: dict[str, str]) -> str:
+        """Answer call frames until the child says done, the stream ends, or a frame ends the run.
+
+        Every frame reaches the audit log: calls through the bridge, anything else (undecodable, a forged
+        token, an unknown type) as a rejected frame. A wrong token or a spent budget stops the reading at
+        once, so a flood of frames costs at most one budget's worth of rows.
+        """
         in_flight: set[asyncio.Task[None]] = set()
 
-        async def answer(frame: dict[str, Any]) -> None:
-            reply = await bridge.handle_call(frame)
+        async def answer(frame: dict[str, Any], ordinal: int) -> None:
+            reply = await bridge.handle_call(frame, ordinal)
             with contextlib.suppress(ConnectionError, RuntimeError):
                 child.writer.write(encode_frame(reply))
                 await child.writer.drain()
 
+        async def reject(reason: str, detail: str, preview: str) -> str:
+            stop["detail"] = detail
+            log.warning("sandbox run %s: %s", bridge.run_id, detail)
+            await bridge.reject_frame(reason, detail, preview)
+            return "protocol_error"
+
         try:
             while True:
                 try:
-                    frame = await read_frame(child.reader, self.max_frame_bytes)
+                    body = await read_raw_frame(child.reader, self.max_frame_bytes)
+                    if body is None:
+                        return "eof"
+                    frame = decode_frame(body)
                 except ProtocolError as exc:
-                    bridge.close(f"protocol error: {exc}")
-                    log.warning("sandbox run %s: %s", bridge.run_id, exc)
-                    return "protocol_error"
+                    return await reject("malformed_frame", f"protocol error: {exc}", exc.preview)
                 except ConnectionError:
-                    return "eof"
-                if frame is None:
                     return "eof"
                 kind = frame.get("type")
                 if kind == "call":
-                    task = asyncio.create_task(answer(frame))
+                    ordinal, verdict = bridge.screen(frame)
+                    if verdict is not None:
+                        await bridge.handle_call(frame, ordinal)  # denied and audited, then the run stops
+                        stop["detail"] = ("a frame carried a wrong token" if verdict == "bad_token"
+                                          else f"the script sent more than {bridge.limits.max_calls} tool calls")
+                        return "protocol_error" if verdict == "bad_token" else "call_limit"
+                    task = asyncio.create_task(answer(frame, ordinal))
                     in_flight.add(task)
                     task.add_done_callback(in_flight.discard)
                 elif kind == "done":
                     if bridge.token_matches(frame):
                         done.update(frame)
                         return "done"
-                    bridge.close("a done frame carried a wrong token")
-                    return "protocol_error"
+                    return await reject("bad_token", "a done frame carried a wrong token", _frame_preview(body))
                 else:
-                    bridge.close(f"unexpected frame type {kind!r}")
-                    return "protocol_error"
+                    return await reject("unexpected_frame", f"unexpected frame type {str(kind)[:40]!r}", _frame_preview(body))
         finally:
             for task in list(in_flight):
                 task.cancel()
@@ -386,14 +490,19 @@ class SandboxRunner:
 
     # -- teardown -----------------------------------------------------------------------------
     async def _kill(self, child: _Child) -> None:
-        """SIGKILL the child's process group and every descendant we can still see."""
+        """SIGKILL the child's process group, its cgroup, and (degraded) everything its uid still runs."""
         pid = child.proc.pid
-        victims = _degraded_victims(pid, child.workdir) if child.isolation == "degraded" else []
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
-        for victim in victims:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(victim, signal.SIGKILL)
+        if child.leaf is not None:
+            child.leaf.kill()
+        if child.isolation == "degraded":
+            if child.lease is not None:
+                await asyncio.to_thread(sweep, child.lease.uid, self.python)
+            else:
+                for victim in _descendants(pid):
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(victim, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             child.proc.kill()
         with contextlib.suppress(asyncio.TimeoutError):
@@ -407,31 +516,55 @@ class SandboxRunner:
         with contextlib.suppress(OSError):
             child.sock.close()
         _remove(child.workdir)
+        if child.isolation == "degraded" and child.lease is not None:
+            await asyncio.to_thread(_remove_owned_by, child.lease.uid, SHARED_TMP_DIRS)
+        if child.leaf is not None:
+            await asyncio.to_thread(child.leaf.remove)
+        if child.lease is not None:
+            child.lease.release()
+            child.lease = None
 
 
-def _degraded_victims(root: int, workdir: Path | None) -> list[int]:
-    """Without a pid namespace, find the run's processes: its descendants, plus orphans that kept the
-    run's tag in their environment or still sit in its work dir (a double-forked, setsid'ed daemon is
-    reparented away from the tree). A script that also scrubs its environ block and leaves the work
-    dir can still outlive the run in degraded mode; bwrap's pid namespace has no such gap."""
-    victims = set(_descendants(root))
-    tag = None
-    if workdir is not None:
+class _JoinThenDrop:
+    """``preexec_fn`` when the run has a cgroup: join it, drop to the run's uid, install the filter.
+
+    Only system calls on prepared values run between fork and exec."""
+
+    def __init__(self, leaf: CgroupLeaf, uid: int | None, installer: ChildInstaller | None) -> None:
+        self._procs = str(leaf.path / "cgroup.procs")
+        self._uid = uid
+        self._installer = installer
+
+    def __call__(self) -> None:
+        fd = os.open(self._procs, os.O_WRONLY)
+        try:
+            os.write(fd, b"0")
+        finally:
+            os.close(fd)
+        if self._uid is not None:
+            os.setgroups([])
+            os.setresgid(self._uid, self._uid, self._uid)
+            os.setresuid(self._uid, self._uid, self._uid)
+        if self._installer is not None:
+            self._installer()
+
+
+def _frame_preview(body: bytes) -> str:
+    return quote_bytes(body)
+
+
+def _remove_owned_by(uid: int, folders: tuple[str, ...]) -> None:
+    """Degraded runs share the host's /tmp and /dev/shm: remove what the run's uid left at their top level."""
+    for folder in folders:
         with contextlib.suppress(OSError):
-            with open(f"/proc/{root}/environ", "rb") as fh:
-                tag = next((v for v in fh.read().split(b"\0") if v.startswith(CHILD_TAG_ENV.encode() + b"=")), None)
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) in victims or int(entry.name) == os.getpid():
-            continue
-        with contextlib.suppress(OSError):
-            if workdir is not None and os.readlink(f"/proc/{entry.name}/cwd").startswith(str(workdir)):
-                victims.add(int(entry.name))
-                continue
-            if tag is not None:
-                with open(f"/proc/{entry.name}/environ", "rb") as fh:
-                    if tag in fh.read().split(b"\0"):
-                        victims.add(int(entry.name))
-    return sorted(victims)
+            for entry in os.scandir(folder):
+                with contextlib.suppress(OSError):
+                    if entry.stat(follow_symlinks=False).st_uid != uid:
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        shutil.rmtree(entry.path, ignore_errors=True)
+                    else:
+                        os.unlink(entry.path)
 
 
 def _descendants(root: int) -> list[int]:

@@ -1,7 +1,14 @@
 """Execute generated code: one bridge per run, one child per run, scrubbed output, full transcript in a blob.
 
 This is the service the ``execute_code`` activity calls. It owns no policy decisions: the caller
-passes the allow-set (the trust policy decided it); this layer enforces it through the bridge.
+passes the allow-set (the trust policy decided it); this layer enforces it through the bridge. Two
+refusals are its own, because they depend on how strong the sandbox is: a degraded sandbox (no bwrap)
+runs neither unattended (automatic-phase) code nor any run whose allow-set holds a state-changing tool.
+
+Whatever the child sent, ``execute`` returns a report and never raises for it: a return value that
+cannot be carried (a lone surrogate, absurd nesting, an undecodable frame) is the script's error,
+reported once, so Temporal has nothing to retry. The report stays small — previews, a capped call log
+(the whole log goes to a blob), bounded error text — far under Temporal's payload limit.
 """
 
 from __future__ import annotations
@@ -13,13 +20,19 @@ from typing import Any
 
 from bamboo.audit import AuditSink, BlobSink
 from bamboo.sandbox.bridge import ToolBridge
-from bamboo.sandbox.models import BridgeLimits, SandboxRunResult, StreamCapture
+from bamboo.sandbox.errors import SandboxRefused
+from bamboo.sandbox.models import BridgeLimits, CallRecord, Phase, SandboxRunResult, StreamCapture
 from bamboo.sandbox.output import CappedStream, preview
+from bamboo.sandbox.protocol import safe_text, value_problem
 from bamboo.sandbox.runner import ChildOutcome, SandboxRunner
 from bamboo.tools.model import ToolCaller, ToolSpec
 from policy.scrub import scrub_text, scrub_value
 
 log = logging.getLogger(__name__)
+
+REPORT_CALLS = 100  # call records kept in the report itself; all of them go to the calls blob
+MAX_ERROR_CHARS = 8000
+MAX_REPORT_BYTES = 1024 * 1024  # Temporal refuses payloads over 2 MiB
 
 _SIGNALS = {9: "SIGKILL (memory, process or output limit, or the run was stopped)", 24: "SIGXCPU (CPU time limit)",
             25: "SIGXFSZ (file size limit)", 11: "SIGSEGV", 6: "SIGABRT"}
@@ -56,27 +69,55 @@ class CodeExecutor:
         timeout_s: float = 30.0,
         actor: str = "sandbox",
         bridge_limits: BridgeLimits | None = None,
+        phase: Phase = "automatic",
     ) -> SandboxRunResult:
+        specs = self.current_specs()
+        degraded = self.runner.isolation == "degraded"
+        if degraded:
+            self._refuse_in_degraded_mode(run_id, phase, allowed_tools, specs)
         bridge = ToolBridge(
             run_id=run_id,
             caller=self.caller,
-            specs=self.current_specs(),
+            specs=specs,
             allowed=allowed_tools,
             audit=self.audit,
             actor=actor,
             limits=bridge_limits,
+            refuse_state_changing=degraded,
         )
         outcome = await self.runner.run(code, bridge, timeout_s=timeout_s)
-        return await self._report(run_id, outcome, bridge, timeout_s)
+        try:
+            return await self._report(run_id, outcome, bridge, timeout_s)
+        except (ValueError, TypeError, RecursionError, UnicodeError) as exc:
+            # Whatever the child produced, it is the script's error, reported once — never a retry.
+            log.warning("sandbox run %s: its output could not be reported (%s)", run_id, type(exc).__name__)
+            return SandboxRunResult(
+                run_id=run_id, status="error", isolation=outcome.isolation, warnings=list(outcome.warnings),
+                error=f"the script produced output that cannot be reported ({type(exc).__name__})",
+                calls_total=len(bridge.calls), memory_guard=outcome.memory_guard, exit_code=outcome.exit_code,
+                duration_ms=round(outcome.duration_ms, 3), warm_start=outcome.warm_start,
+            )
+
+    @staticmethod
+    def _refuse_in_degraded_mode(run_id: str, phase: Phase, allowed: frozenset[str], specs: Sequence[ToolSpec]) -> None:
+        if phase == "automatic":
+            raise SandboxRefused(
+                f"run {run_id} is unattended (automatic phase) and the sandbox is degraded (no bwrap), which runs "
+                "only code a human approved; install bubblewrap to run it")
+        changing = sorted(s.name for s in specs if s.name in allowed and not s.read_only)
+        if changing:
+            raise SandboxRefused(
+                f"run {run_id} may call state-changing tools ({', '.join(changing)}) and the sandbox is degraded "
+                "(no bwrap), which refuses them; install bubblewrap to run it")
 
     async def _report(self, run_id: str, outcome: ChildOutcome, bridge: ToolBridge, timeout_s: float) -> SandboxRunResult:
         out_text, out_hits = _scrubbed(outcome.stdout)
         err_text, err_hits = _scrubbed(outcome.stderr)
-        status, value, error = self._interpret(outcome, timeout_s)
+        status, value, error = self._interpret(outcome, timeout_s, bridge)
         if value is not None:
             value, _ = scrub_value(value)
         if error is not None:
-            error = scrub_text(error).text
+            error = safe_text(scrub_text(error).text, MAX_ERROR_CHARS)
         transcript = {
             "run_id": run_id,
             "stdout": out_text,
@@ -92,7 +133,8 @@ class CodeExecutor:
         warnings = list(outcome.warnings)
         if outcome.isolation == "degraded":
             log.warning("sandbox run %s ran DEGRADED (no bwrap namespaces)", run_id)
-        return SandboxRunResult(
+        calls, calls_ref = await self._call_log(bridge.calls)
+        result = SandboxRunResult(
             run_id=run_id,
             status=status,
             isolation=outcome.isolation,
@@ -102,33 +144,62 @@ class CodeExecutor:
             stdout=self._capture(out_text, outcome.stdout, out_hits),
             stderr=self._capture(err_text, outcome.stderr, err_hits),
             full_output_ref=ref,
-            calls=list(bridge.calls),
+            calls=calls,
+            calls_total=len(bridge.calls),
+            calls_ref=calls_ref,
+            memory_guard=outcome.memory_guard,
             exit_code=outcome.exit_code,
             duration_ms=round(outcome.duration_ms, 3),
             warm_start=outcome.warm_start,
         )
+        if len(result.model_dump_json().encode("utf-8")) > MAX_REPORT_BYTES:
+            # Only a huge return value can get here (everything else is capped); it is in the transcript blob.
+            result = result.model_copy(update={
+                "return_value": None, "status": "error",
+                "error": "the run report would exceed its size cap; the full transcript is in the blob"})
+        return result
+
+    async def _call_log(self, records: list[CallRecord]) -> tuple[list[CallRecord], str | None]:
+        """The first ``REPORT_CALLS`` records for the report; all of them parked in a blob when cut."""
+        if len(records) <= REPORT_CALLS:
+            return list(records), None
+        full = json.dumps([r.model_dump() for r in records], ensure_ascii=False).encode("utf-8")
+        return list(records[:REPORT_CALLS]), await self.blobs.put(full)
 
     def _capture(self, text: str, stream: CappedStream, hits: int) -> StreamCapture:
         shown, cut = preview(text, self.runner.output.preview_bytes)
         return StreamCapture(preview=shown, total_bytes=stream.total, truncated=cut or stream.overflowed, redactions=hits)
 
-    def _interpret(self, outcome: ChildOutcome, timeout_s: float) -> tuple[Any, dict[str, Any] | None, str | None]:
+    def _interpret(self, outcome: ChildOutcome, timeout_s: float, bridge: ToolBridge) -> tuple[Any, dict[str, Any] | None, str | None]:
         if outcome.ending == "timeout":
             return "timeout", None, f"the script exceeded its {timeout_s:g} s wall-clock limit and was killed"
         if outcome.ending == "output_limit":
             cap = self.runner.output.capture_bytes
             return "output_limit", None, f"the script wrote more than {cap} bytes of output and was killed"
+        if outcome.ending == "memory_limit":
+            cap = self.runner.limits.run_total_bytes
+            return "memory_limit", None, (
+                f"the script's processes together used more than {cap // (1024 * 1024)} MiB of memory and were killed "
+                f"({outcome.memory_guard})")
+        if outcome.ending == "call_limit":
+            return "call_limit", None, (
+                f"the script sent more than {bridge.limits.max_calls} tool calls (denied ones count too) and was stopped")
         if outcome.ending == "protocol_error":
-            return "error", None, "the script broke the bridge protocol (malformed, oversized or forged frame) and was stopped"
+            detail = f": {outcome.stop_detail}" if outcome.stop_detail else ""
+            return "error", None, f"the script broke the bridge protocol (malformed, oversized or forged frame) and was stopped{detail}"
         done = outcome.done
         if done is None:
             return "crashed", None, f"the sandbox child ended without a result ({_describe_exit(outcome)})"
         if not done.get("ok"):
-            return "error", None, str(done.get("error") or "the script failed")
+            error = done.get("error")
+            return "error", None, (safe_text(error, MAX_ERROR_CHARS) if isinstance(error, str) else "the script failed")
         value = done.get("value")
         if not isinstance(value, dict):
             return "error", None, "the script must return a JSON-serialisable dict"
-        size = len(json.dumps(value).encode("utf-8"))
+        problem = value_problem(value)
+        if problem is not None:
+            return "error", None, f"the return value cannot be reported: {problem}; return plain data"
+        size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
         if size > self.runner.output.max_return_bytes:
             return "error", None, (
                 f"the return value is {size} bytes, over the {self.runner.output.max_return_bytes}-byte cap; "

@@ -111,9 +111,12 @@ class Harness:
         self._runs = itertools.count(1)
 
     async def run(self, code: str, *, allowed: set[str] | frozenset[str] = frozenset({"get_task", "get_log"}),
-                  timeout_s: float = 10.0, **kw: Any):
+                  timeout_s: float = 10.0, phase: str = "interactive", **kw: Any):
+        """A run as an approved (interactive) turn makes it, unless the test says ``phase="automatic"``:
+        a degraded sandbox refuses unattended runs, and most tests are about what a run can do."""
         return await self.executor.execute(
-            run_id=f"test-{next(self._runs)}", code=code, allowed_tools=frozenset(allowed), timeout_s=timeout_s, **kw
+            run_id=f"test-{next(self._runs)}", code=code, allowed_tools=frozenset(allowed), timeout_s=timeout_s,
+            phase=phase, **kw,
         )
 
     def audit_bodies(self) -> list[dict[str, Any]]:

@@ -120,7 +120,11 @@ return {"uid": os.getuid(), "euid": os.geteuid(), "regained": regained}
 """
     res = await any_mode.run(code)
     assert res.status == "ok", res.error
-    assert res.return_value == {"uid": 65534, "euid": 65534, "regained": False}
+    assert res.return_value["regained"] is False
+    if any_mode.runner.isolation == "bwrap":  # the namespace maps the run's host uid to nobody
+        assert res.return_value["uid"] == res.return_value["euid"] == 65534
+    else:  # a uid of the run's own, from the leased range
+        assert res.return_value["uid"] == res.return_value["euid"] >= 1_000_000_000
 
 
 @needs_root
@@ -187,13 +191,16 @@ try:
     resolved = True
 except OSError:
     resolved = False
-names = [n for _, n in socket.if_nameindex()]
+try:
+    names = [n for _, n in socket.if_nameindex()]
+except OSError:  # listing interfaces needs a socket of a family the seccomp filter refuses
+    names = None
 return {"resolved": resolved, "interfaces": names}
 """
     res = await bw.run(code)
     assert res.status == "ok", res.error
     assert res.return_value["resolved"] is False
-    assert res.return_value["interfaces"] in ([], ["lo"])
+    assert res.return_value["interfaces"] in (None, [], ["lo"])
 
 
 async def test_degraded_mode_says_it_shares_the_network(degraded):
@@ -425,7 +432,7 @@ return {"setuid": libc.setuid(0), "uid": os.getuid()}
 """
     res = await degraded.run(code)
     assert res.status == "ok", res.error
-    assert res.return_value == {"setuid": -1, "uid": 65534}
+    assert res.return_value["setuid"] == -1 and res.return_value["uid"] >= 1_000_000_000
 
 
 # --- the bridge: tokens, names, frames ---------------------------------------------------------
@@ -444,20 +451,16 @@ bridge = tools._bridge_call.__self__
 
 async def test_forged_token_is_refused_and_closes_the_bridge(any_mode):
     code = _RAW_FRAME + """
+import time
 raw_send({"type": "call", "token": "0" * 64, "id": 1000, "tool": "get_task", "args": {"task_id": 1}})
-try:
-    await tools.get_task(task_id=2)
-    after = "served"
-except ToolDenied as exc:
-    after = str(exc)
-return {"after": after}
+time.sleep(2)
+await tools.get_task(task_id=2)
+return {"after": "served"}
 """
     res = await any_mode.run(code)
-    assert res.status == "ok", res.error
+    assert res.status == "error" and "wrong token" in res.error
     assert any_mode.caller.calls == []
-    assert "closed" in res.return_value["after"]
-    reasons = [b["reason"] for b in any_mode.audit_bodies()]
-    assert reasons[0] == "bad_token"
+    assert [b["reason"] for b in any_mode.audit_bodies()] == ["bad_token"]
 
 
 async def test_replayed_frame_is_refused(any_mode):
@@ -485,9 +488,9 @@ except ToolDenied:
     pass
 return {{}}
 """)
-    assert res.status == "ok", res.error
+    assert res.status == "error" and "wrong token" in res.error
     assert bw.caller.calls == []
-    assert [c.reason for c in res.calls] == ["bad_token", "bridge_closed"]
+    assert [c.reason for c in res.calls] == ["bad_token"]
 
 
 async def test_disallowed_tool_is_not_importable_nor_reachable_by_getattr(bw):
@@ -653,8 +656,9 @@ for i in range(8):
 return {"ok": ok, "denied": denied}
 """
     res = await bw.run(code, bridge_limits=BridgeLimits(max_calls=5))
-    assert res.return_value == {"ok": 5, "denied": 3}
+    assert res.status == "call_limit" and "more than 5 tool calls" in res.error
     assert bw.caller.dispatched("get_task") == 5
+    assert [c.reason for c in res.calls] == [None] * 5 + ["max_calls"]
 
 
 async def test_arguments_are_validated_against_the_schema(bw):

@@ -40,26 +40,31 @@ async def test_bwrap_demanded_but_missing_is_a_clear_error(monkeypatch):
         SandboxRunner(isolation="bwrap")
 
 
-async def test_auto_falls_back_to_degraded_when_bwrap_is_missing(monkeypatch):
+@pytest.mark.parametrize("mode", ["auto", "bwrap"])
+async def test_missing_bwrap_means_no_sandbox_not_a_silent_degraded_one(monkeypatch, mode):
     monkeypatch.setattr(isolation_mod, "find_bwrap", lambda: None)
-    runner = SandboxRunner(isolation="auto")
-    try:
-        assert runner.isolation == "degraded" and runner.warnings
-    finally:
-        await runner.close()
+    with pytest.raises(SandboxUnavailable, match="BAMBOO_SANDBOX_ISOLATION=degraded"):
+        SandboxRunner(isolation=mode)
 
 
-async def test_bwrap_that_cannot_create_namespaces_falls_back_loudly(monkeypatch):
-    monkeypatch.setattr(isolation_mod, "find_bwrap", lambda: "/usr/bin/bwrap")
-    monkeypatch.setattr(isolation_mod, "probe", lambda plan: "bwrap: No permissions to create new namespace")
-    runner = SandboxRunner(isolation="auto")
+@pytest.mark.parametrize("mode", ["auto", "bwrap"])
+async def test_a_failed_bwrap_probe_fails_closed(monkeypatch, mode):
+    monkeypatch.setattr(isolation_mod, "probe", lambda plan, uid: "bwrap: No permissions to create new namespace")
+    with pytest.raises(SandboxUnavailable) as info:
+        SandboxRunner(isolation=mode)
+    message = str(info.value)
+    assert "No permissions to create new namespace" in message and "BAMBOO_SANDBOX_ISOLATION=degraded" in message
+    assert "\n" not in message
+
+
+async def test_degraded_only_when_the_operator_chose_it(monkeypatch):
+    monkeypatch.setattr(isolation_mod, "probe", lambda plan, uid: "bwrap: No permissions to create new namespace")
+    runner = SandboxRunner(isolation="degraded")
     try:
         assert runner.isolation == "degraded"
-        assert any("No permissions to create new namespace" in w for w in runner.warnings)
+        assert any("chosen by the operator" in w for w in runner.warnings)
     finally:
         await runner.close()
-    with pytest.raises(RuntimeError, match="cannot start a sandbox here"):
-        SandboxRunner(isolation="bwrap")
 
 
 def test_missing_interpreter_is_a_clear_error(tmp_path):

@@ -1,0 +1,240 @@
+"""One memory bound for a whole run, however many processes it forks.
+
+RLIMIT_AS caps each process; a script that forks multiplies it (the bound would be RLIMIT_NPROC ×
+RLIMIT_AS). So every run also gets a total:
+
+* a **cgroup v2 leaf** of its own (``memory.max``, no swap) when the worker sits in a cgroup v2
+  hierarchy that lets it create children with the memory controller; the kernel then enforces the
+  total, page cache and shared memory included, and ``cgroup.kill`` ends the tree;
+* otherwise an **RSS watchdog**: a thread that polls ``/proc`` every ``WATCHDOG_INTERVAL_S`` for the
+  run's processes (those of the run's own uid, else the child's descendants) and kills the run when
+  their anonymous plus shared-memory resident size passes the total. It sees memory only while it is
+  mapped and may miss a spike shorter than one poll; RLIMIT_AS still bounds each process meanwhile.
+
+The run's result says which of the two applied (``memory_guard``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+import signal
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from bamboo.sandbox.models import MemoryGuardKind
+
+log = logging.getLogger(__name__)
+
+WATCHDOG_INTERVAL_S = 0.05
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def cgroup2_base() -> Path | None:
+    """The worker's own cgroup v2 directory, when one is mounted and writable; else None."""
+    mount = None
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            left, _, right = line.partition(" - ")
+            if right.split(" ", 1)[0] == "cgroup2":
+                mount = left.split()[4]
+                break
+    if mount is None:
+        return None
+    own = None
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            if line.startswith("0::"):
+                own = line[3:].strip()
+    if own is None:
+        return None
+    base = Path(mount) / own.lstrip("/")
+    return base if os.access(base, os.W_OK) else None
+
+
+class CgroupParent:
+    """Creates one leaf per run under the worker's cgroup. Built only when the probe proves it works."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+
+    @classmethod
+    def probe(cls) -> "CgroupParent | None":
+        base = cgroup2_base()
+        if base is None:
+            return None
+        parent = cls(base)
+        try:
+            leaf = parent.leaf(64 * 1024 * 1024)
+        except OSError as exc:
+            log.info("cgroup v2 memory leaves are not available here (%s); the RSS watchdog bounds runs", exc)
+            return None
+        leaf.remove()
+        return parent
+
+    def leaf(self, limit_bytes: int) -> "CgroupLeaf":
+        controllers = (self.base / "cgroup.subtree_control").read_text().split()
+        if "memory" not in controllers:
+            (self.base / "cgroup.subtree_control").write_text("+memory")
+        path = self.base / f"bamboo-run-{secrets.token_hex(6)}"
+        path.mkdir(mode=0o755)
+        try:
+            (path / "memory.max").write_text(str(limit_bytes))
+            with contextlib.suppress(OSError):
+                (path / "memory.swap.max").write_text("0")
+            with contextlib.suppress(OSError):  # an OOM kill ends the whole run, not one of its processes
+                (path / "memory.oom.group").write_text("1")
+        except OSError:
+            with contextlib.suppress(OSError):
+                path.rmdir()
+            raise
+        return CgroupLeaf(path)
+
+
+class CgroupLeaf:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def add(self, pid: int) -> None:
+        (self.path / "cgroup.procs").write_text(str(pid))
+
+    def oom_killed(self) -> bool:
+        with contextlib.suppress(OSError, ValueError):
+            for line in (self.path / "memory.events").read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill" and int(value) > 0:
+                    return True
+        return False
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            (self.path / "cgroup.kill").write_text("1")
+
+    def remove(self) -> None:
+        self.kill()
+        for _ in range(50):
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                threading.Event().wait(0.02)  # the killed processes are still being reaped
+
+
+class RssWatchdog:
+    """Polls the run's processes' resident memory from a thread; over the total it kills them all."""
+
+    def __init__(self, *, limit_bytes: int, members: Callable[[], list[int]], interval_s: float = WATCHDOG_INTERVAL_S) -> None:
+        self.limit_bytes = limit_bytes
+        self._members = members
+        self._interval = interval_s
+        self._stop = threading.Event()
+        self.tripped = False
+        self.peak_bytes = 0
+        self._thread = threading.Thread(target=self._loop, name="sandbox-rss-watchdog", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2.0)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            pids = self._members()
+            total = sum(resident_bytes(pid) for pid in pids)
+            self.peak_bytes = max(self.peak_bytes, total)
+            if total > self.limit_bytes:
+                self.tripped = True
+                for pid in pids:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(pid, signal.SIGKILL)
+                return
+            self._stop.wait(self._interval)
+
+
+class RunProcesses:
+    """The run's live processes, found cheaply enough to ask 20 times a second.
+
+    A process belongs to the run when its uid is the run's own (a root worker) or, without one, when
+    its parent does (bubblewrap's pid namespace keeps orphans inside the tree). Only pids that are new
+    since the last look are classified; every ``FULL_RESCAN_EVERY``-th look classifies all of them again,
+    so a recycled pid cannot hide for long.
+    """
+
+    FULL_RESCAN_EVERY = 20
+
+    def __init__(self, *, root_pid: int, uid: int | None) -> None:
+        self.root_pid = root_pid
+        self.uid = uid
+        self._known: dict[int, bool] = {}
+        self._looks = 0
+
+    def __call__(self) -> list[int]:
+        self._looks += 1
+        if self._looks % self.FULL_RESCAN_EVERY == 0:
+            self._known.clear()
+        live = [int(n) for n in os.listdir("/proc") if n.isdigit()]
+        known: dict[int, bool] = {}
+        fresh = []
+        for pid in live:
+            if pid in self._known:
+                known[pid] = self._known[pid]
+            else:
+                fresh.append(pid)
+        for pid in sorted(fresh):  # parents usually have the lower pid: classify them first
+            known[pid] = self._belongs(pid, known)
+        self._known = known
+        return [pid for pid, ours in known.items() if ours]
+
+    def _belongs(self, pid: int, known: dict[int, bool]) -> bool:
+        if pid == self.root_pid:
+            return True
+        if self.uid is not None:
+            return _has_uid(pid, self.uid)
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                raw = fh.read()
+        except OSError:
+            return False
+        fields = raw[raw.rfind(b")") + 2 :].split()
+        return len(fields) > 1 and known.get(int(fields[1]), False)
+
+
+def _has_uid(pid: int, uid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status", "rb") as fh:
+            status = fh.read()
+    except OSError:
+        return False
+    start = status.find(b"\nUid:")
+    if start < 0:
+        return False
+    return str(uid).encode() in status[start + 5 : status.find(b"\n", start + 5)].split()[:3]
+
+
+def resident_bytes(pid: int) -> int:
+    """Anonymous plus shared-memory resident bytes of one process (file pages are shared libraries and
+    page cache, counted once system-wide, not per fork)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as fh:
+            status = fh.read()
+    except OSError:
+        return 0
+    total = 0
+    for key in (b"RssAnon:", b"RssShmem:"):
+        start = status.find(key)
+        if start >= 0:
+            with contextlib.suppress(ValueError, IndexError):
+                total += int(status[start + len(key) : status.find(b"\n", start)].split()[0]) * 1024
+    return total
+
+
+def guard_kind(parent: CgroupParent | None) -> MemoryGuardKind:
+    return "cgroup" if parent is not None else "watchdog"

@@ -1,0 +1,133 @@
+"""The seccomp filter every sandbox child runs under, compiled once with libseccomp (``pyseccomp``).
+
+Namespaces and a uid drop decide what a child can *see*; the filter decides which kernel interfaces it
+can *touch* at all. Everything a Python script legitimately needs stays allowed (the default action is
+allow); the calls below fail with EPERM, because each is either a way to reach another process
+(ptrace, process_vm_*, pidfd_getfd), a large kernel attack surface that no script needs (bpf,
+userfaultfd, io_uring, keyrings, perf, module loading), or a way to rebuild a view the sandbox took away
+(mount and friends, new namespaces). ``socket``/``socketpair`` work for AF_UNIX only (asyncio needs a
+socketpair; the bridge is an inherited AF_UNIX socket): every other family — IP, netlink, packet,
+vsock, bluetooth, … — fails with EAFNOSUPPORT, even where a network namespace would leave only
+loopback. Calls of a foreign ABI (i386 ``int 0x80``, x32) kill the process: libseccomp's filter only
+admits the native architecture.
+
+With bubblewrap the program is handed over with ``--seccomp FD`` and bwrap installs it right before it
+executes the interpreter; in degraded mode the worker installs it in the forked child before ``exec``
+(``install_in_child``), after the uid drop.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import functools
+import os
+import tempfile
+
+AF_UNIX = 1
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+
+DENIED_SYSCALLS: tuple[str, ...] = (
+    # reaching into other processes
+    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp",
+    # kernel interfaces no script needs
+    "bpf", "userfaultfd", "perf_event_open", "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "keyctl", "add_key", "request_key", "init_module", "finit_module", "delete_module",
+    "kexec_load", "kexec_file_load", "iopl", "ioperm", "syslog", "acct", "swapon", "swapoff", "reboot",
+    "quotactl", "lookup_dcookie", "vhangup", "personality",
+    # rebuilding the filesystem view or the namespaces
+    "mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "fsopen", "fsconfig", "fsmount",
+    "fspick", "mount_setattr", "unshare", "setns", "open_by_handle_at", "name_to_handle_at",
+)
+# clone() may not create namespaces; clone3 hides its flags in memory the filter cannot read, so it
+# answers ENOSYS and the C library falls back to clone().
+CLONE_NAMESPACE_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)
+
+
+class SeccompUnavailable(RuntimeError):
+    """libseccomp could not be loaded or could not compile the filter; the message says what to install."""
+
+
+@functools.lru_cache(maxsize=1)
+def filter_program() -> bytes:
+    """The compiled classic-BPF program (native architecture), as bwrap's ``--seccomp`` expects it."""
+    try:
+        import pyseccomp as sc
+    except (ImportError, RuntimeError, OSError) as exc:
+        raise SeccompUnavailable(
+            f"the sandbox's seccomp filter needs libseccomp ({exc}); install it with "
+            "`apt-get install -y libseccomp2` and the Python package with `make install`"
+        ) from exc
+    filt = sc.SyscallFilter(sc.ALLOW)
+    filt.set_attr(sc.Attr.ACT_BADARCH, sc.KILL_PROCESS)
+    denied = sc.ERRNO(errno.EPERM)
+    for name in DENIED_SYSCALLS:
+        _add(sc, filt, denied, name)
+    not_unix = sc.Arg(0, sc.NE, AF_UNIX)
+    _add(sc, filt, sc.ERRNO(errno.EAFNOSUPPORT), "socket", not_unix)
+    _add(sc, filt, sc.ERRNO(errno.EAFNOSUPPORT), "socketpair", not_unix)
+    for flag in CLONE_NAMESPACE_FLAGS:
+        _add(sc, filt, denied, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
+    _add(sc, filt, sc.ERRNO(errno.ENOSYS), "clone3")
+    with tempfile.TemporaryFile() as fh:
+        try:
+            filt.export_bpf(fh)
+        except OSError as exc:
+            raise SeccompUnavailable(f"libseccomp could not compile the sandbox filter: {exc}") from exc
+        fh.seek(0)
+        program = fh.read()
+    if not program or len(program) % 8:
+        raise SeccompUnavailable("libseccomp produced no usable filter program")
+    return program
+
+
+def _add(sc, filt, action: int, name: str, *args) -> None:  # noqa: ANN001 - pyseccomp is untyped
+    """Add one rule; a syscall this libseccomp does not know does not exist on the kernels it targets."""
+    try:
+        number = sc.resolve_syscall(sc.Arch.NATIVE, name)
+    except (OSError, ValueError):
+        return
+    if number < 0:
+        return
+    filt.add_rule(action, name, *args)
+
+
+def program_fd(program: bytes) -> int:
+    """A fresh, readable descriptor holding the program from offset 0 (bwrap reads it to EOF once)."""
+    fd = os.memfd_create("bamboo-seccomp", os.MFD_CLOEXEC)
+    try:
+        os.write(fd, program)
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+class _SockFilterProg(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+class ChildInstaller:
+    """Installs the program in a forked child before ``exec`` (the ``preexec_fn`` of degraded mode).
+
+    Everything is prepared in the parent — the program buffer, the ``sock_fprog`` and libc's ``prctl`` —
+    so the child only makes two system calls and allocates nothing between fork and exec.
+    """
+
+    def __init__(self, program: bytes) -> None:
+        self._buffer = ctypes.create_string_buffer(program, len(program))
+        self._prog = _SockFilterProg(len(program) // 8, ctypes.cast(self._buffer, ctypes.c_void_p))
+        libc = ctypes.CDLL(None, use_errno=True)
+        self._prctl = libc.prctl
+        self._prctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong)
+        self._prctl.restype = ctypes.c_int
+        self._prog_address = ctypes.addressof(self._prog)
+
+    def __call__(self) -> None:
+        if self._prctl(PR_SET_NO_NEW_PRIVS, 1, None, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+        if self._prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, self._prog_address, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
