@@ -144,6 +144,8 @@ async def bw() -> AsyncIterator[Harness]:
 
 @pytest.fixture
 async def degraded() -> AsyncIterator[Harness]:
+    if os.geteuid() != 0:
+        pytest.skip("degraded isolation needs a root worker (a uid per run)")
     async with harness("degraded") as h:
         yield h
 
@@ -152,6 +154,8 @@ async def degraded() -> AsyncIterator[Harness]:
 async def any_mode(request: pytest.FixtureRequest) -> AsyncIterator[Harness]:
     if request.param == "bwrap" and not HAS_BWRAP:
         pytest.skip("bubblewrap is not installed (apt-get install -y bubblewrap)")
+    if request.param == "degraded" and os.geteuid() != 0:
+        pytest.skip("degraded isolation needs a root worker (a uid per run)")
     async with harness(request.param) as h:
         yield h
 

@@ -1,0 +1,267 @@
+"""Item: degraded mode (no bwrap) fails closed, refuses what it cannot contain, and gives every run a uid
+of its own whose whole process tree dies with the run. Each attack runs in both modes."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import secrets
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from activities.sandbox import SANDBOX_REFUSED, ExecuteCodeInput, SandboxActivities
+from bamboo.audit import MemoryAuditSink, MemoryBlobSink
+from bamboo.sandbox import SandboxRefused, SandboxRunner, SandboxUnavailable
+from bamboo.sandbox import isolation as isolation_mod
+from tests.sandbox.conftest import MemoryToolCaller, harness, processes_with_marker, unique_limits, wait_until_gone
+
+
+def _uid_of(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("Uid:"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _pids_with(marker: str) -> list[int]:
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in Path(f"/proc/{entry.name}/cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+# --- fail closed -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("isolation", ["auto", "bwrap"])
+def test_a_failed_probe_leaves_no_sandbox_unless_degraded_was_chosen(monkeypatch, isolation):
+    monkeypatch.setattr(isolation_mod, "probe", lambda plan, uid: "bwrap: setting up uid map: Permission denied")
+    with pytest.raises(SandboxUnavailable, match="BAMBOO_SANDBOX_ISOLATION=degraded"):
+        SandboxRunner(isolation=isolation)
+
+
+async def test_unattended_runs_are_refused_only_when_degraded(sandbox, mode):
+    if mode == "bwrap":
+        res = await sandbox.run("return {'ran': True}", phase="automatic")
+        assert res.return_value == {"ran": True}
+        return
+    with pytest.raises(SandboxRefused, match="unattended"):
+        await sandbox.run("return {'ran': True}", phase="automatic")
+
+
+async def test_state_changing_tools_are_refused_only_when_degraded(sandbox, mode):
+    code = "await tools.kill_task(task_id=5)\nreturn {'killed': True}"
+    if mode == "bwrap":
+        res = await sandbox.run(code, allowed={"get_task", "kill_task"})
+        assert res.status == "ok" and sandbox.caller.dispatched("kill_task") == 1
+        return
+    with pytest.raises(SandboxRefused, match="kill_task"):
+        await sandbox.run(code, allowed={"get_task", "kill_task"})
+    assert sandbox.caller.calls == []
+
+
+async def test_the_activity_refuses_without_a_retry(mode):
+    async with harness(mode) as h:
+        acts = SandboxActivities(runner=h.runner, caller=MemoryToolCaller(), audit=MemoryAuditSink(), blobs=MemoryBlobSink())
+        env = ActivityEnvironment()
+        env.info = dataclasses.replace(env.info, heartbeat_timeout=timedelta(seconds=5))
+        unattended = ExecuteCodeInput(run_id="auto-1", code="return {}", allowed_tools=["get_task"])  # phase defaults to automatic
+        if mode == "bwrap":
+            assert (await env.run(acts.execute_code, unattended)).status == "ok"
+            return
+        with pytest.raises(ApplicationError) as info:
+            await env.run(acts.execute_code, unattended)
+        assert info.value.type == SANDBOX_REFUSED and info.value.non_retryable
+
+
+async def test_state_changing_tool_is_refused_at_the_bridge_too(mode):
+    """Belt and braces: even a bridge built for a degraded run with kill_task allowed never dispatches it."""
+    from bamboo.sandbox import ToolBridge
+    from tests.sandbox.conftest import SPECS
+
+    caller = MemoryToolCaller()
+    bridge = ToolBridge(run_id="r", caller=caller, specs=SPECS, allowed=frozenset({"kill_task"}),
+                        audit=MemoryAuditSink(), refuse_state_changing=mode == "degraded")
+    reply = await bridge.handle_call({"type": "call", "token": bridge.token, "id": 1, "tool": "kill_task",
+                                      "args": {"task_id": 1}})
+    if mode == "degraded":
+        assert reply["denied"] and caller.calls == [] and bridge.calls[0].reason == "degraded_isolation"
+        assert [s.name for s in bridge.bridged_specs] == []
+    else:
+        assert reply["ok"] and caller.dispatched("kill_task") == 1
+
+
+# --- a uid per run ---------------------------------------------------------------------------------
+@pytest.mark.skipif(os.geteuid() != 0, reason="a uid per run needs a root worker")
+async def test_every_run_has_a_uid_of_its_own(mode):
+    limits = unique_limits()
+    async with harness(mode, limits=limits) as h:
+        runs = [asyncio.create_task(h.run("import time\ntime.sleep(1.5)\nreturn {}")) for _ in range(3)]
+        await asyncio.sleep(1.0)
+        uids = {_uid_of(pid) for pid in processes_with_marker(limits)} - {None}
+        results = await asyncio.gather(*runs)
+    assert all(r.status == "ok" for r in results)
+    assert len(uids) == 3 and all(uid >= 1_000_000_000 for uid in uids)
+
+
+async def test_one_run_cannot_kill_another_runs_child(mode):
+    marker = f"victim-{secrets.token_hex(6)}"
+    limits = unique_limits(max_processes=512)
+    async with harness(mode, limits=limits) as h:
+        victim_code = f"""
+import os, sys, time
+if os.fork() == 0:
+    os.execv(sys.executable, [sys.executable, "-I", "-S", "-c", "import time; time.sleep(30)  # {marker}"])
+time.sleep(6)
+return {{}}
+"""
+        victim = asyncio.create_task(h.run(victim_code, timeout_s=15))
+        for _ in range(100):
+            pids = _pids_with(marker)
+            if pids:
+                break
+            await asyncio.sleep(0.05)
+        [target] = pids
+        attack = await h.run(f"""
+import os, signal
+try:
+    os.kill({target}, signal.SIGKILL)
+    return {{"killed": True}}
+except OSError as exc:
+    return {{"killed": False, "error": type(exc).__name__}}
+""")
+        assert attack.status == "ok", attack.error
+        assert attack.return_value["killed"] is False
+        # bwrap: not even visible from another pid namespace; degraded: another uid's process
+        assert attack.return_value["error"] == ("ProcessLookupError" if mode == "bwrap" else "PermissionError")
+        assert _alive(target)
+        assert (await victim).status == "ok"
+    assert not _alive(target)
+
+
+# --- nothing outlives the run --------------------------------------------------------------------
+async def test_a_daemon_that_reexecs_with_a_clean_environment_and_leaves_the_work_dir_dies(mode):
+    marker = f"daemon-{secrets.token_hex(6)}"
+    limits = unique_limits(max_processes=512)
+    async with harness(mode, limits=limits) as h:
+        code = f"""
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.chdir("/")
+        os.execve(sys.executable, [sys.executable, "-I", "-S", "-c", "import time; time.sleep(60)  # {marker}"], {{}})
+    os._exit(0)
+time.sleep(0.5)
+return {{"daemonised": True}}
+"""
+        res = await h.run(code)
+        assert res.status == "ok", res.error
+        assert await wait_until_gone(limits) == []
+        for _ in range(100):
+            if not any(_alive(p) for p in _pids_with(marker)):
+                break
+            await asyncio.sleep(0.05)
+        assert not any(_alive(p) for p in _pids_with(marker))
+
+
+async def test_a_daemon_left_by_one_run_cannot_act_in_the_next(mode):
+    """The attack: a daemon survives run A, waits for run B's child, steals its bridge (ptrace, /proc/<pid>/mem,
+    pidfd_getfd) and calls kill_task with B's token. It dies with A, and B never calls kill_task."""
+    marker = f"lurker-{secrets.token_hex(6)}"
+    limits = unique_limits(max_processes=512)
+    async with harness(mode, limits=limits) as h:
+        lurker = f"""
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.chdir("/")
+        os.execve(sys.executable, [sys.executable, "-I", "-S", "-c", '''
+import os, time  # {marker}
+end = time.time() + 20
+while time.time() < end:
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and int(pid) != os.getpid():
+            try:
+                open("/proc/%s/mem" % pid, "rb").close()
+                open("/proc/%s/environ" % pid, "rb").read()
+            except OSError:
+                pass
+    time.sleep(0.05)
+'''], {{}})
+    os._exit(0)
+time.sleep(0.5)
+return {{}}
+"""
+        first = await h.run(lurker)
+        assert first.status == "ok", first.error
+        assert not any(_alive(p) for p in _pids_with(marker))
+        allowed = {"get_task"} | ({"kill_task"} if mode == "bwrap" else set())
+        second = await h.run("import time\nt = await tools.get_task(task_id=1)\ntime.sleep(1)\nreturn {'s': t['status']}",
+                             allowed=allowed)
+        assert second.status == "ok", second.error
+        assert h.caller.dispatched("kill_task") == 0
+        assert [c.tool for c in second.calls] == ["get_task"]
+
+
+# --- the host around the run ---------------------------------------------------------------------
+async def test_worker_private_files_are_unreadable(sandbox, tmp_path):
+    """Files the worker keeps to itself (a checkout's .env or the Temporal database with owner-only modes)."""
+    secret_dir = tmp_path / "checkout"
+    secret_dir.mkdir(mode=0o700)
+    env_file = secret_dir / ".env"
+    env_file.write_text("BAMBOO_LLM_API_KEY=canary-" + secrets.token_hex(8))
+    env_file.chmod(0o600)
+    db = tmp_path / "temporal.db"
+    db.write_bytes(b"SQLite format 3\x00")
+    db.chmod(0o600)
+    res = await sandbox.run(f"""
+out = {{}}
+for path in ({str(env_file)!r}, {str(db)!r}, "/proc/{os.getpid()}/environ", "/proc/{os.getpid()}/mem"):
+    try:
+        open(path, "rb").read(16)
+        out[path] = "read"
+    except OSError as exc:
+        out[path] = type(exc).__name__
+return out
+""")
+    assert res.status == "ok", res.error
+    assert "read" not in res.return_value.values()
+
+
+async def test_writes_to_the_shared_tmp_and_shm_do_not_outlive_the_run(sandbox):
+    name = f"bamboo-escape-{secrets.token_hex(6)}"
+    res = await sandbox.run(f"""
+out = {{}}
+for folder in ("/tmp", "/dev/shm", "/var/tmp"):
+    try:
+        with open(folder + "/{name}", "w") as fh:
+            fh.write("x")
+        out[folder] = "written"
+    except OSError as exc:
+        out[folder] = type(exc).__name__
+return out
+""")
+    assert res.status == "ok", res.error
+    for folder in ("/tmp", "/dev/shm", "/var/tmp"):
+        assert not Path(folder, name).exists(), folder
