@@ -16,22 +16,18 @@ import fcntl
 import os
 import random
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_FIRST_UID = 1_000_000_000
 DEFAULT_UID_COUNT = 4096
 LOCK_DIR = Path("/run/bamboo-sandbox-uids")
-# Runs as the run's uid: kill(-1) reaches exactly the processes that uid may signal, i.e. its own
-# (never the caller itself); repeated until none is left, so a process forked mid-sweep dies too.
-_SWEEP = (
-    "import os\n"
-    "for _ in range(1000):\n"
-    "    try:\n"
-    "        os.kill(-1, 9)\n"
-    "    except ProcessLookupError:\n"
-    "        break\n"
-)
+# Runs as the run's uid: kill(-1) reaches the processes that uid may signal, i.e. its own (never
+# the caller itself). The caller checks /proc afterwards and repeats while any is left, so a process
+# forked mid-sweep dies too (kill(-1) reporting success says nothing: it counts more than our own).
+_SWEEP = "import os\nfor _ in range(3):\n    try:\n        os.kill(-1, 9)\n    except OSError:\n        pass\n"
+SWEEP_ROUNDS = 20
 
 
 class UidsUnavailable(RuntimeError):
@@ -102,7 +98,7 @@ def processes_of(uid: int) -> list[int]:
         except OSError:
             continue
         start = status.find(b"\nUid:")
-        if start < 0:
+        if start < 0 or b"\nState:\tZ" in status:  # a zombie holds no resources and takes no signal
             continue
         line = status[start + 5 : status.find(b"\n", start + 5)].split()
         if wanted.encode() in line[:3]:
@@ -110,9 +106,18 @@ def processes_of(uid: int) -> list[int]:
     return found
 
 
-def sweep(uid: int, python: str = "/usr/bin/python3") -> None:
-    """SIGKILL every process of ``uid`` (with a helper that runs as that uid: only it sees them all)."""
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        subprocess.run([python, "-I", "-S", "-c", _SWEEP], user=uid, group=uid, extra_groups=[], env={},
-                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       cwd="/", timeout=10, check=False)
+def sweep(uid: int, python: str = "/usr/bin/python3") -> bool:
+    """SIGKILL every process of ``uid``; True when none is left.
+
+    The kill is made by a helper running as that uid, so it reaches a process whatever its session,
+    process group or parent; nothing is spawned when the uid runs nothing (the usual case).
+    """
+    for _ in range(SWEEP_ROUNDS):
+        if not processes_of(uid):
+            return True
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run([python, "-I", "-S", "-c", _SWEEP], user=uid, group=uid, extra_groups=[], env={},
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           cwd="/", timeout=10, check=False)
+        time.sleep(0.01)  # killed processes are reaped asynchronously
+    return not processes_of(uid)

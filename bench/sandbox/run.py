@@ -1,5 +1,7 @@
 """Sandbox benchmark: isolation latency, bridge overhead, the programmatic-tool-call collapse, scrubbing.
 
+Every sandbox variant is measured with the seccomp filter on (the default) and off, side by side.
+
 Run from the repository root:  .venv/bin/python -m bench.sandbox.run [--iterations N] [--write]
 
 Everything is measured side by side in one run, iterations interleaved so machine load hits every
@@ -114,15 +116,17 @@ async def latency_section(iterations: int, has_bwrap: bool) -> tuple[list[str], 
     modes = ["bwrap", "degraded"] if has_bwrap else ["degraded"]
     runners: dict[str, SandboxRunner] = {}
     for mode in modes:
-        runners[f"{mode} cold"] = SandboxRunner(isolation=mode, pool_size=0)
-        runners[f"{mode} warm pool"] = SandboxRunner(isolation=mode, pool_size=2)
+        for seccomp, suffix in ((True, ""), (False, ", seccomp off")):
+            runners[f"{mode} cold{suffix}"] = SandboxRunner(isolation=mode, pool_size=0, seccomp=seccomp)
+            runners[f"{mode} warm pool{suffix}"] = SandboxRunner(isolation=mode, pool_size=2, seccomp=seccomp)
     for runner in runners.values():
         await runner.start()
     executors = {k: CodeExecutor(runner=r, caller=tools, specs=SPECS, audit=audit, blobs=blobs) for k, r in runners.items()}
 
     def sandboxed(label: str, code: str) -> Callable[[], Awaitable[Any]]:
         async def go() -> None:
-            res = await executors[label].execute(run_id="bench", code=code, allowed_tools=frozenset({"get_task"}))
+            res = await executors[label].execute(run_id="bench", code=code, allowed_tools=frozenset({"get_task"}),
+                                                 phase="interactive")
             if res.status != "ok":
                 raise RuntimeError(f"{label}: {res.status} {res.error}")
 
@@ -155,6 +159,14 @@ async def latency_section(iterations: int, has_bwrap: bool) -> tuple[list[str], 
     for runner in runners.values():
         await runner.close()
     base = statistics.median(samples["bare `python3 -I -S -c pass`"])
+    seccomp_rows = []
+    for label in runners:
+        if label.endswith(", seccomp off"):
+            continue
+        for kind in ("trivial", "one tool call"):
+            on = statistics.median(samples[f"sandbox {label}, {kind}"])
+            off = statistics.median(samples[f"sandbox {label}, seccomp off, {kind}"])
+            seccomp_rows.append(f"| sandbox {label}, {kind} | {on:.2f} | {off:.2f} | {on / off:.2f}× |")
     base_plain = statistics.median(samples["bare `python3 -c pass`"])
     lines = [
         f"| variant | p50 ms | p95 ms | p50 ÷ bare `-I -S` | p50 ÷ bare `-c pass` |",
@@ -165,13 +177,15 @@ async def latency_section(iterations: int, has_bwrap: bool) -> tuple[list[str], 
         p50, p95 = statistics.median(values), pct(values, 95)
         summary[name] = p50
         lines.append(f"| {name} | {p50:.2f} | {p95:.2f} | {p50 / base:.2f}× | {p50 / base_plain:.2f}× |")
+    lines += ["", "Seccomp filter on vs off (p50 ms, same run):", "",
+              "| variant | filter on | filter off | on ÷ off |", "|---|---:|---:|---:|", *seccomp_rows]
     return lines, summary
 
 
-async def bridge_section(has_bwrap: bool, calls: int) -> list[str]:
+async def bridge_figures(has_bwrap: bool, calls: int, seccomp: bool) -> dict[str, float]:
     tools = BenchTools()
     audit, blobs = MemoryAuditSink(), MemoryBlobSink()
-    runner = SandboxRunner(isolation="bwrap" if has_bwrap else "degraded")
+    runner = SandboxRunner(isolation="bwrap" if has_bwrap else "degraded", seccomp=seccomp)
     executor = CodeExecutor(runner=runner, caller=tools, specs=SPECS, audit=audit, blobs=blobs)
     sequential = f"""
 import time
@@ -193,9 +207,9 @@ return {{"calls_per_s": {calls} / (time.perf_counter() - start)}}
 """
     limits = BridgeLimits(max_calls=calls + 10, max_concurrent_calls=8)
     seq = await executor.execute(run_id="bench-seq", code=sequential, allowed_tools=frozenset({"get_task"}),
-                                 timeout_s=120, bridge_limits=limits)
+                                 timeout_s=120, bridge_limits=limits, phase="interactive")
     con = await executor.execute(run_id="bench-con", code=concurrent, allowed_tools=frozenset({"get_task"}),
-                                 timeout_s=120, bridge_limits=limits)
+                                 timeout_s=120, bridge_limits=limits, phase="interactive")
     await runner.close()
     for res in (seq, con):
         if res.status != "ok":
@@ -205,16 +219,38 @@ return {{"calls_per_s": {calls} / (time.perf_counter() - start)}}
         t0 = time.perf_counter()
         await tools.call_tool("get_task", {"task_id": i})
         direct.append((time.perf_counter() - t0) * 1000)
-    direct_p50 = statistics.median(direct)
     s = seq.return_value
+    return {"seq": s["calls_per_s"], "con": con.return_value["calls_per_s"], "p50": s["p50_ms"], "p95": s["p95_ms"],
+            "direct": statistics.median(direct)}
+
+
+async def bridge_section(has_bwrap: bool, calls: int, rounds: int = 3) -> list[str]:
+    """The filter on and off, alternated ``rounds`` times; the median of each figure is reported."""
+    runs: dict[bool, list[dict[str, float]]] = {True: [], False: []}
+    for _ in range(rounds):
+        for seccomp in (True, False):
+            runs[seccomp].append(await bridge_figures(has_bwrap, calls, seccomp))
+
+    def med(seccomp: bool, key: str) -> float:
+        return statistics.median(r[key] for r in runs[seccomp])
+
+    direct_p50 = med(True, "direct")
     return [
         "| measure | value |",
         "|---|---:|",
-        f"| sequential bridged calls/s ({calls} calls, one script) | {s['calls_per_s']:.0f} |",
-        f"| concurrent bridged calls/s (asyncio.gather of {calls}) | {con.return_value['calls_per_s']:.0f} |",
-        f"| bridged call round trip p50 / p95 (ms, seen by the script) | {s['p50_ms']:.3f} / {s['p95_ms']:.3f} |",
+        f"| sequential bridged calls/s ({calls} calls, one script) | {med(True, 'seq'):.0f} |",
+        f"| concurrent bridged calls/s (asyncio.gather of {calls}) | {med(True, 'con'):.0f} |",
+        f"| bridged call round trip p50 / p95 (ms, seen by the script) | {med(True, 'p50'):.3f} / {med(True, 'p95'):.3f} |",
         f"| direct in-process call_tool p50 (ms) | {direct_p50:.4f} |",
-        f"| bridge overhead per call p50 (ms) = round trip − direct | {s['p50_ms'] - direct_p50:.3f} |",
+        f"| bridge overhead per call p50 (ms) = round trip − direct | {med(True, 'p50') - direct_p50:.3f} |",
+        "",
+        f"Seccomp filter on vs off (median of {rounds} alternating runs each):",
+        "",
+        "| measure | filter on | filter off | on ÷ off |",
+        "|---|---:|---:|---:|",
+        f"| sequential bridged calls/s | {med(True, 'seq'):.0f} | {med(False, 'seq'):.0f} | {med(True, 'seq') / med(False, 'seq'):.2f}× |",
+        f"| concurrent bridged calls/s | {med(True, 'con'):.0f} | {med(False, 'con'):.0f} | {med(True, 'con') / med(False, 'con'):.2f}× |",
+        f"| round trip p50 (ms) | {med(True, 'p50'):.3f} | {med(False, 'p50'):.3f} | {med(True, 'p50') / med(False, 'p50'):.2f}× |",
     ]
 
 
@@ -230,7 +266,7 @@ for job in range(10):
     failing += "ERROR" in log
 return {"jobs_with_errors": failing}
 """
-    res = await executor.execute(run_id="bench-ptc", code=code, allowed_tools=frozenset({"get_job_log"}))
+    res = await executor.execute(run_id="bench-ptc", code=code, allowed_tools=frozenset({"get_job_log"}), phase="interactive")
     await runner.close()
     if res.status != "ok":
         raise RuntimeError(f"ptc bench failed: {res.status} {res.error}")
@@ -294,7 +330,8 @@ async def main_async(iterations: int, calls: int) -> str:
         "",
         "The round trip is timed inside the script and covers the child's framing and asyncio, the socket, and "
         "the parent's token check, allow-set, schema validation, scrubbing and audit append (in-memory sink here; "
-        "a Postgres audit store adds its insert to every call).",
+        "a Postgres audit store adds its insert to every call). Every figure in the first table is with the "
+        "seccomp filter on, the default.",
         "",
         "## Programmatic tool calls: ten 5 KB reads behind one model-visible result",
         *ptc,

@@ -198,3 +198,33 @@ async def test_a_call_cut_off_by_the_end_of_the_run_is_still_audited():
     with pytest.raises(asyncio.CancelledError):
         await task
     assert [(e.body["outcome"], e.body["reason"]) for e in audit.events] == [("error", "cancelled_in_flight")]
+
+
+async def test_call_records_narrate_arguments_and_result_shape():
+    bridge, _, audit = make_bridge(allowed=("get_task", "get_log", "leak_secret"))
+    await bridge.handle_call(frame(bridge, 1, "get_task", {"task_id": 42}))
+    await bridge.handle_call(frame(bridge, 2, "get_log", {"task_id": 7}))
+    await bridge.handle_call(frame(bridge, 3, "leak_secret", {"note": f"key {AWS_KEY}"}))
+    await bridge.handle_call(frame(bridge, 4, "get_task", {"task_id": "x" * 1000}))
+    first, second, third, fourth = bridge.calls
+    assert first.args_preview == '{"task_id":42}' and first.result_shape == "dict(task_id, status, site)"
+    assert second.result_shape == "str(5000 chars)"
+    assert AWS_KEY not in third.args_preview and "REDACTED" in third.args_preview
+    assert len(fourth.args_preview) < 260 and fourth.result_shape == "none"
+    assert audit.events[0].body["args_preview"] == '{"task_id":42}'
+
+
+def test_result_shapes():
+    from bamboo.sandbox.bridge import result_shape
+
+    assert result_shape({"status": 1, "jobs": []}) == "dict(status, jobs)"
+    assert result_shape(list(range(12))) == "list[12]" and result_shape("a" * 340) == "str(340 chars)"
+    assert result_shape(None) == "none" and result_shape(3) == "int"
+
+
+def test_phase_defaults_to_automatic_at_both_boundaries():
+    from activities.sandbox import ExecuteCodeInput
+    from bamboo.models.investigation import SandboxRunRequest
+
+    assert ExecuteCodeInput(run_id="r", code="").phase == "automatic"
+    assert SandboxRunRequest(run_id="r", code="", allowed_tools=[], actor="a").phase == "automatic"

@@ -49,7 +49,7 @@ async def test_missing_bwrap_means_no_sandbox_not_a_silent_degraded_one(monkeypa
 
 @pytest.mark.parametrize("mode", ["auto", "bwrap"])
 async def test_a_failed_bwrap_probe_fails_closed(monkeypatch, mode):
-    monkeypatch.setattr(isolation_mod, "probe", lambda plan, uid: "bwrap: No permissions to create new namespace")
+    monkeypatch.setattr(isolation_mod, "probe", lambda plan, *_: "bwrap: No permissions to create new namespace")
     with pytest.raises(SandboxUnavailable) as info:
         SandboxRunner(isolation=mode)
     message = str(info.value)
@@ -58,7 +58,7 @@ async def test_a_failed_bwrap_probe_fails_closed(monkeypatch, mode):
 
 
 async def test_degraded_only_when_the_operator_chose_it(monkeypatch):
-    monkeypatch.setattr(isolation_mod, "probe", lambda plan, uid: "bwrap: No permissions to create new namespace")
+    monkeypatch.setattr(isolation_mod, "probe", lambda plan, *_: "bwrap: No permissions to create new namespace")
     runner = SandboxRunner(isolation="degraded")
     try:
         assert runner.isolation == "degraded"

@@ -54,7 +54,7 @@ def _pids_with(marker: str) -> list[int]:
 # --- fail closed -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("isolation", ["auto", "bwrap"])
 def test_a_failed_probe_leaves_no_sandbox_unless_degraded_was_chosen(monkeypatch, isolation):
-    monkeypatch.setattr(isolation_mod, "probe", lambda plan, uid: "bwrap: setting up uid map: Permission denied")
+    monkeypatch.setattr(isolation_mod, "probe", lambda plan, *_: "bwrap: setting up uid map: Permission denied")
     with pytest.raises(SandboxUnavailable, match="BAMBOO_SANDBOX_ISOLATION=degraded"):
         SandboxRunner(isolation=isolation)
 
