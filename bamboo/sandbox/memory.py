@@ -68,6 +68,7 @@ class CgroupParent:
             return None
         parent = cls(base)
         try:
+            parent._enable_memory()
             leaf = parent.leaf(64 * 1024 * 1024)
         except OSError as exc:
             log.info("cgroup v2 memory leaves are not available here (%s); the RSS watchdog bounds runs", exc)
@@ -75,10 +76,24 @@ class CgroupParent:
         leaf.remove()
         return parent
 
+    def _enable_memory(self) -> None:
+        """Make the memory controller available to children of the worker's cgroup. cgroup v2 lets a
+        cgroup hand controllers down only while it holds no process itself, so the worker first moves
+        into a leaf of its own next to the runs' leaves."""
+        control = self.base / "cgroup.subtree_control"
+        if "memory" in control.read_text().split():
+            return
+        if "memory" not in (self.base / "cgroup.controllers").read_text().split():
+            raise OSError("the memory controller is not available in this cgroup")
+        try:
+            control.write_text("+memory")
+        except OSError:
+            own = self.base / "bamboo-worker"
+            own.mkdir(exist_ok=True)
+            (own / "cgroup.procs").write_text(str(os.getpid()))
+            control.write_text("+memory")
+
     def leaf(self, limit_bytes: int) -> "CgroupLeaf":
-        controllers = (self.base / "cgroup.subtree_control").read_text().split()
-        if "memory" not in controllers:
-            (self.base / "cgroup.subtree_control").write_text("+memory")
         path = self.base / f"bamboo-run-{secrets.token_hex(6)}"
         path.mkdir(mode=0o755)
         try:

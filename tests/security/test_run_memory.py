@@ -41,3 +41,16 @@ async def test_a_run_under_its_total_is_untouched_and_says_how_it_was_bounded(mo
         assert res.status == "ok", res.error
         assert res.memory_guard == h.runner.memory_guard
         assert res.model_dump()["memory_guard"] in ("cgroup", "watchdog")
+
+
+async def test_the_guard_is_the_cgroup_exactly_when_the_host_allows_one(mode):
+    """Probe and result agree: a writable cgroup v2 hierarchy with the memory controller gives each run a
+    leaf (the kernel enforces the total); anywhere else the watchdog applies, and the result says so."""
+    from bamboo.sandbox.memory import CgroupParent
+
+    expected = "cgroup" if CgroupParent.probe() is not None else "watchdog"
+    limits = unique_limits(memory_bytes=256 * MiB, run_memory_bytes=160 * MiB, max_processes=512)
+    async with harness(mode, limits=limits) as h:
+        assert h.runner.memory_guard == expected
+        res = await h.run(FORK_AND_HOLD, timeout_s=15)
+    assert res.memory_guard == expected and res.status == "memory_limit"
