@@ -203,23 +203,31 @@ class RunProcesses:
                 known[pid] = self._known[pid]
             else:
                 fresh.append(pid)
-        for pid in sorted(fresh):  # parents usually have the lower pid: classify them first
-            known[pid] = self._belongs(pid, known)
+        if self.uid is not None:
+            for pid in fresh:
+                known[pid] = pid == self.root_pid or _has_uid(pid, self.uid)
+        else:
+            parents = {pid: _parent_of(pid) for pid in fresh}
+            for pid in fresh:
+                known[pid] = pid == self.root_pid
+            changed = True
+            while changed:  # until no new member: a child may carry a lower pid than its parent (pid wrap)
+                changed = False
+                for pid, parent in parents.items():
+                    if not known[pid] and parent is not None and known.get(parent, False):
+                        known[pid] = changed = True
         self._known = known
         return [pid for pid, ours in known.items() if ours]
 
-    def _belongs(self, pid: int, known: dict[int, bool]) -> bool:
-        if pid == self.root_pid:
-            return True
-        if self.uid is not None:
-            return _has_uid(pid, self.uid)
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                raw = fh.read()
-        except OSError:
-            return False
-        fields = raw[raw.rfind(b")") + 2 :].split()
-        return len(fields) > 1 and known.get(int(fields[1]), False)
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return None
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    return int(fields[1]) if len(fields) > 1 else None
 
 
 def _has_uid(pid: int, uid: int) -> bool:
