@@ -69,7 +69,7 @@ async def test_attached_terminal_reviews_and_lists_approvals(ops, client, settin
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"review turn 1 · {short_hash(code_hash(READ_CODE))}" in out.stdout
     assert "[intent] tool" in out.stdout
-    assert "run ok" in out.stdout and "get_task_details → allowed" in out.stdout
+    assert "run ok" in out.stdout and f'get_task_details({{"task_id":{TASK_ID}}}) → allowed → dict(' in out.stdout
     assert "auto_run" in out.stdout and "detached" in out.stdout
     approvals = await inv.approvals(client, session)
     assert [p.approved_by for p in approvals.session_policies.values()] == ["bob"]
