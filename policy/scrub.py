@@ -1,17 +1,28 @@
-"""Deterministic secret scrubbing for text crossing the sandbox boundary.
+"""Deterministic secret scrubbing for text and values crossing the sandbox boundary.
 
-Tool results entering a sandbox and output leaving it pass through here, so a credential that a tool
-or a script happens to expose does not reach the model's context or the stored transcript verbatim.
+Tool results entering a sandbox, a tool's error message, and output leaving it pass through here, so a
+credential that a tool or a script happens to expose does not reach the model's context or the stored
+transcript verbatim.
 
-What it can promise: the well-known token shapes below (cloud keys, VCS tokens, chat webhooks, JWTs,
-private-key blocks, bearer/basic headers, passwords in URLs and ``password=...`` style assignments) and
-long mixed-alphabet high-entropy strings are replaced by ``[REDACTED:<kind>]``.
+Two kinds of evidence, combined:
+
+- what a value looks like: the well-known token shapes below (cloud keys, VCS tokens, chat webhooks,
+  JWTs, private-key blocks, bearer/basic headers, passwords in URLs), 40-character AWS secret keys, and
+  long mixed-alphabet high-entropy strings;
+- where a value stands (``policy.scrub_structure``): the value of a secret-named key in an assignment,
+  a JSON or repr field, an env-style line, a command-line flag, or a name/value pair such as
+  ``{"name": "AWS_SECRET_ACCESS_KEY", "value": ...}``. These are redacted whole, at any length and with
+  any characters, because a short password has no shape to recognise. ``scrub_text`` finds them in free
+  text (JSON embedded in an error message included); ``scrub_value`` walks decoded values with their keys.
+
+Every finding is replaced by ``[REDACTED:<kind>]``.
 
 What it cannot promise: a secret that was transformed (base64 of a short password, hex, split over
-lines, reversed, one character per line) or that looks like ordinary text is not recognisable by any
-pattern. Pure-hex strings (digests, GUIDs, checksums) are deliberately not treated as secrets because
-job logs are full of them; hex secrets are only caught next to a keyword (``token=...``). Scrubbing is
-a last line of defence; the first is not giving untrusted code credentials at all.
+lines, reversed, one character per line), that looks like ordinary text and stands under no secret
+name, or whose name is not recognisable (``{"x": "hunter2"}``). Pure-hex strings (digests, GUIDs,
+checksums) are deliberately not treated as secrets because job logs are full of them; hex secrets are
+only caught by their key (``token=...``). Scrubbing is a last line of defence; the first is not giving
+untrusted code credentials at all.
 
 Pure: stdlib only, no I/O, no project imports.
 """
@@ -23,6 +34,9 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
+
+from policy.scrub_structure import KEYED, NAMED, find_keyed_values, find_paired_values, mentions_secret_name
+from policy.secret_names import is_name_field, is_placeholder, is_secret_name, is_value_field
 
 REDACTION = "[REDACTED:{kind}]"
 
@@ -98,18 +112,13 @@ _RULES: tuple[_Rule, ...] = (
     _rule("bearer_token", r"(?i)(\bbearer\s+)([A-Za-z0-9\-._~+/]{12,}=*)", group=2, hints=("bearer",)),
     _rule("basic_auth", r"(?i)(\bauthorization\s*[:=]\s*basic\s+)([A-Za-z0-9+/]{8,}={0,2})", group=2, hints=("basic",)),
     _rule("url_password", r"://([^\s:/@?#]{1,128}):([^\s@/?#]{1,256})@", group=2, hints=("://",)),
-    _rule(
-        "secret_assignment",
-        r"(?i)((?<![A-Za-z0-9])(?:password|passwd|secret|client_secret|api[_-]?key|apikey|access[_-]?token"
-        r"|auth[_-]?token|private[_-]?token|token|secret[_-]?key|access[_-]?key)\b[\"']?\s*[:=]\s*[\"']?)"
-        r"([^\s\"',;&]{8,})",
-        group=2,
-        hints=("passw", "secret", "key", "token"),
-    ),
 )
 
 _ANY_HINT = re.compile("|".join(re.escape(h) for rule in _RULES for h in rule.hints))
-_SHORTEST_SECRET = 8
+_SHORTEST_SECRET = 3  # ``p=x``: a secret-named key makes even a one-character value a secret
+
+# Overlapping findings merge into one redaction named after the most specific evidence.
+_GENERIC_KINDS = {KEYED: 0, NAMED: 0, "high_entropy": 1}
 
 # High-entropy candidates: long runs of base64/url-safe characters. Dots, colons and slashes split
 # tokens so dataset names, hostnames and paths are judged piece by piece.
@@ -169,8 +178,39 @@ def _entropy_floor(length: int) -> float:
     return 0.8 * math.log2(min(length, 48))
 
 
+# An AWS secret access key is 40 characters of base64's alphabet; its ``/`` and ``+`` split it for the
+# general candidate above, so about one key in six went unjudged. Judged whole, with a floor set for
+# 40 random characters of that alphabet rather than for identifiers.
+_AWS_SECRET_CANDIDATE = re.compile(r"(?<![A-Za-z0-9/+=_\-])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=_\-])")
+_LONG_RUN = re.compile(r"[A-Za-z0-9+/_\-=]{24,}")
+AWS_SECRET_MIN_ENTROPY = 4.0
+AWS_SECRET_MIN_SWITCH = 0.25
+
+
+def looks_like_aws_secret_key(token: str) -> bool:
+    """A 40-character run of ``[A-Za-z0-9/+]`` that is random, not a path or a word-built name.
+
+    Random keys show an entropy of 4.2-5.0 bits per character and change character class at about
+    0.6 of adjacent pairs; paths of the same length are mostly lower-case words (under 0.2) and SHA-1
+    digests are pure hex. Measured in the scrub benchmark: every one of 20,000 random keys, and no
+    job-log line.
+    """
+    if len(token) != 40 or _HEX_OR_UUID.match(token):
+        return False
+    if not (any(c.isupper() for c in token) and any(c.islower() for c in token)):
+        return False
+    if not any(c.isdigit() or c in "/+" for c in token):
+        return False
+    letters_and_digits = token.replace("/", "").replace("+", "")
+    return (
+        shannon_entropy(token) >= AWS_SECRET_MIN_ENTROPY
+        and _class_switch_ratio(letters_and_digits) >= AWS_SECRET_MIN_SWITCH
+    )
+
+
 def find_secrets(text: str, *, entropy: bool = True) -> list[Finding]:
-    """Every secret-looking span, non-overlapping, in text order."""
+    """Every secret span, non-overlapping, in text order: token shapes, high-entropy strings, and the
+    values of secret-named keys (assignments, JSON fields, name/value pairs)."""
     found: list[Finding] = []
     if len(text) < _SHORTEST_SECRET:
         return found
@@ -184,22 +224,44 @@ def find_secrets(text: str, *, entropy: bool = True) -> list[Finding]:
             if end > start:
                 found.append(Finding(rule.kind, start, end))
     if entropy and len(text) >= MIN_ENTROPY_LENGTH:
-        for m in _CANDIDATE.finditer(text):
-            if looks_high_entropy(m.group(0)):
-                found.append(Finding("high_entropy", m.start(), m.end()))
+        # One scan for long runs of either candidate alphabet; both judges look only inside them.
+        for run in _LONG_RUN.finditer(text):
+            start, end = run.span()
+            for m in _CANDIDATE.finditer(text, start, end):
+                if looks_high_entropy(m.group(0)):
+                    found.append(Finding("high_entropy", m.start(), m.end()))
+            if end - start >= 40:
+                for m in _AWS_SECRET_CANDIDATE.finditer(text, start, end):
+                    if looks_like_aws_secret_key(m.group(0)):
+                        found.append(Finding("aws_secret_access_key", m.start(), m.end()))
+    if mentions_secret_name(text, lowered):
+        found.extend(Finding(kind, start, end) for start, end, kind in find_keyed_values(text))
+        if any(c in text for c in "{[("):
+            found.extend(Finding(kind, start, end) for start, end, kind in find_paired_values(text))
+    return _merge(found)
+
+
+def _merge(found: list[Finding]) -> list[Finding]:
+    """Overlapping spans become one, named after the most specific finding among them."""
     found.sort(key=lambda f: (f.start, -(f.end - f.start)))
     merged: list[Finding] = []
     for f in found:
         if merged and f.start < merged[-1].end:
             last = merged[-1]
-            if f.end > last.end:
-                merged[-1] = Finding(last.kind, last.start, f.end)
+            kind = last.kind if _specificity(last.kind) >= _specificity(f.kind) else f.kind
+            merged[-1] = Finding(kind, last.start, max(last.end, f.end))
             continue
         merged.append(f)
     return merged
 
 
+def _specificity(kind: str) -> int:
+    return _GENERIC_KINDS.get(kind, 2)
+
+
 def scrub_text(text: str, *, entropy: bool = True) -> ScrubResult:
+    """Redact every finding of ``find_secrets`` in ``text``; free text holding JSON, ``key=value`` or
+    ``KEY: value`` lines (a tool's error message, a log excerpt) gets the structural treatment too."""
     findings = find_secrets(text, entropy=entropy)
     if not findings:
         return ScrubResult(text)
@@ -213,21 +275,114 @@ def scrub_text(text: str, *, entropy: bool = True) -> ScrubResult:
     return ScrubResult("".join(parts), tuple(findings))
 
 
+class _Leave:
+    """Marks the end of a container's children on the walk's stack (for the reference-cycle guard)."""
+
+    __slots__ = ("container_id",)
+
+    def __init__(self, container_id: int) -> None:
+        self.container_id = container_id
+
+
 def scrub_value(value: Any, *, entropy: bool = True) -> tuple[Any, int]:
-    """Scrub every string inside a JSON-like value (keys included); returns (value, findings count)."""
-    if isinstance(value, str):
-        result = scrub_text(value, entropy=entropy)
-        return result.text, len(result.findings)
-    if isinstance(value, dict):
-        out: dict[Any, Any] = {}
-        total = 0
-        for k, v in value.items():
-            new_k, nk = scrub_value(k, entropy=entropy) if isinstance(k, str) else (k, 0)
-            new_v, nv = scrub_value(v, entropy=entropy)
-            out[new_k] = new_v
-            total += nk + nv
-        return out, total
-    if isinstance(value, (list, tuple)):
-        items = [scrub_value(v, entropy=entropy) for v in value]
-        return [v for v, _ in items], sum(n for _, n in items)
-    return value, 0
+    """Scrub a JSON-like value with its keys; returns (a scrubbed copy, findings count).
+
+    Structural: a scalar under a secret-named key (``{"password": 123456}``), the value of a
+    name/value pair (``{"name": "AWS_SECRET_ACCESS_KEY", "value": ...}``, ``{"Key": ..., "Value": ...}``),
+    the second item of ``["PASSWORD", ...]``, the item after a secret flag in an argv list, and the data
+    of a Kubernetes Secret are redacted whole, and everything under a secret-named key with them.
+    Every other string (keys included) goes through ``scrub_text``, so ``"KEY=value"`` env lists and
+    JSON inside strings are covered. Tuples come back as lists. Iterative, so nesting depth is no limit.
+    """
+    hits = 0
+    holder: list[Any] = [None]
+    stack: list[Any] = [(holder, 0, value, None)]
+    open_containers: set[int] = set()
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _Leave):
+            open_containers.discard(item.container_id)
+            continue
+        target, slot, node, secret = item  # secret: None, or the kind of finding its position makes it
+        if isinstance(node, str):
+            if secret and not is_placeholder(node):
+                target[slot] = REDACTION.format(kind=secret)
+                hits += 1
+            elif secret:
+                target[slot] = node
+            else:
+                result = scrub_text(node, entropy=entropy)
+                target[slot] = result.text
+                hits += len(result.findings)
+        elif isinstance(node, bool) or node is None:
+            target[slot] = node
+        elif isinstance(node, (int, float)):
+            if secret:
+                target[slot] = REDACTION.format(kind=secret)
+                hits += 1
+            else:
+                target[slot] = node
+        elif isinstance(node, (dict, list, tuple)):
+            if id(node) in open_containers:
+                target[slot] = "[reference cycle]"
+                continue
+            open_containers.add(id(node))
+            stack.append(_Leave(id(node)))
+            if isinstance(node, dict):
+                out: dict[Any, Any] = {}
+                target[slot] = out
+                secret_keys = _secret_fields(node)
+                for k, v in node.items():
+                    new_k = k
+                    if isinstance(k, str):
+                        result = scrub_text(k, entropy=entropy)
+                        new_k = result.text
+                        hits += len(result.findings)
+                    out[new_k] = None
+                    stack.append((out, new_k, v, secret or secret_keys.get(k)))
+            else:
+                items: list[Any] = [None] * len(node)
+                target[slot] = items
+                secret_items = _secret_items(node)
+                for i, v in enumerate(node):
+                    stack.append((items, i, v, secret or (NAMED if i in secret_items else None)))
+        else:
+            target[slot] = node
+    return holder[0], hits
+
+
+def _secret_fields(node: dict[Any, Any]) -> dict[Any, str]:
+    """Keys of ``node`` whose whole value is a secret, with the kind of finding that makes it one."""
+    named = any(
+        isinstance(k, str) and isinstance(v, str) and is_name_field(k) and is_secret_name(v) for k, v in node.items()
+    )
+    k8s_secret = node.get("kind") == "Secret"
+    found: dict[Any, str] = {}
+    for k in node:
+        if not isinstance(k, str):
+            continue
+        if (named and is_value_field(k)) or (k8s_secret and k in ("data", "stringData")):
+            found[k] = NAMED
+        elif is_secret_name(k):
+            found[k] = KEYED
+    return found
+
+
+def _secret_items(node: list[Any] | tuple[Any, ...]) -> set[int]:
+    """Positions in a list that are secrets because of their neighbour: ``["PASSWORD", "x"]`` and the
+    value after ``"--password"`` in an argv list."""
+    if len(node) == 2 and isinstance(node[0], str) and not isinstance(node[1], (dict, list, tuple)):
+        if is_secret_name(node[0]):
+            return {1}
+    found: set[int] = set()
+    for i in range(len(node) - 1):
+        flag, nxt = node[i], node[i + 1]
+        if (
+            isinstance(flag, str)
+            and flag.startswith("-")
+            and isinstance(nxt, (str, int, float))
+            and not (isinstance(nxt, str) and nxt.startswith("-"))
+            and is_secret_name(flag)
+        ):
+            found.add(i + 1)
+    return found
