@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import lru_cache
 from typing import NamedTuple
 
 from policy.secret_names import (
@@ -38,7 +39,9 @@ STEMS = re.compile(r"p(?:ass|wd|w|sk)|secret|token|key|auth|cred|cookie|signatur
 
 
 _NARROW = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+_NARROW_RUN = re.compile(r"[A-Za-z0-9_.\-]*+")
 _NOT_WIDE = frozenset(" \t\r\n\f\v\"'{}[]():=,")
+_WIDE_RUN = re.compile(r"[^\s\"'{}\[\]():=,]*+")
 # Secret words only in a compound, so a one-word identifier around them may still be part of a
 # secret name inside a quoted string (``"db pass"``, ``"api key"``).
 _COMPOUND_ONLY = frozenset({"pass", "pw", "key", "keys"})
@@ -51,27 +54,43 @@ def mentions_secret_name(text: str, lowered: str) -> bool:
     (narrow: an assignment key) or of non-separator characters (wide: a lexer word), or a quoted string
     holding one; each holds a stem, and a name is secret only if the run around its stem is secret
     or is a lone compound-only word. So a False here means both finders would find nothing.
+    Linear: each run is looked at once, however many stems it holds.
     """
+    narrow_done = wide_done = 0
     for m in STEMS.finditer(lowered):
-        narrow = _expand(text, m.start(), m.end(), lambda c: c in _NARROW)
-        if is_secret_name(narrow):
-            return True
-        wide = _expand(text, m.start(), m.end(), lambda c: c not in _NOT_WIDE)
-        if wide != narrow and is_secret_name(wide):
-            return True
-        if any(len(name_words(run)) == 1 and name_words(run)[0] in _COMPOUND_ONLY for run in (narrow, wide)):
-            return True
+        if m.start() >= narrow_done:
+            narrow, narrow_done = _run_around(text, m.start(), m.end(), _NARROW.__contains__, _NARROW_RUN)
+            if _could_be_secret(narrow):
+                return True
+        if m.start() >= wide_done:
+            wide, wide_done = _run_around(text, m.start(), m.end(), _is_wide, _WIDE_RUN)
+            if _could_be_secret(wide):
+                return True
     return False
 
 
-def _expand(text: str, start: int, end: int, inside: Callable[[str], bool]) -> str:
-    """The run of characters satisfying ``inside`` around ``text[start:end]``."""
-    while start > 0 and inside(text[start - 1]):
-        start -= 1
-    n = len(text)
-    while end < n and inside(text[end]):
-        end += 1
-    return text[start:end]
+def _could_be_secret(run: str) -> bool:
+    if is_secret_name(run):
+        return True
+    words = name_words(run)
+    return len(words) == 1 and words[0] in _COMPOUND_ONLY
+
+
+def _is_wide(c: str) -> bool:
+    return c not in _NOT_WIDE
+
+
+def _run_around(
+    text: str, start: int, end: int, inside: Callable[[str], bool], run: re.Pattern[str]
+) -> tuple[str, int]:
+    """The run of ``inside`` characters around ``text[start:end]`` (``run`` matches it forwards) and
+    where it ends. Names longer than 128 characters are never secret names, so the backward scan
+    stops there."""
+    left = start
+    while left > 0 and start - left <= 128 and inside(text[left - 1]):
+        left -= 1
+    right = run.match(text, end).end()
+    return text[left:right], right
 
 
 class Span(NamedTuple):
@@ -89,11 +108,14 @@ _ASSIGNMENT = re.compile(
 _FLAG = re.compile(r"(?<![A-Za-z0-9_.\-])(?P<key>--[A-Za-z0-9][A-Za-z0-9_.\-]{0,126}+)[ \t]++(?=[^\s\-\"'])")
 # A bare value runs to whitespace; a quote ends it only where a closing quote would stand.
 _BARE = re.compile(r"(?:[^\s\"'`]|[\"'`](?![\s,;:)\]}\\]|$))++")
+_BARE_IN_OBJECT = re.compile(r"[^\s\"'`,{}\[\]()]++")
 _BARE_IN_URL = re.compile(r"(?:[^\s\"'`&#]|[\"'`](?![\s,;:)\]}\\&#]|$))++")
 _STRING_PREFIX = re.compile(r"[bBrRuU]{1,2}(?=[\"'])")
 _QUOTE = re.compile(r"\\{0,3}[\"'`]")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9\-]*[ \t]+(?=\S)")
 _HEADER_WORDS = frozenset({"authorization", "cookie"})
+_NOT_INDENT = re.compile(r"[^ \t\-#]")
+
 # A lower-case word followed by another: how a sentence goes on after "token:". A secret that is one
 # lower-case word followed by prose ("password: sunshine was rejected") stays visible; the benchmark's
 # ordinary corpus is why.
@@ -101,25 +123,114 @@ _PROSE = re.compile(r"[a-z]++[ \t]+[a-z]")
 
 
 def find_keyed_values(text: str) -> list[Span]:
-    """Values of secret-named keys in assignments, JSON/repr fields and command-line flags."""
+    """Values of secret-named keys in assignments, JSON/repr fields and command-line flags.
+
+    A key inside a value already taken (``password=password=...``) is part of that value, so the scan
+    goes on after it: linear in the text.
+    """
     spans: list[Span] = []
-    for m in _ASSIGNMENT.finditer(text):
+    lines = _Lines(text)
+    pos = 0
+    while (m := _ASSIGNMENT.search(text, pos)) is not None:
+        pos = m.end()
         key = m.group("key")
-        if not is_secret_name(key):
+        if is_name_field(key):
+            spans.extend(_pair_values(text, m.start(), m.end()))
             continue
-        span = _assigned_value(text, m.start("key"), m.end(), m.group("sep"), key)
+        if not is_secret_name(key) or _declares_secret(text, m.start(), key):
+            continue
+        span = _assigned_value(text, lines, m.start("key"), m.end(), m.group("sep"), key)
         if span is not None:
             spans.append(span)
+            pos = max(pos, span.end)
     if "--" in text:
-        for m in _FLAG.finditer(text):
+        pos = 0
+        while (m := _FLAG.search(text, pos)) is not None:
+            pos = m.end()
             if is_secret_name(m.group("key")):
                 bare = _BARE.match(text, m.end())
                 if bare and not is_placeholder(bare.group()):
                     spans.append(Span(bare.start(), bare.end(), KEYED))
+                    pos = bare.end()
     return spans
 
 
-def _assigned_value(text: str, key_start: int, pos: int, sep: str, key: str) -> Span | None:
+_PAIR_NAME = re.compile(r"[ \t]*+\\{0,3}[\"']?(?P<name>[A-Za-z0-9_./\-]{1,128}+)")
+_BRACKET = re.compile(r"[{}()\[\]]")
+_PAIR_REACH = 4096
+
+
+def _pair_values(text: str, key_start: int, after_sep: int) -> list[Span]:
+    """``{"name": "DB_PASSWORD", ..., "value": "..."}`` found from its name field, quotes ignored.
+
+    The lexer in ``find_paired_values`` reads such objects properly, but one stray quote earlier on
+    the line (``msg="request {"name": ...``) throws its strings off; this finds the same pair by the
+    brackets around the name field alone, so the two together miss only what fools both.
+    """
+    name = _PAIR_NAME.match(text, after_sep)
+    if name is None or not is_secret_name(name.group("name")):
+        return []
+    left = key_start - 1
+    floor = max(0, key_start - _PAIR_REACH)
+    while left >= floor and text[left] not in "{}()[]":
+        left -= 1
+    if left < floor or text[left] not in "{(":
+        return []
+    closing = _BRACKET.search(text, name.end(), min(len(text), name.end() + _PAIR_REACH))
+    right = closing.start() if closing and closing.group() in "})" else min(len(text), name.end() + _PAIR_REACH)
+    spans: list[Span] = []
+    for field in _ASSIGNMENT.finditer(text, left + 1, right):
+        if not is_value_field(field.group("key")):
+            continue
+        pos = field.end()
+        while pos < right and text[pos] in " \t":
+            pos += 1
+        quote = _QUOTE.match(text, pos)
+        if quote:
+            span = _quoted(text, _Lines(text), pos, quote.group())
+        else:
+            bare = _BARE_IN_OBJECT.match(text, pos, right)
+            span = Span(bare.start(), bare.end(), NAMED) if bare and not is_placeholder(bare.group()) else None
+        if span is not None:
+            spans.append(Span(span.start, span.end, NAMED))
+    return spans
+
+
+def _declares_secret(text: str, key_start: int, key: str) -> bool:
+    """The ``secret`` of a ``{{secret:NAME}}`` declaration: it names a secret without holding one."""
+    return key == "secret" and text[max(0, key_start - 8) : key_start].rstrip().endswith("{{")
+
+
+@lru_cache(maxsize=1024)
+def _is_header(key: str) -> bool:
+    """``Authorization``, ``Proxy-Authorization``, ``Cookie``: their value runs to the end of the line."""
+    words = name_words(key)
+    return bool(words) and words[-1] in _HEADER_WORDS
+
+
+class _Lines:
+    """Where the line around a position starts and ends, computed once per line for a forward scan."""
+
+    __slots__ = ("text", "start", "end")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.start = 0
+        self.end = -1
+
+    def around(self, pos: int) -> tuple[int, int]:
+        if not self.start <= pos <= self.end:
+            text = self.text
+            self.start = text.rfind("\n", 0, pos) + 1
+            nl = text.find("\n", pos)
+            self.end = len(text) if nl < 0 else nl
+        end = self.end
+        if end > pos and self.text[end - 1] == "\r":
+            end -= 1
+        return self.start, end
+
+
+def _assigned_value(text: str, lines: _Lines, key_start: int, pos: int, sep: str, key: str) -> Span | None:
     n = len(text)
     while pos < n and text[pos] in " \t":
         pos += 1
@@ -130,13 +241,14 @@ def _assigned_value(text: str, key_start: int, pos: int, sep: str, key: str) -> 
         pos = prefix.end()
     quote = _QUOTE.match(text, pos)
     if quote:
-        return _quoted(text, pos, quote.group())
+        return _quoted(text, lines, pos, quote.group())
     if text[pos] in "{[":
         return None  # a container: find_paired_values redacts everything under the key
-    line_end = _line_end(text, pos)
-    words = name_words(key)
-    header = bool(words) and words[-1] in _HEADER_WORDS
-    if header or (sep == ":" and _starts_line(text, key_start)):
+    header = _is_header(key)
+    line_start, line_end = lines.around(pos)
+    starts_line = _NOT_INDENT.search(text, line_start, key_start) is None
+    if header or (sep == ":" and starts_line):
+        # ``key: value`` at the start of a line (YAML, HTTP headers) or a header: the rest of the line.
         end = line_end
         before = text[key_start - 1] if key_start else ""
         if before and before in "\"'":
@@ -149,53 +261,38 @@ def _assigned_value(text: str, key_start: int, pos: int, sep: str, key: str) -> 
             if scheme:
                 pos = scheme.end()
         value = text[pos:end]
-        if end <= pos or is_placeholder(value) or is_placeholder(value.split(None, 1)[0]):
+        prose = sep == ":"
+        if end <= pos or is_placeholder(value, prose=prose) or is_placeholder(value.split(None, 1)[0], prose=prose):
             return None
         return Span(pos, end, KEYED)
     in_url = key_start > 0 and text[key_start - 1] in "?&;"
-    bare = (_BARE_IN_URL if in_url else _BARE).match(text, pos, line_end)
-    if not bare or is_placeholder(bare.group()):
+    bare = (_BARE_IN_URL if in_url else _BARE).match(text, pos)
+    if not bare or is_placeholder(bare.group(), prose=sep == ":"):
         return None
     if sep == ":" and _PROSE.match(text, bare.start()):
         return None  # "failed to refresh token: connection refused" is a sentence, not a field
     return Span(bare.start(), bare.end(), KEYED)
 
 
-def _quoted(text: str, pos: int, quote: str) -> Span | None:
+_QUOTED_BODY = {
+    '"': re.compile(r'(?:[^"\\\r\n]|\\.)*+'),
+    "'": re.compile(r"(?:[^'\\\r\n]|\\.)*+"),
+    "`": re.compile(r"(?:[^`\\\r\n]|\\.)*+"),
+}
+
+
+def _quoted(text: str, lines: _Lines, pos: int, quote: str) -> Span | None:
     """The content of a quoted value, to its closing quote (or the line's end if it never closes)."""
     start = pos + len(quote)
-    line_end = _line_end(text, start)
     if len(quote) == 1:
-        i = start
-        while i < line_end:
-            c = text[i]
-            if c == "\\":
-                i += 2
-                continue
-            if c == quote:
-                break
-            i += 1
-        end = min(i, line_end)
+        end = _QUOTED_BODY[quote].match(text, start).end()
     else:
+        line_end = lines.around(start)[1]
         found = text.find(quote, start, line_end)
         end = found if found >= 0 else line_end
     if end <= start or is_placeholder(text[start:end]):
         return None
     return Span(start, end, KEYED)
-
-
-def _line_end(text: str, pos: int) -> int:
-    nl = text.find("\n", pos)
-    end = len(text) if nl < 0 else nl
-    if end > pos and text[end - 1] == "\r":
-        end -= 1
-    return end
-
-
-def _starts_line(text: str, key_start: int) -> bool:
-    """``key: value`` at the start of a line (YAML, HTTP headers, env dumps): the value is the rest of it."""
-    line_start = text.rfind("\n", 0, key_start) + 1
-    return text[line_start:key_start].strip(" \t-#") == ""
 
 
 # --- name/value pairs inside embedded JSON, Python reprs and JS-style objects -----------------------
@@ -221,62 +318,58 @@ class _Scalar(NamedTuple):
     text: str
 
 
+class _Container(NamedTuple):
+    """A closed (or truncated) object or list: its span, brackets included."""
+
+    start: int
+    end: int
+
+
 class _Frame:
-    """One open object or list while lexing: its direct fields/items and every scalar below it."""
+    """One open object or list while lexing, with its direct fields (objects) or items (lists)."""
 
-    __slots__ = ("is_object", "fields", "items", "commas", "key", "expect", "below")
+    __slots__ = ("is_object", "start", "fields", "items", "commas", "key", "expect")
 
-    def __init__(self, is_object: bool) -> None:
+    def __init__(self, is_object: bool, start: int) -> None:
         self.is_object = is_object
-        self.fields: list[tuple[str, _Scalar | list[_Scalar]]] = []
-        self.items: list[_Scalar | None] = []
+        self.start = start
+        self.fields: list[tuple[str, _Scalar | _Container]] = []
+        self.items: list[_Scalar | _Container] = []
         self.commas = 0
         self.key: str | None = None
         self.expect = "key"
-        self.below: list[_Scalar] = []
 
-    def scalar(self, token: _Scalar) -> None:
+    def add(self, value: _Scalar | _Container) -> None:
         if not self.is_object:
-            self.items.append(token)
-            self.below.append(token)
+            self.items.append(value)
         elif self.expect == "value" and self.key is not None:
-            self.fields.append((self.key, token))
-            self.below.append(token)
+            self.fields.append((self.key, value))
             self.expect = "comma"
-        else:
-            self.key = token.text
+        elif isinstance(value, _Scalar):
+            self.key = value.text
             self.expect = "sep"
-
-    def child_closed(self, child: _Frame) -> None:
-        self.below.extend(child.below)
-        if not self.is_object:
-            self.items.append(None)
-        elif self.expect == "value" and self.key is not None:
-            self.fields.append((self.key, child.below))
-            self.expect = "comma"
 
 
 def find_paired_values(text: str) -> list[Span]:
     """Values named by a sibling field or list item inside bracketed structures embedded in text, and
-    everything inside a container that is the value of a secret-named key.
+    whole containers that are the value of a secret-named key (``"passwords": [..]``).
 
-    The text itself is read as one lenient object, so ``passwords: [a, b]`` at the top level of a
-    YAML excerpt or an error message is judged like a JSON field.
+    Outside brackets the text is read as one lenient object, line by line, so ``passwords: [a, b]``
+    in a YAML excerpt or an error message is judged like a JSON field. A bracket that never closes
+    (a truncated excerpt) extends to the end of the text.
     """
     spans: list[Span] = []
-    stack: list[_Frame] = [_Frame(True)]
+    stack: list[_Frame] = [_Frame(True, 0)]
     too_deep = 0  # brackets opened past _MAX_DEPTH: read as part of the frame that holds them
     for m in _TOKEN.finditer(text):
         kind = m.lastgroup
-        if kind == "word" or kind == "dq" or kind == "sq":
-            if kind == "word":
-                token = _Scalar(m.start(), m.end(), m.group())
-            else:
-                token = _Scalar(m.start() + 1, m.end() - 1, m.group()[1:-1])
-            stack[-1].scalar(token)
+        if kind == "word":
+            stack[-1].add(_Scalar(m.start(), m.end(), m.group()))
+        elif kind == "dq" or kind == "sq":
+            stack[-1].add(_Scalar(m.start() + 1, m.end() - 1, m.group()[1:-1]))
         elif kind == "open":
             if len(stack) < _MAX_DEPTH:
-                stack.append(_Frame(m.group() == "{"))
+                stack.append(_Frame(m.group() == "{", m.start()))
             else:
                 too_deep += 1
         elif kind == "close":
@@ -288,69 +381,65 @@ def find_paired_values(text: str) -> list[Span]:
                 continue
             while len(stack) > 1:
                 frame = stack.pop()
-                _judge(frame, spans)
-                if stack:
-                    stack[-1].child_closed(frame)
+                _judge(frame, spans, text)
+                stack[-1].add(_Container(frame.start, m.end()))
                 if frame.is_object == want_object:
                     break
         elif kind == "sep":
             if stack[-1].is_object and stack[-1].expect == "sep":
                 stack[-1].expect = "value"
         elif kind == "comma" or (kind == "newline" and len(stack) == 1):
-            # Outside brackets the text is read line by line (``key: [..]`` in YAML, an error message).
             top = stack[-1]
             top.commas += kind == "comma"
             if top.is_object:
                 top.expect = "key"
                 top.key = None
-    while stack:  # the text itself, and whatever a truncated excerpt left open
+    while len(stack) > 1:
         frame = stack.pop()
-        _judge(frame, spans)
-        if stack:
-            stack[-1].child_closed(frame)
+        _judge(frame, spans, text)
+        stack[-1].add(_Container(frame.start, len(text)))
+    _judge(stack[0], spans, text)
     return spans
 
 
-def _judge(frame: _Frame, spans: list[Span]) -> None:
+def _judge(frame: _Frame, spans: list[Span], text: str) -> None:
+    found: list[tuple[_Scalar | _Container, str]] = []
     if frame.is_object:
-        _judge_object(frame, spans)
+        _judge_object(frame, found)
     else:
-        _judge_list(frame, spans)
+        _judge_list(frame, found)
+    for value, kind in found:
+        if value.end <= value.start:
+            continue
+        held = value.text if isinstance(value, _Scalar) else text[value.start : value.end] if value.end - value.start <= 128 else ""
+        if not is_placeholder(held):
+            spans.append(Span(value.start, value.end, kind))
 
 
-def _judge_object(frame: _Frame, spans: list[Span]) -> None:
+def _judge_object(frame: _Frame, found: list[tuple[_Scalar | _Container, str]]) -> None:
     fields = frame.fields
-    named = any(
-        isinstance(v, _Scalar) and is_name_field(k) and is_secret_name(v.text) for k, v in fields
-    )
+    named = any(isinstance(v, _Scalar) and is_name_field(k) and is_secret_name(v.text) for k, v in fields)
     k8s_secret = any(isinstance(v, _Scalar) and k == "kind" and v.text == "Secret" for k, v in fields)
     for key, value in fields:
         if named and is_value_field(key):
-            _emit(value, NAMED, spans)
+            found.append((value, NAMED))
         elif k8s_secret and key in ("data", "stringData"):
-            _emit(value, NAMED, spans)
-        elif isinstance(value, list) and is_secret_name(key):
-            _emit(value, KEYED, spans)  # a scalar under a secret key is find_keyed_values' to judge
+            found.append((value, NAMED))
+        elif isinstance(value, _Container) and is_secret_name(key):
+            found.append((value, KEYED))  # a scalar under a secret key is find_keyed_values' to judge
 
 
-def _judge_list(frame: _Frame, spans: list[Span]) -> None:
+def _judge_list(frame: _Frame, found: list[tuple[_Scalar | _Container, str]]) -> None:
     items = frame.items
-    if len(items) == 2 and frame.commas == 1 and items[0] is not None and items[1] is not None:
-        if is_secret_name(items[0].text):
-            _emit(items[1], NAMED, spans)
-            return
+    if len(items) == 2 and frame.commas == 1 and isinstance(items[0], _Scalar) and is_secret_name(items[0].text):
+        found.append((items[1], NAMED))
+        return
     for flag, value in zip(items, items[1:]):
         if (
-            flag is not None
-            and value is not None
+            isinstance(flag, _Scalar)
+            and isinstance(value, _Scalar)
             and flag.text.startswith("-")
             and not value.text.startswith("-")
             and is_secret_name(flag.text)
         ):
-            _emit(value, NAMED, spans)
-
-
-def _emit(value: _Scalar | list[_Scalar], kind: str, spans: list[Span]) -> None:
-    for scalar in [value] if isinstance(value, _Scalar) else value:
-        if scalar.end > scalar.start and not is_placeholder(scalar.text):
-            spans.append(Span(scalar.start, scalar.end, kind))
+            found.append((value, NAMED))

@@ -126,32 +126,36 @@ def is_value_field(field: str) -> bool:
     return bool(words) and words[-1] in _VALUE_FIELD_WORDS
 
 
-# What follows ``token:`` or ``password=`` in ordinary prose and configuration rather than a secret:
-# ``invalid password: too short``, ``token: expired``, ``password=none``. A secret equal to one of these
-# words would stay visible; that trade keeps error messages readable.
-_NOT_A_SECRET = frozenset({
-    "none", "null", "nil", "true", "false", "yes", "no", "on", "off", "empty", "unset", "notset", "missing",
-    "required", "invalid", "incorrect", "wrong", "expired", "revoked", "denied", "refused", "rejected", "failed",
-    "failure", "error", "ok", "success", "unknown", "unavailable", "undefined", "n/a", "na", "not", "is", "was",
-    "has", "for", "the", "a", "an", "must", "should", "cannot", "could", "does", "did", "too", "mismatch",
-    "changed", "updated", "accepted", "provided", "supplied", "found", "present", "absent", "given", "needed",
-    "redacted", "hidden", "masked", "of", "to", "in", "and", "or", "with", "without", "from", "via", "set",
+# Values that say there is no value: left visible wherever they stand.
+_NO_VALUE = frozenset({"none", "null", "nil", "true", "false", "empty", "unset", "notset", "n/a", "redacted",
+                       "hidden", "masked"})
+
+# What follows ``token:`` or ``password:`` in a sentence rather than a secret: ``invalid password: too
+# short``, ``token: expired``. Only after a colon (an ``=`` assignment or a quoted value is never prose),
+# so a secret equal to one of these words stays visible only there; that trade keeps error messages
+# readable.
+_PROSE_WORDS = frozenset({
+    "yes", "no", "on", "off", "missing", "required", "invalid", "incorrect", "wrong", "expired", "revoked",
+    "denied", "refused", "rejected", "failed", "failure", "error", "ok", "success", "unknown", "unavailable",
+    "undefined", "na", "not", "is", "was", "has", "for", "the", "a", "an", "must", "should", "cannot", "could",
+    "does", "did", "too", "mismatch", "changed", "updated", "accepted", "provided", "supplied", "found", "present",
+    "absent", "given", "needed", "of", "to", "in", "and", "or", "with", "without", "from", "via", "set",
     "unauthorized", "forbidden", "timeout", "valid", "malformed", "rotated", "saved", "stored", "reset",
 })
 
+_REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}|\{\{\s*secret:[A-Za-z0-9_.\-]+\s*\}\}")
 
-def is_placeholder(value: str) -> bool:
-    """A value that stands for no secret: a status word, an already-redacted marker, a ``${VAR}`` or
-    ``{{secret:NAME}}`` reference (the reference names a secret without carrying it)."""
+
+def is_placeholder(value: str, *, prose: bool = False) -> bool:
+    """A value that stands for no secret: empty, ``null``-like, an already-redacted marker, a ``${VAR}``
+    or ``{{secret:NAME}}`` reference (it names a secret without carrying it), or, where a colon may
+    start a sentence (``prose``), a status word such as ``expired``."""
     v = value.strip()
     if not v:
         return True
     lowered = v.lower().rstrip(".,;")
-    if lowered in _NOT_A_SECRET:
+    if lowered in _NO_VALUE or (prose and lowered in _PROSE_WORDS):
         return True
     if v.startswith("[REDACTED:") and v.endswith("]") and "]" not in v[:-1]:
         return True
     return bool(_REFERENCE.fullmatch(v))
-
-
-_REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}|\{\{\s*secret:[A-Za-z0-9_.\-]+\s*\}\}")
