@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policy.scrub_structure import KEYED, NAMED, find_keyed_values, find_paired_values, mentions_secret_name
-from policy.secret_names import is_name_field, is_placeholder, is_secret_name, is_value_field
+from policy.secret_names import is_name_field, is_placeholder, is_secret_name, is_secret_section, is_value_field
 
 REDACTION = "[REDACTED:{kind}]"
 
@@ -358,12 +358,12 @@ def _secret_fields(node: dict[Any, Any]) -> dict[Any, str]:
     )
     k8s_secret = node.get("kind") == "Secret"
     found: dict[Any, str] = {}
-    for k in node:
+    for k, v in node.items():
         if not isinstance(k, str):
             continue
         if (named and is_value_field(k)) or (k8s_secret and k in ("data", "stringData")):
             found[k] = NAMED
-        elif is_secret_name(k):
+        elif is_secret_section(k) if isinstance(v, (dict, list, tuple)) else is_secret_name(k):
             found[k] = KEYED
     return found
 
@@ -381,7 +381,7 @@ def _secret_items(node: list[Any] | tuple[Any, ...]) -> set[int]:
             isinstance(flag, str)
             and flag.startswith("-")
             and isinstance(nxt, (str, int, float))
-            and not (isinstance(nxt, str) and nxt.startswith("-"))
+            and not (isinstance(nxt, str) and nxt.startswith("--"))
             and is_secret_name(flag)
         ):
             found.add(i + 1)

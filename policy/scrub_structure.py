@@ -27,6 +27,7 @@ from policy.secret_names import (
     is_name_field,
     is_placeholder,
     is_secret_name,
+    is_secret_section,
     is_value_field,
     name_words,
 )
@@ -102,10 +103,10 @@ class Span(NamedTuple):
 # An identifier followed by an assignment separator. Possessive quantifiers: an identifier is taken
 # whole or not at all, so a long run without a separator costs one pass.
 _ASSIGNMENT = re.compile(
-    r"(?<![A-Za-z0-9_.\-])(?P<key>[A-Za-z0-9_.\-]{1,128}+)(?P<close>\\{0,3}[\"'])?[ \t]*+(?P<sep>:=|=>|=(?!=)|:(?!:))"
+    r"(?<![A-Za-z0-9_.\-])(?P<key>[A-Za-z0-9_.\-]{1,128}+)(?P<close>\\{0,3}[\"'])?[ \t]*+(?P<sep>:=|=>|=(?!=(?:\s|$))|:(?!:))"
 )
 # A command-line flag followed by its value: ``--password hunter2``.
-_FLAG = re.compile(r"(?<![A-Za-z0-9_.\-])(?P<key>--[A-Za-z0-9][A-Za-z0-9_.\-]{0,126}+)[ \t]++(?=[^\s\-\"'])")
+_FLAG = re.compile(r"(?<![A-Za-z0-9_.\-])(?P<key>--[A-Za-z0-9][A-Za-z0-9_.\-]{0,126}+)[ \t]++(?!--|[\s\"'])")
 # A bare value runs to whitespace; a quote ends it only where a closing quote would stand.
 _BARE = re.compile(r"(?:[^\s\"'`]|[\"'`](?![\s,;:)\]}\\]|$))++")
 _BARE_IN_OBJECT = re.compile(r"[^\s\"'`,{}\[\]()]++")
@@ -261,6 +262,8 @@ def _assigned_value(text: str, lines: _Lines, key_start: int, pos: int, sep: str
             if scheme:
                 pos = scheme.end()
         value = text[pos:end]
+        if sep == ":" and starts_line and (end <= pos or _BLOCK_INDICATOR.fullmatch(value)):
+            return _yaml_block(text, key_start - line_start, line_end, key, block_scalar=end > pos)
         prose = sep == ":"
         if end <= pos or is_placeholder(value, prose=prose) or is_placeholder(value.split(None, 1)[0], prose=prose):
             return None
@@ -272,6 +275,38 @@ def _assigned_value(text: str, lines: _Lines, key_start: int, pos: int, sep: str
     if sep == ":" and _PROSE.match(text, bare.start()):
         return None  # "failed to refresh token: connection refused" is a sentence, not a field
     return Span(bare.start(), bare.end(), KEYED)
+
+
+_BLOCK_INDICATOR = re.compile(r"[|>][+\-]?[1-9]?")
+
+
+def _yaml_block(text: str, indent: int, line_end: int, key: str, *, block_scalar: bool) -> Span | None:
+    """The indented lines under ``key:`` in YAML: a block scalar (``password: |``) under a secret
+    name, or a nested mapping or sequence under a secret section (``credentials:``, ``passwords:``)."""
+    if not (is_secret_name(key) if block_scalar else is_secret_section(key)):
+        return None
+    n = len(text)
+    newline = text.find("\n", line_end)  # line_end stops before a "\r\n" too
+    if newline < 0:
+        return None
+    pos = newline + 1
+    start = end = -1
+    while pos < n:
+        nl = text.find("\n", pos)
+        stop = n if nl < 0 else nl
+        line = text[pos:stop]
+        content = line.lstrip(" \t")
+        if content.strip():
+            depth = len(line) - len(content)
+            if not (depth > indent or (not block_scalar and depth == indent and content.startswith("-"))):
+                break
+            if start < 0:
+                start = pos + depth
+            end = pos + len(line.rstrip())
+        if nl < 0:
+            break
+        pos = nl + 1
+    return Span(start, end, KEYED) if start >= 0 else None
 
 
 _QUOTED_BODY = {
@@ -425,7 +460,7 @@ def _judge_object(frame: _Frame, found: list[tuple[_Scalar | _Container, str]]) 
             found.append((value, NAMED))
         elif k8s_secret and key in ("data", "stringData"):
             found.append((value, NAMED))
-        elif isinstance(value, _Container) and is_secret_name(key):
+        elif isinstance(value, _Container) and is_secret_section(key):
             found.append((value, KEYED))  # a scalar under a secret key is find_keyed_values' to judge
 
 
@@ -439,7 +474,7 @@ def _judge_list(frame: _Frame, found: list[tuple[_Scalar | _Container, str]]) ->
             isinstance(flag, _Scalar)
             and isinstance(value, _Scalar)
             and flag.text.startswith("-")
-            and not value.text.startswith("-")
+            and not value.text.startswith("--")
             and is_secret_name(flag.text)
         ):
             found.append((value, NAMED))

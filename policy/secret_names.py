@@ -94,22 +94,38 @@ def _is_secret_word(words: tuple[str, ...], i: int) -> bool:
     return len(words) > 1 and word in _IN_COMPOUND
 
 
+def _secret_words(name: str) -> tuple[str, ...]:
+    """The words that make ``name`` a secret name (none if it is not one)."""
+    if len(name) > 128:
+        return ()
+    words = name_words(name)
+    return tuple(
+        words[i]
+        for i in range(len(words))
+        if _is_secret_word(words, i)
+        and not any(w in _DESCRIBES_AFTER for w in words[i + 1 :])
+        and not any(w in _DESCRIBES_BEFORE for w in words[:i])
+    )
+
+
 @lru_cache(maxsize=4096)
 def is_secret_name(name: str) -> bool:
     """True when a value called ``name`` is itself a secret (``password``, ``AWS_SECRET_ACCESS_KEY``,
     ``X-Api-Key``, ``user_password``), False for names that describe one (``token_type``,
     ``password_file``, ``max_tokens``)."""
-    if len(name) > 128:
-        return False
-    words = name_words(name)
-    for i in range(len(words)):
-        if (
-            _is_secret_word(words, i)
-            and not any(w in _DESCRIBES_AFTER for w in words[i + 1 :])
-            and not any(w in _DESCRIBES_BEFORE for w in words[:i])
-        ):
-            return True
-    return False
+    return bool(_secret_words(name))
+
+
+# Secret words that name a credential when they hold a scalar (docker's ``"auth": "<base64>"``) but a
+# settings section when they hold a mapping or a list (``auth: {type: x509, lifetime: 3600}``).
+_SECTION_ONLY_WORDS = frozenset({"auth", "authorization"})
+
+
+@lru_cache(maxsize=1024)
+def is_secret_section(name: str) -> bool:
+    """True when everything under ``name`` is secret (``credentials``, ``passwords``, ``secrets``,
+    ``api_keys``); a section named only ``auth`` is judged key by key instead."""
+    return any(w not in _SECTION_ONLY_WORDS for w in _secret_words(name))
 
 
 @lru_cache(maxsize=1024)

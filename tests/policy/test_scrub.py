@@ -316,6 +316,37 @@ def test_json_embedded_in_an_error_string_is_scrubbed_structurally(text, secret)
     assert out.startswith("tool get_task failed: ")
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("passwords:\n  - a1\n  - b2\nuser: bob", "passwords:\n  [REDACTED:keyed_secret]\nuser: bob"),
+        ("secrets:\n- one\n- two\nafter: 3", "secrets:\n[REDACTED:keyed_secret]\nafter: 3"),
+        ("password: |\n  line1\n  line2\nnext: 1", "password: |\n  [REDACTED:keyed_secret]\nnext: 1"),
+        ("credentials:\n  user: bob\n  pass: x\n", "credentials:\n  [REDACTED:keyed_secret]\n"),
+        # an ``auth`` section is settings: its keys are judged one by one
+        ("auth:\n  auth_type: x509\n  token: t0k\nx: 1", "auth:\n  auth_type: x509\n  token: [REDACTED:keyed_secret]\nx: 1"),
+        ('{"passwords": ["a1", "b2"], "n": 1}', '{"passwords": [REDACTED:keyed_secret], "n": 1}'),
+        ('{"auth": {"type": "x509", "token": "t0k"}}', '{"auth": {"type": "x509", "token": "[REDACTED:keyed_secret]"}}'),
+    ],
+)
+def test_yaml_blocks_and_containers_under_secret_names(text, expected):
+    assert scrub_text(text).text == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("password==kgyB host=db", "password=[REDACTED:keyed_secret] host=db"),  # a value that starts with "="
+        ("if token == expected:", "if token == expected:"),  # a comparison
+        ("psql --password -x9= -h db", "psql --password [REDACTED:keyed_secret] -h db"),  # a value that starts with "-"
+        ("['psql', '--password', '-x9=']", "['psql', '--password', '[REDACTED:named_secret]']"),
+        ("mysql --password --host db", "mysql --password --host db"),  # a flag without a value
+    ],
+)
+def test_values_that_start_like_operators_or_flags(text, expected):
+    assert scrub_text(text).text == expected
+
+
 async def test_a_tool_error_reaches_the_script_scrubbed_structurally():
     """The bridge passes a tool's error text through scrub_value/scrub_text: the structural finders
     cover it without a change to the bridge."""
