@@ -35,7 +35,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from policy.scrub_structure import KEYED, NAMED, find_keyed_values, find_paired_values, mentions_secret_name
+from policy.scrub_structure import (
+    KEYED,
+    NAMED,
+    find_keyed_values,
+    find_paired_values,
+    find_xml_values,
+    mentions_secret_name,
+)
 from policy.secret_names import is_name_field, is_placeholder, is_secret_name, is_secret_section, is_value_field
 
 REDACTION = "[REDACTED:{kind}]"
@@ -236,8 +243,9 @@ def find_secrets(text: str, *, entropy: bool = True) -> list[Finding]:
                         found.append(Finding("aws_secret_access_key", m.start(), m.end()))
     if mentions_secret_name(text, lowered):
         found.extend(Finding(kind, start, end) for start, end, kind in find_keyed_values(text))
-        if any(c in text for c in "{[("):
-            found.extend(Finding(kind, start, end) for start, end, kind in find_paired_values(text))
+        found.extend(Finding(kind, start, end) for start, end, kind in find_paired_values(text))
+        if "</" in text:
+            found.extend(Finding(kind, start, end) for start, end, kind in find_xml_values(text))
     return _merge(found)
 
 

@@ -103,7 +103,7 @@ class Span(NamedTuple):
 # An identifier followed by an assignment separator. Possessive quantifiers: an identifier is taken
 # whole or not at all, so a long run without a separator costs one pass.
 _ASSIGNMENT = re.compile(
-    r"(?<![A-Za-z0-9_.\-])(?P<key>[A-Za-z0-9_.\-]{1,128}+)(?P<close>\\{0,3}[\"'])?[ \t]*+(?P<sep>:=|=>|=(?!=(?:\s|$))|:(?!:))"
+    r"(?<![A-Za-z0-9_.\-])(?P<key>[A-Za-z0-9_.\-]{1,128}+)(?P<close>\\{0,3}[\"']\]?)?[ \t]*+(?P<sep>:=|=>|=(?!=(?:\s|$))|:(?!:))"
 )
 # A command-line flag followed by its value: ``--password hunter2``.
 _FLAG = re.compile(r"(?<![A-Za-z0-9_.\-])(?P<key>--[A-Za-z0-9][A-Za-z0-9_.\-]{0,126}+)[ \t]++(?!--|[\s\"'])")
@@ -328,6 +328,39 @@ def _quoted(text: str, lines: _Lines, pos: int, quote: str) -> Span | None:
     if end <= start or is_placeholder(text[start:end]):
         return None
     return Span(start, end, KEYED)
+
+
+# --- XML elements: <password>..</password>, <name>fs.s3a.secret.key</name><value>..</value> -----------
+
+_XML_ELEMENT = re.compile(
+    r"<(?P<tag>[A-Za-z_][A-Za-z0-9_.:\-]{0,127}+)(?:[ \t\r\n][^<>]{0,1024}+)?>(?P<body>[^<]{0,4096}+)</(?P=tag)[ \t]*>"
+)
+_BLANK = re.compile(r"\s*+")
+
+
+def find_xml_values(text: str) -> list[Span]:
+    """The text of an element named like a secret, and of the value element beside a name element
+    that holds a secret name (Hadoop-style ``<property>`` configuration, settings files)."""
+    spans: list[Span] = []
+    siblings: list[re.Match[str]] = []
+    for m in _XML_ELEMENT.finditer(text):
+        if siblings and _BLANK.match(text, siblings[-1].end()).end() != m.start():
+            _judge_xml_siblings(siblings, spans)
+            siblings = []
+        siblings.append(m)
+        tag, body = m.group("tag"), m.group("body")
+        if is_secret_name(tag.rsplit(":", 1)[-1]) and not is_placeholder(body):
+            spans.append(Span(m.start("body"), m.end("body"), KEYED))
+    _judge_xml_siblings(siblings, spans)
+    return spans
+
+
+def _judge_xml_siblings(siblings: list[re.Match[str]], spans: list[Span]) -> None:
+    if not any(is_name_field(e.group("tag")) and is_secret_name(e.group("body").strip()) for e in siblings):
+        return
+    for e in siblings:
+        if is_value_field(e.group("tag")) and not is_placeholder(e.group("body")):
+            spans.append(Span(e.start("body"), e.end("body"), NAMED))
 
 
 # --- name/value pairs inside embedded JSON, Python reprs and JS-style objects -----------------------

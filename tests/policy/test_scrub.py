@@ -27,7 +27,7 @@ from policy.scrub import (
     scrub_value,
     shannon_entropy,
 )
-from policy.scrub_structure import find_keyed_values, find_paired_values
+from policy.scrub_structure import find_keyed_values, find_paired_values, find_xml_values
 from policy.secret_names import is_secret_name
 
 
@@ -347,6 +347,16 @@ def test_values_that_start_like_operators_or_flags(text, expected):
     assert scrub_text(text).text == expected
 
 
+def test_xml_elements_and_name_value_properties():
+    hadoop = ("<property>\n  <name>fs.s3a.secret.key</name>\n  <value>%s</value>\n</property>\n"
+              "<property><name>fs.defaultFS</name><value>hdfs://nn:8020</value></property>")
+    out = scrub_text(hadoop % AWS_EXAMPLE_SECRET).text
+    assert out == hadoop % "[REDACTED:aws_secret_access_key]"
+    settings = "<server><id>nexus</id><username>bob</username><password>p&amp;w</password></server>"
+    assert scrub_text(settings).text == settings.replace("p&amp;w", "[REDACTED:keyed_secret]")
+    assert scrub_text("os.environ['DB_PASSWORD'] = 'x1'").text == "os.environ['DB_PASSWORD'] = '[REDACTED:keyed_secret]'"
+
+
 async def test_a_tool_error_reaches_the_script_scrubbed_structurally():
     """The bridge passes a tool's error text through scrub_value/scrub_text: the structural finders
     cover it without a change to the bridge."""
@@ -513,7 +523,8 @@ def test_planted_token_is_always_removed(prefix, kind, b1, suffix):
 
 mixed_text = st.lists(
     st.one_of(surrounding_text, st.sampled_from(SECRET_NAMES), secret_values,
-              st.sampled_from(["=", ": ", '"', "{", "}", "[", "]", ",", "\n", "--", '"name": ', '"value": '])),
+              st.sampled_from(["=", ": ", '"', "{", "}", "[", "]", ",", "\n", "--", '"name": ', '"value": ',
+                               "<name>", "</name>", "<value>", "</value>", "<password>", "</password>", "'"])),
     max_size=30,
 ).map("".join)
 
@@ -531,5 +542,5 @@ def test_the_gate_never_hides_a_structural_finding(text):
     """find_secrets skips the structural finders when no identifier is a secret name; whatever they
     would have found must be covered anyway."""
     covered = [(f.start, f.end) for f in find_secrets(text, entropy=False)]
-    for span in find_keyed_values(text) + find_paired_values(text):
+    for span in find_keyed_values(text) + find_paired_values(text) + find_xml_values(text):
         assert any(a <= span.start and span.end <= b for a, b in covered), (span, text)
