@@ -35,14 +35,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from policy.scrub_structure import (
-    KEYED,
-    NAMED,
-    find_keyed_values,
-    find_paired_values,
-    find_xml_values,
-    mentions_secret_name,
-)
+from policy.scrub_assignments import find_keyed_values
+from policy.scrub_brackets import find_paired_values
+from policy.scrub_structure import KEYED, NAMED, mentions_secret_name
+from policy.scrub_xml import find_xml_values
 from policy.secret_names import is_name_field, is_placeholder, is_secret_name, is_secret_section, is_value_field
 
 REDACTION = "[REDACTED:{kind}]"

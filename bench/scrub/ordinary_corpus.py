@@ -45,7 +45,8 @@ def _guid(rng: random.Random) -> str:
 
 
 def _dataset(rng: random.Random) -> str:
-    return f"{rng.choice(_PROJECTS)}.{rng.randint(300000, 999999)}.Py8EG_A14NNPDF23LO_jj_JZ{rng.randint(0, 9)}.simul.HITS.e{rng.randint(1000, 9999)}_s{rng.randint(1000, 9999)}"
+    return (f"{rng.choice(_PROJECTS)}.{rng.randint(300000, 999999)}.Py8EG_A14NNPDF23LO_jj_JZ{rng.randint(0, 9)}"
+            f".simul.HITS.e{rng.randint(1000, 9999)}_s{rng.randint(1000, 9999)}")
 
 
 def _job_record(rng: random.Random) -> str:

@@ -27,7 +27,9 @@ from policy.scrub import (
     scrub_value,
     shannon_entropy,
 )
-from policy.scrub_structure import find_keyed_values, find_paired_values, find_xml_values
+from policy.scrub_assignments import find_keyed_values
+from policy.scrub_brackets import find_paired_values
+from policy.scrub_xml import find_xml_values
 from policy.secret_names import is_secret_name
 
 
