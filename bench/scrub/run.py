@@ -265,8 +265,10 @@ def main() -> None:
     print(report)
     if args.write:
         command = f".venv/bin/python -m bench.scrub.run --count {args.count} --repeat {args.repeat} --write"
+        if _detect_secrets_scrubber() is not None:
+            command = f".venv/bin/pip install detect-secrets=={_detect_secrets_version()}\n    {command}"
         RESULTS.write_text(
-            f"# Scrubbing — latest results\n\nCommand (from the repository root):\n\n    {command}\n\n"
+            f"# Scrubbing — latest results\n\nCommands (from the repository root):\n\n    {command}\n\n"
             f"Run at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.\n\n{report}\n",
             encoding="utf-8",
         )
