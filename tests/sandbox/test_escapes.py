@@ -477,8 +477,9 @@ return {}
 
 
 async def test_token_from_another_run_is_refused(bw):
-    first = await bw.run("return {'token': tools._bridge_call.__self__._token}")
-    stolen = first.return_value["token"]
+    # Not under a key named "token": the scrubber redacts values under secret names in return values.
+    first = await bw.run("return {'stolen': tools._bridge_call.__self__._token}")
+    stolen = first.return_value["stolen"]
     assert len(bytes.fromhex(stolen)) == 32  # 256-bit per-run token
     res = await bw.run(_RAW_FRAME + f"""
 raw_send({{"type": "call", "token": {stolen!r}, "id": 5, "tool": "get_task", "args": {{"task_id": 1}}}})
