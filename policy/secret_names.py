@@ -51,9 +51,14 @@ _DESCRIBES_AFTER = frozenset({
     "tokenizer", "tokens", "reset", "request", "requests", "response", "check", "test",
 })
 
-# A word before the secret word that makes the name a setting about secrets: ``max_tokens``,
-# ``enable_auth``, ``require_password``, ``num_token``.
+# Run-together names of storage space tokens (PanDA's lower-case ``destinationdblocktoken``): no credential.
+_STORAGE_TOKENS = ("blocktoken", "spacetoken")
+
+# A word before the secret word that makes the name a setting about secrets (``max_tokens``,
+# ``enable_auth``, ``require_password``) or a token that is no credential: a storage space token
+# (``space_token``, PanDA's ``destinationDBlockToken``) names where data goes.
 _DESCRIBES_BEFORE = frozenset({
+    "space", "block",
     "max", "min", "num", "count", "total", "enable", "enabled", "disable", "disabled", "require", "required",
     "use", "allow", "has", "is", "no", "skip", "verify", "validate", "check", "show", "hide", "mask", "print",
     "log", "prompt", "ask", "need", "needs", "with", "without", "get", "set", "fetch", "load",
@@ -87,7 +92,7 @@ def _is_secret_word(words: tuple[str, ...], i: int) -> bool:
     word = words[i]
     if word in _WHOLE or any(stem in word for stem in _CONTAINED):
         return True
-    if word == "token" or (word.endswith("token") and word not in _DESCRIBES_AFTER):
+    if word == "token" or (word.endswith("token") and not word.endswith(_STORAGE_TOKENS)):
         return True
     if word in ("key", "keys") and i > 0 and words[i - 1] in _KEY_QUALIFIERS:
         return True

@@ -6,8 +6,8 @@ passwords or authentication without containing one. Every item this corpus yield
 if the scrubber changes it. Built to contain the near misses a name-based scrubber must leave alone:
 ``RUCIO_AUTH_TYPE=x509_proxy``, ``BEARER_TOKEN_FILE=/tmp/bt_u1000``, ``"max_tokens": 4096``,
 ``token_endpoint: https://...``, ``secretName: panda-db``, ``pass: 120``, ``Failed to refresh token:
-connection refused``, AWS tags ``{"Key": "Name", "Value": ...}``, PanDA job parameters with ``"value"``
-fields. Deterministic for a given seed.
+connection refused``, PanDA's space tokens (``destinationdblocktoken``), AWS tags ``{"Key": "Name",
+"Value": ...}``, PanDA job parameters with ``"value"`` fields. Deterministic for a given seed.
 """
 
 from __future__ import annotations
@@ -64,6 +64,8 @@ def _job_record(rng: random.Random) -> str:
         "piloterrorcode": rng.choice([0, 1099, 1305, 1201]),
         "piloterrordiag": rng.choice(["", "Failed to stage-in file", "Payload exceeded maximum allowed memory"]),
         "destinationdblock": _dataset(rng) + "_sub0" + str(rng.randint(10000000, 99999999)),
+        "destinationdblocktoken": rng.choice(["ATLASDATADISK", "ATLASSCRATCHDISK", "NULL"]),
+        "dispatchDBlockToken": rng.choice(["ATLASDATADISK", "NULL"]),
         "jobsetid": rng.randint(1, 99999),
         "gshare": rng.choice(["Express", "MC Simulation Full", "Group production"]),
         "resourcetype": rng.choice(["SCORE", "MCORE", "SCORE_HIMEM"]),

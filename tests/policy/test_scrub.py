@@ -457,7 +457,9 @@ def test_secret_names_are_judged_word_by_word():
                  "db_pass", "user_password", "refresh_token", "client_secret", "Authorization", "--db-password"]:
         assert is_secret_name(name), name
     for name in ["pass", "key", "primary_key", "max_tokens", "token_type", "password_file", "auth_host",
-                 "tokenizer", "username", "secretName", "bypass", "cache_bypass", "client_id"]:
+                 "tokenizer", "username", "secretName", "bypass", "cache_bypass", "client_id",
+                 "destinationDBlockToken", "dispatchDBlockToken", "prodDBlockToken", "space_token",
+                 "destinationdblocktoken"]:
         assert not is_secret_name(name), name
 
 
