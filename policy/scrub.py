@@ -7,8 +7,8 @@ transcript verbatim.
 Two kinds of evidence, combined:
 
 - what a value looks like: the well-known token shapes below (cloud keys, VCS tokens, chat webhooks,
-  JWTs, private-key blocks, bearer/basic headers, passwords in URLs), 40-character AWS secret keys, and
-  long mixed-alphabet high-entropy strings;
+  JWTs, private-key blocks, bearer/basic headers, passwords in URLs and in ``curl -u``), 40-character
+  AWS secret keys, and long mixed-alphabet high-entropy strings;
 - where a value stands (``policy.scrub_structure``): the value of a secret-named key in an assignment,
   a JSON or repr field, an env-style line, a command-line flag, or a name/value pair such as
   ``{"name": "AWS_SECRET_ACCESS_KEY", "value": ...}``. These are redacted whole, at any length and with
@@ -115,6 +115,13 @@ _RULES: tuple[_Rule, ...] = (
     _rule("bearer_token", r"(?i)(\bbearer\s+)([A-Za-z0-9\-._~+/]{12,}=*)", group=2, hints=("bearer",)),
     _rule("basic_auth", r"(?i)(\bauthorization\s*[:=]\s*basic\s+)([A-Za-z0-9+/]{8,}={0,2})", group=2, hints=("basic",)),
     _rule("url_password", r"://([^\s:/@?#]{1,128}):([^\s@/?#]{1,256})@", group=2, hints=("://",)),
+    # ``curl -u bob:hunter2``, ``--proxy-user``: the password after the colon (not ``-u 1000:1000``, a uid:gid).
+    _rule(
+        "cli_password",
+        r"(?<![A-Za-z0-9_\-])(?:-u|--user|--proxy-user)[ \t]+[\"']?[^\s:'\"]{1,128}:(?!\d+(?:[\s'\"]|$))([^\s'\"]{1,256})",
+        group=1,
+        hints=("-u", "--user", "--proxy-user"),
+    ),
 )
 
 _ANY_HINT = re.compile("|".join(re.escape(h) for rule in _RULES for h in rule.hints))

@@ -1,7 +1,8 @@
 """Secrets after a secret-named key: ``key=value``, ``key: value``, quoted fields, flags, YAML blocks.
 
 ``password=abc123``, ``export AWS_SECRET_ACCESS_KEY=...``, ``"apiKey": "..."``, ``'pwd': 'x'``,
-``os.environ['DB_PASSWORD'] = 'x'``, ``X-Api-Key: ...``, ``--token abc``, ``?access_token=...&``, and
+``os.environ['DB_PASSWORD'] = 'x'``, ``X-Api-Key: ...``, ``--token abc``, ``?access_token=...&``, a
+``.netrc`` line, and
 a ``password: |`` block or a ``credentials:`` mapping in YAML. The value is taken whole: a quoted value
 to its closing quote, a bare value to the next whitespace (and to ``&`` only inside a URL query), a
 header or a line-initial ``key: value`` to the end of the line, a YAML block to its last indented line.
@@ -35,6 +36,8 @@ _ASSIGNMENT = re.compile(
 )
 # A command-line flag followed by its value: ``--password hunter2``.
 _FLAG = re.compile(r"(?<![A-Za-z0-9_.\-])(?P<key>--[A-Za-z0-9][A-Za-z0-9_.\-]{0,126}+)[ \t]++(?!--|[\s\"'])")
+# A .netrc entry: ``machine db login bob password hunter2`` (no separator but the spaces).
+_NETRC = re.compile(r"(?<![A-Za-z0-9_\-])(?:login|account)[ \t]++\S++[ \t]++(?:password|passwd)[ \t]++(?P<value>\S++)")
 # A bare value runs to whitespace; a quote ends it only where a closing quote would stand.
 _BARE = re.compile(r"(?:[^\s\"'`]|[\"'`](?![\s,;:)\]}\\]|$))++")
 _BARE_IN_OBJECT = re.compile(r"[^\s\"'`,{}\[\]()]++")
@@ -72,6 +75,8 @@ def find_keyed_values(text: str) -> list[Span]:
         if span is not None:
             spans.append(span)
             pos = max(pos, span.end)
+    if "login" in text or "account" in text:
+        spans.extend(Span(m.start("value"), m.end("value"), KEYED) for m in _NETRC.finditer(text))
     if "--" in text:
         pos = 0
         while (m := _FLAG.search(text, pos)) is not None:

@@ -349,6 +349,19 @@ def test_values_that_start_like_operators_or_flags(text, expected):
     assert scrub_text(text).text == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("machine db login bob password Zq9&x;1", "machine db login bob password [REDACTED:keyed_secret]"),
+        ("curl -u bob:Zq9&x;1 https://x", "curl -u bob:[REDACTED:cli_password] https://x"),
+        ("curl --user 'bob:pw' x", "curl --user 'bob:[REDACTED:cli_password]' x"),
+        ("docker run -u 1000:1000 img", "docker run -u 1000:1000 img"),  # a uid:gid
+    ],
+)
+def test_netrc_lines_and_command_line_user_passwords(text, expected):
+    assert scrub_text(text).text == expected
+
+
 def test_xml_elements_and_name_value_properties():
     hadoop = ("<property>\n  <name>fs.s3a.secret.key</name>\n  <value>%s</value>\n</property>\n"
               "<property><name>fs.defaultFS</name><value>hdfs://nn:8020</value></property>")
