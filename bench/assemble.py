@@ -13,6 +13,7 @@ SECTIONS = [
     ("sandbox", "Sandbox and tool bridge (issue 3)"),
     ("tools", "Tool layer (issue 4)"),
     ("diagnosis", "Diagnosis quality (issue 6)"),
+    ("scrub", "Scrubbing (issue 15)"),
 ]
 
 
