@@ -98,8 +98,11 @@ class Settings(BaseSettings):
     investigation_idle_timeout_s: int = 7 * 24 * 3600
 
     # --- observability ----------------------------------------------------------------------
-    otel_exporter: Literal["none", "console", "otlp"] = "none"
-    otel_endpoint: str | None = None
+    otel_exporter: Literal["none", "console", "otlp"] = Field(
+        default="none", description="Traces: console writes to <data_dir>/logs/<service>-spans.log")
+    otel_endpoint: str | None = Field(default=None, description="OTLP/HTTP base URL, e.g. http://collector:4318")
+    metrics_bind: str | None = Field(
+        default=None, description="host:port where a worker serves Prometheus metrics (/metrics); empty = off")
 
     def resolved_data_dir(self) -> Path:
         return self.data_dir.expanduser().resolve()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import Runtime
 
 from bamboo.settings import Settings
 from bamboo.telemetry import configure_tracing
@@ -13,11 +14,13 @@ class TemporalUnavailable(RuntimeError):
     pass
 
 
-async def connect(settings: Settings) -> Client:
+async def connect(settings: Settings, *, service: str = "bamboo-client", runtime: Runtime | None = None) -> Client:
+    """A client whose tracing interceptor every worker built on it inherits (so spans are emitted once)."""
     try:
         return await Client.connect(
             settings.temporal_address, namespace=settings.temporal_namespace,
-            data_converter=pydantic_data_converter, interceptors=configure_tracing(settings, "bamboo-client"),
+            data_converter=pydantic_data_converter, interceptors=configure_tracing(settings, service),
+            runtime=runtime,
         )
     except RuntimeError as exc:
         raise TemporalUnavailable(

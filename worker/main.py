@@ -17,7 +17,7 @@ from bamboo.services import Services, build_services
 from bamboo.settings import Settings, get_settings
 from bamboo.temporal_client import connect
 from worker.registry import plan, workflow_runner
-from bamboo.telemetry import configure_tracing
+from bamboo.telemetry import flush_tracing, worker_runtime
 
 log = logging.getLogger("bamboo.worker")
 
@@ -28,12 +28,13 @@ async def run_worker(settings: Settings, *, services: Services | None = None, st
     if services is None:
         base_url = await asyncio.to_thread(resolve_llm_endpoint, settings)
         services = await build_services(settings, llm_base_url=base_url)
-    client = await connect(settings)
-    interceptors = configure_tracing(settings, "bamboo-worker")
+    # The worker names the process for tracing and serves metrics; the client's tracing interceptor is
+    # inherited by every worker built on it (passing it to the workers again doubled every span).
+    client = await connect(settings, service="bamboo-worker", runtime=worker_runtime(settings))
     workers = [
         Worker(client, task_queue=p.queue, workflows=p.workflows, activities=p.activities,
                max_concurrent_activities=p.max_concurrent_activities, max_concurrent_workflow_tasks=100,
-               interceptors=interceptors, workflow_runner=workflow_runner())
+               workflow_runner=workflow_runner())
         for p in plan(services, llm_concurrency or settings.llm_concurrency)
     ]
     stop = stop or asyncio.Event()
@@ -44,6 +45,7 @@ async def run_worker(settings: Settings, *, services: Services | None = None, st
             log.info("worker polling %s", [w.task_queue for w in workers])
             await stop.wait()
     finally:
+        flush_tracing()
         if own:
             await services.close()
             stop_shared_local_llm()

@@ -21,7 +21,8 @@ import openai
 from opentelemetry import trace
 from pydantic import BaseModel, ValidationError
 
-from bamboo.llm.errors import LLMOutputError, classify
+from bamboo.llm.errors import LLMError, LLMOutputError, classify
+from bamboo.metrics import METRICS
 from bamboo.llm.schema import schema_name_for, strict_json_schema
 from bamboo.settings import Settings
 
@@ -126,9 +127,15 @@ class LLMClient:
             span.set_attribute("llm.model", self.model)
             span.set_attribute("llm.schema", schema_name)
             span.set_attribute("llm.attempts", 1)
-            reply, finish = await self._complete(messages, temperature=temperature, response_format=response_format)
             try:
-                return _parse(reply, output)
+                reply, finish = await self._complete(messages, temperature=temperature, response_format=response_format)
+            except LLMError:
+                METRICS.llm_call(schema_name, "failed")
+                raise
+            try:
+                parsed = _parse(reply, output)
+                METRICS.llm_call(schema_name, "ok")
+                return parsed
             except ValueError as first_error:
                 error_text = _describe(first_error, finish)
             span.add_event("llm.repair", {"error": error_text[:1000]})
@@ -137,10 +144,17 @@ class LLMClient:
                 {"role": "assistant", "content": reply or ""},
                 {"role": "user", "content": REPAIR_INSTRUCTION.format(name=schema_name, error=error_text)},
             ]
-            reply, finish = await self._complete(messages, temperature=temperature, response_format=response_format)
             try:
-                return _parse(reply, output)
+                reply, finish = await self._complete(messages, temperature=temperature, response_format=response_format)
+            except LLMError:
+                METRICS.llm_call(schema_name, "failed")
+                raise
+            try:
+                parsed = _parse(reply, output)
+                METRICS.llm_call(schema_name, "repaired")
+                return parsed
             except ValueError as second_error:
+                METRICS.llm_call(schema_name, "invalid")
                 raise LLMOutputError(
                     schema_name=schema_name,
                     validation_error=_describe(second_error, finish),

@@ -10,6 +10,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from opentelemetry import trace
+
+from bamboo.metrics import METRICS
 from bamboo.mcp.arguments import ArgumentError, validate_arguments
 from bamboo.panda.client import PandaClient
 from bamboo.panda.errors import PandaConfigError, PandaError, PandaNotFound, PandaRefused, PandaUnavailable
@@ -17,6 +20,7 @@ from bamboo.panda.tools import BuiltinTool, builtin_tools
 from bamboo.tools.model import ToolResult, ToolSpec
 
 log = logging.getLogger(__name__)
+_tracer = trace.get_tracer("bamboo.panda")
 
 
 class PandaToolbox:
@@ -28,6 +32,18 @@ class PandaToolbox:
         return [t.spec for t in self._tools.values()]
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        """One call, traced as ``panda.tool`` with its name and outcome (ok, no_data or error)."""
+        with _tracer.start_as_current_span("panda.tool") as span:
+            span.set_attribute("tool.name", name)
+            result = await self._call(name, arguments)
+            outcome = "error" if not result.ok else ("no_data" if result.no_data else "ok")
+            span.set_attribute("tool.outcome", outcome)
+            if result.error:
+                span.set_attribute("tool.error", result.error[:300])
+        METRICS.tool_call(name, outcome, "panda")
+        return result
+
+    async def _call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         tool = self._tools.get(name)
         if tool is None:
             return ToolResult.failure(f"unknown tool {name!r}; available: {', '.join(sorted(self._tools))}")

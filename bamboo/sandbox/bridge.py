@@ -24,13 +24,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
+from opentelemetry import trace
 
 from bamboo.audit import AuditEvent, AuditSink
 from bamboo.sandbox.models import BridgeLimits, CallOutcome, CallRecord
 from bamboo.sandbox.protocol import PREVIEW_CHARS, safe_text, value_problem
 from bamboo.tools.model import ToolCaller, ToolSpec
+from bamboo.metrics import METRICS
 from policy.scrub import scrub_text, scrub_value
 
+_tracer = trace.get_tracer("bamboo.sandbox")
 TOKEN_BYTES = 32  # 256 bits
 MAX_REASON_CHARS = 300
 MAX_TOOL_NAME_CHARS = 100
@@ -212,6 +215,7 @@ class ToolBridge:
 
     async def _record(self, tool: str, digest: str, preview: str, decision: _Decision, started: float) -> bool:
         """Append to the call log and the audit; False (and the bridge closed) when the audit failed."""
+        METRICS.tool_call(tool, decision.outcome, "sandbox")
         reason = safe_text(scrub_text(decision.reason).text, MAX_REASON_CHARS) if decision.reason else None
         record = CallRecord(
             seq=len(self.calls) + 1,
@@ -304,6 +308,17 @@ class ToolBridge:
         return validator
 
     async def _dispatch(self, tool: str, arguments: dict[str, Any]) -> _Decision:
+        """One allowed call, traced with its tool name and outcome."""
+        with _tracer.start_as_current_span("sandbox.tool_call") as span:
+            span.set_attribute("tool.name", tool)
+            span.set_attribute("sandbox.run_id", self.run_id)
+            decision = await self._call(tool, arguments)
+            span.set_attribute("tool.outcome", decision.outcome)
+            if decision.reason:
+                span.set_attribute("tool.reason", decision.reason)
+        return decision
+
+    async def _call(self, tool: str, arguments: dict[str, Any]) -> _Decision:
         timeout = self.limits.call_timeout_s
         if self._deadline is not None:
             timeout = min(timeout, max(0.0, self._deadline - time.monotonic()))

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bamboo.audit import AuditSink, BlobSink
+from bamboo.metrics import METRICS
 from bamboo.sandbox.bridge import ToolBridge
 from bamboo.sandbox.errors import SandboxRefused
 from bamboo.sandbox.models import BridgeLimits, CallRecord, Phase, SandboxRunResult, StreamCapture
@@ -87,8 +88,11 @@ class CodeExecutor:
         )
         outcome = await self.runner.run(code, bridge, timeout_s=timeout_s)
         try:
-            return await self._report(run_id, outcome, bridge, timeout_s)
+            result = await self._report(run_id, outcome, bridge, timeout_s)
+            METRICS.sandbox_run(result.status, result.isolation)
+            return result
         except (ValueError, TypeError, RecursionError, UnicodeError) as exc:
+            METRICS.sandbox_run("error", outcome.isolation)
             # Whatever the child produced, it is the script's error, reported once — never a retry.
             log.warning("sandbox run %s: its output could not be reported (%s)", run_id, type(exc).__name__)
             return SandboxRunResult(
