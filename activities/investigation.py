@@ -31,7 +31,7 @@ from bamboo.sandbox.runner import SandboxRunner, SandboxUnavailable
 from bamboo.services import Services
 from bamboo.mcp.config import load_servers_config
 from bamboo.store.vectors import PgVectorIndex
-from bamboo.tools.selection import ToolSelector, config_namespace
+from bamboo.tools.selection import SelectionConfig, ToolSelector, config_namespace
 
 from workflows.names import (
     INVESTIGATION_AUDIT as AUDIT,
@@ -66,8 +66,12 @@ class InvestigationActivities:
         # deployments sharing a database do not thrash each other's catalogue.
         namespace = config_namespace(_servers_fingerprint(services.settings), services.embedder.model_id,
                                      services.embedder.dim)
-        self.selector = ToolSelector(PgVectorIndex(services.store.pool), services.embedder, namespace)
-        self.model = TurnModel(services.llm, self.selector)
+        settings = services.settings
+        config = SelectionConfig(budget_margin=settings.tool_budget_margin,
+                                 max_full_schemas=settings.tool_max_full_schemas,
+                                 candidate_k=settings.tool_retrieval_candidate_k)
+        self.selector = ToolSelector(PgVectorIndex(services.store.pool), services.embedder, namespace, config)
+        self.model = TurnModel(services.llm, self.selector, settings.llm_context_window)
         self.finalizer = Finalizer(services.store.knowledge, self.repository, services.embedder,
                                    services.settings.canonical_match_threshold)
         self.registry = ApproverRegistry(services.store.pool, services.store.audit)

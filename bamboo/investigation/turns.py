@@ -9,7 +9,9 @@ construction and the bridge's read-only allow-set is the backstop.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
@@ -20,7 +22,10 @@ from bamboo.models.investigation import (
     CodegenInput, CodegenResult, IntentInput, IntentResult, SummaryInput, SummaryResult,
 )
 from bamboo.tools.model import ToolSpec
-from bamboo.tools.selection import RetrievalUnavailable, ToolSelector, truncated_block
+from bamboo.llm.window import probe_served_model, remote_token_counter, resolve_context_window
+from bamboo.tools.selection import RetrievalUnavailable, ToolSelector, offline_token_counter, truncated_block
+
+log = logging.getLogger(__name__)
 
 INTENT_SCHEMA = "InvestigationIntent"
 CODE_SCHEMA = "InvestigationCode"
@@ -65,9 +70,25 @@ class CodeProposal(BaseModel):
 
 
 class TurnModel:
-    def __init__(self, llm: LLMClient, selector: ToolSelector) -> None:
+    def __init__(self, llm: LLMClient, selector: ToolSelector, context_window: int = 0) -> None:
+        """``context_window`` is the setting (0: ask the served model on the first code turn)."""
         self.llm = llm
         self.selector = selector
+        self._window_setting = context_window
+        self._window_known = False
+
+    async def ensure_window(self) -> None:
+        """Budget prompts against the served model's own window and tokenizer (asked once, lazily, so a
+        model server that starts after the worker is still asked)."""
+        if self._window_known:
+            return
+        served = await asyncio.to_thread(probe_served_model, self.llm.base_url, self.llm.model, self.llm.api_key)
+        window, source = resolve_context_window(self._window_setting, served)
+        count = remote_token_counter(served.tokenizer_url, offline_token_counter()) if served.tokenizer_url else None
+        self.selector.configure(self.selector.config.model_copy(update={"context_window": window}), count)
+        self._window_known = True
+        log.info("prompts budgeted against a %d-token window (%s), tokenizer: %s", window, source,
+                 "the model's" if count else "offline approximation")
 
     async def intent(self, inp: IntentInput) -> IntentResult:
         recent = "\n".join(inp.recent[-5:])
@@ -77,6 +98,7 @@ class TurnModel:
         )
 
     async def code(self, inp: CodegenInput, tools: Sequence[ToolSpec]) -> CodegenResult:
+        await self.ensure_window()
         shown = [t for t in tools if t.read_only] if inp.phase == "automatic" else list(tools)
         prompt = CODE_USER.format(
             task=inp.task_id if inp.task_id is not None else "none", symptom=inp.symptom or "not given",
@@ -87,7 +109,7 @@ class TurnModel:
         except RetrievalUnavailable:
             if inp.phase == "interactive":
                 raise
-            block = truncated_block(prompt, shown, self.selector.config, self.selector.count)
+            block = await asyncio.to_thread(truncated_block, prompt, shown, self.selector.config, self.selector.count)
         proposal = await self.llm.structured(system=CODE_SYSTEM, user=block.text, output=CodeProposal, name=CODE_SCHEMA)
         code = proposal.code if proposal.code.strip() else None
         return CodegenResult(

@@ -73,6 +73,7 @@ class LLMClient:
         self.base_url = base_url.rstrip("/")
         http_client = http_client or default_http_client()
         self.model = model
+        self.api_key = api_key
         self.timeout_s = timeout_s
         self.max_tokens = max_tokens
         self._openai = openai.AsyncOpenAI(

@@ -30,6 +30,7 @@ class FailureKind(StrEnum):
     FORBIDDEN = "forbidden"
     BAD_REQUEST = "bad_request"
     MODEL_NOT_FOUND = "model_not_found"
+    CONTEXT_OVERFLOW = "context_overflow"
     INVALID_OUTPUT = "invalid_output"
     MISCONFIGURED = "misconfigured"
     UNEXPECTED = "unexpected"
@@ -160,6 +161,12 @@ def _classify_status(
             f"{where} does not know model {model!r} or the path (HTTP 404): set {p}_MODEL to a model the "
             f"endpoint serves (GET /v1/models lists them) and check that {p}_BASE_URL ends with the API root, e.g. /v1."
         )
+    elif status in (400, 413, 422) and _is_context_overflow(detail):
+        kind, text = FailureKind.CONTEXT_OVERFLOW, (
+            f"The prompt does not fit model {model!r}'s context window at {where} (HTTP {status}); retrying will "
+            f"not help. Leave {p}_CONTEXT_WINDOW at 0 so the served window is used, or set it to the window the "
+            "server gives each request, or lower BAMBOO_TOOL_MAX_FULL_SCHEMAS."
+        )
     elif status in (400, 422):
         kind, text = FailureKind.BAD_REQUEST, f"{where} rejected the request as invalid (HTTP {status}); retrying will not help."
         if p == LLM_SETTINGS_PREFIX:
@@ -173,6 +180,17 @@ def _classify_status(
     else:
         kind, text = FailureKind.BAD_REQUEST, f"{where} answered HTTP {status}; retrying will not help."
     return LLMRequestError(text + said, kind=kind, endpoint=endpoint, model=model, status_code=status)
+
+
+_OVERFLOW_WORDS = ("exceeds the available context", "context length", "context_length", "context window",
+                   "maximum context", "exceed_context_size", "too many tokens")
+
+
+def _is_context_overflow(detail: str) -> bool:
+    """llama.cpp: "request (N tokens) exceeds the available context size"; OpenAI and vLLM: "maximum context
+    length"; the fix is the window setting, not the model's structured-output support."""
+    lowered = detail.lower()
+    return any(word in lowered for word in _OVERFLOW_WORDS)
 
 
 def _server_message(exc: openai.APIStatusError) -> str:

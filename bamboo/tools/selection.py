@@ -18,6 +18,7 @@ the full catalogue by the trust policy, and an omitted tool stays callable.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import importlib.resources
 import json
@@ -85,7 +86,7 @@ def offline_token_counter() -> TokenCounter:
 
 
 class SelectionConfig(BaseModel):
-    context_window: int = Field(default=8192, gt=0)
+    context_window: int = Field(default=8192, gt=0, description="tokens of the served model's window (per slot)")
     budget_margin: int = Field(default=1024, ge=0, description="tokens kept for the answer and headroom")
     max_full_schemas: int = Field(default=25, ge=1, description="primary knob: tools shown with a full schema")
     candidate_k: int = Field(default=0, ge=0, description="ranking pool per source; 0 = max(40, 3 x the cap)")
@@ -303,14 +304,22 @@ class ToolSelector:
         cap = self.config.max_full_schemas
         names = {t.name for t in tools}
         if len(tools) <= cap:
-            block = fill_block(prompt, tools, names, self.config, self.count, "all")
+            block = await asyncio.to_thread(fill_block, prompt, tools, names, self.config, self.count, "all")
             if not block.omitted and not block.compact:
                 return block
         order = await self.rank(query, tools)
         by_name = {t.name: t for t in tools}
         ranked = [by_name[n] for n in order]
         rest = [t for t in tools if t.name not in set(order)]
-        return fill_block(prompt, [*ranked, *rest], set(order[:cap]), self.config, self.count, "selected")
+        # Counting may ask the served model's tokenizer over HTTP: never on the event loop.
+        return await asyncio.to_thread(fill_block, prompt, [*ranked, *rest], set(order[:cap]), self.config,
+                                       self.count, "selected")
+
+    def configure(self, config: SelectionConfig, count: TokenCounter | None = None) -> None:
+        """Adopt the served model's window and tokenizer once they are known (see ``bamboo.llm.window``)."""
+        self.config = config
+        if count is not None:
+            self.count = count
 
 
 def merge_sources(history: Sequence[str], described: Sequence[str], reserved: int) -> list[str]:
