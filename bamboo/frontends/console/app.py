@@ -1,0 +1,291 @@
+"""The console's pages: server-rendered (Starlette + Jinja2), no script, live pages reload themselves.
+
+Every page needs a signed-in person; every action is a POST with the session's CSRF token. A decision form
+carries the turn and the full code hash the page showed, and the console sends exactly those: if the review
+moved on (answered elsewhere, edited, a new turn), the session refuses the decision as stale and the page
+says so. The person's identity comes from the sign-in only, never from a form field.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.sessions import SessionMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from bamboo.frontends.console import auth
+from bamboo.frontends.console.accounts import LocalAccounts
+from bamboo.frontends.console.backend import BATCH_SIGNALS, ConsoleBackend, ConsoleError
+from bamboo.frontends.console.render import code_html, diff_html, pygments_css
+from bamboo.frontends.console.settings import ConsoleSettings
+from bamboo.frontends.review import (
+    CHOICE_KEYS, CHOICE_WORDS, effect, flagged_lines, notes, procedure_effect, procedure_notes,
+)
+from policy.approvers import Role
+from policy.decisions import DecisionKind
+from policy.identity import IdentityError, canonical_identity
+
+HERE = Path(__file__).parent
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def create_app(backend: ConsoleBackend, settings: ConsoleSettings, accounts: LocalAccounts, cookie_secret: str,
+               oidc: Any | None = None) -> Starlette:
+    templates = Jinja2Templates(directory=str(HERE / "templates"))
+    templates.env.globals.update(code_html=code_html, diff_html=diff_html, choice_words=CHOICE_WORDS,
+                                 choice_keys=CHOICE_KEYS, oidc_label=settings.oidc_label)
+    code_css = pygments_css()
+
+    async def render(request: Request, name: str, status_code: int = 200, refresh: bool = False,
+                     **context: Any) -> Response:
+        user = auth.current_user(request)
+        roles = await backend.roles(user.identity) if user else None
+        return templates.TemplateResponse(request, name, {
+            "user": user, "roles": roles, "csrf": auth.csrf_token(request), "flashes": auth.take_flashes(request),
+            "refresh": settings.refresh_s if refresh else None, "oidc": oidc is not None, **context,
+        }, status_code=status_code)
+
+    def page(handler: Callable[[Request, auth.SignedIn], Awaitable[Response]]) -> Handler:
+        async def wrapped(request: Request) -> Response:
+            user = auth.current_user(request)
+            if user is None:
+                return RedirectResponse(f"/login?next={quote(request.url.path)}", status_code=303)
+            try:
+                return await handler(request, user)
+            except ConsoleError as exc:
+                return await render(request, "error.html", status_code=409, message=str(exc))
+        return wrapped
+
+    def back(path: str) -> RedirectResponse:
+        return RedirectResponse(path, status_code=303)
+
+    # ------------------------------------------------------------------ sign-in
+    async def login(request: Request) -> Response:
+        if request.method == "GET":
+            return await render(request, "login.html", next=request.query_params.get("next", "/"))
+        form = await auth.checked_form(request)
+        identity = accounts.verify(str(form.get("username", "")), str(form.get("password", "")))
+        if identity is None:
+            auth.flash(request, "error", "Wrong user name or password.")
+            return await render(request, "login.html", status_code=401, next=str(form.get("next", "/")))
+        auth.sign_in(request, identity, "local", settings.session_ttl_s)
+        return back(_local_path(str(form.get("next", "/"))))
+
+    async def logout(request: Request) -> Response:
+        await auth.checked_form(request)
+        auth.sign_out(request)
+        return back("/login")
+
+    async def oidc_login(request: Request) -> Response:
+        if oidc is None:
+            raise HTTPException(404, "single sign-on is not configured")
+        return await oidc.sso.authorize_redirect(request, f"{settings.base_url()}/oidc/callback")
+
+    async def oidc_callback(request: Request) -> Response:
+        if oidc is None:
+            raise HTTPException(404, "single sign-on is not configured")
+        from authlib.integrations.base_client.errors import OAuthError
+
+        try:
+            token = await oidc.sso.authorize_access_token(request)
+        except OAuthError as exc:
+            auth.flash(request, "error", f"Single sign-on failed: {exc.description or exc.error}; try again.")
+            return back("/login")
+        claims = token.get("userinfo") or {}
+        value = claims.get(settings.oidc_identity_claim)
+        try:
+            identity = canonical_identity(str(value)) if value else None
+        except IdentityError as exc:
+            identity = None
+            auth.flash(request, "error", f"The sign-on's {settings.oidc_identity_claim} is not an identity: {exc}")
+        if identity is None:
+            if value is None:
+                auth.flash(request, "error", f"The sign-on gave no {settings.oidc_identity_claim} claim; ask the "
+                                             "deployment to configure BAMBOO_CONSOLE_OIDC_IDENTITY_CLAIM.")
+            return back("/login")
+        auth.sign_in(request, identity, "oidc", settings.session_ttl_s)
+        return back("/")
+
+    # ------------------------------------------------------------------ reviews
+    async def home(request: Request) -> Response:
+        return back("/approvals")
+
+    @page
+    async def approvals_page(request: Request, user: auth.SignedIn) -> Response:
+        found = await backend.pending()
+        return await render(request, "approvals.html", refresh=True, pending=found,
+                            effects={item.session_id: effect(item.view) for item in found})
+
+    @page
+    async def review_page(request: Request, user: auth.SignedIn) -> Response:
+        session_id = request.path_params["session"]
+        view = await backend.review(session_id)
+        if view is None:
+            return await render(request, "review.html", refresh=True, session_id=session_id, view=None)
+        return await render(
+            request, "review.html", session_id=session_id, view=view, effect=effect(view), notes=notes(view),
+            flagged=flagged_lines(view), procedures=[(p, procedure_effect(p), procedure_notes(p))
+                                                     for p in view.procedures],
+            mine=user.identity == view.requester,
+        )
+
+    @page
+    async def decide(request: Request, user: auth.SignedIn) -> Response:
+        session_id = request.path_params["session"]
+        form = await auth.checked_form(request)
+        try:
+            turn = int(str(form.get("turn", "")))
+            kind = DecisionKind(str(form.get("kind", "")))
+        except ValueError:
+            raise HTTPException(400, "The decision form is incomplete; reload the review and answer again.") from None
+        replacement = str(form.get("replacement_code", "")) if kind is DecisionKind.EDIT else None
+        try:
+            ack = await backend.decide(user.identity, session_id, turn, str(form.get("code_hash", "")), kind,
+                                       replacement)
+        except ConsoleError as exc:
+            auth.flash(request, "error", f"Refused ({exc.refusal or 'error'}): {exc}")
+            return back(f"/sessions/{quote(session_id)}/review")
+        auth.flash(request, "ok", f"Turn {turn}: {user.identity} chose {CHOICE_WORDS[kind]} — {ack.detail}")
+        return back(f"/sessions/{quote(session_id)}#turn-{turn}")
+
+    # ------------------------------------------------------------------ sessions
+    @page
+    async def sessions_page(request: Request, user: auth.SignedIn) -> Response:
+        return await render(request, "sessions.html", refresh=True, sessions=await backend.sessions())
+
+    @page
+    async def new_session(request: Request, user: auth.SignedIn) -> Response:
+        if request.method == "GET":
+            return await render(request, "new_session.html")
+        form = await auth.checked_form(request)
+        roles = await backend.roles(user.identity) or []
+        if Role.REQUEST not in roles:
+            raise ConsoleError(f"{user.identity} is not registered to ask for code here (role request); ask the "
+                               "deployment to register you")
+        task_text, symptom = str(form.get("task_id", "")).strip(), str(form.get("symptom", "")).strip() or None
+        try:
+            task_id = int(task_text) if task_text else None
+        except ValueError:
+            raise ConsoleError(f"task id {task_text!r} is not a number") from None
+        if (task_id is None) == (symptom is None):
+            raise ConsoleError("give either a task id or a symptom")
+        session_id = f"{user.identity}-{uuid.uuid4().hex[:8]}"
+        await backend.start(user.identity, session_id, task_id, symptom,
+                            startup_hypothesis=form.get("no_hypothesis") != "on")
+        auth.flash(request, "ok", f"Session {session_id} opened.")
+        return back(f"/sessions/{quote(session_id)}")
+
+    @page
+    async def session_page(request: Request, user: auth.SignedIn) -> Response:
+        session_id = request.path_params["session"]
+        status = await backend.session_status(session_id)
+        entries = await backend.transcript(session_id)
+        standing = await backend.approvals(session_id)
+        view = await backend.review(session_id) if status == "running" else None
+        return await render(request, "session.html", refresh=status == "running", session_id=session_id,
+                            status=status, entries=entries, standing=standing, view=view, as_json=_as_json)
+
+    @page
+    async def ask(request: Request, user: auth.SignedIn) -> Response:
+        session_id = request.path_params["session"]
+        if request.method == "GET":
+            return await render(request, "ask.html", session_id=session_id)
+        form = await auth.checked_form(request)
+        try:
+            ack = await backend.ask(user.identity, session_id, str(form.get("text", "")).strip(),
+                                    form.get("force_tool") == "on")
+        except ConsoleError as exc:
+            auth.flash(request, "error", f"Refused ({exc.refusal or 'error'}): {exc}")
+            return back(f"/sessions/{quote(session_id)}")
+        auth.flash(request, "ok", f"Sent: {ack.detail}")
+        return back(f"/sessions/{quote(session_id)}")
+
+    @page
+    async def revoke(request: Request, user: auth.SignedIn) -> Response:
+        session_id = request.path_params["session"]
+        form = await auth.checked_form(request)
+        target = str(form.get("target", "")).strip()
+        try:
+            ack = await backend.revoke(user.identity, session_id, target)
+        except ConsoleError as exc:
+            auth.flash(request, "error", f"Refused ({exc.refusal or 'error'}): {exc}")
+        else:
+            auth.flash(request, "ok", f"Revoke of {target}: {ack.detail}")
+        return back(_local_path(str(form.get("back", "")) or f"/sessions/{quote(session_id)}"))
+
+    @page
+    async def grants_page(request: Request, user: auth.SignedIn) -> Response:
+        return await render(request, "grants.html", refresh=True, grants=await backend.grants())
+
+    # ------------------------------------------------------------------ batches and audit
+    @page
+    async def batches_page(request: Request, user: auth.SignedIn) -> Response:
+        return await render(request, "batches.html", refresh=True, batches=await backend.batches(),
+                            actions=BATCH_SIGNALS)
+
+    @page
+    async def batch_control(request: Request, user: auth.SignedIn) -> Response:
+        form = await auth.checked_form(request)
+        workflow_id, action = str(form.get("workflow_id", "")), str(form.get("action", ""))
+        try:
+            await backend.control_batch(user.identity, workflow_id, action)
+        except ConsoleError as exc:
+            auth.flash(request, "error", str(exc))
+        else:
+            auth.flash(request, "ok", f"{workflow_id}: {action} sent")
+        return back("/batches")
+
+    @page
+    async def audit_page(request: Request, user: auth.SignedIn) -> Response:
+        return await render(request, "audit.html", refresh=True, state=await backend.audit_state(),
+                            as_json=_as_json)
+
+    async def code_css_route(request: Request) -> Response:
+        return PlainTextResponse(code_css, media_type="text/css")
+
+    async def healthz(request: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    async def forbidden(request: Request, exc: HTTPException) -> Response:
+        return HTMLResponse(templates.get_template("error.html").render(
+            request=request, user=None, roles=None, csrf="", flashes=[], refresh=None, oidc=False,
+            message=exc.detail), status_code=exc.status_code)
+
+    routes = [
+        Route("/", home), Route("/login", login, methods=["GET", "POST"]), Route("/logout", logout, methods=["POST"]),
+        Route("/oidc/login", oidc_login), Route("/oidc/callback", oidc_callback),
+        Route("/approvals", approvals_page), Route("/sessions", sessions_page),
+        Route("/sessions/new", new_session, methods=["GET", "POST"]),
+        Route("/sessions/{session}", session_page), Route("/sessions/{session}/review", review_page),
+        Route("/sessions/{session}/decide", decide, methods=["POST"]),
+        Route("/sessions/{session}/ask", ask, methods=["GET", "POST"]),
+        Route("/sessions/{session}/revoke", revoke, methods=["POST"]),
+        Route("/grants", grants_page), Route("/batches", batches_page),
+        Route("/batches/control", batch_control, methods=["POST"]), Route("/audit", audit_page),
+        Route("/static/code.css", code_css_route), Route("/healthz", healthz),
+        Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
+    ]
+    middleware = [Middleware(SessionMiddleware, secret_key=cookie_secret, session_cookie="bamboo_console",
+                             max_age=settings.session_ttl_s, same_site="lax", https_only=settings.secure_cookies)]
+    return Starlette(routes=routes, middleware=middleware, exception_handlers={HTTPException: forbidden})
+
+
+def _local_path(target: str) -> str:
+    """Only paths of this console may follow a sign-in or an action (no open redirect)."""
+    return target if target.startswith("/") and not target.startswith(("//", "/\\")) else "/"
+
+
+def _as_json(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, default=str)

@@ -1,0 +1,64 @@
+"""Code as the console shows it: the exact hashed code, highlighted, numbered, wrapped and never cropped.
+
+Invisible and unusual characters are spelled out by ``policy.code_hazards.visible`` (the terminal's
+spelling) and marked; state-changing lines (from the review facts) are highlighted. Pygments does the
+highlighting with leading and trailing blank lines kept, so the numbers are the lines the facts name.
+The stylesheet wraps every line at any character and lets spaces take their room, so a statement pushed
+300 columns to the right lands on a visible line instead of past the edge.
+"""
+
+from __future__ import annotations
+
+from markupsafe import Markup
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import DiffLexer, PythonLexer
+
+from policy.code_hazards import visible
+
+_PLACEHOLDER_BASE = 0xE000  # private use: ``visible`` spells every such character, so none survives as itself
+
+
+def _formatter(highlight_lines: set[int] | None = None) -> HtmlFormatter:
+    return HtmlFormatter(linenos="inline", hl_lines=sorted(highlight_lines or ()), cssclass="code", wrapcode=True,
+                         lineanchors="L", anchorlinenos=False)
+
+
+def _spelled_by_placeholders(text: str) -> tuple[str, dict[str, str]]:
+    """Each character ``visible`` would spell, replaced by one private-use placeholder, so the lexer sees
+    one character where the reader will see ``⟨U+XXXX⟩`` (and a lone carriage return stays on its line)."""
+    placeholders: dict[str, str] = {}
+    out = []
+    for char in text:
+        if visible(char) == char:
+            out.append(char)
+            continue
+        spelled = visible(char)
+        placeholder = next((p for p, s in placeholders.items() if s == spelled), None)
+        if placeholder is None:
+            placeholder = chr(_PLACEHOLDER_BASE + len(placeholders))
+            placeholders[placeholder] = spelled
+        out.append(placeholder)
+    return "".join(out), placeholders
+
+
+def _render(text: str, lexer, formatter: HtmlFormatter) -> Markup:
+    prepared, placeholders = _spelled_by_placeholders(text)
+    html = highlight(prepared, lexer, formatter)
+    for placeholder, spelled in placeholders.items():
+        html = html.replace(placeholder, f'<span class="spelled" title="an invisible or unusual character">'
+                                         f'{spelled}</span>')
+    return Markup(html)
+
+
+def code_html(code: str, highlight_lines: set[int] | None = None) -> Markup:
+    """``code`` highlighted, with its lines numbered as the review facts number them."""
+    return _render(code, PythonLexer(stripnl=False, ensurenl=True, tabsize=0), _formatter(highlight_lines))
+
+
+def diff_html(diff: str) -> Markup:
+    return _render(diff, DiffLexer(stripnl=False, ensurenl=True), HtmlFormatter(cssclass="code diff", wrapcode=True))
+
+
+def pygments_css() -> str:
+    return HtmlFormatter(style="default").get_style_defs(".code")

@@ -1,0 +1,160 @@
+"""The console in a real browser (Chromium through Selenium): sign in, find the pending turn, read the code,
+approve, and watch the result appear; a person refused for approving their own state-changing code; and a
+page that went stale refused instead of approving whatever is pending now.
+
+Every decision is signed by the console's front-end key for the person signed in and judged by the session
+against the test deployment's registry; the tests check what the session and PanDA saw, not just the page.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bamboo.investigation import client as inv
+from policy.decisions import DecisionKind, OperatorDecision
+from tests.console.conftest import CONSOLE_IDENTITY, sign_in
+from tests.investigation.conftest import READ_CODE, TASK_ID, entries, new_session, pending_turn, wait_for
+
+pytestmark = pytest.mark.usefixtures("terminate_sessions")
+
+# Tasks PanDA accepts a kill for (40112233, the investigation tests' task, is broken: its kills are refused).
+KILLABLE = 40118507  # examples/incidents/002_memory_reco_leak.json, status exhausted
+KILLABLE_TOO = 40133412  # examples/incidents/008_site_downtime_exhausted.json, status exhausted
+
+# A kill hidden 300 columns to the right of a harmless statement: the review must show it, wrapped and flagged.
+HIDDEN_KILL = ("t = await tools.get_task_details(task_id=task_id)\n"
+               "status = t['status'];" + " " * 300 + "r = await tools.kill_task(task_id=task_id)\n"
+               "return {'status': status, 'killed': r['accepted']}")
+
+
+async def test_an_approver_signs_in_reads_the_code_approves_and_sees_the_result(
+        ops, client, settings, services, running_worker, brain, new_kills, browsers):
+    session = new_session()
+    brain.propose(HIDDEN_KILL)
+    await inv.start(client, inv.start_input(settings, session, "alice", task_id=KILLABLE, startup_hypothesis=False))
+    await inv.send_message(client, session, "kill the task if it is broken", ops.alice, force_tool=True)
+    view = await pending_turn(client, session, 1)
+
+    bob = browsers()
+    await bob.get("/approvals")
+    assert bob.path == "/login"
+    await bob.screenshot("login")
+    await sign_in(bob, "bob")
+    row = await bob.wait_text(session, "#pending")
+    assert view.code_hash in row and "STATE-CHANGING (kill_task)" in row
+    await bob.screenshot("approvals")
+    await bob.click(f"#review-{session}")
+    await bob.wait_text("The code that will run")
+
+    # Read the code: all of it, with the hidden statement on a visible line, highlighted and explained.
+    assert await bob.text("#code-hash") == view.code_hash and await bob.text("#turn") == "1"
+    code = await bob.text("#code")
+    assert "r = await tools.kill_task(task_id=task_id)" in code
+    overflow = await bob.js("const p = document.querySelector('#code pre'); return p.scrollWidth - p.clientWidth")
+    assert overflow <= 0, f"the code block scrolls sideways by {overflow} px: part of it is out of view"
+    hidden_visible = await bob.js("""
+        const pre = document.querySelector('#code pre'), box = pre.getBoundingClientRect();
+        const walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
+        let node; while ((node = walker.nextNode())) { if (node.textContent.includes('kill_task')) break; }
+        const range = document.createRange(); range.selectNodeContents(node);
+        const r = range.getBoundingClientRect();
+        return r.width > 0 && r.left >= box.left && r.right <= box.right;""")
+    assert hidden_visible, "the kill_task call is not inside the visible code box"
+    flagged = [await bob.call(lambda e=e: e.text) for e in await bob.find_all("#code .hll")]
+    assert any("kill_task" in line for line in flagged)
+    notes = await bob.text("#notes")
+    assert "state-changing: kill_task on line 2" in notes and "300 blank characters" in notes
+    assert "kill_task" in await bob.text("#tools") and await bob.text("#requester") == "alice"
+    assert view.policy_version in await bob.text("#policy")
+    assert not await bob.find_all("#choose-auto_run"), "auto-run must not be offered for state-changing code"
+    await bob.screenshot("review")
+
+    await bob.click("#choose-run_once")
+    await bob.wait_text("bob chose approve once")
+    reply = await bob.wait_text("run ok", ".kind-reply")
+    assert '"killed": true' in reply and '"status": "exhausted"' in reply
+    await bob.screenshot("session")
+
+    assert len(new_kills()) == 1
+    decisions = await entries(client, session, "decision")
+    assert [(d.actor, d.data["kind"], d.data["signer"]) for d in decisions] == [("bob", "run_once", CONSOLE_IDENTITY)]
+    async with services.store.pool.connection() as conn:
+        row = await (await conn.execute(
+            "SELECT actor, body FROM audit WHERE kind = 'decision_accepted' AND body->>'session' = %s",
+            (session,))).fetchone()
+    assert row[0] == "bob" and row[1]["signer"] == CONSOLE_IDENTITY and row[1]["code_hash"] == view.code_hash
+
+
+async def test_a_second_user_is_refused_for_their_own_state_changing_code(
+        ops, client, running_worker, brain, new_kills, browsers):
+    bob = browsers()
+    await sign_in(bob, "bob")
+    await bob.get("/sessions/new")
+    await bob.fill("#task-id", str(KILLABLE_TOO))
+    await bob.click("#no-hypothesis")
+    await bob.click("#start")
+    await bob.wait_text("opened")
+    session = bob.path.rsplit("/", 1)[-1]
+    brain.propose("r = await tools.kill_task(task_id=task_id)\nreturn {'killed': r['accepted']}")
+    await bob.click("#ask")
+    await bob.fill("#ask-text", "kill it")
+    await bob.click("#force-tool")
+    await bob.click("#send")
+    await bob.wait_text("review it", timeout=90)
+    await bob.click("#open-review")
+    await bob.wait_text("someone else has to approve it")
+    assert await bob.text("#requester") == "bob (you)"
+
+    await bob.click("#choose-run_once")
+    refusal = await bob.wait_text("Refused (approver_is_requester)")
+    assert "someone other than the person who asked for it" in refusal
+    await bob.screenshot("refused")
+    refused = await entries(client, session, "refused_decision")
+    assert [(e.actor, e.data["refusal"]) for e in refused] == [("bob", "approver_is_requester")]
+    assert await inv.pending(client, session) is not None and new_kills() == []
+
+    alice = browsers()  # a different person may approve it
+    await sign_in(alice, "alice")
+    await alice.get(f"/sessions/{session}/review")
+    await alice.click("#choose-run_once")
+    await alice.wait_text("run ok", ".kind-reply")
+    assert len(new_kills()) == 1
+
+
+async def test_a_stale_pages_decision_is_refused(ops, client, settings, running_worker, brain, browsers):
+    session = new_session()
+    brain.propose(READ_CODE)
+    await inv.start(client, inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False))
+    await inv.send_message(client, session, "what is the status", ops.alice, force_tool=True)
+    first = await pending_turn(client, session, 1)
+
+    bob = browsers()
+    await sign_in(bob, "bob")
+    await bob.get(f"/sessions/{session}/review")
+    assert await bob.text("#code-hash") == first.code_hash
+
+    # While bob reads, alice sends back different code for the same turn: bob's page is now stale.
+    edited = READ_CODE.replace("{'status': t['status']}", "{'status': t['status'], 'edited': True}")
+    await inv.update(client, session, "decide", OperatorDecision(
+        turn=1, code_hash=first.code_hash, kind=DecisionKind.EDIT, approver="alice", replacement_code=edited),
+        ops.alice)
+
+    async def re_reviewed():
+        view = await inv.pending(client, session)
+        return view if view is not None and view.code_hash != first.code_hash else None
+    second = await wait_for(re_reviewed)
+
+    await bob.click("#choose-run_once")  # the page still shows the first code and hash
+    refusal = await bob.wait_text("Refused (hash_mismatch)")
+    assert "the code may have changed since you looked" in refusal
+    assert await entries(client, session, "run") == []
+    refused = await entries(client, session, "refused_decision")
+    assert [(e.actor, e.data["refusal"], e.data["code_hash"]) for e in refused] == [
+        ("bob", "hash_mismatch", first.code_hash)]
+
+    # The page he is sent back to shows the current code; approving that one runs it.
+    assert await bob.text("#code-hash") == second.code_hash and "'edited': True" in await bob.text("#code")
+    await bob.click("#choose-run_once")
+    await bob.wait_text("run ok", ".kind-reply")
+    runs = await entries(client, session, "run")
+    assert len(runs) == 1 and runs[0].data["code_hash"] == second.code_hash
