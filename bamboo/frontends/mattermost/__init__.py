@@ -1,0 +1,1 @@
+"""``bamboo serve-mattermost``: investigations and analyses from Mattermost channels and threads."""

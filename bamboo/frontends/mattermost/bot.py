@@ -1,0 +1,279 @@
+"""The Mattermost bot: the seed's commands in channels and threads, on the signed approver identity.
+
+Every request the bot sends a session is signed with the bot's own key (registered with the ``front_end``
+role) for the identity the deployment's user mapping gives the poster's Mattermost user id; the session
+checks that signature, the person's registration and role, and the distinct-approver rule, exactly as for
+the CLI. A poster who is not in the mapping is refused by the bot (channel membership grants nothing) and
+the refusal is written to the audit log. A review reply answers the review the bot posted before it, by
+turn and full code hash, so an answer typed against an older prompt is refused as stale by the session.
+
+A thread is one session (``mm-<root post id>``), so a restarted bot finds its sessions again from the thread
+it is asked in. ``--verbose`` narrates intent, code, policy and each tool call in that thread only; it
+changes what is shown, never what may run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+from temporalio.client import Client
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.service import RPCError
+
+from bamboo.analysis.models import AnalysisResult, AnalyzeInput, analyze_workflow_id
+from bamboo.approvals.keys import LocalKey
+from bamboo.audit import AuditEvent, AuditSink
+from bamboo.frontends.mattermost.chat import MattermostChat
+from bamboo.frontends.mattermost.commands import Command, parse_root, parse_thread
+from bamboo.frontends.mattermost.render import approvals_post, entry_post, pending_list, review_post
+from bamboo.frontends.mattermost.users import UserMap
+from bamboo.investigation import client as inv
+from bamboo.models.investigation import OperatorMessage, RevokeRequest
+from bamboo.settings import Settings
+from policy.decisions import OperatorDecision
+
+log = logging.getLogger("bamboo.mattermost")
+SESSION_PREFIX = "mm-"
+STATUS_EVERY = 5
+HELP = ("In a channel: `investigate <task-id|symptom> [--verbose]`, `analyze <task-id>`, `approvals`. In a session's "
+        "thread: a question or request, review replies `y` `a` `k` `e` `N`, `/approvals`, `/revoke <hash|proc|all>`, "
+        "`--verbose` / `verbose off`. Only people the deployment mapped to a registered identity can act.")
+
+
+@dataclass
+class Prompt:
+    create_at: int
+    turn: int
+    code_hash: str
+
+
+@dataclass
+class Thread:
+    root_id: str
+    channel_id: str
+    session_id: str
+    verbose: bool = False
+    seen: int = 0
+    prompts: list[Prompt] = field(default_factory=list)
+    task: asyncio.Task | None = None
+
+    def prompt_for(self, create_at: int) -> Prompt | None:
+        """The latest review this thread showed before a reply posted at ``create_at``."""
+        earlier = [p for p in self.prompts if p.create_at <= create_at]
+        return earlier[-1] if earlier else None
+
+
+class MattermostBot:
+    def __init__(self, chat: MattermostChat, client: Client, settings: Settings, users: UserMap, key: LocalKey,
+                 audit: AuditSink, poll_s: float = 1.0) -> None:
+        self.chat, self.client, self.settings, self.users, self.key = chat, client, settings, users, key
+        self.audit, self.poll_s = audit, poll_s
+        self.threads: dict[str, Thread] = {}
+        self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.background: set[asyncio.Task] = set()
+
+    # ------------------------------------------------------------------ events
+    async def run(self) -> None:
+        me = await self.chat.login()
+        log.info("signed in to Mattermost as %s (%s)", me.get("username"), me.get("id"))
+        worker = asyncio.create_task(self._work())
+        try:
+            await self.chat.listen(self.on_event)
+        finally:
+            worker.cancel()
+
+    async def on_event(self, raw: str) -> None:
+        try:
+            event = json.loads(raw)
+            if event.get("event") != "posted":
+                return
+            post = json.loads(event["data"]["post"])
+        except (ValueError, KeyError, TypeError):
+            return
+        if post.get("user_id") == self.chat.me.get("id") or post.get("type"):
+            return  # its own posts and system messages
+        self.queue.put_nowait(post)
+
+    async def _work(self) -> None:
+        """Posts are handled one at a time, in the order Mattermost sent them."""
+        while True:
+            post = await self.queue.get()
+            try:
+                await self.handle(post)
+            except Exception:  # noqa: BLE001 — one bad post must not stop the bot
+                log.exception("could not handle post %s", post.get("id"))
+                await self._say(post["channel_id"], post.get("root_id") or post["id"],
+                                "Something went wrong handling that; the bot's log has the details.")
+
+    async def handle(self, post: dict[str, Any]) -> None:
+        if not post.get("root_id"):
+            command = parse_root(post.get("message", ""))
+            if command is not None:
+                await self._root_command(post, command)
+            return
+        thread = await self._thread_for(post["root_id"], post["channel_id"])
+        if thread is not None:
+            await self._thread_command(post, thread, parse_thread(post.get("message", "")))
+
+    # ------------------------------------------------------------------ channel commands
+    async def _root_command(self, post: dict[str, Any], command: Command) -> None:
+        channel, root = post["channel_id"], post["id"]
+        if command.kind == "help":
+            return await self._say(channel, root, HELP)
+        if command.kind == "invalid":
+            return await self._say(channel, root, command.error)
+        if command.kind == "pending":
+            return await self._say(channel, root, pending_list(await inv.list_pending(self.client)))
+        identity = await self._identity(post, command.kind, None)
+        if identity is None:
+            return
+        if command.kind == "investigate":
+            session_id = SESSION_PREFIX + root
+            await inv.start(self.client, inv.start_input(self.settings, session_id, identity, task_id=command.task_id,
+                                                         symptom=command.symptom,
+                                                         startup_hypothesis=command.hypothesis))
+            thread = Thread(root_id=root, channel_id=channel, session_id=session_id, verbose=command.verbose)
+            self.threads[root] = thread
+            what = f"task {command.task_id}" if command.task_id else f"“{command.symptom}”"
+            await self._say(channel, root, f"Session `{session_id}` opened on {what} by {identity}"
+                            + (" (verbose narration in this thread)" if command.verbose else "")
+                            + ". Ask in this thread; reviews are posted here.")
+            self._follow(thread)
+        elif command.kind == "analyze":
+            task = asyncio.create_task(self._analyze(channel, root, command.task_id or 0))
+            self.background.add(task)
+            task.add_done_callback(self.background.discard)
+
+    async def _analyze(self, channel: str, root: str, task_id: int) -> None:
+        from bamboo.panda.client import PandaClient
+        from bamboo.panda.errors import PandaError
+
+        try:
+            async with PandaClient.from_settings(self.settings) as panda:
+                task = await panda.get_task(task_id)
+        except PandaError as exc:
+            return await self._say(channel, root, f"Cannot read task {task_id} from PanDA: {exc}")
+        wid = analyze_workflow_id(task.get("jediTaskID"), task.get("status"))
+        await self._say(channel, root, f"Analysing task {task_id} (workflow `{wid}`, read-only)…")
+        handle = await self.client.start_workflow(
+            "AnalyzeTask", AnalyzeInput(task_data=task, exploration_threshold=self.settings.exploratory_investigation_threshold),
+            id=wid, task_queue=inv.MAIN_QUEUE, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            result_type=AnalysisResult)
+        result: AnalysisResult = await handle.result()
+        lines = [f"**Task {result.task_id} ({result.status})**: root cause **{result.root_cause}** — confidence "
+                 f"{result.confidence:.2f} ({result.diagnosis_source})"]
+        if result.resolution:
+            lines.append(f"Resolution: {result.resolution}")
+        lines += [f"- candidate: {c.name} ({c.breadth} clue types, {c.frequency} incidents)" for c in result.candidates[:3]]
+        lines += [f"- suggestion: {s}" for s in result.suggestions[:5]]
+        await self._say(channel, root, "\n".join(lines))
+
+    # ------------------------------------------------------------------ thread commands
+    async def _thread_for(self, root_id: str, channel_id: str) -> Thread | None:
+        """The session of this thread; a thread from before a restart is picked up again from Temporal."""
+        if root_id in self.threads:
+            return self.threads[root_id]
+        session_id = SESSION_PREFIX + root_id
+        try:
+            await inv.handle(self.client, session_id).describe()
+        except RPCError:
+            return None  # not a session thread
+        entries = await inv.transcript(self.client, session_id)
+        thread = Thread(root_id=root_id, channel_id=channel_id, session_id=session_id,
+                        seen=max((e.seq for e in entries), default=0))
+        view = await inv.pending(self.client, session_id)
+        if view is not None:
+            thread.prompts.append(Prompt(0, view.turn, view.code_hash))
+        self.threads[root_id] = thread
+        self._follow(thread)
+        return thread
+
+    async def _thread_command(self, post: dict[str, Any], thread: Thread, command: Command) -> None:
+        channel, root = thread.channel_id, thread.root_id
+        if command.kind == "invalid":
+            return await self._say(channel, root, command.error)
+        if command.kind == "verbose":
+            thread.verbose = command.verbose
+            return await self._say(channel, root, f"Verbose narration {'on' if command.verbose else 'off'} in this "
+                                                  "thread (it changes what is shown, never what may run).")
+        if command.kind == "approvals":
+            return await self._say(channel, root, approvals_post(await inv.approvals(self.client, thread.session_id)))
+        identity = await self._identity(post, command.kind, thread)
+        if identity is None:
+            return
+        speaker = inv.Speaker(identity, self.key)
+        try:
+            if command.kind == "decision":
+                prompt = thread.prompt_for(int(post.get("create_at") or 0))
+                if prompt is None:
+                    return await self._say(channel, root, "No review was posted in this thread before your reply.")
+                request = OperatorDecision(turn=prompt.turn, code_hash=prompt.code_hash, kind=command.decision,
+                                           approver=identity, replacement_code=command.replacement_code)
+                await inv.update(self.client, thread.session_id, "decide", request, speaker)
+            elif command.kind == "revoke":
+                await inv.update(self.client, thread.session_id, "revoke",
+                                 RevokeRequest(target=command.target or "", actor=identity), speaker)
+            elif command.kind == "message":
+                await inv.update(self.client, thread.session_id, "message",
+                                 OperatorMessage(text=command.text, author=identity, force_tool=command.force_tool),
+                                 speaker)
+        except ValidationError as exc:
+            await self._say(channel, root, f"Not sent: {exc.errors()[0]['msg']}")
+        except inv.InvestigationError as exc:
+            if exc.refusal is None:  # the session did not see it (no worker, unreachable): say so here
+                await self._say(channel, root, f"Not delivered: {exc}")
+            # a refusal is in the session's transcript, which this thread narrates
+
+    # ------------------------------------------------------------------ identity
+    async def _identity(self, post: dict[str, Any], request: str, thread: Thread | None) -> str | None:
+        """The registered identity the deployment mapped this Mattermost user to; else refuse and audit."""
+        identity = self.users.identity(post.get("user_id", ""))
+        if identity is not None:
+            return identity
+        detail = ("your Mattermost account is not mapped to a registered person here, and channel membership "
+                  "grants nothing; ask the deployment to add your user id to the Mattermost user mapping")
+        await self.audit.append(AuditEvent(kind="front_end_refused", actor=f"mattermost:{post.get('user_id')}", body={
+            "front_end": self.key.identity, "request": request, "reason": "unmapped_user", "detail": detail,
+            "session": thread.session_id if thread else None, "channel_id": post.get("channel_id"),
+            "post_id": post.get("id"), "message": (post.get("message") or "")[:500]}))
+        await self._say(post["channel_id"], thread.root_id if thread else post["id"], f"Refused: {detail}.")
+        return None
+
+    # ------------------------------------------------------------------ following a session
+    def _follow(self, thread: Thread) -> None:
+        if thread.task is None or thread.task.done():
+            thread.task = asyncio.create_task(self._narrate(thread))
+
+    async def _narrate(self, thread: Thread) -> None:
+        polls = 0
+        while True:
+            try:
+                entries = await inv.transcript(self.client, thread.session_id, thread.seen)
+                for entry in entries:
+                    thread.seen = max(thread.seen, entry.seq)
+                    text = entry_post(entry, thread.verbose)
+                    if text:
+                        await self._say(thread.channel_id, thread.root_id, text)
+                view = await inv.pending(self.client, thread.session_id)
+                if view is not None and not any((p.turn, p.code_hash) == (view.turn, view.code_hash)
+                                                for p in thread.prompts):
+                    posted = await self.chat.post(thread.channel_id, review_post(view), thread.root_id)
+                    thread.prompts.append(Prompt(int(posted.get("create_at") or 0), view.turn, view.code_hash))
+                polls += 1
+                if polls % STATUS_EVERY == 0 and not entries:
+                    desc = await inv.handle(self.client, thread.session_id).describe()
+                    if desc.status is not None and desc.status.name != "RUNNING":
+                        await self._say(thread.channel_id, thread.root_id,
+                                        f"Session `{thread.session_id}` is {desc.status.name.lower()}.")
+                        return
+            except (RPCError, inv.InvestigationError) as exc:
+                log.warning("following %s: %s", thread.session_id, exc)
+            await asyncio.sleep(self.poll_s)
+
+    async def _say(self, channel_id: str, root_id: str, message: str) -> None:
+        await self.chat.post(channel_id, message, root_id)

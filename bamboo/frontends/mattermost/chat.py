@@ -1,0 +1,67 @@
+"""The bot's side of Mattermost, on the maintained client ``mattermostdriver``, unchanged.
+
+The driver's REST calls are synchronous (requests), so they run in a thread; its websocket class runs in
+the bot's event loop and hands every event to the bot. Long posts are split at line boundaries below
+Mattermost's limit, closing and reopening a code fence that a split falls inside.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from mattermostdriver import Driver
+from mattermostdriver.websocket import Websocket
+
+MAX_POST_CHARS = 15000
+
+
+def split_message(message: str, limit: int = MAX_POST_CHARS) -> list[str]:
+    chunks: list[str] = []
+    current: list[str] = []
+    size = 0
+    fence: str | None = None
+    for line in message.split("\n"):
+        if size + len(line) + 1 > limit and current:
+            if fence:
+                current.append("```")
+            chunks.append("\n".join(current))
+            current, size = ([fence] if fence else []), len(fence or "")
+        while len(line) > limit:  # one enormous line: cut it (numbered code never gets here; it is pre-wrapped)
+            current.append(line[:limit])
+            chunks.append("\n".join(current))
+            current, size, line = [], 0, line[limit:]
+        current.append(line)
+        size += len(line) + 1
+        if line.startswith("```"):
+            fence = None if fence else line
+    if current:
+        chunks.append("\n".join(current))
+    return chunks
+
+
+class MattermostChat:
+    def __init__(self, options: dict[str, Any]) -> None:
+        self.driver = Driver(options)
+        self.me: dict[str, Any] = {}
+
+    async def login(self) -> dict[str, Any]:
+        self.me = await asyncio.to_thread(self.driver.login)
+        return self.me
+
+    async def post(self, channel_id: str, message: str, root_id: str = "") -> dict[str, Any]:
+        """Post ``message`` (split if long); the first post's record."""
+        first: dict[str, Any] | None = None
+        for chunk in split_message(message):
+            created = await asyncio.to_thread(self.driver.posts.create_post, {
+                "channel_id": channel_id, "message": chunk, "root_id": root_id})
+            first = first or created
+        return first or {}
+
+    async def get_post(self, post_id: str) -> dict[str, Any]:
+        return await asyncio.to_thread(self.driver.posts.get_post, post_id)
+
+    async def listen(self, handler: Callable[[str], Awaitable[None]]) -> None:
+        """Receive websocket events until the connection ends (the driver reconnects while keepalive is on)."""
+        await Websocket(self.driver.options, self.driver.client.token).connect(handler)

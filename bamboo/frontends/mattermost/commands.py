@@ -1,0 +1,99 @@
+"""What a Mattermost post asks for, in the seed's words, parsed without side effects.
+
+In a channel: ``investigate <task-id|symptom> [--verbose] [--no-hypothesis]`` (opens a thread per session),
+``analyze <task-id>``, ``/approvals`` (what waits for review). In a session's thread: a review reply
+(``y`` run once, ``a`` auto-run, ``k`` always ask, ``e`` with a replacement ```` ``` ```` block, ``N`` reject),
+``/approvals``, ``/revoke <hash-prefix|proc-name|all>``, ``--verbose`` or ``verbose on|off`` (narration
+for this thread only), and anything else is a message to the session. Mattermost takes a leading ``/`` as
+a slash command, so each of these also works without it, or with ``!`` instead.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel
+
+from policy.decisions import DecisionKind
+
+REVIEW_REPLIES: dict[str, DecisionKind] = {
+    "y": DecisionKind.RUN_ONCE, "a": DecisionKind.AUTO_RUN, "k": DecisionKind.ALWAYS_ASK, "e": DecisionKind.EDIT,
+    "n": DecisionKind.REJECT,
+}
+_FENCE = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\n(.*?)\n?```", re.DOTALL)
+
+
+class Command(BaseModel):
+    kind: Literal["investigate", "analyze", "pending", "decision", "approvals", "revoke", "verbose", "message",
+                  "help", "invalid"]
+    task_id: int | None = None
+    symptom: str | None = None
+    verbose: bool = False
+    hypothesis: bool = True
+    decision: DecisionKind | None = None
+    replacement_code: str | None = None
+    target: str | None = None
+    text: str = ""
+    force_tool: bool = False
+    error: str = ""
+
+
+def _word(text: str) -> str:
+    return text.lstrip("/!").lower()
+
+
+def parse_root(message: str) -> Command | None:
+    """A post in a channel (not in a thread); None when it is not addressed to the bot."""
+    words = message.strip().split()
+    if not words:
+        return None
+    head = _word(words[0])
+    if head == "investigate":
+        flags = {w for w in words[1:] if w.startswith("--")}
+        rest = [w for w in words[1:] if not w.startswith("--")]
+        unknown = flags - {"--verbose", "--no-hypothesis"}
+        if unknown or not rest:
+            return Command(kind="invalid", error="usage: investigate <task-id|symptom> [--verbose] [--no-hypothesis]")
+        task = int(rest[0]) if len(rest) == 1 and rest[0].isdigit() else None
+        return Command(kind="investigate", task_id=task, symptom=None if task else " ".join(rest),
+                       verbose="--verbose" in flags, hypothesis="--no-hypothesis" not in flags)
+    if head == "analyze":
+        if len(words) != 2 or not words[1].isdigit():
+            return Command(kind="invalid", error="usage: analyze <task-id>")
+        return Command(kind="analyze", task_id=int(words[1]))
+    if head in ("approvals", "pending") and len(words) == 1:
+        return Command(kind="pending")
+    if head == "bamboo" and len(words) == 1:
+        return Command(kind="help")
+    return None
+
+
+def parse_thread(message: str) -> Command:
+    """A post in a session's thread."""
+    text = message.strip()
+    first, _, rest = text.partition("\n")
+    words = first.split()
+    head = _word(words[0]) if words else ""
+    if len(words) == 1 and head in REVIEW_REPLIES:
+        kind = REVIEW_REPLIES[head]
+        if kind is DecisionKind.EDIT:
+            block = _FENCE.search(rest)
+            if block is None or not block.group(1).strip():
+                return Command(kind="invalid", error="an edit is `e` followed by the replacement code in a ``` block")
+            return Command(kind="decision", decision=kind, replacement_code=block.group(1))
+        return Command(kind="decision", decision=kind)
+    if head == "approvals" and len(words) == 1:
+        return Command(kind="approvals")
+    if head == "revoke" and (first.lstrip()[:1] in "/!" or len(words) == 2):
+        if len(words) != 2:
+            return Command(kind="invalid", error="usage: /revoke <hash-prefix|proc-name|all>")
+        return Command(kind="revoke", target=words[1])
+    if text in ("--verbose", "verbose on", "/verbose", "!verbose"):
+        return Command(kind="verbose", verbose=True)
+    if text in ("--quiet", "verbose off"):
+        return Command(kind="verbose", verbose=False)
+    if head == "tool" and first.lstrip()[:1] in "/!":
+        return Command(kind="message", text=text.split(None, 1)[1] if len(text.split(None, 1)) > 1 else "",
+                       force_tool=True)
+    return Command(kind="message", text=text)

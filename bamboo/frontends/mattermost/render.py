@@ -1,0 +1,92 @@
+"""Reviews and session narration as Mattermost posts (Markdown).
+
+A review post carries the exact hashed code, numbered, with invisible characters spelled out
+(``policy.code_hazards.visible``) and every line wrapped at a fixed width with a continuation mark, so
+nothing scrolls out of a chat client's code block; state-changing lines are marked; then the facts the
+workflow computed, every replayed procedure's body and its diff since its grant, and the answers offered.
+"""
+
+from __future__ import annotations
+
+from bamboo.frontends.review import (
+    CHOICE_KEYS, CHOICE_WORDS, effect, flagged_lines, notes, procedure_effect, procedure_notes,
+)
+from bamboo.investigation.client import PendingApproval
+from bamboo.models.investigation import ApprovalsView, PendingView, TranscriptEntry
+from policy.code_hazards import visible
+from policy.code_identity import short_hash
+
+WRAP = 96
+ALWAYS = {"reply", "finding", "refused_run", "refused_request", "refused_decision", "suggestion", "hypothesis",
+          "grant", "revoke", "system", "decision"}
+VERBOSE_ONLY = {"intent", "code", "policy", "run", "operator"}
+
+
+def numbered(code: str, flagged: set[int] | None = None) -> str:
+    """The code in a fenced block: ``NN │`` per line, ``   ↪`` where a long line continues, ``▶`` on
+    state-changing lines. Backticks cannot close the fence early: a run of three is spelled out."""
+    flagged = flagged or set()
+    out = []
+    for number, line in enumerate(visible(code).split("\n"), start=1):
+        line = line.replace("```", "`\u2060``")
+        mark = "▶" if number in flagged else " "
+        chunks = [line[i:i + WRAP] for i in range(0, len(line), WRAP)] or [""]
+        out.append(f"{mark}{number:>3} │ {chunks[0]}")
+        out += [f"    ↪ │ {chunk}" for chunk in chunks[1:]]
+    return "```text\n" + "\n".join(out) + "\n```"
+
+
+def review_post(view: PendingView) -> str:
+    what = effect(view)
+    lines = [f"#### Review · turn {view.turn} · `{view.code_hash}`",
+             f"**{what.text}** · asked by **{view.requester}** · {view.summary}",
+             f"tools: {', '.join(view.tools) or 'none'} · may call when run: {', '.join(view.allow_set) or 'none'}",
+             f"policy: {view.detail} (version `{view.policy_version}`)", numbered(view.code, flagged_lines(view))]
+    lines += [f"- {note}" for note in notes(view)]
+    for procedure in view.procedures:
+        lines.append(f"replays **{procedure.name}** · `{short_hash(procedure.code_hash)}` · {procedure_effect(procedure)}")
+        lines.append(numbered(procedure.code))
+        lines += [f"- {note}" for note in procedure_notes(procedure)]
+        if procedure.diff_from_granted:
+            lines.append("changed since it was granted:\n" + numbered(procedure.diff_from_granted))
+    offered = " · ".join(f"`{CHOICE_KEYS[c]}` {CHOICE_WORDS[c]}" for c in view.choices)
+    edit = " (`e` then the replacement code in a ``` block)" if any(c.value == "edit" for c in view.choices) else ""
+    lines.append(f"Reply in this thread: {offered}{edit}. Only registered approvers' answers count.")
+    return "\n".join(lines)
+
+
+def entry_post(entry: TranscriptEntry, verbose: bool) -> str | None:
+    """One transcript entry as this thread shows it, or None when it is not shown at this verbosity."""
+    if entry.kind not in ALWAYS and not (verbose and entry.kind in VERBOSE_ONLY):
+        return None
+    who = f"{entry.actor}: " if entry.actor and entry.kind in ("operator", "finding") else ""
+    if entry.kind == "code":
+        tools = ", ".join(entry.data.get("tools") or [])
+        return (f"`[code]` strategy {entry.data.get('strategy') or '-'} · tools {tools or '-'}\n"
+                + numbered(entry.text))
+    if entry.kind == "run":
+        calls = [f"- tool `{c['tool']}({c.get('args_preview') or ''})` → {c['outcome']}"
+                 + (f" {c['result_shape']}" if c.get("result_shape") else "") + f" ({c['bytes']} bytes)"
+                 + (f" {c['reason']}" if c.get("reason") else "")
+                 for c in entry.data.get("calls", [])]
+        return "\n".join([f"`[run]` {entry.text}", *calls])
+    return f"`[{entry.kind}]` {who}{entry.text}"
+
+
+def pending_list(found: list[PendingApproval]) -> str:
+    if not found:
+        return "No investigation is waiting for approval."
+    rows = ["| session | turn | code hash | asked by | effect |", "|---|---|---|---|---|"]
+    for item in found:
+        rows.append(f"| {item.session_id} | {item.view.turn} | `{item.view.code_hash}` | {item.view.requester} | "
+                    f"{effect(item.view).text} |")
+    return "\n".join(rows)
+
+
+def approvals_post(view: ApprovalsView) -> str:
+    if not view.session_policies and not view.grants:
+        return "No standing approvals in this session."
+    rows = ["| kind | code hash or procedure | policy | by |", "|---|---|---|---|"]
+    rows += [f"| session | `{h}` | {p.policy.value} | {p.approved_by} |" for h, p in sorted(view.session_policies.items())]
+    rows += [f"| durable | {n} `{g.code_hash}` | auto-run | {g.granted_by} |" for n, g in sorted(view.grants.items())]
+    return "\n".join(rows)

@@ -1,0 +1,52 @@
+"""Start the bot: the user mapping, the bot's front-end key (checked against the registry), Temporal, the
+audit log, Mattermost; then listen until stopped."""
+
+from __future__ import annotations
+
+from bamboo.approvals.keys import KeyStore, SigningKeyError
+from bamboo.approvals.registry import ApproverRegistry
+from bamboo.embeddings.factory import build_embedder
+from bamboo.frontends.mattermost.bot import MattermostBot
+from bamboo.frontends.mattermost.chat import MattermostChat
+from bamboo.frontends.mattermost.settings import MattermostSettings
+from bamboo.frontends.mattermost.users import UserMap
+from bamboo.settings import Settings
+from bamboo.store import open_store, resolve_database_url
+from bamboo.temporal_client import connect
+from policy.approvers import Role
+
+
+class BotStartError(RuntimeError):
+    """The bot cannot start as configured; the message says what to do."""
+
+
+async def serve(settings: Settings, mm: MattermostSettings, echo=print) -> None:
+    if mm.token is None:
+        raise BotStartError("no bot token: set BAMBOO_MATTERMOST_TOKEN to the bot account's personal access token")
+    users = UserMap.load(mm.resolved_users_file(settings))
+    embedder = build_embedder(settings)
+    store = await open_store(resolve_database_url(settings), embedder.dim, embedder.model_id, max_size=2)
+    try:
+        registry = ApproverRegistry(store.pool, store.audit)
+        keys = KeyStore(settings.resolved_keys_dir())
+        if settings.database_url is None and not keys.exists(mm.identity):
+            keys.create(mm.identity)  # the embedded stack registers its own bot, as the demo registers its people
+        try:
+            key = keys.load(mm.identity)
+        except SigningKeyError as exc:
+            raise BotStartError(str(exc)) from None
+        if settings.database_url is None:
+            await registry.ensure(key.identity, key.public_key, {Role.FRONT_END}, "mattermost-embedded")
+        entry = next((e for e in await registry.active() if e.identity == key.identity), None)
+        if entry is None or entry.public_key != key.public_key or Role.FRONT_END not in entry.roles:
+            raise BotStartError(
+                f"the bot's key {key.identity} ({key.key_id}) is not registered with the front_end role, so sessions "
+                f"would refuse everything it signs; register it: bamboo keys register {key.identity} --public-key "
+                f"{key.public_key} --role front_end")
+        client = await connect(settings)
+        chat = MattermostChat(mm.driver_options())
+        bot = MattermostBot(chat, client, settings, users, key, store.audit, poll_s=mm.poll_s)
+        echo(f"Mattermost bot on {mm.url}, signing as {key.identity} for {len(users.users)} mapped people")
+        await bot.run()
+    finally:
+        await store.close()
