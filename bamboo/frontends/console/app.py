@@ -277,8 +277,11 @@ def create_app(backend: ConsoleBackend, settings: ConsoleSettings, accounts: Loc
         Route("/static/code.css", code_css_route), Route("/healthz", healthz),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
+    # The cookie outlives the sign-in a little, so the console itself ends the sign-in (and says so); the
+    # cookie's own expiry is the backstop.
     middleware = [Middleware(SessionMiddleware, secret_key=cookie_secret, session_cookie="bamboo_console",
-                             max_age=settings.session_ttl_s, same_site="lax", https_only=settings.secure_cookies)]
+                             max_age=settings.session_ttl_s + 600, same_site="lax",
+                             https_only=settings.secure_cookies)]
     return Starlette(routes=routes, middleware=middleware, exception_handlers={HTTPException: forbidden})
 
 
