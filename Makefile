@@ -21,6 +21,11 @@ $(STAMP): pyproject.toml
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  (apt-get update -qq && apt-get install -y -qq $$missing >/dev/null) || echo "warning: could not install$$missing; there is no sandbox without them"; \
 	else echo "note: the sandbox needs$$missing (install it as root); without them execute_code is unavailable"; fi
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) \
+	    || echo "warning: could not install chromium; the console's browser tests will be skipped"; \
+	else echo "note: chromium and chromium-driver not found; the console's browser tests will be skipped (install them with apt)"; fi
 	touch $(STAMP)
 
 demo: install

@@ -77,7 +77,7 @@ def console_env(settings, accounts_file: Path, data_dir: Path, **extra: str) -> 
 
 def start_console(env: dict[str, str], log: Path, timeout: float = 60.0) -> ConsoleServer:
     port = free_port()
-    env = {**env, "BAMBOO_CONSOLE_PORT": str(port)}
+    env = {**env, "BAMBOO_CONSOLE_PORT": str(port), "BAMBOO_CONSOLE_PUBLIC_URL": f"http://127.0.0.1:{port}"}
     proc = subprocess.Popen([sys.executable, "-m", "bamboo.cli.main", "console"], cwd=ROOT, env=env,
                             stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"

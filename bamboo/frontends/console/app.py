@@ -96,12 +96,14 @@ def create_app(backend: ConsoleBackend, settings: ConsoleSettings, accounts: Loc
     async def oidc_callback(request: Request) -> Response:
         if oidc is None:
             raise HTTPException(404, "single sign-on is not configured")
-        from authlib.integrations.base_client.errors import OAuthError
+        from authlib.common.errors import AuthlibBaseError
+        from joserfc.errors import JoseError
 
         try:
             token = await oidc.sso.authorize_access_token(request)
-        except OAuthError as exc:
-            auth.flash(request, "error", f"Single sign-on failed: {exc.description or exc.error}; try again.")
+        except (AuthlibBaseError, JoseError) as exc:  # refused code, bad state, forged or expired ID token
+            why = getattr(exc, "description", None) or getattr(exc, "error", None) or type(exc).__name__
+            auth.flash(request, "error", f"Single sign-on failed: {why}; try again.")
             return back("/login")
         claims = token.get("userinfo") or {}
         value = claims.get(settings.oidc_identity_claim)

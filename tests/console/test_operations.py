@@ -1,0 +1,105 @@
+"""The console's other pages in a real browser: standing approvals with revoke, a populate batch paused,
+resumed and cancelled from its page (each signal audited with the person's identity), a non-batch
+workflow that cannot be signalled from there, and the audit chain's state, intact and then broken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from bamboo.investigation import client as inv
+from bamboo.models.accumulate import PopulateInput, PopulateProgress, PopulateResult
+from tests.console.conftest import sign_in
+from tests.investigation.conftest import EXAMPLES, READ_CODE, TASK_ID, entries, new_session, pending_turn, wait_for
+
+pytestmark = pytest.mark.usefixtures("terminate_sessions")
+
+
+async def test_standing_approvals_are_listed_and_revoked_from_the_grants_page(
+        ops, client, settings, running_worker, brain, browsers):
+    session = new_session()
+    brain.propose(READ_CODE)
+    await inv.start(client, inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False))
+    await inv.send_message(client, session, "status please", ops.alice, force_tool=True)
+    view = await pending_turn(client, session, 1)
+
+    bob = browsers()
+    await sign_in(bob, "bob")
+    await bob.get(f"/sessions/{session}/review")
+    await bob.click("#choose-always_ask")
+    await bob.wait_text("run ok", ".kind-reply")
+    await bob.get("/grants")
+    row = await bob.wait_text(view.code_hash, "#grants")
+    assert "always_ask" in row and session in row and "bob" in row
+    await bob.screenshot("grants")
+    await bob.click("#grants button")
+    await bob.wait_text("Revoke of")
+    await bob.wait_text("No standing approvals", "#no-grants", timeout=30)
+    revoked = await wait_for(lambda: entries(client, session, "revoke"))
+    assert revoked[0].actor == "bob" and view.code_hash in revoked[0].data["session_hashes"]
+    await bob.get("/sessions")
+    await bob.wait_text(session, "#sessions")
+    await bob.screenshot("sessions")
+
+
+async def test_a_batch_is_paused_resumed_and_cancelled_from_its_page(
+        ops, client, services, running_worker, browsers, console):
+    batch = f"console-{uuid.uuid4().hex[:6]}"
+    handle = await client.start_workflow(
+        "PopulateBatch", PopulateInput(batch_id=batch, path=str(EXAMPLES), concurrency=1, paused=True),
+        id=f"populate:{batch}", task_queue="bamboo", result_type=PopulateResult)
+
+    async def progress() -> PopulateProgress:
+        return await handle.query("progress", result_type=PopulateProgress)
+
+    bob = browsers()
+    await sign_in(bob, "bob")
+    await bob.get("/batches")
+    await bob.wait_text("paused", f"tr[data-workflow='{handle.id}'] .state")
+    await bob.screenshot("batches")
+    await bob.click(f"[id='resume-{handle.id}']")
+    await bob.wait_text(f"{handle.id}: resume sent")
+    assert not (await progress()).paused
+    await bob.click(f"[id='pause-{handle.id}']")
+    await bob.wait_text(f"{handle.id}: pause sent")
+    assert (await progress()).paused
+    await bob.click(f"[id='cancel-{handle.id}']")
+    await bob.wait_text(f"{handle.id}: cancel sent")
+    result = await asyncio.wait_for(handle.result(), 120)
+    assert result.cancelled and result.done < 36
+
+    async with services.store.pool.connection() as conn:
+        rows = await (await conn.execute(
+            "SELECT actor, body->>'signal' FROM audit WHERE kind = 'batch_control' AND body->>'workflow_id' = %s "
+            "ORDER BY seq", (handle.id,))).fetchall()
+    assert rows == [("bob", "resume"), ("bob", "pause"), ("bob", "cancel")]
+
+
+async def test_only_batches_can_be_signalled_from_the_batches_page(
+        ops, client, settings, running_worker, brain, http_clients):
+    session = new_session()
+    await inv.start(client, inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False))
+    bob = http_clients()
+    await asyncio.to_thread(bob.sign_in, "bob")
+    token = await asyncio.to_thread(bob.csrf, "/batches")
+    sent = await asyncio.to_thread(lambda: bob.http.post("/batches/control", data={
+        "csrf": token, "workflow_id": inv.workflow_id(session), "action": "cancel"}, follow_redirects=True))
+    assert "is not a populate or analyze batch" in sent.text
+    assert (await inv.handle(client, session).describe()).status.name == "RUNNING"
+
+
+async def test_the_audit_page_shows_the_chain_intact_and_then_where_it_breaks(
+        ops, services, http_clients, browsers):
+    bob = browsers()
+    await sign_in(bob, "bob")
+    await bob.get("/audit")
+    intact = await bob.wait_text("Audit chain intact", "#chain")
+    await bob.screenshot("audit")
+    async with services.store.pool.connection() as conn:
+        seq = (await (await conn.execute("SELECT min(seq) FROM audit WHERE kind = 'approver_registered'")).fetchone())[0]
+        await conn.execute("UPDATE audit SET body = jsonb_set(body, '{roles}', '[\"front_end\"]') WHERE seq = %s", (seq,))
+    broken = await bob.wait_text("broken", "#chain")
+    assert f"broken at row {seq}" in broken and "modified after writing" in broken and "intact" in intact
