@@ -69,7 +69,8 @@ def room(settings, ops, bot_key, tmp_path):
         env = worker_env(settings)
         env.update({"BAMBOO_DATA_DIR": str(tmp_path), "BAMBOO_MATTERMOST_URL": standin.url,
                     "BAMBOO_MATTERMOST_TOKEN": bot_user.token, "BAMBOO_MATTERMOST_USERS_FILE": str(mapping),
-                    "BAMBOO_MATTERMOST_IDENTITY": BOT_IDENTITY, "BAMBOO_MATTERMOST_POLL_S": "0.3"})
+                    "BAMBOO_MATTERMOST_IDENTITY": BOT_IDENTITY, "BAMBOO_MATTERMOST_POLL_S": "0.3",
+                    "BAMBOO_PANDA_API_URL": settings.panda_api_url, "BAMBOO_PANDA_MONITOR_URL": settings.panda_monitor_url})
         log = tmp_path / "bot.log"
         proc = subprocess.Popen([sys.executable, "-m", "bamboo.cli.main", "serve-mattermost"], cwd=ROOT, env=env,
                                 stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)

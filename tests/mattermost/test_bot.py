@@ -98,3 +98,18 @@ async def test_verbose_narration_shows_only_in_the_thread_that_asked(room, ops, 
 
     await room.say("alice", "verbose on", quiet["id"])
     await wait_for_post(room.standin, quiet["id"], "Verbose narration on in this thread", by=bot)
+
+
+async def test_analyze_posts_the_diagnosis_in_a_thread(room, ops, running_worker, llm_server):
+    """`analyze <task>` reads the task from PanDA and runs the read-only AnalyzeTask; an unmapped member
+    cannot start one."""
+    from tests.analysis.answers import analysis_handler
+
+    llm_server.handler = analysis_handler()
+    bot = room.bot_user.id
+    refused = await room.say("mallory", f"analyze {TASK}")
+    await wait_for_post(room.standin, refused["id"], "channel membership grants nothing", by=bot)
+    asked = await room.say("alice", f"analyze {TASK}")
+    await wait_for_post(room.standin, asked["id"], f"Analysing task {TASK}", by=bot)
+    diagnosis = await wait_for_post(room.standin, asked["id"], "root cause", by=bot, timeout=180)
+    assert f"Task {TASK} (exhausted)" in diagnosis["message"] and "confidence" in diagnosis["message"]
