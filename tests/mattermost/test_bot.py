@@ -112,4 +112,5 @@ async def test_analyze_posts_the_diagnosis_in_a_thread(room, ops, running_worker
     asked = await room.say("alice", f"analyze {TASK}")
     await wait_for_post(room.standin, asked["id"], f"Analysing task {TASK}", by=bot)
     diagnosis = await wait_for_post(room.standin, asked["id"], "root cause", by=bot, timeout=180)
-    assert f"Task {TASK} (exhausted)" in diagnosis["message"] and "confidence" in diagnosis["message"]
+    # (the status is whatever PanDA says now: another test's kill may have been applied to this task)
+    assert f"**Task {TASK} (" in diagnosis["message"] and "confidence" in diagnosis["message"]
