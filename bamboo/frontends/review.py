@@ -7,9 +7,11 @@ same warnings in the console, in Mattermost and in ``bamboo investigate``.
 
 from __future__ import annotations
 
+import difflib
+
 from pydantic import BaseModel
 
-from bamboo.models.investigation import PendingView
+from bamboo.models.investigation import PendingView, TranscriptEntry
 from policy.decisions import DecisionKind
 from policy.review_facts import ProcedureView
 
@@ -65,3 +67,17 @@ def procedure_notes(procedure: ProcedureView) -> list[str]:
 
 def procedure_effect(procedure: ProcedureView) -> str:
     return "read-only" if procedure.read_only else f"STATE-CHANGING ({', '.join(procedure.state_changing)})"
+
+
+def edit_diff(view: PendingView, transcript: list[TranscriptEntry]) -> str:
+    """What changed since the code this turn was last shown with (an edit sent it back for review): a
+    unified diff of the two exact texts from the session's transcript, or "" for a turn's first code."""
+    earlier = [e for e in transcript if e.kind == "code" and e.turn == view.turn
+               and e.data.get("code_hash") not in (None, view.code_hash)]
+    if not earlier:
+        return ""
+    before = earlier[-1]
+    return "".join(difflib.unified_diff(
+        before.text.splitlines(keepends=True), view.code.splitlines(keepends=True),
+        fromfile=f"turn {view.turn} as reviewed before ({before.data['code_hash'][:12]})",
+        tofile=f"turn {view.turn} now ({view.code_hash[:12]})"))

@@ -154,6 +154,8 @@ async def test_a_stale_pages_decision_is_refused(ops, client, settings, running_
 
     # The page he is sent back to shows the current code; approving that one runs it.
     assert await bob.text("#code-hash") == second.code_hash and "'edited': True" in await bob.text("#code")
+    changed = await bob.text("#edit-diff")  # what alice's edit changed, line by line
+    assert "-return {'status': t['status']}" in changed and "+return {'status': t['status'], 'edited': True}" in changed
     await bob.click("#choose-run_once")
     await bob.wait_text("run ok", ".kind-reply")
     runs = await entries(client, session, "run")

@@ -40,6 +40,8 @@ async def test_a_review_in_a_thread_counts_only_a_registered_approvers_answer(
     review = await wait_for_post(room.standin, root["id"], "Review · turn 1", by=bot, after=count - 1)
     view = await inv.pending(client, session)
     assert view.code_hash in review["message"] and "get_task_details" in review["message"]
+    assert "changed since this turn was last reviewed" in review["message"]
+    assert "+t = await tools.get_task_details(task_id=task_id)" in review["message"]
 
     # mallory is in the channel, but nobody mapped her to a registered person: the bot refuses and audits.
     await room.say("mallory", "y", root["id"])

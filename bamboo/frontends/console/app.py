@@ -31,7 +31,7 @@ from bamboo.frontends.console.backend import BATCH_SIGNALS, ConsoleBackend, Cons
 from bamboo.frontends.console.render import code_html, diff_html, pygments_css
 from bamboo.frontends.console.settings import ConsoleSettings
 from bamboo.frontends.review import (
-    CHOICE_KEYS, CHOICE_WORDS, effect, flagged_lines, notes, procedure_effect, procedure_notes,
+    CHOICE_KEYS, CHOICE_WORDS, edit_diff, effect, flagged_lines, notes, procedure_effect, procedure_notes,
 )
 from policy.approvers import Role
 from policy.decisions import DecisionKind
@@ -140,7 +140,7 @@ def create_app(backend: ConsoleBackend, settings: ConsoleSettings, accounts: Loc
             request, "review.html", session_id=session_id, view=view, effect=effect(view), notes=notes(view),
             flagged=flagged_lines(view), procedures=[(p, procedure_effect(p), procedure_notes(p))
                                                      for p in view.procedures],
-            mine=user.identity == view.requester,
+            mine=user.identity == view.requester, changed=edit_diff(view, await backend.transcript(session_id)),
         )
 
     @page

@@ -32,6 +32,7 @@ from bamboo.frontends.mattermost.chat import MattermostChat
 from bamboo.frontends.mattermost.commands import Command, parse_root, parse_thread
 from bamboo.frontends.mattermost.render import approvals_post, entry_post, pending_list, review_post
 from bamboo.frontends.mattermost.users import UserMap
+from bamboo.frontends.review import edit_diff
 from bamboo.investigation import client as inv
 from bamboo.models.investigation import OperatorMessage, RevokeRequest
 from bamboo.settings import Settings
@@ -262,7 +263,9 @@ class MattermostBot:
                 view = await inv.pending(self.client, thread.session_id)
                 if view is not None and not any((p.turn, p.code_hash) == (view.turn, view.code_hash)
                                                 for p in thread.prompts):
-                    posted = await self.chat.post(thread.channel_id, review_post(view), thread.root_id)
+                    transcript = await inv.transcript(self.client, thread.session_id)
+                    posted = await self.chat.post(thread.channel_id, review_post(view, edit_diff(view, transcript)),
+                                                  thread.root_id)
                     thread.prompts.append(Prompt(int(posted.get("create_at") or 0), view.turn, view.code_hash))
                 polls += 1
                 if polls % STATUS_EVERY == 0 and not entries:

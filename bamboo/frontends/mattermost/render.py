@@ -36,12 +36,14 @@ def numbered(code: str, flagged: set[int] | None = None) -> str:
     return "```text\n" + "\n".join(out) + "\n```"
 
 
-def review_post(view: PendingView) -> str:
+def review_post(view: PendingView, changed: str = "") -> str:
     what = effect(view)
     lines = [f"#### Review · turn {view.turn} · `{view.code_hash}`",
              f"**{what.text}** · asked by **{view.requester}** · {view.summary}",
              f"tools: {', '.join(view.tools) or 'none'} · may call when run: {', '.join(view.allow_set) or 'none'}",
              f"policy: {view.detail} (version `{view.policy_version}`)", numbered(view.code, flagged_lines(view))]
+    if changed:
+        lines.append("changed since this turn was last reviewed:\n" + numbered(changed))
     lines += [f"- {note}" for note in notes(view)]
     for procedure in view.procedures:
         lines.append(f"replays **{procedure.name}** · `{short_hash(procedure.code_hash)}` · {procedure_effect(procedure)}")
