@@ -92,6 +92,7 @@ async def test_a_second_user_is_refused_for_their_own_state_changing_code(
     await bob.get("/sessions/new")
     await bob.fill("#task-id", str(KILLABLE_TOO))
     await bob.click("#no-hypothesis")
+    await bob.screenshot("new-session")
     await bob.click("#start")
     await bob.wait_text("opened")
     session = bob.path.rsplit("/", 1)[-1]
@@ -99,6 +100,7 @@ async def test_a_second_user_is_refused_for_their_own_state_changing_code(
     await bob.click("#ask")
     await bob.fill("#ask-text", "kill it")
     await bob.click("#force-tool")
+    await bob.screenshot("ask")
     await bob.click("#send")
     await bob.wait_text("review it", timeout=90)
     await bob.click("#open-review")
