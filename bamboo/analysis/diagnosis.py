@@ -1,9 +1,11 @@
-"""The LLM diagnosis: a schema that offers exactly the ranked candidate causes plus "novel".
+"""The LLM's second opinion on the ranking: a schema that offers exactly the ranked candidates plus "novel".
 
-Constraining the answer to an enum of stored cause names means the chosen cause can be looked up
-again (for its resolution and procedures) without fuzzy matching (upstream: the prompt asked the model
-to copy the name character for character, then matched it exactly). Temperature 0: a diagnosis should
-not change between two runs on the same evidence.
+Constraining the answer to an enum of stored cause names means the chosen cause can be looked up again
+without fuzzy matching, and the cited clues are an enum of the task's own clue names, so every piece of
+evidence the model points at exists. The model is not asked for a resolution: the one shown is the
+stored resolution of the chosen cause. Whether the answer may move the diagnosis away from the ranking's
+top candidate is decided by `bamboo.analysis.override`, not by the model. Temperature 0: a diagnosis
+should not change between two runs on the same evidence.
 """
 
 from __future__ import annotations
@@ -14,31 +16,40 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, create_model
 
 from bamboo.analysis.models import NOVEL, Diagnosis, Evidence
-from bamboo.analysis.ranked import novel_label
+from bamboo.analysis.override import MIN_REASON_WORDS, OVERRIDE_MIN_CONFIDENCE, ModelAnswer, judge
 from bamboo.llm.client import LLMClient
 
 SCHEMA_NAME = "analysis_diagnosis"
 MAX_CANDIDATES_IN_PROMPT = 8
+MAX_CITED_CLUES = 8
 
 SYSTEM = (
-    "You diagnose a failed PanDA task. You are given the task's clues, candidate root causes ranked by a "
-    "knowledge graph of past incidents (with the clues that point at each and how often), similar past "
-    "incidents, and possibly findings of an investigation. Choose the candidate cause that best explains "
-    "the clues, or \"novel\" if none does. Give a confidence between 0 and 1, the resolution to apply, a short "
-    "explanation and the specific evidence you relied on. Answer with JSON only."
+    "You review the diagnosis of a failed PanDA task. You are given the task's clues, candidate root causes "
+    "ranked by a knowledge graph of past incidents (with the clues that point at each and the share of each "
+    "clue's stored evidence that points at it), similar past incidents, and possibly findings of an "
+    "investigation. The first candidate is the ranking's answer and stands unless the evidence shows "
+    f"otherwise. To choose a different candidate (or \"novel\"), give a confidence of at least "
+    f"{OVERRIDE_MIN_CONFIDENCE}, cite the clues that point at your choice more than at the first candidate "
+    "(for \"novel\": the error symptoms no candidate explains) and name those clues in your reason. "
+    "Otherwise answer with the first candidate. Give a short explanation. Answer with JSON only."
 )
 
 
-def answer_model(candidates: list[str]) -> type[BaseModel]:
-    """A pydantic model whose `cause` is an enum of the candidates plus "novel"."""
+def answer_model(candidates: list[str], clue_names: list[str] | None = None) -> type[BaseModel]:
+    """A pydantic model whose `cause` is an enum of the candidates plus "novel", and whose cited clues are
+    an enum of the task's clue names."""
     choices = tuple(dict.fromkeys([*candidates, NOVEL]))
+    names = tuple(dict.fromkeys(clue_names or ()))
+    clue = Literal[names] if names else str
     return create_model(
         "DiagnosisAnswer",
         cause=(Literal[choices], Field(description="one of the candidate causes, or novel")),
         confidence=(float, Field(ge=0.0, le=1.0)),
-        resolution=(str, Field(max_length=1000)),
-        explanation=(str, Field(max_length=2000)),
-        supporting_evidence=(list[str], Field(max_length=10)),
+        reason=(str, Field(max_length=600, description=(
+            "why this cause; to move away from the first candidate, name the clues that point at your choice "
+            f"(at least {MIN_REASON_WORDS} words)"))),
+        cited_clues=(list[clue], Field(max_length=MAX_CITED_CLUES)),
+        explanation=(str, Field(max_length=1200)),
     )
 
 
@@ -48,10 +59,10 @@ def prompt(evidence: Evidence, extra_context: dict[str, Any]) -> str:
         "task": {"jediTaskID": clues.task_id, "status": clues.status, **clues.prose},
         "clues": [{"type": c.type, "name": c.name, **({"text": c.text[:500]} if c.text else {})} for c in clues.clues],
         "candidates": [
-            {"name": c.name, "description": c.description[:300], "breadth": c.breadth, "support": c.support,
-             "frequency": c.frequency, "confirmed_by_operators": c.confirmations,
-             "matched_clues": [m.name for m in c.matched[:8]], "resolutions": c.resolutions[:3]}
-            for c in evidence.candidates[:MAX_CANDIDATES_IN_PROMPT]
+            {"rank": i, "name": c.name, "description": c.description[:300], "breadth": c.breadth,
+             "support": c.support, "frequency": c.frequency, "confirmed_by_operators": c.confirmations,
+             "matched_clues": {m.name: m.share for m in c.matched[:8]}}
+            for i, c in enumerate(evidence.candidates[:MAX_CANDIDATES_IN_PROMPT], 1)
         ],
         "novel_symptoms": [n.model_dump() for n in evidence.novel],
         "similar_incidents": [{"graph_id": s.graph_id, "score": s.score, "summary": s.summary}
@@ -64,15 +75,7 @@ def prompt(evidence: Evidence, extra_context: dict[str, Any]) -> str:
 
 async def llm_diagnosis(llm: LLMClient, evidence: Evidence, extra_context: dict[str, Any] | None = None) -> Diagnosis:
     names = [c.name for c in evidence.candidates[:MAX_CANDIDATES_IN_PROMPT]]
-    model = answer_model(names)
+    model = answer_model(names, [c.name for c in evidence.clues.clues])
     answer = await llm.structured(system=SYSTEM, user=prompt(evidence, extra_context or {}), output=model,
                                   name=SCHEMA_NAME)
-    if answer.cause == NOVEL:
-        return Diagnosis(root_cause=novel_label(evidence), is_novel=True, confidence=answer.confidence,
-                         resolution=answer.resolution, explanation=answer.explanation,
-                         supporting_evidence=list(answer.supporting_evidence), source="llm")
-    chosen = next(c for c in evidence.candidates if c.name == answer.cause)
-    return Diagnosis(root_cause=chosen.name, confidence=answer.confidence,
-                     resolution=answer.resolution.strip() or (chosen.resolutions[0] if chosen.resolutions else ""),
-                     explanation=answer.explanation, supporting_evidence=list(answer.supporting_evidence),
-                     source="llm")
+    return judge(evidence, ModelAnswer.model_validate(answer.model_dump()))

@@ -44,7 +44,8 @@ def template_body(inp: EmailInput) -> str:
 
 
 async def draft_email(llm: LLMClient, inp: EmailInput) -> EmailDraft:
-    ask = {"task_id": inp.task_id, "task_name": inp.task_name, "diagnosis": inp.diagnosis.model_dump(),
+    # The model's own proposal stays out: a refused one must not reach the owner through the email.
+    ask = {"task_id": inp.task_id, "task_name": inp.task_name, "diagnosis": inp.diagnosis.model_dump(exclude={"model"}),
            "operator_suggestions": inp.suggestions}
     try:
         body = (await llm.text(system=SYSTEM, user=json.dumps(ask, default=str))).strip()

@@ -55,6 +55,8 @@ class CandidateCause(BaseModel):
         default=None, description="of the analyses that proposed this cause and got feedback, how many were right")
     matched: list[MatchedClue] = Field(default_factory=list)
     resolutions: list[str] = Field(default_factory=list)
+    resolution_incidents: dict[str, list[str]] = Field(
+        default_factory=dict, description="stored resolution -> the incidents (graph ids) that recorded it")
     score: float = Field(default=0.0, description="share of the candidates' total support (a ranking confidence)")
 
 
@@ -87,6 +89,22 @@ class CapabilityGap(BaseModel):
     suggested_tool_capability: str
 
 
+CauseSource = Literal["ranking", "model_override"]
+ModelVerdict = Literal["agreed", "override_accepted", "override_refused"]
+
+
+class ModelProposal(BaseModel):
+    """What the model answered, and whether it decided the cause (the judgement is the project's, not the model's)."""
+
+    cause: str
+    confidence: float = Field(ge=0.0, le=1.0)
+    reason: str = ""
+    cited_clues: list[str] = Field(default_factory=list)
+    explanation: str = ""
+    verdict: ModelVerdict
+    verdict_reason: str = ""
+
+
 class Diagnosis(BaseModel):
     root_cause: str
     is_novel: bool = False
@@ -94,8 +112,16 @@ class Diagnosis(BaseModel):
     resolution: str = ""
     explanation: str = ""
     supporting_evidence: list[str] = Field(default_factory=list)
-    source: Literal["llm", "ranking"] = "llm"
+    source: Literal["llm", "ranking"] = Field(
+        default="llm", description="llm: the model was consulted; ranking: its step failed and was not")
     note: str = ""
+    cause_source: CauseSource = Field(default="ranking", description="who chose the cause")
+    confidence_basis: str = Field(default="", description="what the confidence measures")
+    ranking_confidence: float = Field(default=0.0, ge=0.0, le=1.0,
+                                      description="the ranking's margin for its own top candidate")
+    resolution_incidents: list[str] = Field(default_factory=list,
+                                            description="incidents whose stored resolution is shown")
+    model: ModelProposal | None = None
 
 
 class ExplorationInput(BaseModel):
@@ -106,7 +132,7 @@ class ExplorationInput(BaseModel):
 class ExplorationPlan(BaseModel):
     """Generated read-only investigation code and the allow-set the trust policy grants it (automatic phase)."""
 
-    status: Literal["run", "refused", "nothing_to_do"]
+    status: Literal["run", "refused", "nothing_to_do", "no_tool_call"]
     code: str = ""
     allowed_tools: list[str] = Field(default_factory=list)
     capability_gaps: list[CapabilityGap] = Field(default_factory=list)
@@ -193,6 +219,14 @@ class AnalysisResult(BaseModel):
     steps: list[StepReport] = Field(default_factory=list)
     diagnosis_source: str = "llm"
     notes: list[str] = Field(default_factory=list)
+    cause_source: CauseSource = Field(default="ranking", description="ranking, or a model override with its reason")
+    override_reason: str = Field(default="", description="the model's reason, when its override was accepted")
+    confidence_basis: str = ""
+    ranking_confidence: float = 0.0
+    resolution_source: Literal["store", "none"] = Field(
+        default="none", description="store: the resolution recorded for the chosen cause; none: nothing stored")
+    resolution_incidents: list[str] = Field(default_factory=list)
+    model_proposal: ModelProposal | None = None
 
 
 class Feedback(BaseModel):

@@ -137,20 +137,38 @@ async def cause_stats(pool: AsyncConnectionPool, causes: list[str]) -> dict[str,
     return out
 
 
-async def resolutions(pool: AsyncConnectionPool, causes: list[str]) -> dict[str, list[str]]:
+@dataclass(frozen=True)
+class StoredResolutions:
+    """Per cause, its stored resolutions (most used first) and the incidents that recorded each."""
+
+    texts: dict[str, list[str]]
+    incidents: dict[str, dict[str, list[str]]]
+
+
+MAX_INCIDENTS_PER_RESOLUTION = 20
+
+
+async def resolutions(pool: AsyncConnectionPool, causes: list[str]) -> StoredResolutions:
     if not causes:
-        return {}
+        return StoredResolutions({}, {})
     async with pool.connection() as conn:
         rows = await (await conn.execute(
-            "SELECT c.name, r.name FROM nodes c JOIN edges e ON e.src = c.id AND e.kind = 'solved_by' "
-            "JOIN nodes r ON r.id = e.dst AND r.kind = 'Resolution' WHERE c.kind = 'Cause' AND c.name = ANY(%s) "
+            "SELECT c.name, r.name, "
+            "  coalesce(array_agg(p.graph_id ORDER BY p.graph_id) FILTER (WHERE p.graph_id IS NOT NULL), '{}') "
+            "FROM nodes c JOIN edges e ON e.src = c.id AND e.kind = 'solved_by' "
+            "JOIN nodes r ON r.id = e.dst AND r.kind = 'Resolution' "
+            "LEFT JOIN edge_provenance p ON p.edge_id = e.id "
+            "WHERE c.kind = 'Cause' AND c.name = ANY(%s) "
+            "GROUP BY c.name, r.name, e.frequency, e.confidence "
             "ORDER BY c.name, e.frequency DESC, e.confidence DESC, r.name",
             (causes,),
         )).fetchall()
-    out: dict[str, list[str]] = {}
-    for cause, resolution in rows:
-        out.setdefault(cause, []).append(resolution)
-    return out
+    texts: dict[str, list[str]] = {}
+    incidents: dict[str, dict[str, list[str]]] = {}
+    for cause, resolution, graph_ids in rows:
+        texts.setdefault(cause, []).append(resolution)
+        incidents.setdefault(cause, {})[resolution] = list(graph_ids)[:MAX_INCIDENTS_PER_RESOLUTION]
+    return StoredResolutions(texts, incidents)
 
 
 async def procedures_for_cause(pool: AsyncConnectionPool, cause: str) -> list[ProcedureRow]:

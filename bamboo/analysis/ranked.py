@@ -2,26 +2,68 @@
 
 Pure (no service imports), so the AnalyzeTask workflow can fall back to it inside Temporal's sandbox
 when the LLM step fails, and the benchmark can score the ranking on its own.
+
+Everything shown for a cause is read from the store: the resolution is the one most recorded for that
+cause, with the incidents that recorded it, never text a model wrote. The confidence is the ranking's
+margin — how far its top candidate is ahead of the runner-up — so it says how contested the ranking is
+whatever the model answered.
 """
 
 from __future__ import annotations
 
-from bamboo.analysis.models import Diagnosis, Evidence
+from bamboo.analysis.models import CandidateCause, Diagnosis, Evidence
+
+RANKING_BASIS = "ranking margin: the top candidate's share of the support of the top two"
+
+
+def ranking_confidence(candidates: list[CandidateCause]) -> float:
+    """The top candidate's share of the support of the top two: 1.0 unopposed, 0.5 a tie.
+
+    Below 0.5 when the top candidate leads on breadth (more kinds of clue) while the runner-up has more
+    support: the ranking is then genuinely split, and the exploration threshold should see that.
+    """
+    if not candidates:
+        return 0.0
+    if len(candidates) == 1:
+        return 1.0
+    top, second = candidates[0].support, candidates[1].support
+    if top + second <= 0:
+        return 0.5
+    return round(top / (top + second), 4)
+
+
+def stored_resolution(candidate: CandidateCause) -> tuple[str, list[str]]:
+    """The cause's most recorded resolution and the incidents that recorded it ("" when none is stored)."""
+    if not candidate.resolutions:
+        return "", []
+    text = candidate.resolutions[0]
+    return text, list(candidate.resolution_incidents.get(text, []))
+
+
+def grounded_evidence(candidate: CandidateCause, limit: int = 5) -> list[str]:
+    return [f"{m.type} {m.name} ({m.share:.0%} of its evidence)" for m in candidate.matched[:limit]]
+
+
+def ranking_explanation(evidence: Evidence) -> str:
+    top = evidence.candidates[0]
+    return (f"top-ranked of {len(evidence.candidates)} candidates: {top.breadth} clue types, "
+            f"support {top.support}, seen in {top.frequency} incidents")
 
 
 def ranking_diagnosis(evidence: Evidence, note: str = "") -> Diagnosis:
-    """The deterministic answer: the top-ranked cause, its ranking score as the confidence."""
+    """The deterministic answer: the top-ranked cause, its stored resolution, the ranking's margin."""
     if not evidence.candidates:
         return Diagnosis(root_cause=novel_label(evidence), is_novel=True, confidence=0.0, source="ranking",
-                         explanation="no stored cause is linked to any clue of this task", note=note)
+                         explanation="no stored cause is linked to any clue of this task", note=note,
+                         confidence_basis="no stored cause matches any clue")
     top = evidence.candidates[0]
+    resolution, incidents = stored_resolution(top)
+    margin = ranking_confidence(evidence.candidates)
     return Diagnosis(
-        root_cause=top.name, confidence=top.score,
-        resolution=top.resolutions[0] if top.resolutions else "",
-        explanation=f"top-ranked of {len(evidence.candidates)} candidates: {top.breadth} clue types, "
-                    f"support {top.support}, seen in {top.frequency} incidents",
-        supporting_evidence=[f"{m.type} {m.name} ({m.share:.0%} of its evidence)" for m in top.matched[:5]],
-        source="ranking", note=note,
+        root_cause=top.name, confidence=margin, resolution=resolution, resolution_incidents=incidents,
+        explanation=ranking_explanation(evidence), supporting_evidence=grounded_evidence(top),
+        source="ranking", note=note, cause_source="ranking", confidence_basis=RANKING_BASIS,
+        ranking_confidence=margin,
     )
 
 

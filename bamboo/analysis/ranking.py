@@ -26,6 +26,7 @@ def rank_candidates(
     stats: dict[str, CauseStats],
     resolutions: dict[str, list[str]],
     limit: int = 10,
+    resolution_incidents: dict[str, dict[str, list[str]]] | None = None,
 ) -> list[CandidateCause]:
     type_of = {(c.kind, c.name): c.type for c in clues}
     by_cause: dict[str, list[tuple[ClueEdge, str]]] = defaultdict(list)
@@ -51,6 +52,7 @@ def rank_candidates(
             resolution_success_rate=round(s.proposed_correct / s.proposed, 4) if s.proposed else None,
             matched=sorted(shares, key=lambda m: (-m.share, m.type, m.name)),
             resolutions=resolutions.get(cause, []),
+            resolution_incidents=(resolution_incidents or {}).get(cause, {}),
         ))
     candidates.sort(key=lambda c: (-c.breadth, -c.support, -c.frequency, -c.confidence, c.name))
     top = candidates[:limit]

@@ -38,7 +38,8 @@ class AnalysisService:
         causes = sorted({e.cause for e in edges})
         stats = await queries.cause_stats(self._pool, causes)
         fixes = await queries.resolutions(self._pool, causes)
-        candidates = rank_candidates(clues.clues, edges, stats, fixes, limit=MAX_CANDIDATES)
+        candidates = rank_candidates(clues.clues, edges, stats, fixes.texts, limit=MAX_CANDIDATES,
+                                     resolution_incidents=fixes.incidents)
         symptoms = [c.name for c in clues.of_type("symptom")]
         novel = novel_leads(clues.clues, await queries.known_symptoms(self._pool, symptoms))
         if not clues.of_type("symptom"):

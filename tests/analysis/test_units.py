@@ -33,16 +33,19 @@ def test_clues_name_nodes_exactly_as_accumulation_does():
     assert clues.task_id == task["jediTaskID"] and clues.status == task["status"]
 
 
-def test_diagnosis_schema_offers_exactly_the_candidates_and_novel():
-    model = answer_model(["Low memory request", "Memory leak"])
+def test_diagnosis_schema_offers_exactly_the_candidates_novel_and_the_tasks_clues():
+    model = answer_model(["Low memory request", "Memory leak"], ["ramCount=2-3GB", "TaskStatusFailed"])
     schema = strict_json_schema(model)
     assert schema["properties"]["cause"]["enum"] == ["Low memory request", "Memory leak", NOVEL]
-    ok = model.model_validate({"cause": "Memory leak", "confidence": 0.7, "resolution": "", "explanation": "",
-                               "supporting_evidence": []})
+    assert schema["properties"]["cited_clues"]["items"]["enum"] == ["ramCount=2-3GB", "TaskStatusFailed"]
+    assert "resolution" not in schema["properties"], "the resolution shown is the stored one, never asked for"
+    ok = model.model_validate({"cause": "Memory leak", "confidence": 0.7, "reason": "", "explanation": "",
+                               "cited_clues": ["ramCount=2-3GB"]})
     assert ok.cause == "Memory leak"
-    with pytest.raises(ValidationError):
-        model.model_validate({"cause": "Something invented", "confidence": 0.7, "resolution": "",
-                              "explanation": "", "supporting_evidence": []})
+    for invented in ({"cause": "Something invented"}, {"cited_clues": ["site=NOWHERE"]}):
+        with pytest.raises(ValidationError):
+            model.model_validate({"cause": "Memory leak", "confidence": 0.7, "reason": "", "explanation": "",
+                                  "cited_clues": [], **invented})
 
 
 def test_ranking_diagnosis_without_candidates_is_novel():

@@ -1,0 +1,119 @@
+"""When the model's answer may replace the ranking's top candidate, and what the diagnosis then says.
+
+The ranking is the default answer; the model is a second opinion. Measured with the offline model, a
+model free to pick any candidate made the diagnosis worse than the ranking alone (it swapped a correct
+top candidate at confidence 0.0, or at 1.0 with no reason). So the model moves the answer away from the
+top only when all of these hold:
+
+* its confidence is at least `OVERRIDE_MIN_CONFIDENCE`;
+* it states a reason (at least `MIN_REASON_WORDS` words);
+* the reason is tied to evidence: among the clues it cites there is one that points at its choice more
+  than at the top candidate (a larger share of that clue's stored evidence; for "novel", an error symptom
+  no stored cause explains), and the reason names that clue.
+
+Otherwise the ranking's top stands and the result records what the model proposed and why it was not
+taken. Either way the resolution is the stored one for the chosen cause and the confidence is the
+ranking's margin unless an override was accepted. Pure, so it is tested without a model or a database.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from bamboo.analysis.models import NOVEL, CandidateCause, Diagnosis, Evidence, ModelProposal
+from bamboo.analysis.ranked import (
+    grounded_evidence, novel_label, ranking_diagnosis, stored_resolution,
+)
+
+OVERRIDE_MIN_CONFIDENCE = 0.8
+MIN_REASON_WORDS = 4
+
+
+class ModelAnswer(BaseModel):
+    """The model's structured answer, with its enums already checked by the schema."""
+
+    cause: str
+    confidence: float = Field(ge=0.0, le=1.0)
+    reason: str = ""
+    cited_clues: list[str] = Field(default_factory=list)
+    explanation: str = ""
+
+
+def share_for(candidate: CandidateCause | None, clue: str) -> float:
+    if candidate is None:
+        return 0.0
+    return max((m.share for m in candidate.matched if m.name == clue), default=0.0)
+
+
+def discriminating_clues(evidence: Evidence, answer: ModelAnswer) -> list[str]:
+    """The cited clues that favour the model's choice over the ranking's top candidate."""
+    top = evidence.candidates[0]
+    if answer.cause == NOVEL:
+        unexplained = {n.symptom for n in evidence.novel}
+        return [c for c in answer.cited_clues if c in unexplained]
+    chosen = next((c for c in evidence.candidates if c.name == answer.cause), None)
+    return [c for c in dict.fromkeys(answer.cited_clues) if share_for(chosen, c) > share_for(top, c)]
+
+
+def refusal(evidence: Evidence, answer: ModelAnswer) -> str:
+    """Why the model's different answer may not replace the top candidate ("" when it may)."""
+    top = evidence.candidates[0].name
+    if answer.confidence < OVERRIDE_MIN_CONFIDENCE:
+        return (f"its confidence {answer.confidence:.2f} is below the {OVERRIDE_MIN_CONFIDENCE:.2f} an override "
+                "of the ranking needs")
+    if len(answer.reason.split()) < MIN_REASON_WORDS:
+        return "it stated no reason"
+    favouring = discriminating_clues(evidence, answer)
+    if not favouring:
+        target = "no stored cause explains" if answer.cause == NOVEL else f"points at {answer.cause} more than at {top}"
+        return f"none of the clues it cites ({', '.join(answer.cited_clues) or 'none'}) {target}"
+    reason = answer.reason.lower()
+    if not any(c.lower() in reason for c in favouring):
+        return f"its reason does not name the evidence it rests on ({', '.join(favouring)})"
+    return ""
+
+
+def judge(evidence: Evidence, answer: ModelAnswer) -> Diagnosis:
+    """The diagnosis after the model's answer: the ranking's top, or the model's choice if it earned it."""
+    ranked = ranking_diagnosis(evidence)
+    ranked.source = "llm"
+    if not evidence.candidates or answer.cause == evidence.candidates[0].name:
+        ranked.model = _proposal(answer, "agreed")
+        ranked.explanation = answer.explanation.strip() or ranked.explanation
+        return ranked
+    why_not = refusal(evidence, answer)
+    if why_not:
+        ranked.model = _proposal(answer, "override_refused", why_not)
+        return ranked
+    return _override(evidence, answer, ranked.ranking_confidence)
+
+
+def _override(evidence: Evidence, answer: ModelAnswer, margin: float) -> Diagnosis:
+    top = evidence.candidates[0]
+    favouring = discriminating_clues(evidence, answer)
+    basis = (f"the model's confidence in overriding the ranking (the ranking's margin for {top.name} was "
+             f"{margin:.2f})")
+    proposal = _proposal(answer, "override_accepted",
+                         f"cites {', '.join(favouring)}, confidence {answer.confidence:.2f}")
+    if answer.cause == NOVEL:
+        return Diagnosis(root_cause=novel_label(evidence), is_novel=True, confidence=answer.confidence,
+                         explanation=answer.explanation, supporting_evidence=[f"symptom {c}: no stored cause"
+                                                                              for c in favouring],
+                         source="llm", cause_source="model_override", confidence_basis=basis,
+                         ranking_confidence=margin, model=proposal)
+    chosen = next(c for c in evidence.candidates if c.name == answer.cause)
+    resolution, incidents = stored_resolution(chosen)
+    cited = [f"{c} points at {chosen.name} ({share_for(chosen, c):.0%} of its evidence) more than at "
+             f"{top.name} ({share_for(top, c):.0%})" for c in favouring]
+    return Diagnosis(root_cause=chosen.name, confidence=answer.confidence, resolution=resolution,
+                     resolution_incidents=incidents, explanation=answer.explanation,
+                     supporting_evidence=cited + grounded_evidence(chosen, 5 - min(len(cited), 5)),
+                     source="llm", cause_source="model_override", confidence_basis=basis,
+                     ranking_confidence=margin, model=proposal)
+
+
+def _proposal(answer: ModelAnswer, verdict: str, why: str = "") -> ModelProposal:
+    return ModelProposal(cause=answer.cause, confidence=answer.confidence, reason=answer.reason,
+                         cited_clues=list(answer.cited_clues), explanation=answer.explanation, verdict=verdict,
+                         verdict_reason=why)
+

@@ -1,0 +1,100 @@
+"""The rule that lets a model's answer replace the ranking's top candidate, as a pure function.
+
+Each refusal is tried by an answer that meets every other condition, so a test fails if that one
+condition stops being checked.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bamboo.analysis.models import NOVEL, CandidateCause, Evidence, MatchedClue, NovelLead, TaskClues
+from bamboo.analysis.override import OVERRIDE_MIN_CONFIDENCE, ModelAnswer, judge
+from bamboo.analysis.ranked import ranking_confidence, ranking_diagnosis
+
+
+def candidate(name: str, support: float, matched: dict[str, float], resolution: str) -> CandidateCause:
+    return CandidateCause(
+        name=name, breadth=2, support=support, frequency=3, confidence=1.0,
+        matched=[MatchedClue(type="task_feature", name=n, edge_frequency=1, share=s) for n, s in matched.items()],
+        resolutions=[resolution, "an older resolution"], resolution_incidents={resolution: ["incident:a", "incident:b"]},
+    )
+
+
+@pytest.fixture
+def evidence() -> Evidence:
+    return Evidence(
+        clues=TaskClues(task_id=7, status="failed"),
+        candidates=[
+            candidate("Expired user proxy", 1.5, {"TaskStatusFailed": 0.5, "prodSourceLabel=user": 1.0},
+                      "Renew the VOMS proxy and retry"),
+            candidate("Misconfigured storage token", 0.9, {"TaskStatusFailed": 0.5, "site=MWT2_UCORE": 0.4},
+                      "Fix the storage token at the site"),
+            candidate("Full destination", 0.6, {"outDiskCount=0-1GB": 0.6}, "Free space at the destination"),
+        ],
+        novel=[NovelLead(symptom="ImageNotFound", reason="symptom never seen before")],
+    )
+
+
+def answer(**fields) -> ModelAnswer:
+    base = {"cause": "Misconfigured storage token", "confidence": 0.9, "cited_clues": ["site=MWT2_UCORE"],
+            "reason": "only the token cause explains site=MWT2_UCORE failing", "explanation": "the site's token"}
+    return ModelAnswer(**{**base, **fields})
+
+
+def test_an_answer_with_confidence_reason_and_favouring_evidence_overrides(evidence):
+    d = judge(evidence, answer())
+    assert (d.root_cause, d.cause_source, d.model.verdict) == ("Misconfigured storage token", "model_override",
+                                                               "override_accepted")
+    assert d.resolution == "Fix the storage token at the site" and d.resolution_incidents == ["incident:a", "incident:b"]
+    assert d.confidence == 0.9 and d.ranking_confidence == ranking_confidence(evidence.candidates)
+    assert d.supporting_evidence[0].startswith("site=MWT2_UCORE points at Misconfigured storage token (40%")
+
+
+@pytest.mark.parametrize("fields, why", [
+    ({"confidence": 0.0}, "its confidence 0.00 is below"),
+    ({"confidence": OVERRIDE_MIN_CONFIDENCE - 0.01}, "is below"),
+    ({"reason": ""}, "stated no reason"),
+    ({"reason": "site=MWT2_UCORE"}, "stated no reason"),
+    ({"cited_clues": []}, "none of the clues it cites (none)"),
+    ({"cited_clues": ["TaskStatusFailed"], "reason": "TaskStatusFailed is what the token cause gives"},
+     "none of the clues it cites (TaskStatusFailed)"),  # equal share: favours neither
+    ({"cited_clues": ["prodSourceLabel=user"], "reason": "prodSourceLabel=user says it is the token"},
+     "none of the clues it cites"),  # points at the top candidate, not at the choice
+    ({"cited_clues": ["outDiskCount=0-1GB"], "reason": "outDiskCount=0-1GB shows the token is wrong"},
+     "none of the clues it cites"),  # favours a third candidate, not the one chosen
+    ({"reason": "I am completely certain that this is the cause"}, "does not name the evidence"),
+])
+def test_the_top_candidate_stands_unless_every_condition_holds(evidence, fields, why):
+    d = judge(evidence, answer(**fields))
+    ranked = ranking_diagnosis(evidence)
+    assert (d.root_cause, d.cause_source, d.model.verdict) == ("Expired user proxy", "ranking", "override_refused")
+    assert why in d.model.verdict_reason
+    assert (d.resolution, d.resolution_incidents) == ("Renew the VOMS proxy and retry", ["incident:a", "incident:b"])
+    assert d.confidence == ranked.confidence == round(1.5 / 2.4, 4)
+    assert d.explanation == ranked.explanation, "a refused answer's explanation argues for another cause"
+
+
+def test_agreeing_keeps_the_rankings_margin_and_stored_resolution_whatever_the_model_says(evidence):
+    d = judge(evidence, answer(cause="Expired user proxy", confidence=0.0, cited_clues=[], reason=""))
+    assert d.root_cause == "Expired user proxy" and d.model.verdict == "agreed" and d.source == "llm"
+    assert d.confidence == round(1.5 / 2.4, 4) and "ranking margin" in d.confidence_basis
+    assert d.resolution == "Renew the VOMS proxy and retry"
+
+
+def test_novel_needs_a_symptom_no_stored_cause_explains(evidence):
+    refused = judge(evidence, answer(cause=NOVEL, cited_clues=["site=MWT2_UCORE"]))
+    assert refused.root_cause == "Expired user proxy" and "no stored cause explains" in refused.model.verdict_reason
+    taken = judge(evidence, answer(cause=NOVEL, cited_clues=["ImageNotFound"],
+                                   reason="the ImageNotFound error matches no known cause"))
+    assert taken.is_novel and taken.root_cause == "Novel: ImageNotFound" and taken.resolution == ""
+    assert taken.cause_source == "model_override"
+
+
+def test_ranking_confidence_is_the_margin_of_the_top_two(evidence):
+    assert ranking_confidence([]) == 0.0
+    assert ranking_confidence(evidence.candidates[:1]) == 1.0
+    assert ranking_confidence(evidence.candidates) == round(1.5 / 2.4, 4)
+    tied = [candidate("a", 1.0, {}, "x"), candidate("b", 1.0, {}, "y")]
+    assert ranking_confidence(tied) == 0.5
+    assert ranking_diagnosis(Evidence(clues=TaskClues(), candidates=tied)).confidence == 0.5
