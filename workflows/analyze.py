@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         ProcedurePlanInput, StepReport, TaskListing, TaskListingInput, TaskPageInput, TaskSource,
     )
     from bamboo.analysis.ranked import ranking_diagnosis
+    from bamboo.investigation.code import with_task_preamble
     from workflows import names
     from workflows.batching import innermost_reason, run_bounded_children
     from workflows.common import BATCH, HEARTBEAT, KIND, LLM_RETRY, STORE_RETRY, TASK_ID
@@ -44,6 +45,19 @@ SANDBOX_UNAVAILABLE = (
 )
 MAX_KEPT_FAILURES = 500
 PAGE = 100
+
+
+def diagnosis_detail(diagnosis: Diagnosis) -> str:
+    """What the model's answer did to the ranking's diagnosis, in one line."""
+    proposal = diagnosis.model
+    if proposal is None:
+        return diagnosis.note or f"source {diagnosis.source}"
+    if proposal.verdict == "agreed":
+        return f"the model agreed with the ranking's top candidate ({diagnosis.root_cause})"
+    if proposal.verdict == "override_accepted":
+        return f"the model overrode the ranking with {proposal.cause}: {proposal.verdict_reason}"
+    return (f"the model proposed {proposal.cause} at confidence {proposal.confidence:.2f}; kept the ranking's top "
+            f"candidate because {proposal.verdict_reason}")
 
 
 @workflow.defn(name=names.ANALYZE_WORKFLOW)
@@ -141,7 +155,12 @@ class AnalyzeTask:
             capability_gaps=gaps, email_subject=draft.subject, email_content=draft.body,
             candidates=evidence.candidates, novel_leads=evidence.novel, similar_incidents=evidence.similar,
             procedure_plan=plan.steps, suggestions=suggestions, steps=list(steps),
-            diagnosis_source=diagnosis.source, notes=notes,
+            diagnosis_source=diagnosis.source, notes=notes, cause_source=diagnosis.cause_source,
+            override_reason=diagnosis.model.reason if diagnosis.cause_source == "model_override" and diagnosis.model
+            else "",
+            confidence_basis=diagnosis.confidence_basis, ranking_confidence=diagnosis.ranking_confidence,
+            resolution_source="store" if diagnosis.resolution else "none",
+            resolution_incidents=diagnosis.resolution_incidents, model_proposal=diagnosis.model,
         )
 
     async def _explore(self, inp: AnalyzeInput, evidence: Evidence, diagnosis: Diagnosis, steps: list[StepReport],
@@ -159,12 +178,13 @@ class AnalyzeTask:
                                     detail=f"{why}; planning failed: {innermost_reason(exc)}"))
             return diagnosis
         gaps.extend(plan.capability_gaps)
-        if plan.status != "run":
+        if plan.status != "run":  # refused by the policy, code that calls no tool, or only capability gaps
             status = "not_needed" if plan.status == "nothing_to_do" else "failed"
             steps.append(StepReport(step="exploratory_investigation", status=status,
                                     detail=f"{why}; {plan.status}: {plan.reason}"))
             return diagnosis
-        outcome = await self._sandbox("explore", plan.code, plan.allowed_tools, inp.sandbox_wait_s)
+        outcome = await self._sandbox("explore", with_task_preamble(plan.code, evidence.clues.task_id),
+                                      plan.allowed_tools, inp.sandbox_wait_s)
         if isinstance(outcome, StepReport):
             outcome.detail = f"{why}; {outcome.detail}"
             steps.append(outcome)
@@ -184,7 +204,9 @@ class AnalyzeTask:
         """Replay the known cause's read-only procedures; new data triggers one more diagnosis."""
         results = {}
         for i, proc in enumerate(replayable):
-            outcome = await self._sandbox(f"replay-{i}", proc.code, proc.allowed_tools, inp.sandbox_wait_s)
+            # Stored code works on `task_id`, set by the same preamble investigate runs it with.
+            code = with_task_preamble(proc.code, evidence.clues.task_id)
+            outcome = await self._sandbox(f"replay-{i}", code, proc.allowed_tools, inp.sandbox_wait_s)
             if isinstance(outcome, StepReport):
                 outcome.detail = f"{proc.name}: {outcome.detail}"
                 steps.append(outcome)
@@ -221,7 +243,7 @@ class AnalyzeTask:
             diagnosis = ranking_diagnosis(evidence, note=f"LLM diagnosis failed ({innermost_reason(exc)}); used the graph ranking")
             steps.append(StepReport(step=step, status="failed", detail=diagnosis.note))
             return diagnosis
-        steps.append(StepReport(step=step, status="ran", detail=diagnosis.note or f"source {diagnosis.source}"))
+        steps.append(StepReport(step=step, status="ran", detail=diagnosis_detail(diagnosis)))
         return diagnosis
 
 

@@ -5,7 +5,9 @@ and the code it writes is re-judged from its text by `decide_review`: anything t
 state-changing or unknown tool is refused, never run. The code itself runs in the sandbox
 (`execute_code`, on the sandbox queue) with exactly the allow-set decided here.
 A model that returns neither code nor a capability gap is a genuine failure and raises (as the seed's
-explorer does), so the analysis reports the step as failed instead of silently skipping it.
+explorer does), so the analysis reports the step as failed instead of silently skipping it. Code that
+calls no tool (a bare literal, as the offline model often writes) is not run: it cannot learn anything,
+and running it would cost a sandbox run and a re-diagnosis for nothing.
 """
 
 from __future__ import annotations
@@ -91,5 +93,8 @@ async def plan_read_only_code(llm: LLMClient, *, task_id: int | None, status: st
     if decision.outcome is not ReviewOutcome.RUN:
         return ExplorationPlan(status="refused", code=out.code, capability_gaps=gaps,
                                reason=f"{decision.reason.value}: {decision.detail}")
+    if not decision.tools:
+        return ExplorationPlan(status="no_tool_call", code=out.code, capability_gaps=gaps,
+                               reason="the generated code calls no tool, so running it could find nothing; not run")
     return ExplorationPlan(status="run", code=out.code, allowed_tools=sorted(decision.allow_set),
                            capability_gaps=gaps, reason=decision.detail)
