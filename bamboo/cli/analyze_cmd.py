@@ -68,13 +68,38 @@ def write_result(result: AnalysisResult, path: Path) -> None:
     path.write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
 
 
+def chosen_by(result: AnalysisResult) -> str:
+    """Who decided the cause: the ranking (and what the model said about it) or the model, with its reason."""
+    proposal = result.model_proposal
+    if result.cause_source == "model_override" and proposal is not None:
+        top = result.candidates[0].name if result.candidates else "the ranking's top candidate"
+        return (f"the model, overriding the ranking's {top} (ranking margin {result.ranking_confidence:.2f}): "
+                f"{result.override_reason}")
+    if proposal is None:
+        return "the ranking (the model was not consulted: see the notes)"
+    if proposal.verdict == "agreed":
+        return "the ranking; the model agreed"
+    return (f"the ranking; the model proposed {proposal.cause} at {proposal.confidence:.2f}, not taken because "
+            f"{proposal.verdict_reason}")
+
+
+def incidents_note(incidents: list[str], shown: int = 3) -> str:
+    if not incidents:
+        return ""
+    more = f" and {len(incidents) - shown} more" if len(incidents) > shown else ""
+    return f", from {len(incidents)} incident(s): {', '.join(incidents[:shown])}{more}"
+
+
 def print_diagnosis(result: AnalysisResult) -> None:
     console.rule(f"[bold]Task {result.task_id} ({result.status})")
     colour = "yellow" if result.is_novel else "green"
-    console.print(f"Root cause: [bold {colour}]{result.root_cause}[/] — confidence {result.confidence:.2f} "
-                  f"({result.diagnosis_source})")
+    basis = "model override" if result.cause_source == "model_override" else "ranking margin"
+    console.print(f"Root cause: [bold {colour}]{result.root_cause}[/] — confidence {result.confidence:.2f} ({basis})")
+    console.print(f"Chosen by: {chosen_by(result)}")
     if result.resolution:
-        console.print(f"Resolution: {result.resolution}")
+        console.print(f"Resolution (stored{incidents_note(result.resolution_incidents)}): {result.resolution}")
+    elif not result.is_novel:
+        console.print("Resolution: none stored for this cause")
     if result.explanation:
         console.print(f"Why: {result.explanation}")
     for e in result.supporting_evidence[:5]:

@@ -1,0 +1,52 @@
+"""What `bamboo analyze` prints says who chose the cause, what the confidence measures, and where the
+resolution came from."""
+
+from __future__ import annotations
+
+from bamboo.analysis.models import AnalysisResult, CandidateCause, ModelProposal
+from bamboo.cli.analyze_cmd import print_diagnosis
+from bamboo.cli.common import console
+
+
+def result(**fields) -> AnalysisResult:
+    top = CandidateCause(name="Expired user proxy", breadth=2, support=1.5, frequency=4, confidence=1.0)
+    base = dict(task_id=41000001, status="failed", root_cause="Expired user proxy", is_novel=False, confidence=0.62,
+                resolution="Renew the VOMS proxy and retry", explanation="", candidates=[top],
+                cause_source="ranking", ranking_confidence=0.62, resolution_source="store",
+                resolution_incidents=["incident:a", "incident:b", "incident:c", "incident:d"])
+    return AnalysisResult(**{**base, **fields})
+
+
+def printed(r: AnalysisResult) -> str:
+    with console.capture() as capture:
+        print_diagnosis(r)
+    return " ".join(capture.get().split())
+
+
+def test_a_refused_proposal_shows_the_rankings_cause_margin_and_why_the_model_was_not_followed():
+    out = printed(result(model_proposal=ModelProposal(
+        cause="Misconfigured storage token", confidence=0.0, verdict="override_refused",
+        verdict_reason="its confidence 0.00 is below the 0.80 an override of the ranking needs")))
+    assert "confidence 0.62 (ranking margin)" in out and "confidence 0.00" not in out.split("Chosen by")[0]
+    assert "Chosen by: the ranking; the model proposed Misconfigured storage token at 0.00, not taken because" in out
+    assert ("Resolution (stored, from 4 incident(s): incident:a, incident:b, incident:c and 1 more): "
+            "Renew the VOMS proxy and retry") in out
+
+
+def test_an_accepted_override_shows_the_models_reason_and_the_rankings_margin():
+    out = printed(result(
+        root_cause="Misconfigured storage token", confidence=0.9, cause_source="model_override",
+        override_reason="site=MWT2_UCORE points at the token", resolution="Fix the storage token",
+        resolution_incidents=["incident:e"],
+        model_proposal=ModelProposal(cause="Misconfigured storage token", confidence=0.9,
+                                     verdict="override_accepted")))
+    assert "confidence 0.90 (model override)" in out
+    assert ("Chosen by: the model, overriding the ranking's Expired user proxy (ranking margin 0.62): "
+            "site=MWT2_UCORE points at the token") in out
+    assert "Resolution (stored, from 1 incident(s): incident:e): Fix the storage token" in out
+
+
+def test_a_cause_without_a_stored_resolution_says_so_instead_of_inventing_one():
+    out = printed(result(resolution="", resolution_incidents=[], resolution_source="none",
+                         model_proposal=ModelProposal(cause="Expired user proxy", confidence=0.4, verdict="agreed")))
+    assert "Resolution: none stored for this cause" in out and "the model agreed" in out
