@@ -7,9 +7,16 @@ top only when all of these hold:
 
 * its confidence is at least `OVERRIDE_MIN_CONFIDENCE`;
 * it states a reason (at least `MIN_REASON_WORDS` words);
-* the reason is tied to evidence: among the clues it cites there is one that points at its choice more
-  than at the top candidate (a larger share of that clue's stored evidence; for "novel", an error symptom
-  no stored cause explains), and the reason names that clue.
+* the reason is tied to evidence: among the clues it cites there is a *defining* one for its choice,
+  and the reason names it. A defining clue was linked to the chosen cause in at least
+  `DEFINING_MIN_INCIDENTS` stored incidents, with at least `DEFINING_SHARE` of its stored evidence
+  pointing at that cause, and more than at the top candidate. For "novel" it is an error symptom no
+  stored cause explains.
+
+Why "defining": on the generated corpus (held-out tasks of four seeds, 300 in all), overriding the
+ranking on clues that point at another candidate with at least half of their stored evidence would have
+named the wrong cause 65 times and the true one 6 times (the ranking already weighs those clues); on
+clues seen in at least two incidents with at least 80% of their evidence, 0 and 3.
 
 Otherwise the ranking's top stands and the result records what the model proposed and why it was not
 taken. Either way the resolution is the stored one for the chosen cause and the confidence is the
@@ -27,6 +34,8 @@ from bamboo.analysis.ranked import (
 
 OVERRIDE_MIN_CONFIDENCE = 0.8
 MIN_REASON_WORDS = 4
+DEFINING_SHARE = 0.8
+DEFINING_MIN_INCIDENTS = 2
 
 
 class ModelAnswer(BaseModel):
@@ -45,14 +54,26 @@ def share_for(candidate: CandidateCause | None, clue: str) -> float:
     return max((m.share for m in candidate.matched if m.name == clue), default=0.0)
 
 
+def incidents_for(candidate: CandidateCause | None, clue: str) -> int:
+    if candidate is None:
+        return 0
+    return max((m.edge_frequency for m in candidate.matched if m.name == clue), default=0)
+
+
+def is_defining(clue: str, chosen: CandidateCause | None, top: CandidateCause) -> bool:
+    share = share_for(chosen, clue)
+    return (share >= DEFINING_SHARE and share > share_for(top, clue)
+            and incidents_for(chosen, clue) >= DEFINING_MIN_INCIDENTS)
+
+
 def discriminating_clues(evidence: Evidence, answer: ModelAnswer) -> list[str]:
-    """The cited clues that favour the model's choice over the ranking's top candidate."""
+    """The cited clues that are defining evidence for the model's choice against the ranking's top."""
     top = evidence.candidates[0]
     if answer.cause == NOVEL:
         unexplained = {n.symptom for n in evidence.novel}
-        return [c for c in answer.cited_clues if c in unexplained]
+        return [c for c in dict.fromkeys(answer.cited_clues) if c in unexplained]
     chosen = next((c for c in evidence.candidates if c.name == answer.cause), None)
-    return [c for c in dict.fromkeys(answer.cited_clues) if share_for(chosen, c) > share_for(top, c)]
+    return [c for c in dict.fromkeys(answer.cited_clues) if is_defining(c, chosen, top)]
 
 
 def refusal(evidence: Evidence, answer: ModelAnswer) -> str:
@@ -65,7 +86,9 @@ def refusal(evidence: Evidence, answer: ModelAnswer) -> str:
         return "it stated no reason"
     favouring = discriminating_clues(evidence, answer)
     if not favouring:
-        target = "no stored cause explains" if answer.cause == NOVEL else f"points at {answer.cause} more than at {top}"
+        target = ("is an error symptom no stored cause explains" if answer.cause == NOVEL else
+                  f"is defining evidence for {answer.cause} (linked to it in at least {DEFINING_MIN_INCIDENTS} "
+                  f"incidents, with at least {DEFINING_SHARE:.0%} of its stored evidence, more than to {top})")
         return f"none of the clues it cites ({', '.join(answer.cited_clues) or 'none'}) {target}"
     reason = answer.reason.lower()
     if not any(c.lower() in reason for c in favouring):

@@ -27,9 +27,12 @@ def pick_top(confidence: float = 0.8, **extra: object):
     return answer
 
 
-def shares(matched: dict[str, float] | list[str]) -> dict[str, float]:
-    """A candidate's matched clues with their shares (a bare list of names counts each as fully shared)."""
-    return dict(matched) if isinstance(matched, dict) else {name: 1.0 for name in matched}
+def shares(matched: dict[str, list[float]] | list[str]) -> dict[str, float]:
+    """A candidate's matched clues with their shares, from the prompt's {clue: [share, incidents]} (an older
+    prompt's bare list of names counts each clue as fully shared)."""
+    if isinstance(matched, dict):
+        return {name: value[0] if isinstance(value, list) else value for name, value in matched.items()}
+    return {name: 1.0 for name in matched}
 
 
 def pick_runner_up(confidence: float, reason: str | None = None, cite_favouring: bool = True,

@@ -71,15 +71,16 @@ async def test_a_different_cause_at_low_confidence_does_not_replace_the_top_cand
     assert "kept the ranking's top candidate because its confidence 0.30" in diagnosed.detail, diagnosed
 
 
-async def test_a_bare_reason_does_not_replace_the_top_candidate_even_at_full_confidence(contested, analysis_client,
-                                                                                         llm):
+async def test_a_bare_or_weak_reason_does_not_replace_the_top_candidate_even_at_full_confidence(
+        contested, analysis_client, llm):
     task, evidence = contested
+    second = evidence.candidates[1].name
     for answer, refusal in [
         (pick_runner_up(confidence=1.0, reason="", **OLD_FIELDS), "stated no reason"),
         (pick_runner_up(confidence=1.0, reason="I am quite sure this is the real cause here", cite_favouring=False,
                         **OLD_FIELDS), "none of the clues it cites"),
-        (pick_runner_up(confidence=1.0, reason="I am quite sure this is the real cause here", **OLD_FIELDS),
-         "does not name the evidence"),
+        # clues that point at the runner-up more than at the top, named in the reason, but not defining for it
+        (pick_runner_up(confidence=1.0, **OLD_FIELDS), f"is defining evidence for {second}"),
     ]:
         llm.handler = analysis_handler(diagnose=answer)
         result = await run_analysis(analysis_client, task)
@@ -88,15 +89,26 @@ async def test_a_bare_reason_does_not_replace_the_top_candidate_even_at_full_con
         assert refusal in result.model_proposal.verdict_reason, result.model_proposal
 
 
-async def test_an_override_with_evidence_and_confidence_is_taken_and_says_so(contested, analysis_client, llm):
-    task, evidence = contested
-    second = evidence.candidates[1]
-    llm.handler = analysis_handler(diagnose=pick_runner_up(confidence=0.9, resolution=INVENTED, supporting_evidence=[]))
+async def test_an_override_with_evidence_and_confidence_is_taken_and_says_so(contested, analysis_client,
+                                                                            analysis_services, llm):
+    """Here the evidence is an error the knowledge base has never seen, so the model may answer "novel";
+    an override to another stored cause (and its stored resolution) is tested in test_override.py."""
+    task = {**contested[0], "errorDialog": "zzkx: the flux capacitor rejected the payload"}
+    evidence = await AnalysisService(analysis_services).gather_evidence(task)
+    unexplained = evidence.novel[0].symptom
+    assert evidence.candidates, "the status and features still rank stored causes"
+
+    def novel(request):
+        return {"cause": "novel", "confidence": 0.9, "cited_clues": [unexplained],
+                "reason": f"the error {unexplained} matches no stored cause", "explanation": "a new failure",
+                "resolution": INVENTED, "supporting_evidence": []}
+
+    llm.handler = analysis_handler(diagnose=novel)
     result = await run_analysis(analysis_client, task)
-    assert result.root_cause == second.name and result.cause_source == "model_override"
-    assert result.override_reason and favouring(evidence)[0] in result.override_reason
+    assert result.is_novel and result.root_cause == f"Novel: {unexplained}"
+    assert result.cause_source == "model_override" and unexplained in result.override_reason
     assert result.model_proposal.verdict == "override_accepted"
-    assert result.resolution == second.resolutions[0] and result.resolution_source == "store"
+    assert result.resolution == "" and result.resolution_source == "none", "a novel cause has no stored resolution"
     assert result.confidence == 0.9 and result.ranking_confidence == margin(evidence)
     assert "overriding the ranking" in result.confidence_basis
 

@@ -13,10 +13,11 @@ from bamboo.analysis.override import OVERRIDE_MIN_CONFIDENCE, ModelAnswer, judge
 from bamboo.analysis.ranked import ranking_confidence, ranking_diagnosis
 
 
-def candidate(name: str, support: float, matched: dict[str, float], resolution: str) -> CandidateCause:
+def candidate(name: str, support: float, matched: dict[str, tuple[float, int]], resolution: str) -> CandidateCause:
+    """`matched`: clue -> (share of its stored evidence for this cause, incidents linking them)."""
     return CandidateCause(
         name=name, breadth=2, support=support, frequency=3, confidence=1.0,
-        matched=[MatchedClue(type="task_feature", name=n, edge_frequency=1, share=s) for n, s in matched.items()],
+        matched=[MatchedClue(type="task_feature", name=n, edge_frequency=k, share=s) for n, (s, k) in matched.items()],
         resolutions=[resolution, "an older resolution"], resolution_incidents={resolution: ["incident:a", "incident:b"]},
     )
 
@@ -26,11 +27,14 @@ def evidence() -> Evidence:
     return Evidence(
         clues=TaskClues(task_id=7, status="failed"),
         candidates=[
-            candidate("Expired user proxy", 1.5, {"TaskStatusFailed": 0.5, "prodSourceLabel=user": 1.0},
+            candidate("Expired user proxy", 1.5,
+                      {"TaskStatusFailed": (0.5, 4), "prodSourceLabel=user": (1.0, 4), "site=MWT2_UCORE": (0.1, 1)},
                       "Renew the VOMS proxy and retry"),
-            candidate("Misconfigured storage token", 0.9, {"TaskStatusFailed": 0.5, "site=MWT2_UCORE": 0.4},
+            candidate("Misconfigured storage token", 0.9,
+                      {"TaskStatusFailed": (0.5, 4), "site=MWT2_UCORE": (0.9, 3), "user=user-1d5f": (1.0, 1),
+                       "walltime=6-12h": (0.7, 5)},
                       "Fix the storage token at the site"),
-            candidate("Full destination", 0.6, {"outDiskCount=0-1GB": 0.6}, "Free space at the destination"),
+            candidate("Full destination", 0.6, {"outDiskCount=0-1GB": (0.9, 3)}, "Free space at the destination"),
         ],
         novel=[NovelLead(symptom="ImageNotFound", reason="symptom never seen before")],
     )
@@ -48,7 +52,8 @@ def test_an_answer_with_confidence_reason_and_favouring_evidence_overrides(evide
                                                                "override_accepted")
     assert d.resolution == "Fix the storage token at the site" and d.resolution_incidents == ["incident:a", "incident:b"]
     assert d.confidence == 0.9 and d.ranking_confidence == ranking_confidence(evidence.candidates)
-    assert d.supporting_evidence[0].startswith("site=MWT2_UCORE points at Misconfigured storage token (40%")
+    assert d.supporting_evidence[0] == ("site=MWT2_UCORE points at Misconfigured storage token (90% of its evidence) "
+                                        "more than at Expired user proxy (10%)")
 
 
 @pytest.mark.parametrize("fields, why", [
@@ -63,6 +68,10 @@ def test_an_answer_with_confidence_reason_and_favouring_evidence_overrides(evide
      "none of the clues it cites"),  # points at the top candidate, not at the choice
     ({"cited_clues": ["outDiskCount=0-1GB"], "reason": "outDiskCount=0-1GB shows the token is wrong"},
      "none of the clues it cites"),  # favours a third candidate, not the one chosen
+    ({"cited_clues": ["user=user-1d5f"], "reason": "user=user-1d5f only ever had the token problem"},
+     "is defining evidence for Misconfigured storage token (linked to it in at least 2 incidents"),  # one incident
+    ({"cited_clues": ["walltime=6-12h"], "reason": "walltime=6-12h points mostly at the token cause"},
+     "none of the clues it cites (walltime=6-12h)"),  # 70% of its evidence: not defining
     ({"reason": "I am completely certain that this is the cause"}, "does not name the evidence"),
 ])
 def test_the_top_candidate_stands_unless_every_condition_holds(evidence, fields, why):
@@ -71,7 +80,7 @@ def test_the_top_candidate_stands_unless_every_condition_holds(evidence, fields,
     assert (d.root_cause, d.cause_source, d.model.verdict) == ("Expired user proxy", "ranking", "override_refused")
     assert why in d.model.verdict_reason
     assert (d.resolution, d.resolution_incidents) == ("Renew the VOMS proxy and retry", ["incident:a", "incident:b"])
-    assert d.confidence == ranked.confidence == round(1.5 / 2.4, 4)
+    assert d.confidence == ranked.confidence == round(1.5 / 2.4, 4) and d.ranking_confidence == d.confidence
     assert d.explanation == ranked.explanation, "a refused answer's explanation argues for another cause"
 
 
@@ -85,6 +94,8 @@ def test_agreeing_keeps_the_rankings_margin_and_stored_resolution_whatever_the_m
 def test_novel_needs_a_symptom_no_stored_cause_explains(evidence):
     refused = judge(evidence, answer(cause=NOVEL, cited_clues=["site=MWT2_UCORE"]))
     assert refused.root_cause == "Expired user proxy" and "no stored cause explains" in refused.model.verdict_reason
+    assert judge(evidence, answer(cause=NOVEL, cited_clues=["ImageNotFound"], confidence=0.5)).root_cause == \
+        "Expired user proxy"
     taken = judge(evidence, answer(cause=NOVEL, cited_clues=["ImageNotFound"],
                                    reason="the ImageNotFound error matches no known cause"))
     assert taken.is_novel and taken.root_cause == "Novel: ImageNotFound" and taken.resolution == ""
