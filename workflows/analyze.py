@@ -60,6 +60,13 @@ def diagnosis_detail(diagnosis: Diagnosis) -> str:
             f"candidate because {proposal.verdict_reason}")
 
 
+def override_reason(diagnosis: Diagnosis) -> str:
+    """The model's stated reason, when it is the model's choice the result shows."""
+    if diagnosis.cause_source == "model_override" and diagnosis.model is not None:
+        return diagnosis.model.reason
+    return ""
+
+
 @workflow.defn(name=names.ANALYZE_WORKFLOW)
 class AnalyzeTask:
     def __init__(self) -> None:
@@ -156,8 +163,7 @@ class AnalyzeTask:
             candidates=evidence.candidates, novel_leads=evidence.novel, similar_incidents=evidence.similar,
             procedure_plan=plan.steps, suggestions=suggestions, steps=list(steps),
             diagnosis_source=diagnosis.source, notes=notes, cause_source=diagnosis.cause_source,
-            override_reason=diagnosis.model.reason if diagnosis.cause_source == "model_override" and diagnosis.model
-            else "",
+            override_reason=override_reason(diagnosis),
             confidence_basis=diagnosis.confidence_basis, ranking_confidence=diagnosis.ranking_confidence,
             resolution_source="store" if diagnosis.resolution else "none",
             resolution_incidents=diagnosis.resolution_incidents, model_proposal=diagnosis.model,
