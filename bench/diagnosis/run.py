@@ -1,4 +1,4 @@
-"""Diagnosis quality: how often the analysis names the true cause of a task it has never seen.
+"""Diagnosis quality: how often the analysis names the true cause of a task it has never seen, per model.
 
 Corpus: `bamboo.samples.generate_incidents` (documented in that module: realistic PanDA templates —
 error dialogs with pilot error codes, task features correlated with the cause, two or three causes per
@@ -7,14 +7,19 @@ The 70% are learned through the real PopulateBatch workflow from their reviewed 
 (the scripted LLM only echoes canonical labels, so no capable model is needed). The 30% are analysed
 from their task fields alone — resolution record, email and expected labels are dropped first.
 
-Two figures, side by side in one run:
-* deterministic ranking — `AnalysisService.gather_evidence`, top-k of the ranked candidates;
-* with the LLM — the real AnalyzeTask workflow through Temporal. Unless BAMBOO_LLM_BASE_URL points at
-  a real endpoint, the "LLM" is the scripted server, which picks the top-ranked candidate: that figure
-  then measures the plumbing (schema, enum of candidates, workflow), not a model's judgement.
-Latency is wall time per task, measured in the same run.
+For every model, in one run and on the same held-out tasks, side by side:
+* the ranking's accuracy (`AnalysisService.gather_evidence`, top-k of the ranked candidates; the same
+  for every model, repeated in each row so the two figures a row compares sit next to each other);
+* the final answer's accuracy: the real AnalyzeTask workflow through Temporal, with the production worker
+  (diagnosis, exploration in the sandbox against the PanDA simulator, procedure replay, email draft);
+* the model's own pick — what the answer would be if the model's choice were taken as it came.
 
-    .venv/bin/python -m bench.diagnosis.run --out bench/diagnosis/results.md
+Models: `local` is the offline default, SmolLM2-135M behind llama.cpp, started the way the worker starts
+it when no endpoint is configured (only its port is a free one). `capable` and `reckless` are scripted
+OpenAI-compatible servers (see `scripted_models`): a stand-in for a capable model, and the failure modes
+measured with the offline model. `endpoint` is BAMBOO_LLM_BASE_URL / BAMBOO_LLM_MODEL, when set.
+
+    .venv/bin/python -m bench.diagnosis.run --models local,capable,reckless --out bench/diagnosis/results.md
 """
 
 from __future__ import annotations
@@ -28,15 +33,21 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from bamboo.analysis.models import AnalysisResult, AnalyzeInput, analyze_workflow_id
 from bamboo.analysis.service import AnalysisService
+from bamboo.devstack.ports import free_port
 from bamboo.extraction.labels import normalise_label
 from bamboo.models.accumulate import PopulateInput, PopulateResult
 from bamboo.samples import generate_incidents, write_incidents
 from bamboo.services import build_services
+from bamboo.settings import Settings
 from bamboo.temporal_client import connect
+from bench.diagnosis.scripted_models import SCRIPTED
 from tests.analysis.answers import analysis_handler
 from tests.services import start_stack
 from tests.support.scripted_llm import ScriptedLLMServer
@@ -44,6 +55,8 @@ from worker.main import run_worker
 from workflows.analyze import AnalyzeTask
 from workflows.populate import PopulateBatch
 from workflows.queues import Queues
+
+MARGIN_SPLIT = 0.6
 
 
 def split(n: int, seed: int, noise: float):
@@ -54,25 +67,97 @@ def split(n: int, seed: int, noise: float):
     return [incidents[i] for i in order[:cut]], [incidents[i] for i in order[cut:]]
 
 
-def hit_at(ranked: list[str], truth: str, k: int) -> bool:
-    return truth in ranked[:k]
+@dataclass(frozen=True)
+class Ranked:
+    truth: str
+    names: list[str]
+    margin: float
+    latency_s: float
 
 
-async def main(n: int, seed: int, noise: float, out: Path | None) -> int:
+@dataclass(frozen=True)
+class Analysed:
+    result: AnalysisResult
+    latency_s: float
+
+
+@asynccontextmanager
+async def model_endpoint(name: str, settings: Settings):
+    """(settings, base URL) for one model; a server started here is stopped on exit."""
+    if name == "local":
+        from bamboo.llm.local import resolve_llm_endpoint, stop_shared_local_llm
+
+        local = settings.model_copy(update={"llm_base_url": None, "llm_model": "local",
+                                            "llm_local_port": free_port()})
+        url = await asyncio.to_thread(resolve_llm_endpoint, local)
+        try:
+            yield local, url
+        finally:
+            await asyncio.to_thread(stop_shared_local_llm)
+    elif name == "endpoint":
+        url = os.environ.get("BAMBOO_LLM_BASE_URL")
+        if not url:
+            raise SystemExit("--models endpoint needs BAMBOO_LLM_BASE_URL (and BAMBOO_LLM_MODEL, BAMBOO_LLM_API_KEY)")
+        yield settings.model_copy(update={"llm_base_url": url,
+                                          "llm_model": os.environ.get("BAMBOO_LLM_MODEL", settings.llm_model)}), url
+    else:
+        with ScriptedLLMServer(SCRIPTED[name]()) as server:
+            yield settings.model_copy(update={"llm_base_url": server.base_url, "llm_model": server.model}), \
+                server.base_url
+
+
+@asynccontextmanager
+async def worker_for(settings: Settings, llm_url: str):
+    """The production worker in this process, with services bound to one model."""
+    services = await build_services(settings, llm_base_url=llm_url, pool_size=8)
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_worker(settings, services=services, stop=stop))
+    try:
+        yield services
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 120)
+        await services.close()
+
+
+async def analyse(name: str, client, tasks: list[dict], threshold: float) -> list[Analysed]:
+    """Every task through AnalyzeTask, one after another; a workflow that fails stops the benchmark."""
+    out = []
+    for i, task in enumerate(tasks, 1):
+        t0 = time.perf_counter()
+        result: AnalysisResult = await client.execute_workflow(
+            AnalyzeTask.run, AnalyzeInput(task_data=task, exploration_threshold=threshold, sandbox_wait_s=30),
+            id=analyze_workflow_id(task.get("jediTaskID"), task.get("status")) + f":{time.time_ns()}",
+            task_queue=Queues().main,
+        )
+        out.append(Analysed(result, time.perf_counter() - t0))
+        print(f"{name} {i}/{len(tasks)}: {out[-1].latency_s:.1f} s, {result.cause_source}", file=sys.stderr, flush=True)
+    return out
+
+
+async def main(n: int, seed: int, noise: float, models: list[str], limit: int | None, threshold: float,
+               out: Path | None) -> int:
+    from bamboo.panda.simulator import PandaSimulator
+
     train, test = split(n, seed, noise)
-    real_llm = os.environ.get("BAMBOO_LLM_BASE_URL")
+    test = test[:limit] if limit else test
+    tasks = [dict(i.task_data) for i in test]
+    truths = [normalise_label(i.resolution_record.cause) for i in test]
     base = Path(tempfile.mkdtemp(prefix="bamboo-bench-diag-"))
     stack = start_stack(base)
+    runs: dict[str, list[Analysed]] = {}
     try:
         write_incidents(train, base / "train")
-        with ScriptedLLMServer(analysis_handler()) as scripted, ScriptedLLMServer() as emb:
-            settings = stack.settings(stack.new_database(), real_llm or scripted.base_url)
+        write_incidents(test, base / "held-out")
+        async with AsyncExitStack() as ctx:
+            accumulation = ctx.enter_context(ScriptedLLMServer(analysis_handler()))
+            emb = ctx.enter_context(ScriptedLLMServer())
+            panda = ctx.enter_context(PandaSimulator(base / "held-out"))
+            settings = stack.settings(stack.new_database(), accumulation.base_url, panda_api_url=panda.api_url,
+                                      panda_monitor_url=panda.monitor_url)
             settings = settings.model_copy(update={"embedding_base_url": emb.base_url})
-            services = await build_services(settings, llm_base_url=settings.llm_base_url, pool_size=8)
-            stop = asyncio.Event()
-            worker = asyncio.create_task(run_worker(settings, services=services, stop=stop))
-            try:
-                client = await connect(settings)
+            client = await connect(settings)
+            async with worker_for(settings, accumulation.base_url) as services:
                 started = time.perf_counter()
                 populated: PopulateResult = await client.execute_workflow(
                     PopulateBatch.run,
@@ -83,70 +168,118 @@ async def main(n: int, seed: int, noise: float, out: Path | None) -> int:
                 if populated.failed:
                     print(f"populate failures: {populated.failures[:3]}", file=sys.stderr)
                 before = await services.store.knowledge.row_counts()
-
-                analysis = AnalysisService(services)
-                det_hits = {1: 0, 3: 0}
-                det_latency = []
-                llm_hits = {1: 0, 3: 0}
-                llm_latency = []
-                novel = 0
-                for incident in test:
-                    truth = normalise_label(incident.resolution_record.cause)
-                    task = dict(incident.task_data)
-                    t0 = time.perf_counter()
-                    evidence = await analysis.gather_evidence(task)
-                    det_latency.append(time.perf_counter() - t0)
-                    ranked = [c.name for c in evidence.candidates]
-                    for k in det_hits:
-                        det_hits[k] += hit_at(ranked, truth, k)
-
-                    t0 = time.perf_counter()
-                    result: AnalysisResult = await client.execute_workflow(
-                        AnalyzeTask.run, AnalyzeInput(task_data=task),
-                        id=analyze_workflow_id(task.get("jediTaskID"), task.get("status")) + f":{time.time_ns()}",
-                        task_queue=Queues().main,
-                    )
-                    llm_latency.append(time.perf_counter() - t0)
-                    novel += result.is_novel
-                    with_llm = [result.root_cause] + [c for c in ranked if c != result.root_cause]
-                    for k in llm_hits:
-                        llm_hits[k] += hit_at(with_llm, truth, k)
-                after = await services.store.knowledge.row_counts()
-            finally:
-                stop.set()
-                await asyncio.wait_for(worker, 60)
-                await services.close()
+                ranked = await rank_all(AnalysisService(services), tasks, truths)
+            for name in models:
+                async with model_endpoint(name, settings) as (model_settings, url):
+                    async with worker_for(model_settings, url):
+                        runs[name] = await analyse(name, client, tasks, threshold)
+            after_services = await build_services(settings, llm_base_url=accumulation.base_url, pool_size=2)
+            after = await after_services.store.knowledge.row_counts()
+            await after_services.close()
     finally:
         stack.stop()
         shutil.rmtree(base, ignore_errors=True)
 
-    m = len(test)
-    llm_label = f"real endpoint {real_llm}" if real_llm else \
-        "scripted (picks the top-ranked candidate: measures plumbing, not a model)"
-    lines = [
-        f"Command: `.venv/bin/python -m bench.diagnosis.run{'' if n == 200 else f' --n {n}'}` "
-        f"(seed {seed}, noise {noise}; {len(train)} incidents populated, {m} held out; one run, this machine: "
-        f"{os.cpu_count()} cores)",
-        "",
-        f"Populate of the 70%: {populated.done} stored, {populated.failed} failed, {populate_s:.1f} s. "
-        f"Knowledge-store row counts unchanged by the {m} analyses: {before == after}.",
-        "",
-        "| method | accuracy@1 | accuracy@3 | mean latency per task | novel |",
-        "|---|---|---|---|---|",
-        f"| deterministic ranking (clues → graph → candidates) | {det_hits[1] / m:.2f} | {det_hits[3] / m:.2f} | "
-        f"{statistics.mean(det_latency) * 1000:.0f} ms | – |",
-        f"| AnalyzeTask workflow with LLM: {llm_label} | {llm_hits[1] / m:.2f} | {llm_hits[3] / m:.2f} | "
-        f"{statistics.mean(llm_latency) * 1000:.0f} ms | {novel} |",
-        "",
-        "accuracy@3 with the LLM counts the LLM's pick first, then the ranking's other candidates. "
-        "The workflow latency is end-to-end through Temporal (evidence, diagnosis, procedure plan, email draft).",
-        "Target: deterministic accuracy@3 ≥ 0.80.",
-    ]
-    text = "\n".join(lines) + "\n"
+    text = report(n, seed, noise, limit, threshold, len(train), populated, populate_s, before == after, ranked, runs)
     print(text)
     if out:
         out.write_text(text)
-    return 0
+    return 0 if all(final_at_1(runs[m], ranked) >= ranking_at(ranked, 1) for m in runs) else 1
+
+
+async def rank_all(analysis: AnalysisService, tasks: list[dict], truths: list[str]) -> list[Ranked]:
+    from bamboo.analysis.ranked import ranking_confidence
+
+    ranked = []
+    for task, truth in zip(tasks, truths):
+        t0 = time.perf_counter()
+        evidence = await analysis.gather_evidence(task)
+        ranked.append(Ranked(truth, [c.name for c in evidence.candidates], ranking_confidence(evidence.candidates),
+                             time.perf_counter() - t0))
+    return ranked
+
+
+def ranking_at(ranked: list[Ranked], k: int) -> float:
+    return sum(r.truth in r.names[:k] for r in ranked) / len(ranked)
+
+
+def final_at_1(run: list[Analysed], ranked: list[Ranked]) -> float:
+    return sum(a.result.root_cause == r.truth for a, r in zip(run, ranked)) / len(ranked)
+
+
+def model_row(name: str, run: list[Analysed], ranked: list[Ranked]) -> str:
+    m = len(ranked)
+    final3 = sum(r.truth in ([a.result.root_cause] + [c for c in r.names if c != a.result.root_cause])[:3]
+                 for a, r in zip(run, ranked)) / m
+    own = sum(a.result.model_proposal is not None and a.result.model_proposal.cause == r.truth
+              for a, r in zip(run, ranked)) / m
+    verdicts = Counter(a.result.model_proposal.verdict if a.result.model_proposal else "no answer" for a in run)
+    taken = [(a, r) for a, r in zip(run, ranked) if a.result.cause_source == "model_override"]
+    taken_right = sum(a.result.root_cause == r.truth for a, r in taken)
+    refused_right = sum(a.result.model_proposal.cause == r.truth for a, r in zip(run, ranked)
+                        if a.result.model_proposal and a.result.model_proposal.verdict == "override_refused")
+    explore = Counter(exploration_outcome(a.result) for a in run)
+    holds = "yes" if final_at_1(run, ranked) >= ranking_at(ranked, 1) else "**no**"
+    return (f"| {LABELS.get(name, name)} | {ranking_at(ranked, 1):.2f} | {final_at_1(run, ranked):.2f} | {holds} | "
+            f"{own:.2f} | {final3:.2f} | {verdicts['agreed']} | {len(taken)} ({taken_right} right) | "
+            f"{verdicts['override_refused']} ({refused_right} would have been right) | {verdicts['no answer']} | "
+            f"{explore['ran']} ran, {explore['no_tool_call']} not run (no tool call), {explore['other']} other | "
+            f"{statistics.mean(a.latency_s for a in run):.1f} s |")
+
+
+def exploration_outcome(result: AnalysisResult) -> str:
+    step = next((s for s in result.steps if s.step == "exploratory_investigation"), None)
+    if step is None or (step.status == "not_needed" and "≥" in step.detail):
+        return "not_needed"
+    if step.status == "ran":
+        return "ran"
+    return "no_tool_call" if "no_tool_call" in step.detail else "other"
+
+
+LABELS = {
+    "local": "local SmolLM2-135M (llama.cpp, offline default)",
+    "capable": "scripted capable model",
+    "reckless": "scripted reckless model",
+    "endpoint": f"endpoint {os.environ.get('BAMBOO_LLM_MODEL', '')}".strip(),
+}
+
+
+def report(n, seed, noise, limit, threshold, n_train, populated, populate_s, unchanged, ranked, runs) -> str:
+    m = len(ranked)
+    models = ",".join(runs)
+    command = (f".venv/bin/python -m bench.diagnosis.run --models {models}"
+               + ("" if n == 200 else f" --n {n}") + ("" if seed == 6 else f" --seed {seed}")
+               + ("" if noise == 0.2 else f" --noise {noise}") + (f" --limit {limit}" if limit else ""))
+    confident = [r for r in ranked if r.margin >= MARGIN_SPLIT]
+    contested = [r for r in ranked if r.margin < MARGIN_SPLIT]
+
+    def acc(rows: list[Ranked]) -> str:
+        return f"{sum(r.truth == (r.names[:1] or [''])[0] for r in rows)}/{len(rows)}" if rows else "0/0"
+
+    lines = [
+        f"Command: `{command}` (seed {seed}, noise {noise}; {n_train} incidents populated, {m} held out and analysed "
+        f"by every model; exploration below confidence {threshold}; one run, this machine: {os.cpu_count()} cores)",
+        "",
+        f"Populate of the 70%: {populated.done} stored, {populated.failed} failed, {populate_s:.1f} s. "
+        f"Knowledge-store row counts unchanged by {m * len(runs)} analyses: {unchanged}.",
+        "",
+        f"Ranking alone: accuracy@1 {ranking_at(ranked, 1):.2f}, accuracy@3 {ranking_at(ranked, 3):.2f}, "
+        f"{statistics.mean(r.latency_s for r in ranked) * 1000:.0f} ms per task. Its confidence (the margin of the "
+        f"top two) sorts its answers: right in {acc(confident)} tasks at margin ≥ {MARGIN_SPLIT}, "
+        f"{acc(contested)} below.",
+        "",
+        "| model | ranking accuracy@1 | final answer accuracy@1 | final ≥ ranking | model's own pick accuracy@1 | "
+        "final accuracy@3 | model agreed with the ranking | override taken | override refused | "
+        "model step failed (ranking used) | exploration | mean latency per task |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        *[model_row(name, run, ranked) for name, run in runs.items()],
+        "",
+        "The final answer is the AnalyzeTask result through Temporal; the model's own pick is the cause the model "
+        "answered, as it came. accuracy@3 counts the final answer first, then the ranking's other candidates. "
+        "Latency is end to end per task (evidence, diagnosis, exploration when the margin is low, procedure plan, "
+        "email draft), tasks one after another.",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
@@ -154,8 +287,16 @@ if __name__ == "__main__":
     ap.add_argument("--n", type=int, default=200, help="corpus size (at least 150)")
     ap.add_argument("--seed", type=int, default=6)
     ap.add_argument("--noise", type=float, default=0.2)
+    ap.add_argument("--models", default="local,capable,reckless",
+                    help="comma-separated: local, capable, reckless, endpoint")
+    ap.add_argument("--limit", type=int, help="analyse only the first N held-out tasks")
+    ap.add_argument("--threshold", type=float, default=0.5, help="exploration threshold (the product's default)")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
     if a.n < 150:
         ap.error("--n must be at least 150")
-    sys.exit(asyncio.run(main(a.n, a.seed, a.noise, a.out)))
+    chosen = [m.strip() for m in a.models.split(",") if m.strip()]
+    unknown = [m for m in chosen if m not in {"local", "endpoint", *SCRIPTED}]
+    if unknown:
+        ap.error(f"unknown model(s) {', '.join(unknown)}; choose from local, capable, reckless, endpoint")
+    sys.exit(asyncio.run(main(a.n, a.seed, a.noise, chosen, a.limit, a.threshold, a.out)))
