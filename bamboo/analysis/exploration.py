@@ -5,9 +5,9 @@ and the code it writes is re-judged from its text by `decide_review`: anything t
 state-changing or unknown tool is refused, never run. The code itself runs in the sandbox
 (`execute_code`, on the sandbox queue) with exactly the allow-set decided here.
 A model that returns neither code nor a capability gap is a genuine failure and raises (as the seed's
-explorer does), so the analysis reports the step as failed instead of silently skipping it. Code that
-calls no tool (a bare literal, as the offline model often writes) is not run: it cannot learn anything,
-and running it would cost a sandbox run and a re-diagnosis for nothing.
+explorer does), so the analysis reports the step as failed instead of silently skipping it. In the
+analysis, code that calls no tool (a bare literal, as the offline model often writes) is not run: it
+cannot learn anything, and running it would cost a sandbox run and a re-diagnosis for nothing.
 """
 
 from __future__ import annotations
@@ -65,8 +65,14 @@ def questions(evidence: Evidence, diagnosis: Diagnosis) -> list[str]:
 
 
 async def plan_exploration(llm: LLMClient, evidence: Evidence, diagnosis: Diagnosis) -> ExplorationPlan:
-    return await plan_read_only_code(llm, task_id=evidence.clues.task_id, status=evidence.clues.status,
+    """The analysis's exploration; code that calls no tool is not run (see the module docstring)."""
+    plan = await plan_read_only_code(llm, task_id=evidence.clues.task_id, status=evidence.clues.status,
                                      open_questions=questions(evidence, diagnosis))
+    if plan.status == "run" and not plan.tools:
+        return plan.model_copy(update={
+            "status": "no_tool_call", "allowed_tools": [],
+            "reason": "the generated code calls no tool, so running it could find nothing; not run"})
+    return plan
 
 
 async def plan_read_only_code(llm: LLMClient, *, task_id: int | None, status: str | None,
@@ -93,8 +99,5 @@ async def plan_read_only_code(llm: LLMClient, *, task_id: int | None, status: st
     if decision.outcome is not ReviewOutcome.RUN:
         return ExplorationPlan(status="refused", code=out.code, capability_gaps=gaps,
                                reason=f"{decision.reason.value}: {decision.detail}")
-    if not decision.tools:
-        return ExplorationPlan(status="no_tool_call", code=out.code, capability_gaps=gaps,
-                               reason="the generated code calls no tool, so running it could find nothing; not run")
     return ExplorationPlan(status="run", code=out.code, allowed_tools=sorted(decision.allow_set),
-                           capability_gaps=gaps, reason=decision.detail)
+                           capability_gaps=gaps, reason=decision.detail, tools=list(decision.tools))

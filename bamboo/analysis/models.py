@@ -137,6 +137,7 @@ class ExplorationPlan(BaseModel):
     allowed_tools: list[str] = Field(default_factory=list)
     capability_gaps: list[CapabilityGap] = Field(default_factory=list)
     reason: str = ""
+    tools: list[str] = Field(default_factory=list, description="the tools the code calls, as the policy read it")
 
 
 class DiagnoseInput(BaseModel):
