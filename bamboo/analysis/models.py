@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
+
+from bamboo.models.incident import TaskId, task_id_problem
 
 ClueType = Literal["symptom", "status", "task_feature", "task_context", "component", "environment"]
 NOVEL = "novel"
@@ -26,7 +28,7 @@ class Clue(BaseModel):
 
 
 class TaskClues(BaseModel):
-    task_id: int | None = None
+    task_id: TaskId | None = None
     status: str | None = None
     clues: list[Clue] = Field(default_factory=list)
     prose: dict[str, str] = Field(default_factory=dict)
@@ -199,6 +201,16 @@ class AnalyzeInput(BaseModel):
     sandbox_wait_s: float = Field(default=60.0, gt=0,
                                   description="how long the exploration waits for a worker on the sandbox queue")
 
+    @field_validator("task_data")
+    @classmethod
+    def _task_id_fits(cls, v: dict | None) -> dict | None:
+        """Refused here, at the boundary: a task id Temporal's Int search attribute cannot hold makes the
+        analysis workflow's task fail and retry forever, so `bamboo analyze` would never return."""
+        problem = task_id_problem((v or {}).get("jediTaskID"))
+        if problem:
+            raise ValueError(f"task_data.jediTaskID {problem}")
+        return v
+
 
 class AnalysisResult(BaseModel):
     task_id: int | None
@@ -231,7 +243,7 @@ class AnalysisResult(BaseModel):
 
 
 class Feedback(BaseModel):
-    task_id: int
+    task_id: TaskId
     verdict: Literal["correct", "wrong"]
     cause: str = Field(min_length=3, description="the true cause (confirmed or corrected)")
     proposed_cause: str | None = Field(default=None, description="what the analysis proposed, if known")
@@ -250,7 +262,7 @@ class FeedbackReceipt(BaseModel):
 # ------------------------------------------------------------------ batch
 class TaskSource(BaseModel):
     path: str
-    task_id: int | None
+    task_id: TaskId | None
     status: str | None
 
     def workflow_id(self) -> str:

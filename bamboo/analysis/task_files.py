@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bamboo.analysis.models import TaskSource
+from bamboo.models.incident import task_id_problem
 
 MAX_TASK_FILE_BYTES = 8 * 1024 * 1024
 
@@ -27,9 +28,9 @@ def task_fields(document: Any, label: str) -> dict[str, Any]:
         document = document["task_data"]
     if not any(k in document for k in ("jediTaskID", "errorDialog", "status")):
         raise TaskFileError(f"{label}: no task fields found (need at least one of jediTaskID, status, errorDialog)")
-    tid = document.get("jediTaskID")
-    if tid is not None and not isinstance(tid, int):
-        raise TaskFileError(f"{label}: jediTaskID must be an integer, got {tid!r}")
+    problem = task_id_problem(document.get("jediTaskID"))
+    if problem:
+        raise TaskFileError(f"{label}: jediTaskID {problem}")
     return dict(document)
 
 

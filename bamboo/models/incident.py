@@ -7,9 +7,28 @@ for Cause / Resolution / Procedure, so a knowledge base can be built without a c
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+# Postgres `bigint` and Temporal's Int search attributes are signed 64-bit: a larger id cannot be
+# stored or indexed, and Temporal retries a workflow task that tries to forever.
+MAX_TASK_ID = 2**63 - 1
+
+# A PanDA task id wherever one crosses a boundary: a real int (JSON `true` is not task 1), positive,
+# within 64 bits.
+TaskId = Annotated[int, Field(strict=True, ge=1, le=MAX_TASK_ID)]
+
+
+def task_id_problem(value: Any) -> str | None:
+    """Why `value` cannot be a PanDA task id, or None when it can (None itself is "no id")."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"must be an integer, got {value!r}"[:120]
+    if not 1 <= value <= MAX_TASK_ID:
+        return f"{value} is out of range: task ids run from 1 to {MAX_TASK_ID} (64-bit)"[:160]
+    return None
 
 
 class ResolutionRecord(BaseModel):
@@ -39,11 +58,25 @@ class Incident(BaseModel):
 
     @field_validator("task_data")
     @classmethod
-    def _task_id_is_int(cls, v: dict[str, Any]) -> dict[str, Any]:
-        tid = v.get("jediTaskID")
-        if tid is not None and not isinstance(tid, int):
-            raise ValueError("task_data.jediTaskID must be an integer")
+    def _task_fields_are_usable(cls, v: dict[str, Any]) -> dict[str, Any]:
+        """The task id and status name the incident's graph (`panda:<id>:<status>`) and its search
+        attribute, so they must be what PanDA would send."""
+        problem = task_id_problem(v.get("jediTaskID"))
+        if problem:
+            raise ValueError(f"task_data.jediTaskID {problem}")
+        status = v.get("status")
+        if status is not None and not isinstance(status, str):
+            raise ValueError(f"task_data.status must be a string, got {type(status).__name__}")
         return v
+
+    @model_validator(mode="after")
+    def _has_something_to_learn(self) -> "Incident":
+        """`{}` is not an incident: with no task data, email, logs or resolution record there is
+        nothing to extract, and storing it would only add an empty graph."""
+        if not (self.task_data or self.email_text.strip() or self.task_logs or self.resolution_record):
+            raise ValueError("nothing to learn from: an incident needs task_data, email_text, task_logs "
+                             "or a resolution_record")
+        return self
 
     def graph_id(self) -> str:
         """Deterministic: the same incident always lands on the same graph."""

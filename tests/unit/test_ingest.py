@@ -8,7 +8,7 @@ from bamboo.models.accumulate import IncidentSource
 
 def test_jsonl_lines_are_sources_and_blank_lines_skipped(tmp_path):
     f = tmp_path / "b.jsonl"
-    f.write_text('{"incident_id": "a"}\n\n{"incident_id": "b"}\n')
+    f.write_text('{"incident_id": "a", "email_text": "x"}\n\n{"incident_id": "b", "email_text": "x"}\n')
     sources = list_sources(f)
     assert [s.line for s in sources] == [1, 3]
     assert load_incident(sources[1]).incident_id == "b"
@@ -16,7 +16,7 @@ def test_jsonl_lines_are_sources_and_blank_lines_skipped(tmp_path):
 
 def test_jsonl_sources_carry_byte_offsets_and_read_back(tmp_path):
     f = tmp_path / "b.jsonl"
-    lines = [json.dumps({"incident_id": f"i{n}", "email_text": "é" * n}) for n in range(50)]
+    lines = [json.dumps({"incident_id": f"i{n}", "email_text": "é" * n + "x"}) for n in range(50)]
     f.write_text("\n".join(lines) + "\n", encoding="utf-8")
     sources = list_sources(f)
     assert [load_incident(s).incident_id for s in sources] == [f"i{n}" for n in range(50)]
@@ -68,5 +68,70 @@ def test_missing_file_and_fallback_id(tmp_path):
     with pytest.raises(IncidentRejected, match="file not found"):
         load_incident(IncidentSource(path=str(tmp_path / "gone.json")))
     f = tmp_path / "named.json"
-    f.write_text(json.dumps({"task_data": {}}))
+    f.write_text(json.dumps({"task_data": {"status": "broken"}}))
     assert load_incident(IncidentSource(path=str(f))).incident_id == "named"
+
+
+# Each of these once passed as an incident, or failed far away from the file (a whole lane, a hung
+# workflow, a raw database message). Each is now its own per-item error naming the field.
+DEEP = '{"incident_id": "deep", "email_text": "x", "external_data": {"a": ' + "[" * 10_000 + "]" * 10_000 + "}}"
+
+
+@pytest.mark.parametrize("content,reason", [
+    ('{"incident_id": "x", "email_text": "e", "task_data": {"jediTaskID": 9223372036854775808}}',
+     "task_data.jediTaskID 9223372036854775808 is out of range"),
+    ('{"incident_id": "x", "email_text": "e", "task_data": {"jediTaskID": 1180591620717411303424}}',
+     "task_data.jediTaskID 1180591620717411303424 is out of range"),
+    ('{"incident_id": "x", "email_text": "e", "task_data": {"jediTaskID": true}}',
+     "task_data.jediTaskID must be an integer, got True"),
+    ('{"incident_id": "x", "email_text": "e", "task_data": {"jediTaskID": 0}}', "task_data.jediTaskID 0 is out of range"),
+    ('{}', "nothing to learn from"),
+    ('{"incident_id": "x", "task_data": {}}', "nothing to learn from"),
+    ('{"incident_id": "x", "email_text": "a\\u0000b"}', "email_text: the value contains a NUL character"),
+    ('{"incident_id": "x", "task_data": {"errorDialog": "ok", "k\\u0000": 1}}', "task_data.k\\x00: the key contains a NUL"),
+    ('{"incident_id": "x", "email_text": "\\ud800"}', "email_text: the value contains an unpaired surrogate"),
+    (DEEP, "nested far deeper than"),
+    ('{"incident_id": "x", "email_text": "e", "external_data": {"a": ' + "[" * 40 + "]" * 40 + "}}",
+     "external_data.a[0][0]"),
+    ('{"incident_id": "x", "email_text": "e", "task_data": {"ramCount": NaN}}', "NaN is not a JSON number"),
+    ('{"incident_id": "first", "incident_id": "second", "email_text": "e"}', "the key 'incident_id' appears twice"),
+    ('{"incident_id": "x", "email_text": "e", "task_data": {"status": {"a": 1}}}', "task_data.status must be a string"),
+])
+def test_bad_values_fail_their_incident_naming_the_field(tmp_path, content, reason):
+    f = tmp_path / "i.json"
+    f.write_text(content)
+    with pytest.raises(IncidentRejected) as caught:
+        load_incident(IncidentSource(path=str(f)))
+    assert reason in str(caught.value)
+
+
+def test_a_bad_line_in_the_middle_of_a_jsonl_fails_alone(tmp_path):
+    f = tmp_path / "b.jsonl"
+    good = json.dumps({"incident_id": "g", "email_text": "resolved", "task_data": {"jediTaskID": 7, "status": "done"}})
+    f.write_text("\n".join([good, "{}", '{"incident_id": "t", "email_text": "e"} trailing', good.replace('"g"', '"h"')]) + "\n")
+    sources = list_sources(f)
+    assert [s.line for s in sources] == [1, 2, 3, 4]
+    assert load_incident(sources[0]).incident_id == "g" and load_incident(sources[3]).incident_id == "h"
+    with pytest.raises(IncidentRejected, match="nothing to learn from"):
+        load_incident(sources[1])
+    with pytest.raises(IncidentRejected, match="invalid JSON"):
+        load_incident(sources[2])
+
+
+def test_a_fifo_is_refused_without_blocking(tmp_path):
+    """Opening a FIFO for reading blocks until a writer comes: the listing and the reader refuse it."""
+    import os
+
+    fifo = tmp_path / "in.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(SourceListingError, match="not a regular file"):
+        list_sources(fifo)
+    lone = tmp_path / "in.json"
+    os.mkfifo(lone)
+    with pytest.raises(SourceListingError, match="not a regular file"):
+        list_sources(lone)
+    # Listed as a file, then swapped for a FIFO before the worker reads it.
+    with pytest.raises(IncidentRejected, match="is a FIFO"):
+        load_incident(IncidentSource(path=str(lone)))
+    with pytest.raises(IncidentRejected, match="is a FIFO"):
+        load_incident(IncidentSource(path=str(fifo), line=1, offset=0))
