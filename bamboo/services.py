@@ -15,7 +15,7 @@ from bamboo.extraction.base import ExtractionStrategy
 from bamboo.extraction.panda.strategy import PandaExtractionStrategy
 from bamboo.llm.client import LLMClient
 from bamboo.settings import Settings
-from bamboo.store import Store, open_store, resolve_database_url
+from bamboo.store import Store, open_configured_store
 
 
 @dataclass
@@ -49,6 +49,6 @@ def build_strategy(settings: Settings, llm: LLMClient) -> ExtractionStrategy:
 
 async def build_services(settings: Settings, *, llm_base_url: str | None = None, pool_size: int = 10) -> Services:
     embedder = build_embedder(settings)
-    store = await open_store(resolve_database_url(settings), embedder.dim, embedder.model_id, max_size=pool_size)
+    store = await open_configured_store(settings, embedder.dim, embedder.model_id, max_size=pool_size, for_worker=True)
     llm = LLMClient.from_settings(settings, base_url=llm_base_url)
     return Services(settings=settings, store=store, llm=llm, embedder=embedder, strategy=build_strategy(settings, llm))

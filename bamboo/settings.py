@@ -29,6 +29,20 @@ class Settings(BaseSettings):
         default=None,
         description="postgresql:// URL; empty means the embedded pgserver under data_dir",
     )
+    database_owner_url: str | None = Field(
+        default=None, description="the schema owner's URL, for migrations; the app then connects with database_url "
+                                  "as a role that cannot rewrite the audit log (empty: migrate with database_url)")
+    store_outage_wait_s: float = Field(
+        default=3600.0, ge=0, description="how long a worker's store call waits for an unreachable database "
+                                          "(heartbeating) before its activity fails")
+
+    # --- audit log ----------------------------------------------------------------------------
+    audit_checkpoint_file: Path | None = Field(
+        default=None, description="where the signed head of the audit chain is kept, outside the database "
+                                  "(empty: <data_dir>/keys/audit-checkpoint.json for the embedded stack, none otherwise)")
+    audit_signing_key: Path | None = Field(
+        default=None, description="Ed25519 key that signs audit checkpoints; verify needs only its .pub "
+                                  "(empty: audit-signing.key beside the checkpoint file)")
 
     # --- LLM --------------------------------------------------------------------------------
     llm_base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint; empty = local SmolLM2")

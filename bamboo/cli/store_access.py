@@ -6,13 +6,13 @@ from contextlib import asynccontextmanager
 
 from bamboo.embeddings.factory import build_embedder
 from bamboo.settings import Settings
-from bamboo.store import Store, open_store, resolve_database_url
+from bamboo.store import Store, open_configured_store
 
 
 @asynccontextmanager
 async def opened_store(settings: Settings):
     embedder = build_embedder(settings)
-    store: Store = await open_store(resolve_database_url(settings), embedder.dim, embedder.model_id, max_size=2)
+    store: Store = await open_configured_store(settings, embedder.dim, embedder.model_id, max_size=2, for_worker=False)
     try:
         yield store
     finally:

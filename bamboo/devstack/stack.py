@@ -16,7 +16,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from bamboo.devstack.ports import port_open
-from bamboo.devstack.postgres import start_postgres, stop_postgres
+from bamboo.devstack.postgres import ensure_app_role, start_postgres, stop_postgres
 from bamboo.devstack.state import ServiceState, StackState, load_state, pid_alive, save_state
 from bamboo.devstack.temporal_server import start_temporal
 from bamboo.settings import Settings
@@ -46,10 +46,14 @@ def up(settings: Settings, *, with_worker: bool = True, echo=print) -> StackStat
     if settings.database_url:
         echo("postgres: external (BAMBOO_DATABASE_URL), not started")
     else:
-        pid, url = start_postgres(data / "pgdata")
-        state.postgres = ServiceState(pid=pid, address=url, log=str(data / "pgdata" / "log"))
-        state.database_url = url
+        pid, owner_url = start_postgres(data / "pgdata")
+        state.postgres = ServiceState(pid=pid, address=owner_url, log=str(data / "pgdata" / "log"))
+        # The app connects as `bamboo_app`; the superuser owns the schema and runs the migrations.
+        state.database_url = ensure_app_role(owner_url)
+        state.owner_database_url = owner_url
+        save_state(data, state)
         echo(f"postgres: running (pid {pid})")
+    _ensure_audit_key(settings, echo)
 
     host, port = _split(settings.temporal_address)
     if not settings.temporal_embedded:
@@ -73,17 +77,43 @@ def up(settings: Settings, *, with_worker: bool = True, echo=print) -> StackStat
     return state
 
 
+def _ensure_audit_key(settings: Settings, echo) -> None:
+    """The key that signs audit checkpoints, under the data directory's keys/ (never in the database)."""
+    from bamboo.store import resolve_store_location
+    from bamboo.store.audit_checkpoint import create_signing_key
+
+    try:
+        where = resolve_store_location(settings)
+    except RuntimeError:
+        return
+    if where.signing_key is None:
+        return
+    existed = where.signing_key.exists()
+    create_signing_key(where.signing_key)
+    if not existed:
+        echo(f"audit: signing key created at {where.signing_key} (checkpoints in {where.checkpoint_file})")
+
+
 def start_worker(settings: Settings, state: StackState, log: Path) -> ServiceState:
     env = dict(os.environ)
     if state.database_url and not settings.database_url:
-        env["BAMBOO_DATABASE_URL"] = state.database_url
+        from bamboo.store import resolve_store_location
+
+        where = resolve_store_location(settings)
+        env["BAMBOO_DATABASE_URL"] = where.url
+        if where.owner_url:
+            env["BAMBOO_DATABASE_OWNER_URL"] = where.owner_url
+        if where.checkpoint_file and where.signing_key:
+            env["BAMBOO_AUDIT_CHECKPOINT_FILE"] = str(where.checkpoint_file)
+            env["BAMBOO_AUDIT_SIGNING_KEY"] = str(where.signing_key)
     env["BAMBOO_DATA_DIR"] = str(settings.resolved_data_dir())
     proc = subprocess.Popen([sys.executable, "-m", "worker"], stdout=open(log, "ab"), stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, start_new_session=True, env=env)
     time.sleep(1.0)
     if proc.poll() is not None:
-        tail = log.read_text(errors="replace")[-2000:]
-        raise RuntimeError(f"the worker exited at start-up (code {proc.returncode}). Its log says:\n{tail}")
+        said = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+        raise RuntimeError(f"the worker exited at start-up (code {proc.returncode}): {said[-1] if said else 'no output'}; "
+                           f"see {log} for the rest, fix it and run `bamboo dev up` again")
     return ServiceState(pid=proc.pid, log=str(log))
 
 

@@ -22,6 +22,7 @@ class StackState(BaseModel):
     worker: ServiceState = Field(default_factory=ServiceState)
     llm: ServiceState = Field(default_factory=ServiceState)
     database_url: str | None = None
+    owner_database_url: str | None = None
     ui_url: str | None = None
 
 

@@ -6,15 +6,19 @@ import hashlib
 
 from psycopg_pool import AsyncConnectionPool
 
+from bamboo.store.outage import NO_WAIT, OutagePolicy, waits_out_outages
+
 
 class BlobNotFound(KeyError):
     pass
 
 
 class PostgresBlobStore:
-    def __init__(self, pool: AsyncConnectionPool) -> None:
+    def __init__(self, pool: AsyncConnectionPool, *, outage: OutagePolicy = NO_WAIT) -> None:
         self._pool = pool
+        self.outage = outage
 
+    @waits_out_outages("park a blob")
     async def put(self, data: bytes) -> str:
         digest = hashlib.sha256(data).hexdigest()
         async with self._pool.connection() as conn:
@@ -24,6 +28,7 @@ class PostgresBlobStore:
             )
         return digest
 
+    @waits_out_outages("read a blob")
     async def get(self, sha256: str) -> bytes:
         async with self._pool.connection() as conn:
             row = await (await conn.execute("SELECT bytes FROM blobs WHERE sha256 = %s", (sha256,))).fetchone()

@@ -9,7 +9,7 @@ from bamboo.embeddings.base import Embedder
 from bamboo.embeddings.factory import build_embedder
 from bamboo.mcp.knowledge_server import CauseMatch, IncidentMatch, ProcedureMatch
 from bamboo.settings import Settings
-from bamboo.store import Store, open_store, resolve_database_url
+from bamboo.store import Store, open_configured_store
 
 
 class PgKnowledgeReader:
@@ -22,8 +22,8 @@ class PgKnowledgeReader:
     async def _open(self) -> Store:
         async with self._lock:
             if self._store is None:
-                self._store = await open_store(resolve_database_url(self._settings), self._embedder.dim,
-                                               self._embedder.model_id, max_size=2)
+                self._store = await open_configured_store(self._settings, self._embedder.dim, self._embedder.model_id,
+                                                          max_size=2, for_worker=False)
         return self._store
 
     async def causes_for_symptom(self, symptom: str, limit: int) -> list[CauseMatch]:

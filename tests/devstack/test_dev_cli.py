@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -61,3 +62,38 @@ def test_config_show_masks_secrets(dev_env):
     env = dict(env, BAMBOO_LLM_API_KEY="sk-very-secret", BAMBOO_DATABASE_URL="postgresql://u:hunter2@db/x")
     out = _bamboo(["config", "show", "--json"], env).stdout
     assert "sk-very-secret" not in out and "hunter2" not in out and "********" in out
+
+
+def test_up_right_after_postgres_was_killed_is_not_a_traceback(dev_env):
+    """pgserver takes a just-killed server for running (its pid file and socket linger) and the
+    connection is refused; `up` waits for it instead of printing a traceback."""
+    import signal
+    from pathlib import Path
+
+    env, _, _ = dev_env
+    env = dict(env, BAMBOO_TEMPORAL_EMBEDDED="false")  # Postgres is what this is about
+    assert _bamboo(["dev", "up", "--no-worker"], env).returncode == 0
+    pgdata = Path(env["BAMBOO_DATA_DIR"]) / "pgdata"
+    os.kill(int((pgdata / "postmaster.pid").read_text().split()[0]), signal.SIGKILL)  # the server `up` started
+    again = _bamboo(["dev", "up", "--no-worker"], env)
+    assert again.returncode == 0 and "Traceback" not in again.stderr, again.stderr
+    assert "postgres: running" in again.stdout
+
+
+def test_the_embedded_app_role_cannot_rewrite_the_audit_log(dev_env):
+    """`up` makes the app connect as `bamboo_app`, not as the owner, and keeps an audit signing key
+    under the data directory: `audit verify` finds neither the owner warning nor a missing checkpoint."""
+    from pathlib import Path
+
+    env, _, _ = dev_env
+    env = dict(env, BAMBOO_TEMPORAL_EMBEDDED="false")
+    up = _bamboo(["dev", "up", "--no-worker"], env)
+    assert up.returncode == 0, up.stderr
+    keys = Path(env["BAMBOO_DATA_DIR"]) / "keys"
+    assert (keys / "audit-signing.key").exists() and (keys / "audit-signing.pub").exists()
+    assert oct((keys / "audit-signing.key").stat().st_mode & 0o777) == "0o600"
+    state = json.loads((Path(env["BAMBOO_DATA_DIR"]) / "stack.json").read_text())
+    assert state["database_url"].startswith("postgresql://bamboo_app@")
+    verify = _bamboo(["audit", "verify"], env)
+    assert verify.returncode == 0 and "intact" in verify.stdout, verify.stderr
+    assert "owner" not in verify.stdout, verify.stdout

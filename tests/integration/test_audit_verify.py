@@ -1,43 +1,90 @@
-"""`bamboo audit verify` finds a row modified behind its back (and a deleted one)."""
+"""`bamboo audit verify` finds rows modified, deleted, cut off the end or rewritten with recomputed
+hashes; the table refuses UPDATE, DELETE and TRUNCATE (a trigger for everyone, grants for the app role).
+
+Tampering is done the way an attacker with the owner's rights would: disable the append-only trigger
+first. What the chain alone cannot see (a truncated table, a shorter chain, a recomputed one) the
+signed checkpoint outside the database does.
+"""
 
 from __future__ import annotations
 
-import os
+import json
 import subprocess
 import sys
+import uuid
 
+import psycopg
 import pytest
 
 from bamboo.audit import AuditEvent
+from bamboo.devstack.postgres import with_user
+from bamboo.store import open_configured_store, open_store
+from bamboo.store.audit_checkpoint import Checkpoint
+from policy.audit_hash import GENESIS, row_hash
 from tests.services import ROOT, worker_env
 
 pytestmark = pytest.mark.integration
 
+ATTACK = "ALTER TABLE audit DISABLE TRIGGER USER"
 
-def _verify_cli(settings) -> subprocess.CompletedProcess:
+
+def _verify_cli(settings, checkpoint=None) -> subprocess.CompletedProcess:
+    env = {**worker_env(settings), "COLUMNS": "300"}
+    if checkpoint is not None:
+        env.update(BAMBOO_AUDIT_CHECKPOINT_FILE=str(checkpoint.file), BAMBOO_AUDIT_SIGNING_KEY=str(checkpoint.key))
     return subprocess.run([sys.executable, "-m", "bamboo.cli.main", "audit", "verify"], cwd=ROOT,
-                          env={**worker_env(settings), "COLUMNS": "200"}, capture_output=True, text=True, timeout=60)
+                          env=env, capture_output=True, text=True, timeout=60)
 
 
-async def test_verify_detects_tampering(settings, services):
-    for i in range(5):
-        await services.store.audit.append(AuditEvent(kind="decision", actor=f"op{i}", run_id="r", body={"n": i}))
+async def _sql(url: str, *statements: str) -> None:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        for statement in statements:
+            await conn.execute(statement)
+
+
+class _Checkpointed:
+    def __init__(self, tmp_path) -> None:
+        self.file = tmp_path / "keys" / "audit-checkpoint.json"
+        self.key = tmp_path / "keys" / "audit-signing.key"
+
+
+@pytest.fixture
+def checkpoint(tmp_path):
+    return _Checkpointed(tmp_path)
+
+
+@pytest.fixture
+async def signing_store(stack, database_url, llm_server, checkpoint, services):
+    """The store as a worker opens it: it signs a checkpoint after every audit commit."""
+    settings = stack.settings(database_url, llm_server.base_url, audit_checkpoint_file=checkpoint.file,
+                              audit_signing_key=checkpoint.key)
+    store = await open_configured_store(settings, services.embedder.dim, services.embedder.model_id, max_size=2,
+                                        for_worker=True)
+    yield store
+    await store.close()
+
+
+async def _append(store, n: int, start: int = 0) -> None:
+    for i in range(start, start + n):
+        await store.audit.append(AuditEvent(kind="decision", actor=f"op{i}", run_id="r", body={"n": i}))
+
+
+async def test_verify_detects_a_modified_row(settings, services, database_url):
+    await _append(services.store, 5)
     ok = _verify_cli(settings)
     assert ok.returncode == 0, ok.stderr
     assert "intact" in ok.stdout and "5 rows" in ok.stdout
 
-    async with services.store.pool.connection() as conn:
-        await conn.execute("""UPDATE audit SET body = '{"n": 99}' WHERE seq = 3""")
+    await _sql(database_url, ATTACK, """UPDATE audit SET body = '{"n": 99}' WHERE seq = 3""")
     bad = _verify_cli(settings)
     assert bad.returncode == 1
     assert "broken at row 3" in bad.stderr and "modified" in bad.stderr
+    assert "append-only trigger" in bad.stdout + bad.stderr and "disabled" in bad.stdout + bad.stderr
 
 
-async def test_verify_detects_deleted_and_relinked_rows(services):
-    for i in range(4):
-        await services.store.audit.append(AuditEvent(kind="k", body={"i": i}))
-    async with services.store.pool.connection() as conn:
-        await conn.execute("DELETE FROM audit WHERE seq = 2")
+async def test_verify_detects_deleted_and_relinked_rows(services, database_url):
+    await _append(services.store, 4)
+    await _sql(database_url, ATTACK, "DELETE FROM audit WHERE seq = 2")
     report = await services.store.audit.verify()
     assert not report.ok and report.first_bad_seq == 3 and "missing" in report.reason
 
@@ -47,3 +94,123 @@ async def test_dedup_key_makes_retried_append_a_noop(services):
     assert await services.store.audit.append(e, dedup_key="x") == 1
     assert await services.store.audit.append(e, dedup_key="x") is None
     assert (await services.store.audit.verify()).rows == 1
+
+
+@pytest.mark.parametrize("statement", [
+    "UPDATE audit SET actor = 'someone else'", "DELETE FROM audit WHERE seq = 1", "TRUNCATE audit"])
+async def test_the_table_refuses_rewrites_even_from_its_owner(services, database_url, statement):
+    await _append(services.store, 2)
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"):
+        await _sql(database_url, statement)
+    assert (await services.store.audit.verify()).rows == 2
+
+
+async def test_an_app_role_that_is_not_the_owner_cannot_rewrite_audit_at_all(stack, services):
+    """Migrations run as the owner; the app's role may write the knowledge tables and append audit
+    rows, but neither change them nor turn the trigger off — grants refuse it, whatever the trigger."""
+    owner_url = stack.new_database()
+    role = f"bamboo_app_{uuid.uuid4().hex[:8]}"
+    await _sql(owner_url, f'CREATE ROLE "{role}" LOGIN NOSUPERUSER')
+    app_url = with_user(owner_url, role)
+    store = await open_store(app_url, services.embedder.dim, services.embedder.model_id, max_size=2,
+                             owner_url=owner_url)
+    try:
+        await _append(store, 3)
+        await store.blobs.put(b"the app writes what it owns")
+        for statement in ("UPDATE audit SET actor = 'x'", "DELETE FROM audit", "TRUNCATE audit",
+                          "ALTER TABLE audit DISABLE TRIGGER USER", "DROP TRIGGER audit_append_only_rows ON audit",
+                          "UPDATE store_meta SET value = 'x' WHERE key = 'audit_chain_id'"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                await _sql(app_url, statement)
+        report = await store.audit.verify()
+        assert report.ok and report.rows == 3
+        assert not any("only the append-only trigger" in w for w in report.warnings), report.warnings
+    finally:
+        await store.close()
+    # The same check from the owner's side says what protects the table and what does not.
+    owner = await open_store(owner_url, services.embedder.dim, services.embedder.model_id, max_size=1)
+    try:
+        assert any("only the append-only trigger" in w for w in (await owner.audit.verify()).warnings)
+    finally:
+        await owner.close()
+
+
+async def test_truncate_is_detected_against_the_signed_checkpoint(signing_store, settings, database_url, checkpoint):
+    await _append(signing_store, 10)
+    ok = _verify_cli(settings, checkpoint)
+    assert ok.returncode == 0, ok.stderr
+    assert "10 rows" in ok.stdout and "checkpoint" in ok.stdout
+
+    await _sql(database_url, ATTACK, "TRUNCATE audit")
+    bad = _verify_cli(settings, checkpoint)
+    assert bad.returncode == 1, bad.stdout
+    assert "rows 1 to 10 are missing" in bad.stderr and "truncated" in bad.stderr
+
+
+async def test_deleting_the_newest_rows_is_detected(signing_store, settings, database_url, checkpoint):
+    await _append(signing_store, 10)
+    await _sql(database_url, ATTACK, "DELETE FROM audit WHERE seq > 7")
+    bad = _verify_cli(settings, checkpoint)
+    assert bad.returncode == 1
+    assert "rows 8 to 10 are missing" in bad.stderr
+
+
+async def test_a_rewritten_chain_with_recomputed_hashes_is_detected(signing_store, settings, database_url, checkpoint):
+    await _append(signing_store, 6)
+    # The attacker changes row 2 and recomputes every hash after it: the chain itself holds.
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await conn.execute(ATTACK)
+        rows = await (await conn.execute(
+            "SELECT seq, at, actor, run_id, kind, body FROM audit ORDER BY seq")).fetchall()
+        await conn.execute("DELETE FROM audit")
+        prev = GENESIS
+        for seq, at, actor, run_id, kind, body in rows:
+            body = {"n": 1000} if seq == 2 else body
+            at_text = at.isoformat()
+            digest = row_hash(prev, seq, at_text, actor, run_id, kind, body)
+            await conn.execute(
+                "INSERT INTO audit (seq, at, actor, run_id, kind, body, prev_hash, hash) VALUES (%s,%s,%s,%s,%s,%s,%s,%s)",
+                (seq, at, actor, run_id, kind, json.dumps(body), prev, digest))
+            prev = digest
+    bad = _verify_cli(settings, checkpoint)
+    assert bad.returncode == 1
+    assert "row 6 is not the row signed" in bad.stderr and "rewritten" in bad.stderr
+
+
+async def test_a_worker_does_not_sign_over_a_cut_chain(signing_store, database_url, checkpoint):
+    """After the newest rows are removed, new appends must not move the checkpoint past the gap: it
+    stays as evidence, and verify keeps failing."""
+    await _append(signing_store, 5)
+    await _sql(database_url, ATTACK, "DELETE FROM audit WHERE seq > 2",
+               "ALTER TABLE audit ENABLE TRIGGER USER")
+    await _append(signing_store, 6, start=100)  # rows 3..8, a new tail
+    kept = Checkpoint.model_validate_json(checkpoint.file.read_text())
+    assert kept.seq == 5
+    report = await signing_store.audit.verify()
+    assert not report.ok and "row 5 is not the row signed" in report.reason
+
+
+async def test_a_forged_or_foreign_checkpoint_fails_verification(signing_store, checkpoint, stack, services):
+    await _append(signing_store, 3)
+    signed = Checkpoint.model_validate_json(checkpoint.file.read_text())
+    checkpoint.file.write_text(signed.model_copy(update={"seq": 1}).model_dump_json())  # signature kept
+    report = await signing_store.audit.verify()
+    assert not report.ok and "does not verify" in report.reason
+
+    checkpoint.file.write_text(signed.model_dump_json())
+    assert (await signing_store.audit.verify()).ok
+    other = await open_store(stack.new_database(), services.embedder.dim, services.embedder.model_id, max_size=1,
+                             checkpoints=signing_store.audit.checkpoints)
+    try:
+        report = await other.audit.verify()
+        assert not report.ok and "belongs to audit chain" in report.reason
+    finally:
+        await other.close()
+
+
+async def test_hostile_bytes_in_an_event_are_recorded_not_lost(services):
+    """NUL and unpaired surrogates cannot live in jsonb: the event is recorded with them escaped."""
+    seq = await services.store.audit.append(AuditEvent(kind="bridge_frame", body={"args": "a\x00b\ud800", "k\x00": 1}))
+    [row] = await services.store.audit.tail(1)
+    assert row["seq"] == seq and row["body"] == {"args": "a\\u0000b\\ud800", "k\\u0000": 1}
+    assert (await services.store.audit.verify()).ok
