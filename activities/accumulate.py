@@ -2,6 +2,10 @@
 
 Thin by design: unpack a pydantic input, call a service in `bamboo/`, return a pydantic result.
 The incident itself travels as a blob reference (claim check) so histories stay small.
+
+Store-bound activities heartbeat while the store waits out a database outage (the worker's store
+retries with backoff for up to BAMBOO_STORE_OUTAGE_WAIT_S), so an outage costs time, not incidents.
+An incident the store refuses fails alone and is never retried.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import with_heartbeats
 from bamboo.accumulation.lane import AccumulationLane, Slice
-from bamboo.accumulation.storing import GraphStorer, StoreRequest
+from bamboo.accumulation.storing import GraphStorer, StoreRefused, StoreRequest
 from bamboo.analysis.exploration import ExplorationError, plan_read_only_code
 from bamboo.analysis.models import ExplorationPlan
 from bamboo.extraction.base import ExtractionResult
@@ -23,13 +27,15 @@ from bamboo.extraction.review import review_graph
 from bamboo.ingest import IncidentRejected, list_sources, load_incident
 from bamboo.llm.errors import LLMError, to_application_error
 from bamboo.models.accumulate import (
-    ChunkInput, ChunkResult, ExtractInput, IncidentSource, ItemOutcome, LaneHolding, LaneProgress, LoadedIncident,
+    ChunkInput, ChunkResult, ExtractInput, IncidentSource, ItemOutcome, LaneHolding, LaneProgress, LoadIncidentInput,
+    LoadedIncident,
     PriorAttempt, ReviewExplorationInput, ReviewInput, ReviewOutcome, SliceClaim, SliceGrant, SliceReport,
     SourceListing, SourcePageInput, StoreInput,
 )
 from bamboo.models.graph import WriteStats
 from bamboo.models.incident import Incident
 from bamboo.services import Services
+from bamboo.store.blobs import BlobNotFound
 from workflows import names
 
 INCIDENT_REJECTED = "IncidentRejected"
@@ -48,7 +54,17 @@ class AccumulateActivities:
         return Incident.model_validate_json(await self.s.store.blobs.get(ref))
 
     @activity.defn(name="load_incident")
-    async def load_incident(self, source: IncidentSource) -> LoadedIncident:
+    async def load_incident(self, inp: LoadIncidentInput) -> LoadedIncident:
+        """Read and park the incident. An incident its batch already stored from this source (a lane
+        stored it, then crashed or waited out an outage before reporting it) is not read again: it
+        may be gone by now, and it must not be reported failed or learned a second time."""
+        source = inp.source
+        if inp.store_scope:
+            stored = await self.s.store.knowledge.stored_graphs(inp.store_scope, [source.label()])
+            if source.label() in stored:
+                graph = stored[source.label()]
+                return LoadedIncident(incident_ref="", incident_id=graph.incident_id, graph_id=graph.graph_id,
+                                      task_id=graph.task_id, already_stored=True)
         try:
             incident = load_incident(source)
         except IncidentRejected as exc:
@@ -61,9 +77,12 @@ class AccumulateActivities:
 
     @activity.defn(name="extract_incident")
     async def extract_incident(self, inp: ExtractInput) -> ExtractionResult:
-        incident = await self._incident(inp.incident_ref)
+        async def extract() -> ExtractionResult:
+            incident = await self._incident(inp.incident_ref)  # may wait out an outage: heartbeat meanwhile
+            return await self.s.strategy.extract(incident, feedback=inp.feedback, exploration=inp.exploration)
+
         try:
-            return await with_heartbeats(self.s.strategy.extract(incident, feedback=inp.feedback, exploration=inp.exploration))
+            return await with_heartbeats(extract())
         except LLMError as exc:
             raise to_application_error(exc) from exc
 
@@ -92,22 +111,36 @@ class AccumulateActivities:
 
     async def _store_graph(self, inp: StoreInput) -> WriteStats:
         info = activity.info()
-        request = StoreRequest(graph=inp, run_id=info.workflow_id,
-                               dedup_key=f"graph_stored:{info.workflow_id}:{info.workflow_run_id}")
-        return (await self.storer.store_many([request]))[0]
+        # The batch's scope when the workflow names one (then the lane and this workflow audit the same
+        # subject once between them); a lone workflow is its own scope.
+        request = StoreRequest(graph=inp, run_id=info.workflow_id, scope=inp.scope or info.workflow_id,
+                               source=inp.source)
+        [result] = await self.storer.store_many([request])
+        if isinstance(result, StoreRefused):
+            raise ApplicationError(f"{inp.source or inp.graph_id}: {result.reason}", type=INCIDENT_REJECTED,
+                                   non_retryable=True)
+        return result
 
     @activity.defn(name="accumulate_chunk")
     async def accumulate_chunk(self, inp: ChunkInput) -> ChunkResult:
         """A lane: slices of the batch learned concurrently, committed in groups. A claiming lane asks
         its batch for the next slice while its queue runs low and reports each finished slice. A
         retried attempt (the worker died) resumes the slices it holds from the outcomes the last one
-        heartbeated; anything it redoes is an idempotent upsert, and its audit row is deduplicated by
-        batch and index."""
+        heartbeated, and takes what the store shows this batch already stored as stored; anything it
+        redoes is an idempotent upsert whose audit row is keyed by the batch's scope and the graph.
+        It heartbeats throughout, so waiting for the database is never taken for a dead worker."""
         info = activity.info()
-        previous = _previous_outcomes(info.heartbeat_details)
         lane = AccumulationLane(self.s.strategy, self.s.llm, self.storer,
                                 parallelism=min(inp.parallelism, self.s.settings.llm_concurrency))
+        return await with_heartbeats(
+            self._chunk(inp, lane, _previous_outcomes(info.heartbeat_details)),
+            details=lambda: [o.model_dump(mode="json", exclude_none=True) for o in lane.outcomes.values()],
+        )
+
+    async def _chunk(self, inp: ChunkInput, lane: AccumulationLane, previous: list[ItemOutcome]) -> ChunkResult:
+        info = activity.info()
         batch_workflow = info.workflow_id  # stable across the batch's continue-as-new runs
+        scope = inp.store_scope or batch_workflow
         # This run only: after a continue-as-new the offsets would mean nothing to the next one.
         batch_run: WorkflowHandle = activity.client().get_workflow_handle(batch_workflow, run_id=info.workflow_run_id)
 
@@ -140,13 +173,19 @@ class AccumulateActivities:
                 return ChunkResult(outcomes=[o for o in previous if o.index in inside])
             held = holding.slices
         slices = [(g.offset, await self._numbered(inp.listing_ref, g)) for g in held]
-        outcomes = await with_heartbeats(
-            lane.run(slices=slices, run_id=batch_workflow, dedup_prefix=f"graph_stored:{batch_workflow}",
-                     done=previous, on_released=released, on_progress=progressed,
-                     claim=claim if inp.claims else None, on_slice_done=slice_done if inp.claims else None),
-            details=lambda: [o.model_dump(mode="json", exclude_none=True) for o in lane.outcomes.values()],
-        )
+        if info.attempt > 1:
+            previous = previous + await self._stored_since(scope, slices, previous)
+        outcomes = await lane.run(slices=slices, run_id=batch_workflow, scope=scope, done=previous,
+                                  on_released=released, on_progress=progressed,
+                                  claim=claim if inp.claims else None, on_slice_done=slice_done if inp.claims else None)
         return ChunkResult(outcomes=outcomes, groups=lane.groups)
+
+    async def _stored_since(self, scope: str, slices: list[Slice], previous: list[ItemOutcome]) -> list[ItemOutcome]:
+        """Items the dead attempt stored after its last heartbeat: stored, not to be learned again."""
+        settled = {o.index for o in previous}
+        todo = {s.label(): i for _, items in slices for i, s in items if i not in settled}
+        stored = await self.s.store.knowledge.stored_graphs(scope, list(todo))
+        return [ItemOutcome(index=todo[label], status="stored") for label in stored]
 
     async def _numbered(self, ref: str, grant: SliceGrant) -> list[tuple[int, IncidentSource]]:
         return list(enumerate(await self._sources(ref, grant.offset, grant.count), start=grant.offset))
@@ -174,11 +213,14 @@ class AccumulateActivities:
         except ValueError as exc:
             raise ApplicationError(str(exc), type="SourceListingError", non_retryable=True) from None
         payload = "\n".join(s.model_dump_json(exclude_none=True) for s in sources).encode()
-        return SourceListing(ref=await self.s.store.blobs.put(payload), total=len(sources))
+        return SourceListing(ref=await with_heartbeats(self.s.store.blobs.put(payload)), total=len(sources))
 
     @activity.defn(name="read_incident_sources")
     async def read_incident_sources(self, page: SourcePageInput) -> list[IncidentSource]:
-        return await self._sources(page.ref, page.offset, page.limit)
+        try:
+            return await with_heartbeats(self._sources(page.ref, page.offset, page.limit))
+        except BlobNotFound as exc:
+            raise ApplicationError(str(exc), type="ListingLost", non_retryable=True) from None
 
 
 def _previous_outcomes(details: Sequence[Any]) -> list[ItemOutcome]:

@@ -3,9 +3,12 @@
 load → extract → review; on the first rejection the explorer would fetch missing facts with
 read-only tools (it needs the sandbox, not wired yet, so the workflow records that exploration was
 unavailable instead of silently skipping it); after `max_review_retries` rejections the best
-attempt is stored with a warning. Storing is idempotent on the incident's graph id. An incident a
-populate lane escalated after its review starts from the lane's extraction and review (attempt 0),
-so the model is not asked the same two questions twice.
+attempt is stored with a warning. Storing is idempotent on the incident's graph id, and its audit
+row is keyed by the batch's scope and the graph. An incident a populate lane escalated after its
+review starts from the lane's extraction and review (attempt 0), so the model is not asked the
+same two questions twice; one its batch already stored (the lane stored it, then crashed or waited
+out an outage before reporting it) ends at once as stored — never learned again, never failed.
+Store-bound steps wait out a database outage instead of failing the incident.
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ with workflow.unsafe.imports_passed_through():
     from bamboo.extraction.base import ExtractionResult
     from bamboo.extraction.checks import checked_outcome
     from bamboo.models.accumulate import (
-        AccumulateInput, AccumulateResult, ExtractInput, LoadedIncident, PriorAttempt, ReviewExplorationInput, ReviewInput,
-        ReviewOutcome, StoreInput,
+        AccumulateInput, AccumulateResult, ExtractInput, LoadIncidentInput, LoadedIncident, PriorAttempt,
+        ReviewExplorationInput, ReviewInput, ReviewOutcome, StoreInput,
     )
     from bamboo.models.graph import WriteStats
     from workflows import names
@@ -35,6 +38,15 @@ EXPLORATION_UNAVAILABLE = "unavailable: no worker polls the sandbox queue, so th
 SANDBOX_WAIT_S = 60.0
 HUMAN_GAP = "no investigation procedure captured"
 PRIOR_ATTEMPT_PATCH = "accumulate-lane-prior-attempt"
+
+# Store-bound steps wait out a database outage. Activities wait inside, heartbeating, for up to the
+# worker's BAMBOO_STORE_OUTAGE_WAIT_S (an hour by default), so their start-to-close must outlast it;
+# a dead worker is still noticed within the heartbeat timeout. Local activities cannot heartbeat:
+# they are retried every few seconds for as long instead.
+STORE_OUTAGE = timedelta(hours=1)
+STORE_ACTIVITY_TIMEOUT = STORE_OUTAGE + timedelta(minutes=10)
+LOCAL_STORE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
+                                maximum_interval=timedelta(seconds=10), maximum_attempts=0)
 
 
 
@@ -61,9 +73,17 @@ class AccumulateIncident:
         # A local activity: reading one file and parking it as a blob is quick, and skipping the
         # task-queue round trip is a large share of a small incident's orchestration cost.
         loaded: LoadedIncident = await workflow.execute_local_activity(
-            names.LOAD_INCIDENT, inp.source, result_type=LoadedIncident,
-            start_to_close_timeout=timedelta(seconds=30), retry_policy=STORE_RETRY,
+            names.LOAD_INCIDENT, LoadIncidentInput(source=inp.source, store_scope=inp.store_scope),
+            result_type=LoadedIncident, start_to_close_timeout=timedelta(seconds=30),
+            schedule_to_close_timeout=STORE_OUTAGE, retry_policy=LOCAL_STORE_RETRY,
         )
+        if loaded.already_stored:
+            self._stage = "done"
+            return AccumulateResult(
+                source=inp.source.label(), graph_id=loaded.graph_id, incident_id=loaded.incident_id,
+                stored=WriteStats(graph_id=loaded.graph_id, nodes=0, edges=0, passages=0), attempts=0, approved=True,
+                notes=["already stored by this batch from this file (before a crash or an outage); not learned again"],
+                exploration="not needed")
         if loaded.task_id is not None:
             workflow.upsert_search_attributes([TASK_ID.value_set(loaded.task_id)])
 
@@ -73,7 +93,8 @@ class AccumulateIncident:
             # 0, so the model is not asked the same two questions again.
             prior = await workflow.execute_local_activity(
                 names.LOAD_PRIOR_ATTEMPT, inp.prior_ref, result_type=PriorAttempt,
-                start_to_close_timeout=timedelta(seconds=30), retry_policy=STORE_RETRY,
+                start_to_close_timeout=timedelta(seconds=30), schedule_to_close_timeout=STORE_OUTAGE,
+                retry_policy=LOCAL_STORE_RETRY,
             )
 
         warnings: list[str] = []
@@ -135,9 +156,9 @@ class AccumulateIncident:
             names.STORE_GRAPH,
             StoreInput(graph_id=loaded.graph_id, incident_id=loaded.incident_id, task_id=loaded.task_id,
                        graph=chosen.graph, passages=chosen.passages, summary=chosen.summary, warnings=warnings,
-                       human_requests=human),
-            result_type=WriteStats, task_queue=q.store, start_to_close_timeout=timedelta(minutes=2), heartbeat_timeout=HEARTBEAT,
-            retry_policy=STORE_RETRY,
+                       human_requests=human, scope=inp.store_scope, source=inp.source.label()),
+            result_type=WriteStats, task_queue=q.store, start_to_close_timeout=STORE_ACTIVITY_TIMEOUT,
+            heartbeat_timeout=HEARTBEAT, retry_policy=STORE_RETRY,
         )
         self._stage = "done"
         return AccumulateResult(

@@ -18,6 +18,11 @@ Either way: a failed item is recorded with its reason and the batch goes on; `pa
 continue-as-new every N items (after draining) keeps the history small however long the batch is.
 Children are named `accumulate:<batch>:<index>`, so a replayed or restarted batch never starts an
 item twice.
+
+Lanes and children store under the batch's *scope* (its id and its first run): within it a graph id
+belongs to one file, a stored incident has exactly one audit row whoever stored it, and an incident
+handed to its own workflow after a crash or an outage is recognised as stored instead of being
+learned again or reported failed. Store steps wait out a database outage rather than fail.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ with workflow.unsafe.imports_passed_through():
         PopulateResult, SliceClaim, SliceGrant, SliceReport, SourceListing, SourcePageInput,
     )
     from workflows import names
-    from workflows.accumulate import AccumulateIncident
+    from workflows.accumulate import STORE_ACTIVITY_TIMEOUT, AccumulateIncident
     from workflows.batching import innermost_reason, run_bounded_children
     from workflows.common import BATCH, HEARTBEAT, KIND, STORE_RETRY
     from workflows.queues import Queues
@@ -219,10 +224,12 @@ class PopulateBatch:
         listing = inp.listing
 
         async def read_page(offset: int) -> list[IncidentSource]:
+            # Waits out a database outage (heartbeating): a page that cannot be read would fail the batch.
             return await workflow.execute_activity(
                 names.READ_INCIDENT_SOURCES, SourcePageInput(ref=listing.ref, offset=offset, limit=PAGE),
                 result_type=list[IncidentSource], task_queue=q.store,
-                start_to_close_timeout=timedelta(seconds=20), retry_policy=RetryPolicy(maximum_attempts=10),
+                start_to_close_timeout=STORE_ACTIVITY_TIMEOUT, heartbeat_timeout=HEARTBEAT,
+                retry_policy=RetryPolicy(maximum_attempts=10),
             )
 
         # Runs started before lanes existed replay their recorded per-incident children; their next
@@ -316,7 +323,7 @@ class PopulateBatch:
                 result: ChunkResult = await workflow.execute_activity(
                     names.ACCUMULATE_CHUNK,
                     ChunkInput(batch_id=inp.batch_id, listing_ref=listing.ref, offset=lane, count=count,
-                               parallelism=parallelism, claims=plan.claims),
+                               parallelism=parallelism, claims=plan.claims, store_scope=self._store_scope()),
                     result_type=ChunkResult, task_queue=Queues().llm, start_to_close_timeout=timedelta(hours=6),
                     heartbeat_timeout=HEARTBEAT, retry_policy=STORE_RETRY,
                 )
@@ -361,6 +368,12 @@ class PopulateBatch:
                 inp.escalated += 1
                 inp.pending_escalations.append(outcome)
 
+    def _store_scope(self) -> str:
+        """The batch in the store: its id and its first run, the same across continue-as-new and for every
+        lane and child, and new when a finished batch's id is started again (that is a new learning)."""
+        assert self._inp is not None
+        return f"populate:{self._inp.batch_id}:{workflow.info().first_execution_run_id}"
+
     async def _child(self, index: int, source: IncidentSource, prior_ref: str | None = None) -> None:
         inp = self._inp
         assert inp is not None
@@ -368,7 +381,7 @@ class PopulateBatch:
             await workflow.execute_child_workflow(
                 AccumulateIncident.run,
                 AccumulateInput(source=source, batch_id=inp.batch_id, max_review_retries=inp.max_review_retries,
-                                prior_ref=prior_ref),
+                                prior_ref=prior_ref, store_scope=self._store_scope()),
                 id=f"accumulate:{inp.batch_id}:{index}",
                 result_type=AccumulateResult,
                 parent_close_policy=ParentClosePolicy.TERMINATE,

@@ -14,7 +14,10 @@ for a slot, so its slots do not drain at a slice's end, and hands each finished 
 the batch (`on_slice_done`) instead of keeping them to the end.
 
 Durability comes from idempotence plus progress: every write is an upsert keyed by the incident,
-the activity heartbeats the outcomes so far, and a retried activity skips what it already reported.
+its audit row commits with it keyed by the batch's scope and the graph (so a redone incident is not
+audited twice), the activity heartbeats the outcomes so far, and a retried activity skips what it
+already reported. A database outage is waited out inside the store while the activity heartbeats;
+an incident the store refuses (or that cannot be read at all) fails alone, never its lane.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
-from bamboo.accumulation.storing import GraphStorer, StoreRequest
+from bamboo.accumulation.storing import GraphStorer, StoreRefused, StoreRequest
 from bamboo.extraction.base import ExtractionResult, ExtractionStrategy
 from bamboo.extraction.review import review_graph
 from bamboo.ingest import IncidentRejected, load_incident
@@ -84,7 +87,7 @@ class AccumulationLane:
         self._on_slice_done: Callable[[int, list[ItemOutcome]], Awaitable[None]] | None = None
         self.slices_reported = 0
 
-    async def run(self, items: Iterable[tuple[int, IncidentSource]] = (), *, run_id: str, dedup_prefix: str,
+    async def run(self, items: Iterable[tuple[int, IncidentSource]] = (), *, run_id: str, scope: str,
                   done: Iterable[ItemOutcome] = (),
                   on_released: Callable[[], Awaitable[None]] | None = None,
                   on_progress: Callable[[int, int, int, int], Awaitable[None]] | None = None,
@@ -93,8 +96,9 @@ class AccumulationLane:
                   on_slice_done: Callable[[int, list[ItemOutcome]], Awaitable[None]] | None = None,
                   ) -> list[ItemOutcome]:
         """Outcomes for every item not reported slice by slice, in index order. `done` are outcomes a
-        previous attempt reported; those items are not touched again. A store failure propagates
-        (the activity is retried).
+        previous attempt reported; those items are not touched again. `scope` names the batch in the
+        store (its audit rows' subject, and where one graph id belongs to one source). A store
+        failure other than a refused incident propagates (the activity is retried).
 
         `slices` (offset, items) replaces `items` for a lane that holds several slices. `claim` is
         awaited whenever fewer than a round of items wait for a slot, for the next slice (None: no
@@ -116,7 +120,7 @@ class AccumulationLane:
         for outcome in done:
             if outcome.index in inside:  # outcomes of slices reported since are not ours any more
                 self.outcomes[outcome.index] = outcome
-        self._run_id, self._dedup_prefix = run_id, dedup_prefix
+        self._run_id, self._scope = run_id, scope
         for offset, its in given:
             self._add(offset, its)
         if self._queued < self.parallelism:  # also with nothing held (a retry after every slice was reported)
@@ -248,7 +252,11 @@ class AccumulationLane:
         if len(self._flushers) < self.max_concurrent_groups:
             self._flushers.add(asyncio.create_task(self._drain()))
         self._maybe_release()
-        await stored
+        result = await stored
+        if isinstance(result, StoreRefused):
+            self._record(ItemOutcome(index=index, status="failed", reason=f"{source.label()}: {result.reason}"[:500],
+                                     source=source))
+            return
         self._record(ItemOutcome(index=index, status="stored"))
 
     async def _through_llm(self, index: int, source: IncidentSource) -> StoreRequest | None:
@@ -262,6 +270,11 @@ class AccumulationLane:
             except IncidentRejected as exc:
                 self._record(ItemOutcome(index=index, status="failed", reason=f"{source.label()}: {exc}"[:500],
                                          source=source))
+                return None
+            except Exception as exc:  # a reader bug must cost this incident, not the lane and all it holds
+                log.exception("could not read %s", source.label())
+                self._record(ItemOutcome(index=index, status="failed", source=source,
+                                         reason=f"{source.label()}: could not be read ({type(exc).__name__}: {exc})"[:500]))
                 return None
             try:
                 extracted, review = await self._understand(incident)
@@ -278,7 +291,7 @@ class AccumulationLane:
             graph=StoreInput(graph_id=incident.graph_id(), incident_id=incident.incident_id,
                              task_id=incident.task_data.get("jediTaskID"), graph=extracted.graph,
                              passages=extracted.passages, summary=extracted.summary),
-            run_id=self._run_id, dedup_key=f"{self._dedup_prefix}:{index}")
+            run_id=self._run_id, scope=self._scope, source=source.label())
 
     async def _keep_prior(self, extracted: ExtractionResult, review: ReviewOutcome) -> str | None:
         """Park the lane's attempt for the incident's own workflow, so a rejection or a request for
@@ -336,16 +349,16 @@ class AccumulationLane:
                 await self._gather()
                 group, self._waiting = self._waiting[: self.max_group], self._waiting[self.max_group:]
                 try:
-                    await self.storer.store_many([r for r, _ in group])
+                    results = await self.storer.store_many([r for r, _ in group])
                 except Exception as exc:
                     for _, f in group:
                         if not f.done():
                             f.set_exception(exc)
                     continue
                 self.groups += 1
-                for _, f in group:
+                for (_, f), result in zip(group, results):
                     if not f.done():
-                        f.set_result(None)
+                        f.set_result(result)
         finally:
             self._flushers.discard(asyncio.current_task())
 

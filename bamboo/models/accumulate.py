@@ -25,6 +25,14 @@ class IncidentSource(BaseModel):
         return f"{self.path}:{self.line}" if self.line else self.path
 
 
+class LoadIncidentInput(BaseModel):
+    """The incident to load and the scope (batch) it belongs to: an incident the scope already stored
+    from this source is recognised before its file is read again."""
+
+    source: IncidentSource
+    store_scope: str | None = None
+
+
 class LoadedIncident(BaseModel):
     incident_ref: str
     incident_id: str
@@ -32,6 +40,8 @@ class LoadedIncident(BaseModel):
     task_id: int | None = None
     status: str | None = None
     hints: dict = Field(default_factory=dict)
+    already_stored: bool = Field(default=False, description="the scope stored this source before (a lane that "
+                                 "crashed or waited out an outage before reporting it): nothing left to do")
 
 
 class ExtractInput(BaseModel):
@@ -79,11 +89,15 @@ class StoreInput(BaseModel):
     summary: str
     warnings: list[str] = Field(default_factory=list)
     human_requests: list[str] = Field(default_factory=list)
+    scope: str | None = Field(default=None, description="who stores it (the batch's scope, or the workflow): the "
+                              "audit row's subject, and where one graph id belongs to one source")
+    source: str | None = Field(default=None, description="the incident's file (path or path:line)")
 
 
 class AccumulateInput(BaseModel):
     source: IncidentSource
     batch_id: str | None = None
+    store_scope: str | None = Field(default=None, description="the batch's scope in the store (set by the batch)")
     max_review_retries: int = 2
     prior_ref: str | None = Field(default=None, description="blob of a `PriorAttempt`: the populate lane's extraction "
                                   "and review of this incident, used as attempt 0 instead of asking the model again")
@@ -154,6 +168,7 @@ class ChunkInput(BaseModel):
         default=False,
         description="the lane asks its batch for the next slice (claim_slice) while its queue runs low and reports "
                     "every finished slice (slice_done), instead of ending with its one slice")
+    store_scope: str | None = Field(default=None, description="the batch's scope in the store (set by the batch)")
 
 
 class SliceClaim(BaseModel):

@@ -4,6 +4,12 @@ Nodes upsert on (kind, name); edges on (src, kind, dst) with one provenance row 
 ids are derived from (graph_id, section, key). Writing the same graph twice changes no row count,
 and re-writing a graph replaces its provenance and passages instead of piling them up.
 Rows are written in a sorted order so concurrent writers lock in the same order and do not deadlock.
+
+A write may carry its *origin* (the batch storing it and the file it came from) and the audit row
+that describes it. Within one origin scope a graph id belongs to one source: a second file with the
+same id is refused (a `DuplicateGraph`), not allowed to overwrite the first. The audit row is
+appended in the same transaction as the graph, keyed by the subject (scope and graph), so a write
+that commits is audited exactly once however often it is retried or repeated.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from psycopg.errors import DeadlockDetected
@@ -20,7 +26,10 @@ from opentelemetry import trace
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
+from bamboo.audit import AuditEvent
 from bamboo.models.graph import GraphNode, GraphWrite, PassageDraft, WriteStats
+from bamboo.store.audit_log import PostgresAuditLog
+from bamboo.store.outage import NO_WAIT, OutagePolicy, waits_out_outages
 
 _tracer = trace.get_tracer("bamboo.store")
 
@@ -40,14 +49,45 @@ def _vector(vec: list[float] | None) -> np.ndarray | None:
     return None if vec is None else np.asarray(vec, dtype=np.float32)
 
 
+@dataclass(frozen=True)
+class GraphOrigin:
+    """Who stores a graph from where. `scope` is the batch (or the workflow) storing it; `source` the
+    incident's file (`path` or `path:line`)."""
+
+    scope: str
+    source: str
+
+
+@dataclass(frozen=True)
+class DuplicateGraph:
+    """A write refused because the same scope already stored this graph id from another source."""
+
+    graph_id: str
+    source: str
+    first_source: str
+
+    def reason(self) -> str:
+        return (f"duplicate incident: graph {self.graph_id} was already stored from {self.first_source} in this "
+                "batch; give each incident its own jediTaskID/status (or incident_id)")
+
+
+# Builds a stored graph's audit row (and its dedup key) from what the write stored.
+AuditFor = Callable[[WriteStats], tuple[AuditEvent, str | None]]
+
+
 @dataclass
 class GraphVectors:
     """One graph to write with its vectors: one per passage, and the embeddings of the canonical
-    names it introduces (kept on new nodes so later synonyms can be matched against them)."""
+    names it introduces (kept on new nodes so later synonyms can be matched against them). With an
+    `origin` it is checked against the scope's other sources; with `audit` its audit row commits
+    with it; `human_requests` are recorded with it."""
 
     write: GraphWrite
     embeddings: list[list[float]]
     canonical_embeddings: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    origin: GraphOrigin | None = None
+    audit: AuditFor | None = None
+    human_requests: list[str] = field(default_factory=list)
 
 
 def _merged_nodes(items: list[GraphVectors]) -> list[tuple[GraphNode, list[float] | None]]:
@@ -83,6 +123,12 @@ class KbStats(BaseModel):
     human_requests_open: int
 
 
+class StoredGraph(BaseModel):
+    graph_id: str
+    incident_id: str
+    task_id: int | None = None
+
+
 class StoredPassageHit(BaseModel):
     graph_id: str
     section: str
@@ -92,20 +138,27 @@ class StoredPassageHit(BaseModel):
 
 
 class KnowledgeStore:
-    def __init__(self, pool: AsyncConnectionPool) -> None:
+    def __init__(self, pool: AsyncConnectionPool, *, audit: PostgresAuditLog | None = None,
+                 outage: OutagePolicy = NO_WAIT) -> None:
         self._pool = pool
+        self.audit = audit or PostgresAuditLog(pool, outage=outage)
+        self.outage = outage
 
     # ------------------------------------------------------------------ writes
     async def write_graph(self, write: GraphWrite, embeddings: list[list[float]],
                           canonical_embeddings: dict[tuple[str, str], list[float]] | None = None) -> WriteStats:
-        return (await self.write_graphs([GraphVectors(write, embeddings, canonical_embeddings or {})]))[0]
+        [stats] = await self.write_graphs([GraphVectors(write, embeddings, canonical_embeddings or {})])
+        assert isinstance(stats, WriteStats)  # only a write with an origin can be a duplicate
+        return stats
 
-    async def write_graphs(self, items: list[GraphVectors]) -> list[WriteStats]:
+    @waits_out_outages("write incident graphs")
+    async def write_graphs(self, items: list[GraphVectors]) -> list[WriteStats | DuplicateGraph]:
         """Many graphs in one transaction and one statement per table: a populate batch commits
         incidents in groups, so the store's cost per incident shrinks as the group grows.
 
-        Equivalent to writing them one after the other (a later graph with the same id wins), which
-        the tests check; stats come back in input order."""
+        Equivalent to writing them one after the other (a later graph with the same id wins, unless
+        both have origins in one scope: then the first stays and the later is a `DuplicateGraph`),
+        which the tests check; results come back in input order."""
         for item in items:
             if len(item.embeddings) != len(item.write.passages):
                 raise ValueError(f"graph {item.write.graph_id}: one embedding per passage is required")
@@ -115,21 +168,60 @@ class KnowledgeStore:
             span.set_attribute("bamboo.graphs", len(items))
             span.set_attribute("bamboo.graph_id", items[0].write.graph_id)
             span.set_attribute("bamboo.nodes", sum(len(i.write.graph.nodes) for i in items))
+            duplicates = await self._duplicates(items)
+            kept = [item for i, item in enumerate(items) if i not in duplicates]
             # A repeated graph id: the last write wins for what a graph owns (provenance, passages),
             # while every write's nodes still merge in, as they would written one after the other.
-            latest = {item.write.graph_id: item for item in items}
-            nodes = _merged_nodes(items)
+            latest = {item.write.graph_id: item for item in kept}
+            nodes = _merged_nodes(kept)
             # Concurrent group writes lock rows in sorted order, but the frequency update and a
             # re-population's stale edges are not ordered: a deadlock aborts one writer, which
             # simply tries again (the whole write is one transaction).
             async for attempt in AsyncRetrying(retry=retry_if_exception_type(DeadlockDetected), reraise=True,
                                                stop=stop_after_attempt(5), wait=wait_random(0.01, 0.2)):
                 with attempt:
-                    stats = await self._write_graphs(list(latest.values()), nodes)
-        return [stats[item.write.graph_id] for item in items]
+                    stats, raced = await self._write_graphs(list(latest.values()), nodes)
+        out: list[WriteStats | DuplicateGraph] = []
+        for i, item in enumerate(items):
+            graph_id = item.write.graph_id
+            if i in duplicates:
+                out.append(duplicates[i])
+            elif graph_id in stats:
+                out.append(stats[graph_id])
+            else:  # a concurrent writer of the same scope stored this id from its source first
+                out.append(DuplicateGraph(graph_id, item.origin.source if item.origin else "", raced.get(graph_id, "?")))
+        return out
 
-    async def _write_graphs(self, items: list[GraphVectors],
-                            nodes: list[tuple[GraphNode, list[float] | None]]) -> dict[str, WriteStats]:
+    async def _duplicates(self, items: list[GraphVectors]) -> dict[int, DuplicateGraph]:
+        """Items whose graph id this scope already stored from another source: earlier in this group,
+        or in the database (looked up first, so a refused graph adds no node; the write itself
+        re-checks, for a concurrent writer of the same id)."""
+        out: dict[int, DuplicateGraph] = {}
+        first_in_group: dict[tuple[str, str], str] = {}
+        for i, item in enumerate(items):
+            if item.origin is None:
+                continue
+            key = (item.origin.scope, item.write.graph_id)
+            first = first_in_group.setdefault(key, item.origin.source)
+            if first != item.origin.source:
+                out[i] = DuplicateGraph(item.write.graph_id, item.origin.source, first)
+        keyed = [(i, item) for i, item in enumerate(items) if item.origin is not None and i not in out]
+        if not keyed:
+            return out
+        async with self._pool.connection() as conn:
+            rows = await (await conn.execute(
+                "SELECT graph_id, scope, source FROM graphs WHERE graph_id = ANY(%b)",
+                ([item.write.graph_id for _, item in keyed],))).fetchall()
+        stored = {(scope, graph_id): source for graph_id, scope, source in rows if scope is not None}
+        for i, item in keyed:
+            assert item.origin is not None
+            first = stored.get((item.origin.scope, item.write.graph_id))
+            if first is not None and first != item.origin.source:
+                out[i] = DuplicateGraph(item.write.graph_id, item.origin.source, first)
+        return out
+
+    async def _write_graphs(self, items: list[GraphVectors], nodes: list[tuple[GraphNode, list[float] | None]],
+                            ) -> tuple[dict[str, WriteStats], dict[str, str]]:
         """Set-based statements (one per table) rather than one per row or per graph.
 
         Nodes and edges first in a short transaction of their own, then one transaction for the rest, ordered
@@ -138,7 +230,10 @@ class KnowledgeStore:
         index — is written; existing nodes are only locked when they actually change, and the edge
         counters are locked in id order at the very end, just before commit. Taking those locks in
         their own statement also means the counts are computed after any concurrent writer of the
-        same edge has committed, so no provenance goes uncounted."""
+        same edge has committed, so no provenance goes uncounted.
+
+        Returns the stats of the graphs written and, for any the scope's other source held (a
+        concurrent duplicate), that source."""
         edge_keys = sorted({e.key() for item in items for e in item.write.graph.edges})
         graph_ids = [item.write.graph_id for item in items]
         async with self._pool.connection() as conn:
@@ -150,16 +245,29 @@ class KnowledgeStore:
                 ids = await self._upsert_nodes(conn, nodes)
                 edge_id = await self._insert_edges(conn, [(ids[k[0]], k[1], ids[k[2]]) for k in edge_keys])
             async with conn.transaction():
-                await conn.execute(
-                    "INSERT INTO graphs (graph_id, incident_id, task_id, summary, warnings) "
-                    "SELECT g, i, t, s, w::jsonb FROM unnest(%b::text[], %b::text[], %b::bigint[], %b::text[], %b::text[]) "
-                    "AS x(g, i, t, s, w) ORDER BY g "
+                # A graph another source of the same scope holds is left alone (the WHERE below) and
+                # not returned: it is a duplicate, found here even when a concurrent writer won the race.
+                written = {r[0] for r in await (await conn.execute(
+                    "INSERT INTO graphs (graph_id, incident_id, task_id, summary, warnings, scope, source) "
+                    "SELECT g, i, t, s, w::jsonb, sc, so FROM unnest(%b::text[], %b::text[], %b::bigint[], %b::text[], "
+                    "%b::text[], %b::text[], %b::text[]) AS x(g, i, t, s, w, sc, so) ORDER BY g "
                     "ON CONFLICT (graph_id) DO UPDATE SET incident_id = EXCLUDED.incident_id, "
                     "task_id = EXCLUDED.task_id, summary = EXCLUDED.summary, warnings = EXCLUDED.warnings, "
-                    "stored_at = now()",
+                    "scope = EXCLUDED.scope, source = EXCLUDED.source, stored_at = now() "
+                    "WHERE graphs.scope IS NULL OR EXCLUDED.scope IS NULL OR graphs.scope <> EXCLUDED.scope "
+                    "OR graphs.source IS NOT DISTINCT FROM EXCLUDED.source RETURNING graph_id",
                     (graph_ids, [i.write.incident_id for i in items], [i.write.task_id for i in items],
-                     [i.write.summary for i in items], [json.dumps(i.write.warnings) for i in items]),
-                )
+                     [i.write.summary for i in items], [json.dumps(i.write.warnings) for i in items],
+                     [i.origin.scope if i.origin else None for i in items],
+                     [i.origin.source if i.origin else None for i in items]),
+                )).fetchall()}
+                raced: dict[str, str] = {}
+                if len(written) < len(items):
+                    held = [g for g in graph_ids if g not in written]
+                    raced = dict(await (await conn.execute(
+                        "SELECT graph_id, source FROM graphs WHERE graph_id = ANY(%b)", (held,))).fetchall())
+                    items = [i for i in items if i.write.graph_id in written]
+                    graph_ids = [i.write.graph_id for i in items]
                 passages, pids = await self._write_passages(conn, items, ids, graph_ids)
 
                 # One provenance row per (edge, graph); a graph that lists an edge twice keeps its last entry.
@@ -204,14 +312,26 @@ class KnowledgeStore:
                         "(SELECT 1 FROM edge_provenance p WHERE p.edge_id = edges.id)",
                         (touched,),
                     )
-        per_graph_passages: dict[str, int] = {}
-        for g, _, _ in passages.values():
-            per_graph_passages[g] = per_graph_passages.get(g, 0) + 1
-        return {item.write.graph_id: WriteStats(
-                    graph_id=item.write.graph_id, nodes=len({(n.kind, n.name) for n in item.write.graph.nodes}),
-                    edges=len(set(edges_of.get(item.write.graph_id, []))),
-                    passages=per_graph_passages.get(item.write.graph_id, 0))
-                for item in items}
+                requests = sorted({(i.write.graph_id, r) for i in items for r in i.human_requests})
+                if requests:
+                    await conn.execute(
+                        "INSERT INTO human_requests (graph_id, request) SELECT g, r FROM unnest(%b::text[], %b::text[]) "
+                        "AS t(g, r) ON CONFLICT DO NOTHING",
+                        ([g for g, _ in requests], [r for _, r in requests]))
+                per_graph_passages: dict[str, int] = {}
+                for g, _, _ in passages.values():
+                    per_graph_passages[g] = per_graph_passages.get(g, 0) + 1
+                stats = {item.write.graph_id: WriteStats(
+                             graph_id=item.write.graph_id, nodes=len({(n.kind, n.name) for n in item.write.graph.nodes}),
+                             edges=len(set(edges_of.get(item.write.graph_id, []))),
+                             passages=per_graph_passages.get(item.write.graph_id, 0))
+                         for item in items}
+                # Last, just before the commit: the audit rows join this transaction, so a stored graph
+                # always has its row and a rolled-back one never does; the chain lock is held only briefly.
+                appended = await self.audit.append_in(
+                    conn, [item.audit(stats[item.write.graph_id]) for item in items if item.audit is not None])
+            await self.audit.checkpoint(conn, appended)
+        return stats, raced
 
     @staticmethod
     async def _upsert_nodes(conn: Any, nodes: list[tuple[GraphNode, list[float] | None]]) -> dict[tuple[str, str], int]:
@@ -290,6 +410,21 @@ class KnowledgeStore:
         )
         return passages, pids
 
+    @waits_out_outages("look up what a batch already stored")
+    async def stored_graphs(self, scope: str, sources: list[str]) -> dict[str, "StoredGraph"]:
+        """Of these sources, those the scope has stored, with their graph. A retried lane or an
+        escalated incident asks before learning again, so what was stored is neither redone nor
+        reported failed."""
+        if not sources:
+            return {}
+        async with self._pool.connection() as conn:
+            rows = await (await conn.execute(
+                "SELECT source, graph_id, incident_id, task_id FROM graphs WHERE scope = %s AND source = ANY(%b)",
+                (scope, sources),
+            )).fetchall()
+        return {r[0]: StoredGraph(graph_id=r[1], incident_id=r[2], task_id=r[3]) for r in rows}
+
+    @waits_out_outages("record a human-input request")
     async def record_human_request(self, graph_id: str, request: str) -> None:
         async with self._pool.connection() as conn:
             await conn.execute(
@@ -298,6 +433,7 @@ class KnowledgeStore:
             )
 
     # ------------------------------------------------------------------ reads
+    @waits_out_outages("match a name against the stored nodes")
     async def nearest_node(self, kind: str, embedding: list[float], threshold: float) -> str | None:
         """The existing node of this kind whose name means the same (cosine ≥ threshold), if any."""
         async with self._pool.connection() as conn:
@@ -310,6 +446,7 @@ class KnowledgeStore:
             return row[0]
         return None
 
+    @waits_out_outages("match names against the stored nodes")
     async def nearest_nodes(self, queries: list[tuple[str, list[float]]], threshold: float) -> list[str | None]:
         """`nearest_node` for many (kind, embedding) pairs in one round trip."""
         if not queries:

@@ -417,9 +417,9 @@ async def test_graph_storer_store_many(services):
 
     def requests() -> list[StoreRequest]:
         return [StoreRequest(graph=_store_input("sg1", "Insufficient memory request", "Out of memory"),
-                             run_id="wf-1", dedup_key="store:sg1"),
+                             run_id="wf-1", scope="store"),
                 StoreRequest(graph=_store_input("sg2", "Expired proxy", "Stage-in failed"),
-                             run_id="wf-2", dedup_key="store:sg2")]
+                             run_id="wf-2", scope="store")]
 
     stats = await storer.store_many(requests())
     assert [s.model_dump() for s in stats] == [

@@ -47,3 +47,58 @@ async def test_bad_inputs_fail_alone_with_clear_reasons(client, running_worker, 
     assert "email_text is 5.2 MB, over the 1 MiB limit" in reasons["x_huge_email.json"]
     assert "not valid UTF-8" in reasons["x_latin1.json"] and "re-encode" in reasons["x_latin1.json"]
     assert (await services.store.knowledge.row_counts())["graphs"] == 3
+
+
+def _incident(base: dict, incident_id: str, **task) -> dict:
+    return dict(base, incident_id=incident_id, task_data={**base["task_data"], **task})
+
+
+async def test_hostile_inputs_fail_alone_and_the_lanes_go_on(client, running_worker, services, llm_server, tmp_path):
+    """Each of these used to hang a workflow, fail a whole lane (its incidents re-run one by one, with a
+    raw Postgres message), or pass as an incident. Each is now its own failure naming its file and
+    field; the good incidents are learned once, in their lane."""
+    good = sorted(EXAMPLES.glob("*.json"))[:3]
+    for f in good:
+        shutil.copy(f, tmp_path / f.name)
+    base = json.loads(good[0].read_text())
+    bad = {
+        "x_2pow63.json": (_incident(base, "big", jediTaskID=2**63), "task_data.jediTaskID 9223372036854775808 is out of range"),
+        "x_2pow70.json": (_incident(base, "huge", jediTaskID=2**70), "task_data.jediTaskID 1180591620717411303424 is out of range"),
+        "x_negative.json": (_incident(base, "neg", jediTaskID=-3), "task_data.jediTaskID -3 is out of range"),
+        "x_true.json": (_incident(base, "bool", jediTaskID=True), "task_data.jediTaskID must be an integer"),
+        "x_nul.json": (dict(base, incident_id="nul", email_text="before\u0000after"), "email_text: the value contains a NUL"),
+        "x_empty.json": ({}, "nothing to learn from"),
+    }
+    for name, (doc, _) in bad.items():
+        (tmp_path / name).write_text(json.dumps(doc))
+    (tmp_path / "x_deep.json").write_text(
+        '{"incident_id": "deep", "email_text": "x", "external_data": {"a": ' + "[" * 10_000 + "]" * 10_000 + "}}")
+    # Same task and status as the first good file: a second incident for the same graph.
+    (tmp_path / "x_duplicate.json").write_text(json.dumps(dict(base, incident_id="again")))
+
+    handle = await populate(client, tmp_path, wait=False)
+    result: PopulateResult = await asyncio.wait_for(handle.result(), 120)
+
+    reasons = {f.source.rsplit("/", 1)[-1]: f.reason for f in result.failures}
+    for name, (_, reason) in bad.items():
+        assert name in reasons[name] and reason in reasons[name], (name, reasons.get(name))
+    assert "nested" in reasons["x_deep.json"]
+    duplicate = reasons.get("x_duplicate.json") or reasons.get(good[0].name)
+    assert duplicate and "duplicate incident" in duplicate and "already stored from" in duplicate, reasons
+    assert (result.done, result.failed) == (3, len(bad) + 2), reasons
+    assert result.escalated == 0, "no lane failed: nothing was re-run on its own"
+    assert all(n <= 4 for n in llm_server.counts_by_schema().values()), llm_server.counts_by_schema()
+    assert (await services.store.knowledge.row_counts())["graphs"] == 3
+    for reason in reasons.values():
+        assert "psycopg" not in reason and "Traceback" not in reason
+
+
+async def test_a_bad_line_in_the_middle_of_a_jsonl_fails_alone(client, running_worker, services, tmp_path):
+    docs = [json.loads(p.read_text()) for p in sorted(EXAMPLES.glob("*.json"))[:3]]
+    lines = [json.dumps(docs[0]), "{}", json.dumps(docs[1])[:-5], json.dumps(docs[2])]
+    (tmp_path / "batch.jsonl").write_text("\n".join(lines) + "\n")
+    result: PopulateResult = await asyncio.wait_for(populate(client, tmp_path / "batch.jsonl"), 120)
+    reasons = {f.source.rsplit("/", 1)[-1]: f.reason for f in result.failures}
+    assert (result.done, result.failed) == (2, 2), reasons
+    assert "nothing to learn from" in reasons["batch.jsonl:2"] and "batch.jsonl:2" in reasons["batch.jsonl:2"]
+    assert "invalid JSON" in reasons["batch.jsonl:3"]

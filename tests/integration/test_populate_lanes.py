@@ -113,14 +113,14 @@ async def test_lane_resumes_from_heartbeated_outcomes(services, llm_server, sett
     sources = list(enumerate(list_sources(str(path))))
     storer = GraphStorer(services.store, services.embedder, settings.canonical_match_threshold)
     first = AccumulationLane(services.strategy, services.llm, storer, parallelism=2)
-    outcomes = await first.run(sources[:4], run_id="wf", dedup_prefix="graph_stored:wf")
+    outcomes = await first.run(sources[:4], run_id="wf", scope="wf")
     assert [o.status for o in outcomes] == ["stored"] * 4
     calls = llm_server.call_count
     audit_rows = (await services.store.knowledge.stats()).audit_rows
     # the dead attempt got 0..3 stored but only reported 0 and 1 in its last heartbeat
     again = AccumulationLane(services.strategy, services.llm, storer, parallelism=2)
     reported = [ItemOutcome.model_validate(o.model_dump()) for o in outcomes[:2]]
-    final = await again.run(sources, run_id="wf", dedup_prefix="graph_stored:wf", done=reported)
+    final = await again.run(sources, run_id="wf", scope="wf", done=reported)
     assert [o.index for o in final] == list(range(6)) and {o.status for o in final} == {"stored"}
     assert llm_server.call_count - calls == 2 * 4, "items 2..5 were learned again, 0 and 1 were not"
     stats = await services.store.knowledge.stats()
@@ -138,7 +138,7 @@ async def test_lane_store_failure_fails_the_lane_for_a_retry(services, llm_serve
                             BrokenStorer(services.store, services.embedder, settings.canonical_match_threshold),
                             parallelism=3)
     with pytest.raises(RuntimeError, match="database went away"):
-        await lane.run(list(enumerate(list_sources(str(path)))), run_id="wf", dedup_prefix="k")
+        await lane.run(list(enumerate(list_sources(str(path)))), run_id="wf", scope="k")
 
 
 async def _graph_ids(services) -> list[str]:
@@ -255,7 +255,7 @@ async def test_a_lane_reports_its_llm_work_over_once_while_its_commits_are_pendi
         storer.open.set()  # without the report the commits never happen and the lane never ends
 
     outcomes = await asyncio.wait_for(
-        lane.run(list(enumerate(list_sources(str(path)))), run_id="wf", dedup_prefix="k", on_released=released), 30)
+        lane.run(list(enumerate(list_sources(str(path)))), run_id="wf", scope="k", on_released=released), 30)
     assert [o.status for o in outcomes].count("stored") == 5
     assert seen == [2 * 5], "reported once, after every incident's two LLM calls"
 
@@ -270,7 +270,7 @@ async def test_a_lane_with_nothing_left_to_commit_does_not_report(services, llm_
     async def released() -> None:
         seen.append(True)
 
-    outcomes = await lane.run(list(enumerate(list_sources(str(path)))), run_id="wf", dedup_prefix="k",
+    outcomes = await lane.run(list(enumerate(list_sources(str(path)))), run_id="wf", scope="k",
                               on_released=released)
     assert [o.status for o in outcomes] == ["failed", "failed"] and seen == []
 
@@ -290,7 +290,7 @@ async def test_failing_reports_do_not_fail_the_lane(services, llm_server, settin
         attempts.append(_)
         raise RuntimeError("temporal unreachable")
 
-    outcomes = await lane.run(list(enumerate(list_sources(str(path)))), run_id="wf", dedup_prefix="k",
+    outcomes = await lane.run(list(enumerate(list_sources(str(path)))), run_id="wf", scope="k",
                               on_released=unreachable, on_progress=unreachable)
     assert [o.status for o in outcomes] == ["stored"] * 6
     assert () in attempts and any(a for a in attempts), "both reports were tried"
@@ -356,7 +356,7 @@ async def test_a_rejection_keeps_the_lanes_attempt_and_a_reviewer_error_does_not
 
     llm_server.handler = accumulation_handler(review=reject)
     [rejected] = await AccumulationLane(services.strategy, services.llm, storer, parallelism=1).run(
-        sources, run_id="wf", dedup_prefix="k")
+        sources, run_id="wf", scope="k")
     assert rejected.status == "escalated" and rejected.prior_ref
     prior = PriorAttempt.model_validate_json(await services.store.blobs.get(rejected.prior_ref))
     assert not prior.review.approved and prior.review.issues == ["Cause node is too vague"]
@@ -364,7 +364,7 @@ async def test_a_rejection_keeps_the_lanes_attempt_and_a_reviewer_error_does_not
 
     llm_server.handler = accumulation_handler(review=lambda r: Reply.error(400, "reviewer is down"))
     [failed_review] = await AccumulationLane(services.strategy, services.llm, storer, parallelism=1).run(
-        sources, run_id="wf", dedup_prefix="k")
+        sources, run_id="wf", scope="k")
     assert failed_review.status == "escalated" and "reviewer failed" in failed_review.reason
     assert failed_review.prior_ref is None
 
@@ -416,7 +416,7 @@ async def test_a_claiming_lane_takes_the_next_slice_while_a_round_still_waits(se
     async def released():
         events.append(("released",))
 
-    left = await lane.run(slices=[(0, sources[:4])], run_id="wf", dedup_prefix="k", claim=claim,
+    left = await lane.run(slices=[(0, sources[:4])], run_id="wf", scope="k", claim=claim,
                           on_slice_done=slice_done, on_released=released)
     assert left == [], "every outcome went to the batch with its slice"
     claims = [e for e in events if e[0] == "claim"]
@@ -442,7 +442,7 @@ async def test_a_slice_report_that_fails_leaves_its_outcomes_in_the_lanes_result
     async def unreachable(offset, outcomes):
         raise RuntimeError("temporal unreachable")
 
-    left = await lane.run(slices=[(0, sources[:2]), (2, sources[2:])], run_id="wf", dedup_prefix="k",
+    left = await lane.run(slices=[(0, sources[:2]), (2, sources[2:])], run_id="wf", scope="k",
                           claim=no_more, on_slice_done=unreachable)
     assert [(o.index, o.status) for o in left] == [(i, "stored") for i in range(4)]
     assert lane.slices_reported == 0

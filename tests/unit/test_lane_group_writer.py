@@ -86,7 +86,7 @@ async def test_an_incident_joining_as_the_writer_finishes_is_still_written(tmp_p
         await storer.finish.wait()
         strategy.go[1].set()
 
-    run = asyncio.create_task(lane.run(_sources(tmp_path, 2), run_id="r", dedup_prefix="k"))
+    run = asyncio.create_task(lane.run(_sources(tmp_path, 2), run_id="r", scope="k"))
     helper = asyncio.create_task(second_incident_after_the_writer_waits())
     strategy.go[0].set()
     await storer.writing.wait()
@@ -100,7 +100,7 @@ async def test_an_incident_joining_as_the_writer_finishes_is_still_written(tmp_p
 async def test_a_group_gathers_while_incidents_are_before_the_llm_and_the_last_one_is_written_at_once(tmp_path):
     strategy, storer = ScriptedStrategy(3), RecordingStorer()
     lane = _lane(strategy, storer, parallelism=3, gather_s=30)
-    run = asyncio.create_task(lane.run(_sources(tmp_path, 3), run_id="r", dedup_prefix="k"))
+    run = asyncio.create_task(lane.run(_sources(tmp_path, 3), run_id="r", scope="k"))
     started = time.monotonic()
     for go in strategy.go:
         go.set()
@@ -114,7 +114,7 @@ async def test_a_group_gathers_while_incidents_are_before_the_llm_and_the_last_o
 async def test_a_full_group_is_written_without_waiting_for_the_window(tmp_path):
     strategy, storer = ScriptedStrategy(3), RecordingStorer()
     lane = _lane(strategy, storer, parallelism=3, gather_s=30, max_group=2)
-    run = asyncio.create_task(lane.run(_sources(tmp_path, 3), run_id="r", dedup_prefix="k"))
+    run = asyncio.create_task(lane.run(_sources(tmp_path, 3), run_id="r", scope="k"))
     strategy.go[0].set()
     strategy.go[1].set()
     await asyncio.wait_for(storer.writing.wait(), 10)
