@@ -1,15 +1,39 @@
-"""Shared CLI plumbing: one console, one way to run async code, errors that say what to do."""
+"""Shared CLI plumbing: one console, one way to run async code, errors that say what to do.
+
+Every command runs inside `BambooGroup`, which turns an exception that escapes a command into one
+line on stderr (what was wrong, what to do) and exit status 1. Known failures — Temporal refusing a
+request or not answering, the knowledge store unreachable or refusing a statement, input that does
+not validate, the project's own errors — get a message written for them; anything else still gets
+one line, naming the exception. The traceback is for developers: `bamboo --debug <command>` (or
+BAMBOO_DEBUG=1) lets it through.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any, Coroutine
 
+import click
 import typer
 from rich.console import Console
+from rich.text import Text
+from typer.core import TyperGroup
 
 console = Console()
 err_console = Console(stderr=True)
+
+_debug = os.environ.get("BAMBOO_DEBUG", "").lower() in ("1", "true", "yes")
+MAX_MESSAGE = 600
+
+
+def set_debug(on: bool) -> None:
+    global _debug
+    _debug = _debug or on
+
+
+def debug_enabled() -> bool:
+    return _debug
 
 
 def run(coro: Coroutine[Any, Any, Any]) -> Any:
@@ -20,5 +44,115 @@ def run(coro: Coroutine[Any, Any, Any]) -> Any:
 
 
 def fail(message: str, code: int = 1) -> None:
-    err_console.print(f"[bold red]error:[/] {message}")
+    """One line on stderr (a multi-line message, such as a database's, is joined) and exit `code`."""
+    err_console.print(f"[bold red]error:[/] {one_line(message)}", soft_wrap=True)
     raise typer.Exit(code)
+
+
+def _print_error(message: str) -> None:
+    # Text, not markup: an exception's message may contain brackets rich would take for tags.
+    err_console.print(Text.assemble(("error:", "bold red"), " ", message), highlight=False, soft_wrap=True)
+
+
+def one_line(text: str, limit: int | None = None) -> str:
+    line = " ".join(part.strip() for part in str(text).strip().splitlines() if part.strip())
+    return line if limit is None or len(line) <= limit else line[: limit - 1] + "…"
+
+
+def explain(exc: BaseException) -> str:
+    """One line for any exception: written for the known kinds, generic for the rest."""
+    for kind, describe in _KNOWN:
+        if isinstance(exc, kind()):
+            return one_line(describe(exc), MAX_MESSAGE)
+    if type(exc).__module__.split(".")[0] == "bamboo" and str(exc):
+        return one_line(str(exc), MAX_MESSAGE)  # the project's own errors already say what to do
+    return one_line(f"unexpected {type(exc).__name__}: {str(exc)[:200] or 'no message'}. This is a bug or an "
+                    "unhandled condition; rerun with `bamboo --debug ...` for the traceback and report it")
+
+
+def _rpc_error(exc: Any) -> str:
+    from temporalio.service import RPCStatusCode
+
+    status = exc.status
+    if status == RPCStatusCode.NOT_FOUND:
+        return f"Temporal has no such workflow or namespace ({exc.message}); check the id you gave"
+    if status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
+        return (f"Temporal did not answer ({status.name}: {exc.message}); start the embedded stack with "
+                "`bamboo dev up`, or check BAMBOO_TEMPORAL_ADDRESS")
+    if status == RPCStatusCode.INVALID_ARGUMENT:
+        return f"Temporal refused the request as invalid ({exc.message}); check the arguments"
+    name = status.name if status is not None else "error"
+    return f"Temporal refused the request ({name}: {exc.message}); check the id and the arguments"
+
+
+def _workflow_failed(exc: Any) -> str:
+    cause = exc.cause
+    while getattr(cause, "cause", None) is not None:
+        cause = cause.cause
+    why = getattr(cause, "message", None) or str(cause or exc)
+    return f"the workflow failed: {why}; open it in Temporal Web for its history"
+
+
+def _store_unreachable(exc: BaseException) -> str:
+    return (f"cannot reach the knowledge store ({exc}); start the embedded stack with `bamboo dev up`, "
+            "or check BAMBOO_DATABASE_URL")
+
+
+def _store_refused(exc: BaseException) -> str:
+    return f"the knowledge store refused the request ({type(exc).__name__}: {exc}); rerun with --debug for details"
+
+
+def _validation(exc: Any) -> str:
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg'].removeprefix('Value error, ')}"
+        for e in exc.errors()[:3])
+    return f"invalid {exc.title}: {problems}; fix the input and run again"
+
+
+def _os_error(exc: Any) -> str:
+    where = f": {exc.filename}" if exc.filename else ""
+    return f"{exc.strerror or exc}{where}; check the path and its permissions"
+
+
+def _types(*names: str):
+    """Resolve exception classes lazily: importing temporalio or psycopg costs a `--help` nothing."""
+    def resolve() -> tuple[type, ...]:
+        import importlib
+
+        found = []
+        for name in names:
+            module, _, attr = name.rpartition(".")
+            try:
+                found.append(getattr(importlib.import_module(module), attr))
+            except (ImportError, AttributeError):
+                continue
+        return tuple(found)
+    return resolve
+
+
+# First match wins: narrower kinds before the families that contain them.
+_KNOWN = [
+    (_types("temporalio.client.WorkflowFailureError"), _workflow_failed),
+    (_types("temporalio.service.RPCError"), _rpc_error),
+    (_types("psycopg.OperationalError"), _store_unreachable),
+    (_types("psycopg.Error"), _store_refused),
+    (_types("pydantic.ValidationError"), _validation),
+    (_types("builtins.ConnectionError", "builtins.TimeoutError"), lambda e: str(e) or type(e).__name__),
+    (_types("builtins.OSError"), _os_error),
+]
+
+
+class BambooGroup(TyperGroup):
+    """The root command group: every sub-command's escaping exception becomes one line."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, click.exceptions.Exit, click.ClickException, click.exceptions.Abort,
+                KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:  # noqa: BLE001 — this is the one place that turns them into messages
+            if debug_enabled():
+                raise
+            _print_error(explain(exc))
+            raise typer.Exit(1) from None

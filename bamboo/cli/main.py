@@ -7,13 +7,13 @@ import json
 import typer
 from rich.table import Table
 
-from bamboo.cli.common import console, fail, run
+from bamboo.cli.common import BambooGroup, console, fail, run, set_debug
 from bamboo.cli.demo_cmd import demo
 from bamboo.cli.populate_cmd import populate
 from bamboo.settings import get_settings
 
 app = typer.Typer(help="Bamboo on Temporal: learn from resolved PanDA incidents, diagnose tasks, investigate with review.",
-                  no_args_is_help=True, pretty_exceptions_enable=False)
+                  no_args_is_help=True, pretty_exceptions_enable=False, cls=BambooGroup)
 dev_app = typer.Typer(help="The embedded stack (Temporal dev server, Postgres+pgvector, worker).", no_args_is_help=True)
 config_app = typer.Typer(help="Configuration.", no_args_is_help=True)
 kb_app = typer.Typer(help="The knowledge base.", no_args_is_help=True)
@@ -24,6 +24,13 @@ app.add_typer(kb_app, name="kb")
 app.add_typer(audit_app, name="audit")
 app.command()(populate)
 app.command()(demo)
+
+
+@app.callback()
+def _global_options(debug: bool = typer.Option(
+        False, "--debug", help="Show the full traceback of an error instead of the one-line message")) -> None:
+    """Bamboo on Temporal: learn from resolved PanDA incidents, diagnose tasks, investigate with review."""
+    set_debug(debug)
 
 
 @dev_app.command("up")
@@ -142,7 +149,10 @@ def kb_graph(graph_id: str, as_json: bool = typer.Option(False, "--json")) -> No
 
 @audit_app.command("verify")
 def audit_verify() -> None:
-    """Walk the hash chain; exit 1 and name the first row that does not hold."""
+    """Walk the hash chain and hold it against the signed checkpoint; exit 1 and name the first row that
+    does not hold (modified, missing, cut off the end, or rewritten)."""
+    from rich.text import Text
+
     from bamboo.cli.store_access import opened_store
 
     async def go():
@@ -150,10 +160,15 @@ def audit_verify() -> None:
             return await store.audit.verify()
 
     report = _with_store_errors(go)
+    for warning in report.warnings:
+        console.print(Text.assemble(("warning:", "yellow"), " ", warning), soft_wrap=True)
     if report.ok:
-        console.print(f"[green]audit chain intact[/]: {report.rows} rows")
+        reach = (f"; it reaches the signed checkpoint at row {report.checkpoint_seq} ({report.checkpoint_at})"
+                 if report.checkpoint_seq else "")
+        console.print(Text.assemble(("audit chain intact", "green"), f": {report.rows} rows{reach}"), soft_wrap=True)
         return
-    fail(f"audit chain broken at row {report.first_bad_seq}: {report.reason}")
+    where = f"broken at row {report.first_bad_seq}" if report.first_bad_seq else "does not verify"
+    fail(f"audit chain {where}: {report.reason}")
 
 
 @audit_app.command("tail")

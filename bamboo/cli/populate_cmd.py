@@ -51,6 +51,18 @@ async def _client() -> Client:
         raise
 
 
+async def _must_exist(handle: WorkflowHandle, batch_id: str) -> None:
+    from temporalio.service import RPCError, RPCStatusCode
+
+    try:
+        await handle.describe()
+    except RPCError as exc:
+        if exc.status != RPCStatusCode.NOT_FOUND:
+            raise
+        fail(f"no batch {batch_id!r} (Temporal has no workflow {handle.id}): give the id printed when the batch "
+             "started, or start one with `bamboo populate PATH`")
+
+
 def populate(
     path: Path = typer.Argument(None, help="A directory of incident .json files or a .jsonl file"),
     attach: str = typer.Option(None, "--attach", help="Re-attach to a running batch by its id"),
@@ -78,6 +90,7 @@ def populate(
         client = await _client()
         if attach:
             handle = client.get_workflow_handle(f"populate:{attach}", result_type=PopulateResult)
+            await _must_exist(handle, attach)
         else:
             if path is None:
                 fail("give a PATH (directory or .jsonl) or --attach BATCH_ID")

@@ -1,0 +1,65 @@
+"""Every error the CLI meets is one line that says what was wrong and what to do; the traceback only
+with `bamboo --debug`. These commands used to print tracebacks (or hang)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.services import ROOT, worker_env
+
+pytestmark = pytest.mark.integration
+
+
+def _bamboo(settings, *args, extra_env=None, timeout=60) -> subprocess.CompletedProcess:
+    env = {**worker_env(settings), "COLUMNS": "300", **(extra_env or {})}
+    return subprocess.run([sys.executable, "-m", "bamboo.cli.main", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _one_line_error(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr + result.stdout, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0]
+
+
+def test_attaching_to_a_batch_that_does_not_exist(settings):
+    line = _one_line_error(_bamboo(settings, "populate", "--attach", "nosuch"))
+    assert "no batch 'nosuch'" in line and "bamboo populate PATH" in line
+
+
+def test_populating_from_a_fifo_does_not_hang(settings, tmp_path):
+    fifo = tmp_path / "incidents.jsonl"
+    os.mkfifo(fifo)
+    line = _one_line_error(_bamboo(settings, "populate", str(fifo), timeout=30))
+    assert "not a regular file" in line
+
+
+def test_a_task_id_temporal_cannot_index_is_refused_before_any_workflow_starts(settings, tmp_path):
+    task = tmp_path / "task.json"
+    task.write_text(json.dumps({"jediTaskID": 2**63, "status": "broken", "errorDialog": "boom"}))
+    line = _one_line_error(_bamboo(settings, "analyze", "--task-data", str(task), timeout=30))
+    assert str(task) in line and "jediTaskID" in line and "out of range" in line
+
+
+def test_an_unexpected_error_is_one_line_and_debug_shows_the_traceback(settings, tmp_path):
+    checkpoint = tmp_path / "audit-checkpoint.json"
+    checkpoint.write_text("not json")
+    (tmp_path / "audit-signing.pub").write_text("not a key")
+    env = {"BAMBOO_AUDIT_CHECKPOINT_FILE": str(checkpoint), "BAMBOO_AUDIT_SIGNING_KEY": str(tmp_path / "audit-signing.key")}
+    line = _one_line_error(_bamboo(settings, "audit", "verify", extra_env=env))
+    assert "audit-signing.pub" in line
+    debug = _bamboo(settings, "--debug", "audit", "verify", extra_env=env)
+    assert debug.returncode != 0 and "Traceback" in debug.stderr
+
+
+def test_an_unreachable_store_is_one_line(settings):
+    line = _one_line_error(_bamboo(settings, "kb", "stats",
+                                   extra_env={"BAMBOO_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"}))
+    assert "knowledge store" in line and "bamboo dev up" in line
