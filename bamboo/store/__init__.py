@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +18,9 @@ from bamboo.store.blobs import PostgresBlobStore
 from bamboo.store.db import open_pool
 from bamboo.store.knowledge import KnowledgeStore
 from bamboo.store.outage import NO_WAIT, OutagePolicy
+
+
+log = logging.getLogger(__name__)
 
 
 class StoreNotConfigured(RuntimeError):
@@ -65,6 +69,7 @@ class Store:
     audit: PostgresAuditLog
 
     async def close(self) -> None:
+        await self.audit.flush_checkpoints()
         await self.pool.close()
 
 
@@ -91,6 +96,9 @@ async def open_configured_store(settings: Settings, embedding_dim: int, embeddin
         if (for_worker or where.checkpoint_file.exists() or where.signing_key.exists()
                 or public_key_path(where.signing_key).exists()):
             checkpoints = CheckpointFile(where.checkpoint_file, where.signing_key, sign=for_worker)
+    elif for_worker:
+        log.warning("audit checkpoints are not configured: rows cut off the end of the audit chain cannot be "
+                    "detected; set BAMBOO_AUDIT_CHECKPOINT_FILE (and BAMBOO_AUDIT_SIGNING_KEY)")
     outage = OutagePolicy(wait_s=settings.store_outage_wait_s) if for_worker else NO_WAIT
     return await open_store(where.url, embedding_dim, embedding_model, max_size=max_size, owner_url=where.owner_url,
                             outage=outage, checkpoints=checkpoints)

@@ -16,6 +16,8 @@ Three defences, each for what the others cannot do:
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import re
@@ -50,11 +52,14 @@ class ChainReport(BaseModel):
 
 @dataclass
 class Appended:
-    """What `append_in` wrote: each event's sequence number (None: its key was already recorded) and
-    the chain's new head, when a row was added."""
+    """What `append_in` wrote: each event's sequence number (None: its key was already recorded), the
+    chain's new head when a row was added, and — read in the same statement, under the chain lock —
+    whether the chain still passed through the checkpoint this process knows, so signing the new
+    head costs no query of its own."""
 
     seqs: list[int | None] = field(default_factory=list)
     head: tuple[int, str] | None = None
+    anchor: tuple[int, str, bool] | None = None  # (seq, signed hash, the row at seq has that hash)
 
 
 def storable(value: Any) -> Any:
@@ -76,6 +81,10 @@ class PostgresAuditLog:
         self.outage = outage
         self.checkpoints = checkpoints
         self._chain_id: str | None = None
+        self._pending: Appended | None = None  # the newest committed head not signed yet
+        self._signer: asyncio.Task | None = None
+        self._anchor: tuple[int, str] | None = None  # the checkpoint this process last saw or wrote
+        self._anchor_read = False
 
     async def append(self, event: AuditEvent, dedup_key: str | None = None) -> int | None:
         """The new row's sequence number, or None when `dedup_key` was already recorded."""
@@ -105,8 +114,16 @@ class PostgresAuditLog:
         if keys:
             rows = await (await conn.execute("SELECT dedup_key FROM audit WHERE dedup_key = ANY(%b)", (keys,))).fetchall()
             seen = {r[0] for r in rows}
-        last = await (await conn.execute("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")).fetchone()
-        seq, prev = (last[0], last[1]) if last else (0, GENESIS)
+        anchor = self._known_anchor()
+        rows = await (await conn.execute(
+            "SELECT seq, hash FROM audit WHERE seq = (SELECT max(seq) FROM audit) OR seq = %s",
+            (anchor[0] if anchor else -1,))).fetchall()
+        by_seq = dict(rows)
+        last = max(by_seq) if by_seq else None
+        seq, prev = (last, by_seq[last]) if last is not None else (0, GENESIS)
+        if anchor is not None:
+            out.anchor = (anchor[0], anchor[1], by_seq.get(anchor[0]) == anchor[1])
+            await self._chain(conn)
         at = datetime.now(timezone.utc).isoformat()
         rows_to_insert = []
         for event, dedup_key in events:
@@ -132,25 +149,71 @@ class PostgresAuditLog:
             out.head = (seq, prev)
         return out
 
+    def _known_anchor(self) -> tuple[int, str] | None:
+        if self.checkpoints is None:
+            return None
+        if not self._anchor_read:
+            self._anchor_read = True
+            self._refresh_anchor()
+        return self._anchor
+
+    def _refresh_anchor(self) -> None:
+        assert self.checkpoints is not None
+        try:
+            current = self.checkpoints.read()
+        except CheckpointError:
+            current = None
+        self._anchor = (current.seq, current.head) if current else None
+
     async def checkpoint(self, conn: Any, appended: Appended) -> None:
-        """After the commit: sign the new head. Never fails the write it follows — a checkpoint that
-        cannot be written leaves an older one, which `verify` still checks against."""
+        """After the commit: have the new head signed. Off the append's path: one signer per process
+        signs the newest head it has been given, so a burst of appends (a sandbox run's tool calls)
+        costs one checkpoint, not one each. Never fails the write it follows — a checkpoint not written
+        leaves an older one, which `verify` still holds the chain against."""
         if self.checkpoints is None or appended.head is None:
             return
-        try:
-            chain = await self._chain(conn)
+        if self._pending is None or self._pending.head is None or appended.head[0] > self._pending.head[0]:
+            self._pending = appended
+        if self._signer is None or self._signer.done():
+            self._signer = asyncio.create_task(self._sign_pending())
 
-            async def passes_through(seq: int, digest: str) -> bool:
+    async def flush_checkpoints(self) -> None:
+        """Wait until every head handed to `checkpoint` is signed (or found not to pass through the
+        current checkpoint). Called before the pool closes, and by tests that read the file."""
+        while self._signer is not None and not self._signer.done():
+            await asyncio.shield(self._signer)
+
+    async def _sign_pending(self) -> None:
+        assert self.checkpoints is not None
+        while self._pending is not None:
+            appended, self._pending = self._pending, None
+            assert appended.head is not None
+            try:
+                written = await self.checkpoints.advance(await self._chain(None), *appended.head,
+                                                         self._passes_through(appended))
+            except Exception as exc:  # noqa: BLE001 — the next append tries again with a newer head
+                log.error("could not write the audit checkpoint for row %s: %s", appended.head[0], exc)
+                continue
+            if written:
+                self._anchor = appended.head
+            else:  # another worker moved it, or the chain no longer passes through it: look again
+                self._refresh_anchor()
+
+    def _passes_through(self, appended: Appended):
+        async def passes_through(seq: int, digest: str) -> bool:
+            if appended.anchor is not None and appended.anchor[:2] == (seq, digest):
+                return appended.anchor[2]  # read with the append, under the chain lock
+            async with self._pool.connection() as conn:
                 row = await (await conn.execute("SELECT hash FROM audit WHERE seq = %s", (seq,))).fetchone()
-                return row is not None and row[0] == digest
+            return row is not None and row[0] == digest
+        return passes_through
 
-            await self.checkpoints.advance(chain, *appended.head, passes_through)
-        except (CheckpointError, OSError) as exc:
-            log.error("could not write the audit checkpoint: %s", exc)
-
-    async def _chain(self, conn: Any) -> str:
+    async def _chain(self, conn: Any | None) -> str:
         if self._chain_id is None:
-            row = await (await conn.execute("SELECT value FROM store_meta WHERE key = 'audit_chain_id'")).fetchone()
+            async with contextlib.AsyncExitStack() as stack:
+                if conn is None:
+                    conn = await stack.enter_async_context(self._pool.connection())
+                row = await (await conn.execute("SELECT value FROM store_meta WHERE key = 'audit_chain_id'")).fetchone()
             self._chain_id = row[0] if row else "unnamed"
         return self._chain_id
 

@@ -17,9 +17,7 @@ import psycopg
 import pytest
 
 from bamboo.audit import AuditEvent
-from bamboo.devstack.postgres import with_user
-from bamboo.store import open_configured_store, open_store
-from bamboo.store.audit_checkpoint import Checkpoint
+from bamboo.store import open_store
 from policy.audit_hash import GENESIS, row_hash
 from tests.services import ROOT, worker_env
 
@@ -54,19 +52,30 @@ def checkpoint(tmp_path):
 
 
 @pytest.fixture
-async def signing_store(stack, database_url, llm_server, checkpoint, services):
-    """The store as a worker opens it: it signs a checkpoint after every audit commit."""
+async def signing_store(stack, database_url, llm_server, checkpoint):
+    """The store as a worker opens it, from the worker's settings: it signs a checkpoint after every
+    audit commit."""
+    from bamboo.services import build_services
+
     settings = stack.settings(database_url, llm_server.base_url, audit_checkpoint_file=checkpoint.file,
                               audit_signing_key=checkpoint.key)
-    store = await open_configured_store(settings, services.embedder.dim, services.embedder.model_id, max_size=2,
-                                        for_worker=True)
-    yield store
-    await store.close()
+    worker_services = await build_services(settings, llm_base_url=llm_server.base_url, pool_size=2)
+    yield worker_services.store
+    await worker_services.close()
+
+
+def _signed(checkpoint):
+    from bamboo.store.audit_checkpoint import Checkpoint
+
+    return Checkpoint.model_validate_json(checkpoint.file.read_text())
 
 
 async def _append(store, n: int, start: int = 0) -> None:
     for i in range(start, start + n):
         await store.audit.append(AuditEvent(kind="decision", actor=f"op{i}", run_id="r", body={"n": i}))
+    flush = getattr(store.audit, "flush_checkpoints", None)  # checkpoints are signed off the append's path
+    if flush is not None:
+        await flush()
 
 
 async def test_verify_detects_a_modified_row(settings, services, database_url):
@@ -108,6 +117,8 @@ async def test_the_table_refuses_rewrites_even_from_its_owner(services, database
 async def test_an_app_role_that_is_not_the_owner_cannot_rewrite_audit_at_all(stack, services):
     """Migrations run as the owner; the app's role may write the knowledge tables and append audit
     rows, but neither change them nor turn the trigger off — grants refuse it, whatever the trigger."""
+    from bamboo.devstack.postgres import with_user
+
     owner_url = stack.new_database()
     role = f"bamboo_app_{uuid.uuid4().hex[:8]}"
     await _sql(owner_url, f'CREATE ROLE "{role}" LOGIN NOSUPERUSER')
@@ -184,7 +195,7 @@ async def test_a_worker_does_not_sign_over_a_cut_chain(signing_store, database_u
     await _sql(database_url, ATTACK, "DELETE FROM audit WHERE seq > 2",
                "ALTER TABLE audit ENABLE TRIGGER USER")
     await _append(signing_store, 6, start=100)  # rows 3..8, a new tail
-    kept = Checkpoint.model_validate_json(checkpoint.file.read_text())
+    kept = _signed(checkpoint)
     assert kept.seq == 5
     report = await signing_store.audit.verify()
     assert not report.ok and "row 5 is not the row signed" in report.reason
@@ -192,7 +203,7 @@ async def test_a_worker_does_not_sign_over_a_cut_chain(signing_store, database_u
 
 async def test_a_forged_or_foreign_checkpoint_fails_verification(signing_store, checkpoint, stack, services):
     await _append(signing_store, 3)
-    signed = Checkpoint.model_validate_json(checkpoint.file.read_text())
+    signed = _signed(checkpoint)
     checkpoint.file.write_text(signed.model_copy(update={"seq": 1}).model_dump_json())  # signature kept
     report = await signing_store.audit.verify()
     assert not report.ok and "does not verify" in report.reason
@@ -214,3 +225,25 @@ async def test_hostile_bytes_in_an_event_are_recorded_not_lost(services):
     [row] = await services.store.audit.tail(1)
     assert row["seq"] == seq and row["body"] == {"args": "a\\u0000b\\ud800", "k\\u0000": 1}
     assert (await services.store.audit.verify()).ok
+
+
+async def test_two_workers_share_one_checkpoint_and_it_only_moves_forward(signing_store, stack, database_url,
+                                                                         llm_server, checkpoint):
+    """Each worker process signs the heads it commits; the file keeps the newest, whoever wrote it."""
+    import asyncio
+
+    from bamboo.services import build_services
+
+    settings = stack.settings(database_url, llm_server.base_url, audit_checkpoint_file=checkpoint.file,
+                              audit_signing_key=checkpoint.key)
+    other = await build_services(settings, llm_base_url=llm_server.base_url, pool_size=2)
+    try:
+        await asyncio.gather(*(_append(store, 15, start=k * 100)
+                               for k, store in enumerate([signing_store, other.store, signing_store])))
+        await other.store.audit.flush_checkpoints()
+        await signing_store.audit.flush_checkpoints()
+        assert _signed(checkpoint).seq == 45
+        report = await other.store.audit.verify()
+        assert report.ok and report.rows == 45 and report.checkpoint_seq == 45, report
+    finally:
+        await other.close()

@@ -81,7 +81,7 @@ async def test_incidents_a_dead_lane_stored_are_neither_audited_again_nor_failed
     monkeypatch.setattr(GraphStorer, "store_many", real)
 
     stored_before = await _graph_ids(services)
-    assert 0 < len(stored_before) < N, "the dead lane must have stored some incidents, not all"
+    assert stored_before, "the dead lane must have stored incidents before it died"
     file_of[stored_before[0]].unlink()  # gone by the time its own workflow looks at it
 
     async with _worker(settings, services):
