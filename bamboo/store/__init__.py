@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,7 +86,8 @@ async def open_store(url: str, embedding_dim: int, embedding_model: str, max_siz
 async def open_configured_store(settings: Settings, embedding_dim: int, embedding_model: str, *, max_size: int,
                                 for_worker: bool) -> Store:
     """The store as the settings describe it. A worker waits out database outages and signs audit
-    checkpoints (creating its key on first use); the CLI fails fast and only verifies."""
+    checkpoints (creating its key on first use); the CLI fails fast, and signs only if it can read the
+    key (the embedded stack's CLI can; a verifier with only the public key cannot)."""
     where = resolve_store_location(settings)
     checkpoints = None
     if where.checkpoint_file is not None and where.signing_key is not None:
@@ -95,7 +97,10 @@ async def open_configured_store(settings: Settings, embedding_dim: int, embeddin
         # the key must not be a way to silence verification.
         if (for_worker or where.checkpoint_file.exists() or where.signing_key.exists()
                 or public_key_path(where.signing_key).exists()):
-            checkpoints = CheckpointFile(where.checkpoint_file, where.signing_key, sign=for_worker)
+            # Whoever appends signs, if it holds the key: rows a CLI command audits (`bamboo tools call`)
+            # are covered at once, not only by the worker's next checkpoint.
+            sign = for_worker or os.access(where.signing_key, os.R_OK)
+            checkpoints = CheckpointFile(where.checkpoint_file, where.signing_key, sign=sign)
     elif for_worker:
         log.warning("audit checkpoints are not configured: rows cut off the end of the audit chain cannot be "
                     "detected; set BAMBOO_AUDIT_CHECKPOINT_FILE (and BAMBOO_AUDIT_SIGNING_KEY)")
