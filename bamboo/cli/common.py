@@ -14,7 +14,6 @@ import asyncio
 import os
 from typing import Any, Coroutine
 
-import click
 import typer
 from rich.console import Console
 from rich.text import Text
@@ -142,17 +141,20 @@ _KNOWN = [
 ]
 
 
+def _framework(exc: BaseException) -> bool:
+    """typer's own exceptions (exit, abort, usage errors, from the click it bundles): they already
+    print what they mean and set the exit status."""
+    return type(exc).__module__.split(".")[0] in ("typer", "click")
+
+
 class BambooGroup(TyperGroup):
     """The root command group: every sub-command's escaping exception becomes one line."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
-        except (typer.Exit, typer.Abort, click.exceptions.Exit, click.ClickException, click.exceptions.Abort,
-                KeyboardInterrupt, SystemExit):
-            raise
         except Exception as exc:  # noqa: BLE001 — this is the one place that turns them into messages
-            if debug_enabled():
+            if debug_enabled() or _framework(exc):
                 raise
             _print_error(explain(exc))
             raise typer.Exit(1) from None
