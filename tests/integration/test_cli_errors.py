@@ -63,3 +63,8 @@ def test_an_unreachable_store_is_one_line(settings):
     line = _one_line_error(_bamboo(settings, "kb", "stats",
                                    extra_env={"BAMBOO_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"}))
     assert "knowledge store" in line and "bamboo dev up" in line
+
+
+def test_usage_errors_stay_typer_s_own(settings):
+    result = _bamboo(settings, "populate", "--no-such-option")
+    assert result.returncode == 2 and "No such option" in result.stderr and "unexpected" not in result.stderr
