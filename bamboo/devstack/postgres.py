@@ -35,7 +35,8 @@ class PostgresStartError(RuntimeError):
     """The embedded server did not come up (or did not accept connections) in time."""
 
 
-START_WAIT_S = 30.0
+# A fresh initdb and start on a loaded machine takes tens of seconds; a stale server clears in a few.
+START_WAIT_S = 120.0
 
 
 def start_postgres(pgdata: Path, wait_s: float = START_WAIT_S) -> tuple[int | None, str]:
