@@ -14,7 +14,7 @@ from bamboo.frontends.console.backend import ConsoleBackend
 from bamboo.frontends.console.oidc import oidc_client
 from bamboo.frontends.console.settings import ConsoleSettings
 from bamboo.settings import Settings
-from bamboo.store import open_store, resolve_database_url
+from bamboo.store import open_configured_store
 from bamboo.temporal_client import connect
 from policy.approvers import Role
 
@@ -40,7 +40,7 @@ async def serve(settings: Settings, console: ConsoleSettings, echo=print) -> Non
             f"no console accounts in {accounts.path} and no single sign-on configured; add one with "
             "`bamboo console add-user NAME` (or set BAMBOO_CONSOLE_OIDC_DISCOVERY_URL and _CLIENT_ID)")
     embedder = build_embedder(settings)
-    store = await open_store(resolve_database_url(settings), embedder.dim, embedder.model_id, max_size=4)
+    store = await open_configured_store(settings, embedder.dim, embedder.model_id, max_size=4, for_worker=False)
     try:
         registry = ApproverRegistry(store.pool, store.audit)
         if settings.database_url is None:

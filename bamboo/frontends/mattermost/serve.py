@@ -11,7 +11,7 @@ from bamboo.frontends.mattermost.chat import MattermostChat
 from bamboo.frontends.mattermost.settings import MattermostSettings
 from bamboo.frontends.mattermost.users import UserMap
 from bamboo.settings import Settings
-from bamboo.store import open_store, resolve_database_url
+from bamboo.store import open_configured_store
 from bamboo.temporal_client import connect
 from policy.approvers import Role
 
@@ -25,7 +25,7 @@ async def serve(settings: Settings, mm: MattermostSettings, echo=print) -> None:
         raise BotStartError("no bot token: set BAMBOO_MATTERMOST_TOKEN to the bot account's personal access token")
     users = UserMap.load(mm.resolved_users_file(settings))
     embedder = build_embedder(settings)
-    store = await open_store(resolve_database_url(settings), embedder.dim, embedder.model_id, max_size=2)
+    store = await open_configured_store(settings, embedder.dim, embedder.model_id, max_size=2, for_worker=False)
     try:
         registry = ApproverRegistry(store.pool, store.audit)
         keys = KeyStore(settings.resolved_keys_dir())
