@@ -9,7 +9,12 @@ import asyncio
 import uuid
 
 import pytest
+from temporalio import workflow
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
+from bamboo.frontends.console.backend import KIND
 from bamboo.investigation import client as inv
 from bamboo.models.accumulate import PopulateInput, PopulateProgress, PopulateResult
 from tests.console.conftest import sign_in
@@ -104,3 +109,40 @@ async def test_the_audit_page_shows_the_chain_intact_and_then_where_it_breaks(
         await conn.execute("UPDATE audit SET body = jsonb_set(body, '{roles}', '[\"front_end\"]') WHERE seq = %s", (seq,))
     broken = await bob.wait_text("broken", "#chain")
     assert f"broken at row {seq}" in broken and "modified after writing" in broken and "intact" in intact
+
+
+@workflow.defn(name="ConsoleTestBrokenBatch")
+class _BrokenBatch:
+    """A workflow tagged as a batch whose progress query fails, as a batch of an older shape or one whose
+    workflow task is failing does: the batches page must still render the others."""
+
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.wait_condition(lambda: False)
+
+    @workflow.query
+    def progress(self) -> dict:
+        raise ApplicationError("this batch cannot say how far it got")
+
+
+async def test_a_batch_whose_progress_query_fails_does_not_break_the_batches_page(
+        ops, client, services, http_clients, console):
+    queue = f"broken-batch-{uuid.uuid4().hex[:6]}"
+    async with Worker(client, task_queue=queue, workflows=[_BrokenBatch],
+                      workflow_runner=UnsandboxedWorkflowRunner()):
+        handle = await client.start_workflow(
+            _BrokenBatch.run, id=f"populate:broken-{uuid.uuid4().hex[:6]}", task_queue=queue,
+            search_attributes=TypedSearchAttributes([SearchAttributePair(KIND, "populate")]))
+        try:
+            visitor = http_clients()
+            visitor.sign_in("bob")
+
+            async def listed() -> str | None:
+                page = await asyncio.to_thread(visitor.page, "/batches")
+                assert page.status_code == 200, page.text[-2000:]
+                return page.text if handle.id in page.text else None
+
+            text = await wait_for(listed, timeout=30)
+            assert "progress unavailable" in text
+        finally:
+            await handle.terminate()

@@ -9,10 +9,10 @@ person must be registered with the role the request needs. Nothing here decides 
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from pydantic import BaseModel, Field, ValidationError
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowQueryFailedError, WorkflowQueryRejectedError
 from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError
 
@@ -34,6 +34,8 @@ TASK_ID = SearchAttributeKey.for_int("BambooTaskId")
 AWAITING = SearchAttributeKey.for_bool("BambooAwaitingApproval")
 BATCH_KINDS = {"populate": "populate", "analyze-batch": "analyze"}
 BATCH_SIGNALS = ("pause", "resume", "cancel")
+# A batch whose worker is gone must not hold the page: its row says so after this long.
+PROGRESS_QUERY_TIMEOUT = timedelta(seconds=5)
 SESSIONS_QUERY = "BambooKind = 'investigate'"
 BATCHES_QUERY = "BambooKind = 'populate' OR BambooKind = 'analyze-batch'"
 
@@ -196,9 +198,15 @@ class ConsoleBackend:
                 progress_type = PopulateProgress if kind == "populate" else BatchAnalyzeProgress
                 try:
                     row.progress = await self.client.get_workflow_handle(execution.id).query(
-                        "progress", result_type=progress_type)
+                        "progress", result_type=progress_type, rpc_timeout=PROGRESS_QUERY_TIMEOUT)
                 except RPCError as exc:
                     row.detail = f"progress unavailable: {exc.message}"
+                except (WorkflowQueryFailedError, WorkflowQueryRejectedError) as exc:
+                    # The batch is finishing, its workflow task is failing, or it is of another shape:
+                    # its row says so and the other batches are still listed.
+                    row.detail = f"progress unavailable: {exc}"
+                except (TypeError, ValueError) as exc:  # the answer does not decode as this version's progress
+                    row.detail = f"progress unavailable: {type(exc).__name__}: {str(exc).splitlines()[0]}"
             rows.append(row)
         return rows
 
@@ -215,7 +223,10 @@ class ConsoleBackend:
             raise ConsoleError(f"{workflow_id} is not a populate or analyze batch")
         if desc.status is None or desc.status.name != "RUNNING":
             raise ConsoleError(f"batch {workflow_id} is not running; it cannot be told to {action}")
-        await handle.signal(action)
+        try:
+            await handle.signal(action)
+        except RPCError as exc:  # it finished between the look and the signal
+            raise ConsoleError(f"batch {workflow_id} did not take the {action}: {exc.message}") from None
         await self.store.audit.append(AuditEvent(kind="batch_control", actor=identity,
                                                  body={"workflow_id": workflow_id, "signal": action, "via": "console"}))
 
