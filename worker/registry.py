@@ -16,7 +16,7 @@ from workflows.accumulate import AccumulateIncident
 from workflows.analyze import AnalyzeTask, BatchAnalyze
 from workflows.investigation import Investigation
 from workflows.populate import PopulateBatch
-from workflows.queues import Queues
+from bamboo.contract import Queue
 
 # cryptography verifies signed approvals inside the Investigation workflow. Its compiled core cannot be
 # imported a second time by the workflow sandbox, and it imports its exception types lazily when a signature
@@ -44,21 +44,20 @@ class QueuePlan:
 def plan(services: Services, llm_concurrency: int) -> list[QueuePlan]:
     acc = AccumulateActivities(services)
     ana = AnalyzeActivities(services)
-    q = Queues()
     plans = [
-        QueuePlan(q.main, workflows=WORKFLOWS, activities=[acc.load_incident, acc.load_prior_attempt]),  # local activities
-        QueuePlan(q.llm, activities=[acc.extract_incident, acc.review_extraction, acc.plan_review_exploration,
+        QueuePlan(Queue.MAIN, workflows=WORKFLOWS, activities=[acc.load_incident, acc.load_prior_attempt]),  # local activities
+        QueuePlan(Queue.LLM, activities=[acc.extract_incident, acc.review_extraction, acc.plan_review_exploration,
                                      acc.accumulate_chunk],
                   max_concurrent_activities=llm_concurrency),
-        QueuePlan(q.store, activities=[acc.store_graph, acc.list_incident_sources,
+        QueuePlan(Queue.STORE, activities=[acc.store_graph, acc.list_incident_sources,
                                        acc.read_incident_sources], max_concurrent_activities=32),
     ]
     by_queue = {p.queue: p for p in plans}
-    by_queue[q.llm].activities += [ana.diagnose, ana.plan_exploration, ana.email]
-    by_queue[q.store].activities += [ana.gather_evidence, ana.procedure_plan, ana.list_tasks, ana.read_tasks]
+    by_queue[Queue.LLM].activities += [ana.diagnose, ana.plan_exploration, ana.email]
+    by_queue[Queue.STORE].activities += [ana.gather_evidence, ana.procedure_plan, ana.list_tasks, ana.read_tasks]
     inv = build_investigation_activities(services)
-    by_queue[q.llm].activities += inv.llm
-    by_queue[q.store].activities += inv.store
+    by_queue[Queue.LLM].activities += inv.llm
+    by_queue[Queue.STORE].activities += inv.store
     if inv.sandbox:
-        plans.append(QueuePlan(q.sandbox, activities=inv.sandbox, max_concurrent_activities=4))
+        plans.append(QueuePlan(Queue.SANDBOX, activities=inv.sandbox, max_concurrent_activities=4))
     return plans

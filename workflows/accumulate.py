@@ -29,8 +29,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from bamboo.models.graph import WriteStats
     from workflows import names
-    from workflows.common import BATCH, HEARTBEAT, KIND, LLM_RETRY, STORE_RETRY, TASK_ID
-    from workflows.queues import Queues
+    from bamboo.contract import BATCH, HEARTBEAT, KIND, Kind, LLM_RETRY, Queue, STORE_RETRY, TASK_ID
     from workflows.sandbox_steps import execute_code, findings
 
 
@@ -63,8 +62,7 @@ class AccumulateIncident:
 
     @workflow.run
     async def run(self, inp: AccumulateInput) -> AccumulateResult:
-        q = Queues()
-        attrs = [KIND.value_set("accumulate")]
+        attrs = [KIND.value_set(Kind.ACCUMULATE.value)]
         if inp.batch_id:
             attrs.append(BATCH.value_set(inp.batch_id))
         workflow.upsert_search_attributes(attrs)
@@ -116,7 +114,7 @@ class AccumulateIncident:
                 extracted = await workflow.execute_activity(
                     names.EXTRACT_INCIDENT, ExtractInput(incident_ref=loaded.incident_ref, attempt=attempt,
                                                          feedback=feedback, exploration=explored),
-                    result_type=ExtractionResult, task_queue=q.llm, start_to_close_timeout=timedelta(minutes=5),
+                    result_type=ExtractionResult, task_queue=Queue.LLM, start_to_close_timeout=timedelta(minutes=5),
                     heartbeat_timeout=HEARTBEAT, retry_policy=LLM_RETRY,
                 )
                 self._stage = f"review (attempt {attempt})"
@@ -157,7 +155,7 @@ class AccumulateIncident:
             StoreInput(graph_id=loaded.graph_id, incident_id=loaded.incident_id, task_id=loaded.task_id,
                        graph=chosen.graph, passages=chosen.passages, summary=chosen.summary, warnings=warnings,
                        human_requests=human, scope=inp.store_scope, source=inp.source.label()),
-            result_type=WriteStats, task_queue=q.store, start_to_close_timeout=STORE_ACTIVITY_TIMEOUT,
+            result_type=WriteStats, task_queue=Queue.STORE, start_to_close_timeout=STORE_ACTIVITY_TIMEOUT,
             heartbeat_timeout=HEARTBEAT, retry_policy=STORE_RETRY,
         )
         self._stage = "done"
@@ -175,7 +173,7 @@ class AccumulateIncident:
         plan: ExplorationPlan = await workflow.execute_activity(
             names.PLAN_REVIEW_EXPLORATION,
             ReviewExplorationInput(task_id=loaded.task_id, status=loaded.status, issues=review.issues),
-            result_type=ExplorationPlan, task_queue=Queues().llm, start_to_close_timeout=timedelta(minutes=5),
+            result_type=ExplorationPlan, task_queue=Queue.LLM, start_to_close_timeout=timedelta(minutes=5),
             heartbeat_timeout=HEARTBEAT, retry_policy=LLM_RETRY,
         )
         gaps = [g.investigation for g in plan.capability_gaps]
@@ -198,7 +196,7 @@ class AccumulateIncident:
         try:
             return await workflow.execute_activity(
                 names.REVIEW_EXTRACTION, ReviewInput(graph=extracted.graph, task_fields=loaded.hints, source=extracted.source),
-                result_type=ReviewOutcome, task_queue=Queues().llm, start_to_close_timeout=timedelta(minutes=5),
+                result_type=ReviewOutcome, task_queue=Queue.LLM, start_to_close_timeout=timedelta(minutes=5),
                 heartbeat_timeout=HEARTBEAT,
                 retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3),
             )

@@ -33,8 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from bamboo.investigation.code import with_task_preamble
     from workflows import names
     from workflows.batching import innermost_reason, run_bounded_children
-    from workflows.common import BATCH, HEARTBEAT, KIND, LLM_RETRY, STORE_RETRY, TASK_ID
-    from workflows.queues import Queues
+    from bamboo.contract import BATCH, HEARTBEAT, KIND, Kind, LLM_RETRY, Queue, STORE_RETRY, TASK_ID
     from workflows.sandbox_steps import execute_code, findings
 
 
@@ -79,8 +78,7 @@ class AnalyzeTask:
 
     @workflow.run
     async def run(self, inp: AnalyzeInput) -> AnalysisResult:
-        q = Queues()
-        attrs = [KIND.value_set("analyze")]
+        attrs = [KIND.value_set(Kind.ANALYZE.value)]
         if inp.batch_id:
             attrs.append(BATCH.value_set(inp.batch_id))
         workflow.upsert_search_attributes(attrs)
@@ -90,7 +88,7 @@ class AnalyzeTask:
 
         self._stage = "evidence"
         evidence: Evidence = await workflow.execute_activity(
-            names.ANALYSIS_GATHER_EVIDENCE, inp, result_type=Evidence, task_queue=q.store,
+            names.ANALYSIS_GATHER_EVIDENCE, inp, result_type=Evidence, task_queue=Queue.STORE,
             start_to_close_timeout=timedelta(minutes=2), heartbeat_timeout=HEARTBEAT, retry_policy=STORE_RETRY,
         )
         if evidence.clues.task_id is not None:
@@ -125,7 +123,7 @@ class AnalyzeTask:
         else:
             plan = await workflow.execute_activity(
                 names.ANALYSIS_PROCEDURE_PLAN, ProcedurePlanInput(cause=diagnosis.root_cause),
-                result_type=ProcedurePlan, task_queue=q.store, start_to_close_timeout=timedelta(minutes=1),
+                result_type=ProcedurePlan, task_queue=Queue.STORE, start_to_close_timeout=timedelta(minutes=1),
                 heartbeat_timeout=HEARTBEAT, retry_policy=STORE_RETRY,
             )
             suggestions = [f"{s.name} (calls state-changing {', '.join(s.state_changing_tools) or 'tools'}; "
@@ -145,7 +143,7 @@ class AnalyzeTask:
             names.ANALYSIS_EMAIL,
             EmailInput(task_id=evidence.clues.task_id, task_name=evidence.clues.prose.get("taskName", ""),
                        diagnosis=diagnosis, suggestions=suggestions),
-            result_type=EmailDraft, task_queue=q.llm, start_to_close_timeout=timedelta(minutes=5),
+            result_type=EmailDraft, task_queue=Queue.LLM, start_to_close_timeout=timedelta(minutes=5),
             heartbeat_timeout=HEARTBEAT, retry_policy=LLM_RETRY,
         )
         steps.append(StepReport(step="email_draft", status="ran", detail=draft.source))
@@ -176,7 +174,7 @@ class AnalyzeTask:
         try:
             plan: ExplorationPlan = await workflow.execute_activity(
                 names.ANALYSIS_PLAN_EXPLORATION, ExplorationInput(evidence=evidence, diagnosis=diagnosis),
-                result_type=ExplorationPlan, task_queue=Queues().llm, start_to_close_timeout=timedelta(minutes=5),
+                result_type=ExplorationPlan, task_queue=Queue.LLM, start_to_close_timeout=timedelta(minutes=5),
                 heartbeat_timeout=HEARTBEAT, retry_policy=LLM_RETRY,
             )
         except ActivityError as exc:
@@ -242,7 +240,7 @@ class AnalyzeTask:
         try:
             diagnosis = await workflow.execute_activity(
                 names.ANALYSIS_DIAGNOSE, DiagnoseInput(evidence=evidence, extra_context=extra), result_type=Diagnosis,
-                task_queue=Queues().llm, start_to_close_timeout=timedelta(minutes=5), heartbeat_timeout=HEARTBEAT,
+                task_queue=Queue.LLM, start_to_close_timeout=timedelta(minutes=5), heartbeat_timeout=HEARTBEAT,
                 retry_policy=LLM_RETRY,
             )
         except ActivityError as exc:
@@ -299,13 +297,12 @@ class BatchAnalyze:
         self._inp = inp
         if self._early_pause is not None:
             inp.paused = self._early_pause
-        q = Queues()
-        workflow.upsert_search_attributes([KIND.value_set("analyze-batch"), BATCH.value_set(inp.batch_id)])
+        workflow.upsert_search_attributes([KIND.value_set(Kind.ANALYZE_BATCH.value), BATCH.value_set(inp.batch_id)])
         if inp.listing is None:
             try:
                 inp.listing = await workflow.execute_activity(
                     names.ANALYSIS_LIST_TASKS, TaskListingInput(path=inp.path, skip_workflow_ids=inp.skip_workflow_ids),
-                    result_type=TaskListing, task_queue=q.store, start_to_close_timeout=timedelta(minutes=5),
+                    result_type=TaskListing, task_queue=Queue.STORE, start_to_close_timeout=timedelta(minutes=5),
                     retry_policy=RetryPolicy(maximum_attempts=5),
                 )
             except ActivityError as exc:
@@ -318,7 +315,7 @@ class BatchAnalyze:
         async def read_page(offset: int) -> list[TaskSource]:
             return await workflow.execute_activity(
                 names.ANALYSIS_READ_TASKS, TaskPageInput(ref=listing.ref, offset=offset, limit=PAGE),
-                result_type=list[TaskSource], task_queue=q.store, start_to_close_timeout=timedelta(seconds=20),
+                result_type=list[TaskSource], task_queue=Queue.STORE, start_to_close_timeout=timedelta(seconds=20),
                 retry_policy=RetryPolicy(maximum_attempts=10),
             )
 

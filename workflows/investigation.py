@@ -58,8 +58,7 @@ with workflow.unsafe.imports_passed_through():
     from policy.review import ReviewDecision, ReviewOutcome, ReviewRequest, decide_review
     from policy.revocation import plan_revocation
     from workflows import names
-    from workflows.common import AWAITING, HEARTBEAT, KIND, LLM_RETRY, STORE_RETRY, TASK_ID
-    from workflows.queues import Queues
+    from bamboo.contract import AWAITING_APPROVAL, HEARTBEAT, KIND, Kind, LLM_RETRY, Queue, STORE_RETRY, TASK_ID
 
 
 SANDBOX_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3,
@@ -201,7 +200,7 @@ class Investigation:
     @workflow.run
     async def run(self, inp: InvestigationStart) -> InvestigationResult:
         st = self._st
-        attrs = [KIND.value_set("investigate"), AWAITING.value_set(False)]
+        attrs = [KIND.value_set(Kind.INVESTIGATE.value), AWAITING_APPROVAL.value_set(False)]
         if inp.task_id is not None:
             attrs.append(TASK_ID.value_set(inp.task_id))
         workflow.upsert_search_attributes(attrs)
@@ -325,9 +324,9 @@ class Investigation:
         self._answer = None
         self._entry("review", f"waiting for a decision on {short_hash(decision.code_hash)}: {decision.detail}",
                     turn=turn, data={"code_hash": decision.code_hash, "choices": [c.value for c in decision.choices]})
-        workflow.upsert_search_attributes([AWAITING.value_set(True)])
+        workflow.upsert_search_attributes([AWAITING_APPROVAL.value_set(True)])
         answered = await self._wait(lambda: self._answer is not None or self._closing())
-        workflow.upsert_search_attributes([AWAITING.value_set(False)])
+        workflow.upsert_search_attributes([AWAITING_APPROVAL.value_set(False)])
         answer, self._answer = self._answer, None
         self._pending = None
         self._review = None
@@ -348,7 +347,7 @@ class Investigation:
             grants = [make_grant(name, procedure_code, answer.approver, workflow.now()) for name in decision.tools]
             granted = await workflow.execute_activity(
                 names.INVESTIGATION_GRANT, GrantInput(session_id=self._inp.session_id, turn=turn, grants=grants),
-                result_type=list[str], task_queue=Queues().store, start_to_close_timeout=timedelta(seconds=30),
+                result_type=list[str], task_queue=Queue.STORE, start_to_close_timeout=timedelta(seconds=30),
                 retry_policy=STORE_RETRY,
             )
             for grant in grants:
@@ -377,7 +376,7 @@ class Investigation:
                 SandboxRunRequest(run_id=run_id, code=with_task_preamble(code, self._inp.task_id),
                                   allowed_tools=list(decision.allow_set), actor=approver,
                                   phase="automatic" if approver == "automatic" else "interactive"),
-                result_type=SandboxRunResult, task_queue=Queues().sandbox,
+                result_type=SandboxRunResult, task_queue=Queue.SANDBOX,
                 start_to_close_timeout=timedelta(minutes=5), heartbeat_timeout=HEARTBEAT, retry_policy=SANDBOX_RETRY,
             )
         except ActivityError as exc:
@@ -460,11 +459,11 @@ class Investigation:
                 resolution=self._finalize.resolution if resolved else None,
                 actor=actor, findings=st.findings, captured=st.captured,
             ),
-            result_type=FinalizeResult, task_queue=Queues().store, start_to_close_timeout=timedelta(minutes=2),
+            result_type=FinalizeResult, task_queue=Queue.STORE, start_to_close_timeout=timedelta(minutes=2),
             heartbeat_timeout=HEARTBEAT, retry_policy=STORE_RETRY,
         )
         st.status = status
-        workflow.upsert_search_attributes([AWAITING.value_set(False)])
+        workflow.upsert_search_attributes([AWAITING_APPROVAL.value_set(False)])
         kept = result.procedures + result.tentative
         self._entry("system", f"session {status.value}; procedures stored: {', '.join(kept) or 'none'}",
                     actor=actor, data=result.model_dump())
@@ -634,7 +633,7 @@ class Investigation:
                 names.INVESTIGATION_REVOKE_GRANTS,
                 RevokeGrantsInput(session_id=self._inp.session_id, procedures=list(plan.procedures),
                                   actor=request.actor, dedup_key=f"{self._inp.session_id}:revoke:{st.audit_seq}"),
-                result_type=list[str], task_queue=Queues().store, start_to_close_timeout=timedelta(seconds=30),
+                result_type=list[str], task_queue=Queue.STORE, start_to_close_timeout=timedelta(seconds=30),
                 retry_policy=STORE_RETRY,
             )
             for name in plan.procedures:
@@ -649,7 +648,7 @@ class Investigation:
         context: PolicyContext = await workflow.execute_activity(
             names.INVESTIGATION_POLICY_CONTEXT,
             PolicyContextInput(session_id=self._inp.session_id),
-            result_type=PolicyContext, task_queue=Queues().store, start_to_close_timeout=timedelta(seconds=60),
+            result_type=PolicyContext, task_queue=Queue.STORE, start_to_close_timeout=timedelta(seconds=60),
             retry_policy=STORE_RETRY,
         )
         self._st.grants = dict(context.grants)
@@ -664,7 +663,7 @@ class Investigation:
 
     async def _llm(self, activity: str, arg, result_type):
         return await workflow.execute_activity(
-            activity, arg, result_type=result_type, task_queue=Queues().llm,
+            activity, arg, result_type=result_type, task_queue=Queue.LLM,
             start_to_close_timeout=timedelta(minutes=5), heartbeat_timeout=HEARTBEAT, retry_policy=LLM_RETRY,
         )
 
@@ -675,7 +674,7 @@ class Investigation:
         except ActivityError as exc:
             self._pending = None
             self._review = None
-            workflow.upsert_search_attributes([AWAITING.value_set(False)])
+            workflow.upsert_search_attributes([AWAITING_APPROVAL.value_set(False)])
             self._entry("system", f"this step failed and was skipped: {_cause(exc)}")
             return False
 
@@ -685,7 +684,7 @@ class Investigation:
         batch, self._outbox = self._outbox, []
         await workflow.execute_activity(
             names.INVESTIGATION_AUDIT, AuditBatch(session_id=self._inp.session_id, records=batch), result_type=int,
-            task_queue=Queues().store, start_to_close_timeout=timedelta(seconds=60), retry_policy=STORE_RETRY,
+            task_queue=Queue.STORE, start_to_close_timeout=timedelta(seconds=60), retry_policy=STORE_RETRY,
         )
 
     def _audit(self, kind: str, actor: str, body: dict) -> None:

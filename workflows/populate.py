@@ -47,8 +47,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import names
     from workflows.accumulate import STORE_ACTIVITY_TIMEOUT, AccumulateIncident
     from workflows.batching import innermost_reason, run_bounded_children
-    from workflows.common import BATCH, HEARTBEAT, KIND, STORE_RETRY
-    from workflows.queues import Queues
+    from bamboo.contract import BATCH, HEARTBEAT, KIND, Kind, Queue, STORE_RETRY
 
 MAX_KEPT_FAILURES = 500
 LANES_PATCH = "populate-lanes"
@@ -208,12 +207,11 @@ class PopulateBatch:
     @workflow.run
     async def run(self, inp: PopulateInput) -> PopulateResult:
         self._inp = inp
-        q = Queues()
-        workflow.upsert_search_attributes([KIND.value_set("populate"), BATCH.value_set(inp.batch_id)])
+        workflow.upsert_search_attributes([KIND.value_set(Kind.POPULATE.value), BATCH.value_set(inp.batch_id)])
         if inp.listing is None:
             try:
                 inp.listing = await workflow.execute_activity(
-                    names.LIST_INCIDENT_SOURCES, inp.path, result_type=SourceListing, task_queue=q.store,
+                    names.LIST_INCIDENT_SOURCES, inp.path, result_type=SourceListing, task_queue=Queue.STORE,
                     start_to_close_timeout=timedelta(minutes=5),
                     retry_policy=RetryPolicy(maximum_attempts=5),
                 )
@@ -227,7 +225,7 @@ class PopulateBatch:
             # Waits out a database outage (heartbeating): a page that cannot be read would fail the batch.
             return await workflow.execute_activity(
                 names.READ_INCIDENT_SOURCES, SourcePageInput(ref=listing.ref, offset=offset, limit=PAGE),
-                result_type=list[IncidentSource], task_queue=q.store,
+                result_type=list[IncidentSource], task_queue=Queue.STORE,
                 start_to_close_timeout=STORE_ACTIVITY_TIMEOUT, heartbeat_timeout=HEARTBEAT,
                 retry_policy=RetryPolicy(maximum_attempts=10),
             )
@@ -324,7 +322,7 @@ class PopulateBatch:
                     names.ACCUMULATE_CHUNK,
                     ChunkInput(batch_id=inp.batch_id, listing_ref=listing.ref, offset=lane, count=count,
                                parallelism=parallelism, claims=plan.claims, store_scope=self._store_scope()),
-                    result_type=ChunkResult, task_queue=Queues().llm, start_to_close_timeout=timedelta(hours=6),
+                    result_type=ChunkResult, task_queue=Queue.LLM, start_to_close_timeout=timedelta(hours=6),
                     heartbeat_timeout=HEARTBEAT, retry_policy=STORE_RETRY,
                 )
                 outcomes, why = result.outcomes, "the lane ended without an outcome for it; incident run on its own"

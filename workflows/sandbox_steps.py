@@ -11,8 +11,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 from workflows import names
-from workflows.common import HEARTBEAT
-from workflows.queues import Queues
+from bamboo.contract import HEARTBEAT, Queue
 
 
 
@@ -32,7 +31,7 @@ async def execute_code(label: str, code: str, allowed: list[str], actor: str, wa
     run = {"run_id": f"{info.workflow_id}:{info.run_id}:{label}", "code": code, "allowed_tools": allowed,
            "actor": actor, "timeout_s": 60.0, "phase": "automatic"}
     return await workflow.execute_activity(
-        names.EXECUTE_CODE, run, result_type=dict, task_queue=Queues().sandbox,
+        names.EXECUTE_CODE, run, result_type=dict, task_queue=Queue.SANDBOX,
         schedule_to_start_timeout=timedelta(seconds=wait_s), start_to_close_timeout=timedelta(minutes=3),
         heartbeat_timeout=HEARTBEAT, retry_policy=RetryPolicy(maximum_attempts=2),
     )

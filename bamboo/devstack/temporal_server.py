@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from bamboo.devstack.ports import ensure_port_free, wait_for_port
-from bamboo.models.search_attributes import SEARCH_ATTRIBUTES
+from bamboo.contract import SEARCH_ATTRIBUTES
 
 
 class TemporalStartError(RuntimeError):

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.service import RPCError
 
 from bamboo.approvals.keys import DEFAULT_TTL_S, KeyStore, LocalKey
+from bamboo.contract import AWAITING_APPROVAL, KIND, TASK_ID, Kind
 from bamboo.models.investigation import (
     AbandonRequest, Ack, ApprovalsView, FinalizeRequest, InvestigationResult, InvestigationStart, OperatorMessage,
     PendingView, RevokeRequest,
@@ -105,10 +106,10 @@ def start_input(settings: Settings, session_id: str, requester: str, *, task_id:
 
 async def start(client: Client, inp: InvestigationStart) -> WorkflowHandle:
     """Start the session, or attach to it if it is already running (a duplicate start is a no-op)."""
-    attrs = [SearchAttributePair(SearchAttributeKey.for_keyword("BambooKind"), "investigate"),
-             SearchAttributePair(SearchAttributeKey.for_bool("BambooAwaitingApproval"), False)]
+    attrs = [SearchAttributePair(KIND, Kind.INVESTIGATE.value),
+             SearchAttributePair(AWAITING_APPROVAL, False)]
     if inp.task_id is not None:
-        attrs.append(SearchAttributePair(SearchAttributeKey.for_int("BambooTaskId"), inp.task_id))
+        attrs.append(SearchAttributePair(TASK_ID, inp.task_id))
     try:
         return await client.start_workflow(
             WORKFLOW_NAME, inp, id=workflow_id(inp.session_id), task_queue=MAIN_QUEUE, result_type=InvestigationResult,

@@ -54,7 +54,7 @@ from tests.support.scripted_llm import ScriptedLLMServer
 from worker.main import run_worker
 from workflows.analyze import AnalyzeTask
 from workflows.populate import PopulateBatch
-from workflows.queues import Queues
+from bamboo.contract import Queue
 
 MARGIN_SPLIT = 0.6
 
@@ -128,7 +128,7 @@ async def analyse(name: str, client, tasks: list[dict], threshold: float) -> lis
         result: AnalysisResult = await client.execute_workflow(
             AnalyzeTask.run, AnalyzeInput(task_data=task, exploration_threshold=threshold, sandbox_wait_s=30),
             id=analyze_workflow_id(task.get("jediTaskID"), task.get("status")) + f":{time.time_ns()}",
-            task_queue=Queues().main,
+            task_queue=Queue.MAIN,
         )
         out.append(Analysed(result, time.perf_counter() - t0))
         print(f"{name} {i}/{len(tasks)}: {out[-1].latency_s:.1f} s, {result.cause_source}", file=sys.stderr, flush=True)
@@ -162,7 +162,7 @@ async def main(n: int, seed: int, noise: float, models: list[str], limit: int | 
                 populated: PopulateResult = await client.execute_workflow(
                     PopulateBatch.run,
                     PopulateInput(batch_id=f"bench-diag-{seed}", path=str(base / "train"), concurrency=8),
-                    id=f"populate:bench-diag-{time.time_ns()}", task_queue=Queues().main,
+                    id=f"populate:bench-diag-{time.time_ns()}", task_queue=Queue.MAIN,
                 )
                 populate_s = time.perf_counter() - started
                 if populated.failed:

@@ -39,7 +39,7 @@ from tests.support.answers import accumulation_handler
 from tests.support.scripted_llm import ScriptedLLMServer
 from bamboo.temporal_client import connect
 from workflows.populate import PopulateBatch
-from workflows.queues import Queues
+from bamboo.contract import Queue
 
 LATENCY_S = 0.1
 DEFAULT_REPEAT = 5
@@ -140,7 +140,7 @@ async def one_run(stack, batch_dir: Path, n: int, concurrency: int, work: Path, 
                     PopulateBatch.run,
                     PopulateInput(batch_id=f"bench-c{concurrency}-{int(time.time())}", path=str(batch_dir),
                                   concurrency=concurrency),
-                    id=workflow_id, task_queue=Queues().main,
+                    id=workflow_id, task_queue=Queue.MAIN,
                 ), limit_s)
             except asyncio.TimeoutError:
                 await client.get_workflow_handle(workflow_id).terminate("benchmark time limit")

@@ -20,7 +20,7 @@ from bamboo.extraction.labels import normalise_label
 from tests.analysis.answers import analysis_handler, explore_with, pick_top
 from tests.support.scripted_llm import Reply
 from workflows.analyze import AnalyzeTask, BatchAnalyze
-from workflows.queues import Queues
+from bamboo.contract import Queue
 
 pytestmark = pytest.mark.integration
 
@@ -45,7 +45,7 @@ async def run_analysis(client, task: dict, threshold: float = 0.5, sandbox_wait_
     return await client.execute_workflow(
         AnalyzeTask.run, AnalyzeInput(task_data=task, exploration_threshold=threshold, sandbox_wait_s=sandbox_wait_s),
         id=f"{analyze_workflow_id(task.get('jediTaskID'), task.get('status'))}:{uuid.uuid4().hex[:6]}",
-        task_queue=Queues().main,
+        task_queue=Queue.MAIN,
     )
 
 
@@ -187,7 +187,7 @@ async def test_batch_analyze_skips_done_tasks_and_reports_progress(learned, anal
     handle = await analysis_client.start_workflow(
         BatchAnalyze.run, BatchAnalyzeInput(batch_id=bid, path=str(folder), skip_workflow_ids=[done_id],
                                             concurrency=2, continue_as_new_every=1),
-        id=f"analyze-batch:{bid}", task_queue=Queues().main,
+        id=f"analyze-batch:{bid}", task_queue=Queue.MAIN,
     )
     result: BatchAnalyzeResult = await handle.result()
     assert (result.total, result.done, result.skipped, result.failed) == (3, 2, 1, 0), result.failures
@@ -216,7 +216,7 @@ async def test_batch_analyze_pause_resume_and_cancel(learned, analysis_client, t
 
     resumed = await analysis_client.start_workflow(
         BatchAnalyze.run, BatchAnalyzeInput(batch_id="paused", path=str(folder), paused=True),
-        id=f"analyze-batch:p-{uuid.uuid4().hex[:6]}", task_queue=Queues().main)
+        id=f"analyze-batch:p-{uuid.uuid4().hex[:6]}", task_queue=Queue.MAIN)
     p = await progress(resumed)
     assert (p.paused, p.done, p.running, p.pending) == (True, 0, 0, 2)
     await resumed.signal(BatchAnalyze.resume)
@@ -224,7 +224,7 @@ async def test_batch_analyze_pause_resume_and_cancel(learned, analysis_client, t
 
     cancelled = await analysis_client.start_workflow(
         BatchAnalyze.run, BatchAnalyzeInput(batch_id="cancelled", path=str(folder)),
-        id=f"analyze-batch:c-{uuid.uuid4().hex[:6]}", task_queue=Queues().main, start_signal="pause")
+        id=f"analyze-batch:c-{uuid.uuid4().hex[:6]}", task_queue=Queue.MAIN, start_signal="pause")
     p = await progress(cancelled)
     assert p.paused and p.done == 0
     await cancelled.signal(BatchAnalyze.cancel)

@@ -18,7 +18,7 @@ from bamboo.analysis.models import AnalysisResult, AnalyzeInput, Evidence, analy
 from bamboo.analysis.service import AnalysisService
 from tests.analysis.answers import analysis_handler, pick_runner_up, pick_top
 from workflows.analyze import AnalyzeTask
-from workflows.queues import Queues
+from bamboo.contract import Queue
 
 pytestmark = pytest.mark.integration
 
@@ -30,7 +30,7 @@ async def run_analysis(client, task: dict, threshold: float = 0.5, sandbox_wait_
     return await client.execute_workflow(
         AnalyzeTask.run, AnalyzeInput(task_data=task, exploration_threshold=threshold, sandbox_wait_s=sandbox_wait_s),
         id=f"{analyze_workflow_id(task.get('jediTaskID'), task.get('status'))}:{uuid.uuid4().hex[:6]}",
-        task_queue=Queues().main,
+        task_queue=Queue.MAIN,
     )
 
 

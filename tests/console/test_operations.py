@@ -14,7 +14,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from bamboo.frontends.console.backend import KIND
+from bamboo.contract import KIND
 from bamboo.investigation import client as inv
 from bamboo.models.accumulate import PopulateInput, PopulateProgress, PopulateResult
 from tests.console.conftest import sign_in

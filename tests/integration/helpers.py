@@ -5,7 +5,7 @@ from pathlib import Path
 
 from bamboo.models.accumulate import PopulateInput, PopulateResult
 from workflows.populate import PopulateBatch
-from workflows.queues import Queues
+from bamboo.contract import Queue
 
 
 async def populate(client, path: Path, *, concurrency: int = 8, every: int = 50, batch: str | None = None,
@@ -14,7 +14,7 @@ async def populate(client, path: Path, *, concurrency: int = 8, every: int = 50,
     handle = await client.start_workflow(
         PopulateBatch.run,
         PopulateInput(batch_id=bid, path=str(path), concurrency=concurrency, continue_as_new_every=every, paused=paused),
-        id=f"populate:{bid}", task_queue=Queues().main,
+        id=f"populate:{bid}", task_queue=Queue.MAIN,
     )
     if not wait:
         return handle

@@ -15,7 +15,7 @@ from temporalio.client import WorkflowFailureError
 from tests.support.answers import accumulation_handler, reject
 from tests.support.scripted_llm import Reply, schema_router
 from workflows.accumulate import AccumulateIncident
-from workflows.queues import Queues
+from bamboo.contract import Queue
 
 pytestmark = pytest.mark.integration
 
@@ -30,7 +30,7 @@ async def _accumulate(client, tmp_path, incident: dict) -> AccumulateResult:
     f.write_text(json.dumps(incident))
     return await client.execute_workflow(
         AccumulateIncident.run, AccumulateInput(source=IncidentSource(path=str(f)), max_review_retries=2),
-        id=f"accumulate:test:{uuid.uuid4().hex[:8]}", task_queue=Queues().main,
+        id=f"accumulate:test:{uuid.uuid4().hex[:8]}", task_queue=Queue.MAIN,
     )
 
 

@@ -19,7 +19,7 @@ from bamboo.models.accumulate import ItemOutcome, PopulateInput, PopulateResult
 from tests.support.answers import accumulation_handler, reject
 from tests.support.scripted_llm import Reply, schema_router
 from workflows.populate import PopulateBatch
-from workflows.queues import Queues
+from bamboo.contract import Queue
 
 pytestmark = pytest.mark.integration
 
@@ -44,7 +44,7 @@ async def _start(client, path: Path, **extra):
     bid = f"lanes-{uuid.uuid4().hex[:8]}"
     return await client.start_workflow(
         PopulateBatch.run, PopulateInput(batch_id=bid, path=str(path), **extra),
-        id=f"populate:{bid}", task_queue=Queues().main, result_type=PopulateResult,
+        id=f"populate:{bid}", task_queue=Queue.MAIN, result_type=PopulateResult,
     )
 
 

@@ -28,7 +28,7 @@ from bamboo.samples import generate_incidents, write_incidents
 from tests.integration.helpers import populate
 from tests.support.answers import accumulation_handler
 from tests.support.scripted_llm import ScriptedLLMServer
-from workflows.common import HEARTBEAT
+from bamboo.contract import HEARTBEAT
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -10,7 +10,7 @@ import pytest
 
 from bamboo.models.accumulate import PopulateInput, PopulateResult
 from workflows.populate import PopulateBatch
-from workflows.queues import Queues
+from bamboo.contract import Queue
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +29,7 @@ def _incident(i: int) -> dict:
 async def _populate(client, path: Path, batch: str, concurrency: int = 4) -> PopulateResult:
     return await client.execute_workflow(
         PopulateBatch.run, PopulateInput(batch_id=batch, path=str(path), concurrency=concurrency, continue_as_new_every=3),
-        id=f"populate:{batch}", task_queue=Queues().main, result_type=PopulateResult,
+        id=f"populate:{batch}", task_queue=Queue.MAIN, result_type=PopulateResult,
     )
 
 

@@ -13,11 +13,11 @@ from datetime import datetime, timedelta
 
 from pydantic import BaseModel, Field, ValidationError
 from temporalio.client import Client, WorkflowQueryFailedError, WorkflowQueryRejectedError
-from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError
 
 from bamboo.analysis.models import BatchAnalyzeProgress
 from bamboo.approvals.keys import LocalKey
+from bamboo.contract import AWAITING_APPROVAL, KIND, TASK_ID, Kind
 from bamboo.approvals.registry import ApproverRegistry
 from bamboo.audit import AuditEvent
 from bamboo.investigation import client as inv
@@ -29,15 +29,12 @@ from bamboo.store.audit_log import ChainReport
 from policy.approvers import Role
 from policy.decisions import DecisionKind, OperatorDecision
 
-KIND = SearchAttributeKey.for_keyword("BambooKind")
-TASK_ID = SearchAttributeKey.for_int("BambooTaskId")
-AWAITING = SearchAttributeKey.for_bool("BambooAwaitingApproval")
-BATCH_KINDS = {"populate": "populate", "analyze-batch": "analyze"}
+BATCH_KINDS = {Kind.POPULATE.value: "populate", Kind.ANALYZE_BATCH.value: "analyze"}
 BATCH_SIGNALS = ("pause", "resume", "cancel")
 # A batch whose worker is gone must not hold the page: its row says so after this long.
 PROGRESS_QUERY_TIMEOUT = timedelta(seconds=5)
 SESSIONS_QUERY = "BambooKind = 'investigate'"
-BATCHES_QUERY = "BambooKind = 'populate' OR BambooKind = 'analyze-batch'"
+BATCHES_QUERY = f"{KIND.name} = '{Kind.POPULATE}' OR {KIND.name} = '{Kind.ANALYZE_BATCH}'"
 
 
 class ConsoleError(RuntimeError):
@@ -119,7 +116,7 @@ class ConsoleBackend:
             rows.append(SessionRow(
                 session_id=inv.session_of(execution.id),
                 status=execution.status.name.lower() if execution.status else "unknown",
-                started=execution.start_time, task_id=attrs.get(TASK_ID), awaiting=bool(attrs.get(AWAITING)),
+                started=execution.start_time, task_id=attrs.get(TASK_ID), awaiting=bool(attrs.get(AWAITING_APPROVAL)),
             ))
         return rows
 
