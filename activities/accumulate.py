@@ -21,11 +21,12 @@ from activities.heartbeat import with_heartbeats
 from bamboo.accumulation.lane import AccumulationLane, Slice
 from bamboo.accumulation.storing import GraphStorer, StoreRefused, StoreRequest
 from bamboo.analysis.exploration import ExplorationError, plan_read_only_code
-from bamboo.analysis.models import ExplorationPlan
+from bamboo.analysis.contract import ExplorationPlan
 from bamboo.extraction.base import ExtractionResult
 from bamboo.extraction.review import review_graph
 from bamboo.ingest import IncidentRejected, list_sources, load_incident
-from bamboo.llm.errors import LLMError, to_application_error
+from activities.llm_errors import to_application_error
+from bamboo.llm.errors import LLMError
 from bamboo.models.accumulate import (
     ChunkInput, ChunkResult, ExtractInput, IncidentSource, ItemOutcome, LaneHolding, LaneProgress, LoadIncidentInput,
     LoadedIncident,

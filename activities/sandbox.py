@@ -14,41 +14,20 @@ import asyncio
 import time
 from collections.abc import Sequence
 
-from typing import Literal
-
-from pydantic import BaseModel, Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from bamboo.audit import AuditSink, BlobSink
-from bamboo.settings import Settings
-from bamboo.sandbox.models import BridgeLimits, SandboxRunResult
+from bamboo.contract import implements
+from bamboo.sandbox import contract
+from bamboo.sandbox.contract import RETRY_REFUSED, SANDBOX_REFUSED, SANDBOX_UNAVAILABLE, ExecuteCodeInput, SandboxRunResult
+from bamboo.sandbox.models import BridgeLimits
 from bamboo.sandbox.errors import SandboxRefused, SandboxUnavailable
 from bamboo.sandbox.runner import SandboxRunner
 from bamboo.sandbox.service import CodeExecutor
 from bamboo.tools.model import ToolCaller, ToolSpec
 
-EXECUTE_CODE = "execute_code"
-SANDBOX_UNAVAILABLE = "SandboxUnavailable"
-RETRY_REFUSED = "SandboxRetryRefused"
-SANDBOX_REFUSED = "SandboxRefused"
 DEFAULT_HEARTBEAT_S = 1.0
-
-
-class ExecuteCodeInput(BaseModel):
-    run_id: str = Field(description="unique per execution; keys the audit rows")
-    code: str = Field(description="body of an async function; may call the bridged tools")
-    allowed_tools: list[str] = Field(default_factory=list, description="the allow-set decided by the trust policy")
-    actor: str = "sandbox"
-    timeout_s: float = Field(default=30.0, gt=0, le=3600)
-    max_calls: int = Field(default=50, ge=0)
-    call_timeout_s: float = Field(default=30.0, gt=0)
-    phase: Literal["automatic", "interactive"] = Field(
-        default="automatic", description="automatic = nobody approved this code (the safe reading when unsaid)")
-
-
-class ExecuteCodeOutput(SandboxRunResult):
-    """The run report: capped, scrubbed output for the model; call log and blob reference for the operator."""
 
 
 class SandboxActivities:
@@ -64,8 +43,8 @@ class SandboxActivities:
         """``specs=None`` reads the caller's live catalogue per run (tools added later are seen)."""
         self.executor = CodeExecutor(runner=runner, caller=caller, specs=specs, audit=audit, blobs=blobs)
 
-    @activity.defn(name=EXECUTE_CODE)
-    async def execute_code(self, inp: ExecuteCodeInput) -> ExecuteCodeOutput:
+    @implements(contract.execute_code)
+    async def execute_code(self, inp: ExecuteCodeInput) -> SandboxRunResult:
         allowed = frozenset(inp.allowed_tools)
         self._refuse_unsafe_retry(inp, allowed)
         run = asyncio.create_task(
@@ -97,7 +76,7 @@ class SandboxActivities:
             raise ApplicationError(str(exc), type=SANDBOX_REFUSED, non_retryable=True) from exc
         except SandboxUnavailable as exc:
             raise ApplicationError(str(exc), type=SANDBOX_UNAVAILABLE) from exc
-        return ExecuteCodeOutput.model_validate(result.model_dump())
+        return result
 
     def _refuse_unsafe_retry(self, inp: ExecuteCodeInput, allowed: frozenset[str]) -> None:
         if activity.info().attempt <= 1:
@@ -110,15 +89,6 @@ class SandboxActivities:
                 type=RETRY_REFUSED,
                 non_retryable=True,
             )
-
-
-def runner_from_settings(settings: Settings) -> SandboxRunner:
-    """The worker's sandbox as configured; raises SandboxUnavailable (one line saying what to fix) when
-    no sandbox of the configured strength can start here."""
-    return SandboxRunner(
-        isolation=settings.sandbox_isolation, pool_size=settings.sandbox_pool_size, seccomp=settings.sandbox_seccomp,
-        uid_first=settings.sandbox_uid_first, uid_count=settings.sandbox_uid_count,
-    )
 
 
 def _heartbeat_interval() -> float:

@@ -1,5 +1,6 @@
-"""The live dependencies a worker wires once and hands to its activities (the dependency seam).
+"""The live dependencies a worker hands to its activities (the dependency seam).
 
+Only the worker builds it (``worker.services.build_services``); activities receive it and build nothing.
 Tests build the same container against a scripted LLM endpoint and a temporary Postgres, so the
 activity code under test is the production code.
 """
@@ -10,12 +11,10 @@ from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
 from bamboo.embeddings.base import Embedder
-from bamboo.embeddings.factory import build_embedder
 from bamboo.extraction.base import ExtractionStrategy
-from bamboo.extraction.panda.strategy import PandaExtractionStrategy
 from bamboo.llm.client import LLMClient
 from bamboo.settings import Settings
-from bamboo.store import Store, open_configured_store
+from bamboo.store import Store
 
 
 @dataclass
@@ -37,18 +36,3 @@ class Services:
         close_embedder = getattr(self.embedder, "aclose", None)
         if close_embedder is not None:  # the local ONNX model holds no connection
             await close_embedder()
-
-
-def build_strategy(settings: Settings, llm: LLMClient) -> ExtractionStrategy:
-    if settings.extraction_strategy == "panda":
-        return PandaExtractionStrategy(llm, settings.pseudonym_key.get_secret_value().encode())
-    from bamboo.extraction.generic import GenericLLMExtractionStrategy
-
-    return GenericLLMExtractionStrategy(llm)
-
-
-async def build_services(settings: Settings, *, llm_base_url: str | None = None, pool_size: int = 10) -> Services:
-    embedder = build_embedder(settings)
-    store = await open_configured_store(settings, embedder.dim, embedder.model_id, max_size=pool_size, for_worker=True)
-    llm = LLMClient.from_settings(settings, base_url=llm_base_url)
-    return Services(settings=settings, store=store, llm=llm, embedder=embedder, strategy=build_strategy(settings, llm))

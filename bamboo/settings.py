@@ -55,7 +55,7 @@ class Settings(BaseSettings):
     llm_context_window: int = Field(
         default=0, ge=0, description="Tokens of the model's window; 0 = ask the server (llama.cpp, vLLM), else 8192")
 
-    # --- tool selection for large catalogues (seed 001) -------------------------------------
+    # --- tool selection for large catalogues ------------------------------------------------
     tool_budget_margin: int = Field(default=1024, ge=0, description="Tokens kept for the answer and headroom")
     tool_max_full_schemas: int = Field(default=25, ge=1, description="Tools shown with a full schema, at most")
     tool_retrieval_candidate_k: int = Field(default=0, ge=0, description="Ranking pool per source; 0 = max(40, 3 x the cap)")

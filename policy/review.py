@@ -1,6 +1,6 @@
 """The review decision: may this block run now without a prompt, must a human look first, or never here?
 
-Rules (seed 000, DESIGN.md section 6):
+Rules (docs/trust-model.md):
 
 Automatic phase (nobody is watching): code that recomputes as read-only runs with the read-only allow-set;
 anything else (a state-changing or unknown tool, a procedure whose current code changes state, code the
@@ -20,7 +20,7 @@ Interactive phase:
 State-changing code (and code the scan cannot read) is never run without a fresh answer: no session
 auto-run, no durable grant covers it, and auto-run is not offered for it. Changing PanDA is a new
 real-world action each time, and the rule that someone other than the requester approves it must apply
-each time. (Seed 000's deployment opt-in ``allow_mutating_autorun`` therefore only exposes state-changing
+each time. (The deployment opt-in ``allow_mutating_autorun`` therefore only exposes state-changing
 procedures to the planner; it never lets them run unreviewed.)
 
 An approved run may call exactly the tools the review showed (``policy.phases.approved_allow_set``).
@@ -44,7 +44,10 @@ from policy.procedures import ReadOnlyAssessment, assess_read_only
 from policy.signature import ScanConventions
 
 
-class ReviewOutcome(str, Enum):
+class CodeVerdict(str, Enum):
+    """What happens to a code block: it runs now, a person is asked, or it is refused here. (Distinct from
+    an extraction review, which is the model checking a learned graph.)"""
+
     RUN = "run"
     ASK = "ask"
     REFUSE = "refuse"
@@ -99,7 +102,7 @@ class ReviewDecision(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    outcome: ReviewOutcome
+    outcome: CodeVerdict
     reason: ReviewReason
     detail: str
     code_hash: str
@@ -135,7 +138,7 @@ class _Facts:
 
     def decision(
         self,
-        outcome: ReviewOutcome,
+        outcome: CodeVerdict,
         reason: ReviewReason,
         detail: str,
         allow_set: frozenset[str] = frozenset(),
@@ -160,7 +163,7 @@ class _Facts:
     def ask(self, reason: ReviewReason, detail: str, choices: tuple[DecisionKind, ...] | None = None) -> ReviewDecision:
         if choices is None:
             choices = ALL_CHOICES if self.assessment.read_only else STATE_CHANGING_CHOICES
-        return self.decision(ReviewOutcome.ASK, reason, detail, self.approved_allow_set(), choices)
+        return self.decision(CodeVerdict.ASK, reason, detail, self.approved_allow_set(), choices)
 
     def approved_allow_set(self) -> frozenset[str]:
         return approved_allow_set(self.assessment.signature, self.request.catalog)
@@ -172,7 +175,7 @@ def _decide_automatic(facts: _Facts) -> ReviewDecision:
     if not assessment.read_only:
         if stored:
             return facts.decision(
-                ReviewOutcome.REFUSE,
+                CodeVerdict.REFUSE,
                 ReviewReason.AUTOMATIC_SKIP_AND_SUGGEST,
                 "This stored procedure would change state (or cannot be analysed), so it is not replayed "
                 "unattended; offer it to the operator to run in an interactive investigation.",
@@ -180,13 +183,13 @@ def _decide_automatic(facts: _Facts) -> ReviewDecision:
             )
         if assessment.opaque:
             return facts.decision(
-                ReviewOutcome.REFUSE,
+                CodeVerdict.REFUSE,
                 ReviewReason.AUTOMATIC_OPAQUE,
                 "Automatic phases run only code that can be shown to read only; this code cannot be analysed: "
                 + "; ".join(assessment.opaque_reasons),
             )
         return facts.decision(
-            ReviewOutcome.REFUSE,
+            CodeVerdict.REFUSE,
             ReviewReason.AUTOMATIC_STATE_CHANGING,
             "Automatic phases are read-only; this code would call state-changing or unknown tools: "
             + ", ".join(assessment.state_changing),
@@ -195,14 +198,14 @@ def _decide_automatic(facts: _Facts) -> ReviewDecision:
     outside = sorted(set(assessment.signature.tools) - allowed)
     if outside:
         return facts.decision(
-            ReviewOutcome.REFUSE,
+            CodeVerdict.REFUSE,
             ReviewReason.AUTOMATIC_TOOL_NOT_ALLOWED,
             "These tools are not available to an unattended run (they need a human or are not bridged): "
             + ", ".join(outside),
             suggest=stored,
         )
     return facts.decision(
-        ReviewOutcome.RUN, ReviewReason.AUTOMATIC_READ_ONLY, "Read-only code in an automatic phase.", allowed
+        CodeVerdict.RUN, ReviewReason.AUTOMATIC_READ_ONLY, "Read-only code in an automatic phase.", allowed
     )
 
 
@@ -216,7 +219,7 @@ def _decide_interactive(facts: _Facts) -> ReviewDecision:
     durable = _durable_grant_standing(facts)
     if durable.reason is ReviewReason.DURABLE_GRANT:
         return facts.decision(
-            ReviewOutcome.RUN,
+            CodeVerdict.RUN,
             ReviewReason.DURABLE_GRANT,
             "Replays only durably granted procedures whose code is unchanged since the grant.",
             granted_allow_set(facts.assessment.signature.tools),
@@ -236,7 +239,7 @@ def _decide_interactive(facts: _Facts) -> ReviewDecision:
                 "so every run needs a fresh approval.",
             )
         return facts.decision(
-            ReviewOutcome.RUN,
+            CodeVerdict.RUN,
             ReviewReason.SESSION_AUTO_RUN,
             "You chose auto-run for this exact code earlier in this session.",
             facts.approved_allow_set(),

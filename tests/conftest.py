@@ -42,7 +42,7 @@ def settings(stack, database_url, llm_server):
 
 @pytest.fixture
 async def services(settings):
-    from bamboo.services import build_services
+    from worker.services import build_services
 
     svc = await build_services(settings, llm_base_url=settings.llm_base_url, pool_size=4)
     yield svc

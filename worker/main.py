@@ -13,7 +13,8 @@ import signal
 from temporalio.worker import Worker
 
 from bamboo.llm.local import resolve_llm_endpoint, stop_shared_local_llm
-from bamboo.services import Services, build_services
+from bamboo.services import Services
+from worker.services import build_services
 from bamboo.settings import Settings, get_settings
 from bamboo.temporal_client import connect
 from worker.registry import plan, workflow_runner

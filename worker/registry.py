@@ -9,14 +9,13 @@ from typing import Any, Callable
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.accumulate import AccumulateActivities
-from activities.analyze import AnalyzeActivities
-from activities.investigation import build_investigation_activities
 from bamboo.services import Services
 from workflows.accumulate import AccumulateIncident
 from workflows.analyze import AnalyzeTask, BatchAnalyze
 from workflows.investigation import Investigation
 from workflows.populate import PopulateBatch
 from bamboo.contract import Queue
+from worker.wiring import analyze_activities, investigation_activities
 
 # cryptography verifies signed approvals inside the Investigation workflow. Its compiled core cannot be
 # imported a second time by the workflow sandbox, and it imports its exception types lazily when a signature
@@ -43,7 +42,7 @@ class QueuePlan:
 
 def plan(services: Services, llm_concurrency: int) -> list[QueuePlan]:
     acc = AccumulateActivities(services)
-    ana = AnalyzeActivities(services)
+    ana = analyze_activities(services)
     plans = [
         QueuePlan(Queue.MAIN, workflows=WORKFLOWS, activities=[acc.load_incident, acc.load_prior_attempt]),  # local activities
         QueuePlan(Queue.LLM, activities=[acc.extract_incident, acc.review_extraction, acc.plan_review_exploration,
@@ -55,7 +54,7 @@ def plan(services: Services, llm_concurrency: int) -> list[QueuePlan]:
     by_queue = {p.queue: p for p in plans}
     by_queue[Queue.LLM].activities += [ana.diagnose, ana.plan_exploration, ana.email]
     by_queue[Queue.STORE].activities += [ana.gather_evidence, ana.procedure_plan, ana.list_tasks, ana.read_tasks]
-    inv = build_investigation_activities(services)
+    inv = investigation_activities(services)
     by_queue[Queue.LLM].activities += inv.llm
     by_queue[Queue.STORE].activities += inv.store
     if inv.sandbox:

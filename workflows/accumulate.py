@@ -20,7 +20,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
 
 with workflow.unsafe.imports_passed_through():
-    from bamboo.analysis.models import ExplorationPlan
+    from bamboo.analysis.contract import ExplorationPlan
     from bamboo.extraction.base import ExtractionResult
     from bamboo.extraction.checks import checked_outcome
     from bamboo.models.accumulate import (

@@ -1,6 +1,6 @@
 """AnalyzeTask and BatchAnalyze: diagnose problem tasks from the knowledge graph, durably.
 
-AnalyzeTask (seed 001, ReasoningNavigator; DESIGN.md §3): clues → graph ranking → vector retrieval
+AnalyzeTask (docs/architecture.md): clues → graph ranking → vector retrieval
 (one read-only activity) → LLM diagnosis → (confidence below the threshold) exploratory read-only
 investigation → (known cause) procedure replay with state-changing procedures skipped and listed as
 suggestions → email draft. A step that cannot run says so in `steps` — never a silent no-op.
@@ -16,24 +16,23 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import (
     ActivityError, ApplicationError, ChildWorkflowError, TimeoutError, TimeoutType, WorkflowAlreadyStartedError,
 )
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from bamboo.analysis.models import (
+    from bamboo.analysis.contract import (
         AnalysisResult, AnalyzeInput, BatchAnalyzeInput, BatchAnalyzeProgress, BatchAnalyzeResult, BatchFailure,
-        CapabilityGap, Diagnosis, DiagnoseInput, EmailDraft, EmailInput, Evidence, ExplorationInput, ExplorationPlan,
+        CapabilityGap, Diagnosis, DiagnoseInput, EmailInput, Evidence, ExplorationInput,
         ProcedurePlan, ProcedureStep,
-        ProcedurePlanInput, StepReport, TaskListing, TaskListingInput, TaskPageInput, TaskSource,
+        ProcedurePlanInput, StepReport, TaskListingInput, TaskPageInput, TaskSource,
     )
     from bamboo.analysis.ranked import ranking_diagnosis
     from bamboo.investigation.code import with_task_preamble
-    from workflows import names
     from workflows.batching import innermost_reason, run_bounded_children
-    from bamboo.contract import BATCH, HEARTBEAT, KIND, Kind, LLM_RETRY, Queue, STORE_RETRY, TASK_ID
+    from bamboo.analysis import contract
+    from bamboo.contract import BATCH, KIND, TASK_ID, Kind
     from workflows.sandbox_steps import execute_code, findings
 
 
@@ -66,7 +65,7 @@ def override_reason(diagnosis: Diagnosis) -> str:
     return ""
 
 
-@workflow.defn(name=names.ANALYZE_WORKFLOW)
+@workflow.defn(name=contract.ANALYZE_WORKFLOW)
 class AnalyzeTask:
     def __init__(self) -> None:
         self._stage = "starting"
@@ -87,10 +86,7 @@ class AnalyzeTask:
         gaps: list[CapabilityGap] = []
 
         self._stage = "evidence"
-        evidence: Evidence = await workflow.execute_activity(
-            names.ANALYSIS_GATHER_EVIDENCE, inp, result_type=Evidence, task_queue=Queue.STORE,
-            start_to_close_timeout=timedelta(minutes=2), heartbeat_timeout=HEARTBEAT, retry_policy=STORE_RETRY,
-        )
+        evidence = await workflow.execute_activity(contract.gather_evidence, inp, **contract.EVIDENCE_STEP.options())
         if evidence.clues.task_id is not None:
             workflow.upsert_search_attributes([TASK_ID.value_set(evidence.clues.task_id)])
         notes += evidence.notes
@@ -122,9 +118,8 @@ class AnalyzeTask:
             steps.append(StepReport(step="procedure_replay", status="not_needed", detail="no known cause"))
         else:
             plan = await workflow.execute_activity(
-                names.ANALYSIS_PROCEDURE_PLAN, ProcedurePlanInput(cause=diagnosis.root_cause),
-                result_type=ProcedurePlan, task_queue=Queue.STORE, start_to_close_timeout=timedelta(minutes=1),
-                heartbeat_timeout=HEARTBEAT, retry_policy=STORE_RETRY,
+                contract.procedure_plan, ProcedurePlanInput(cause=diagnosis.root_cause),
+                **contract.PROCEDURE_STEP.options(),
             )
             suggestions = [f"{s.name} (calls state-changing {', '.join(s.state_changing_tools) or 'tools'}; "
                            "run it in an investigation session)" for s in plan.steps if s.disposition == "suggestion"]
@@ -139,12 +134,11 @@ class AnalyzeTask:
                            f"{len(suggestions)} state-changing suggestion(s))"))
 
         self._stage = "email"
-        draft: EmailDraft = await workflow.execute_activity(
-            names.ANALYSIS_EMAIL,
+        draft = await workflow.execute_activity(
+            contract.email,
             EmailInput(task_id=evidence.clues.task_id, task_name=evidence.clues.prose.get("taskName", ""),
                        diagnosis=diagnosis, suggestions=suggestions),
-            result_type=EmailDraft, task_queue=Queue.LLM, start_to_close_timeout=timedelta(minutes=5),
-            heartbeat_timeout=HEARTBEAT, retry_policy=LLM_RETRY,
+            **contract.MODEL_STEP.options(),
         )
         steps.append(StepReport(step="email_draft", status="ran", detail=draft.source))
         if draft.note:
@@ -172,10 +166,9 @@ class AnalyzeTask:
         """Generated read-only code → trust policy → sandbox → re-diagnosis; every exit is recorded."""
         why = f"confidence {diagnosis.confidence:.2f} < {inp.exploration_threshold}"
         try:
-            plan: ExplorationPlan = await workflow.execute_activity(
-                names.ANALYSIS_PLAN_EXPLORATION, ExplorationInput(evidence=evidence, diagnosis=diagnosis),
-                result_type=ExplorationPlan, task_queue=Queue.LLM, start_to_close_timeout=timedelta(minutes=5),
-                heartbeat_timeout=HEARTBEAT, retry_policy=LLM_RETRY,
+            plan = await workflow.execute_activity(
+                contract.plan_exploration, ExplorationInput(evidence=evidence, diagnosis=diagnosis),
+                **contract.MODEL_STEP.options(),
             )
         except ActivityError as exc:
             steps.append(StepReport(step="exploratory_investigation", status="failed",
@@ -239,10 +232,7 @@ class AnalyzeTask:
         """The LLM's diagnosis; if the LLM step fails for good, the ranking's, with the reason recorded."""
         try:
             diagnosis = await workflow.execute_activity(
-                names.ANALYSIS_DIAGNOSE, DiagnoseInput(evidence=evidence, extra_context=extra), result_type=Diagnosis,
-                task_queue=Queue.LLM, start_to_close_timeout=timedelta(minutes=5), heartbeat_timeout=HEARTBEAT,
-                retry_policy=LLM_RETRY,
-            )
+                contract.diagnose, DiagnoseInput(evidence=evidence, extra_context=extra), **contract.MODEL_STEP.options())
         except ActivityError as exc:
             diagnosis = ranking_diagnosis(evidence, note=f"LLM diagnosis failed ({innermost_reason(exc)}); used the graph ranking")
             steps.append(StepReport(step=step, status="failed", detail=diagnosis.note))
@@ -251,7 +241,7 @@ class AnalyzeTask:
         return diagnosis
 
 
-@workflow.defn(name=names.BATCH_ANALYZE_WORKFLOW)
+@workflow.defn(name=contract.BATCH_ANALYZE_WORKFLOW)
 class BatchAnalyze:
     def __init__(self) -> None:
         self._inp: BatchAnalyzeInput | None = None
@@ -301,10 +291,8 @@ class BatchAnalyze:
         if inp.listing is None:
             try:
                 inp.listing = await workflow.execute_activity(
-                    names.ANALYSIS_LIST_TASKS, TaskListingInput(path=inp.path, skip_workflow_ids=inp.skip_workflow_ids),
-                    result_type=TaskListing, task_queue=Queue.STORE, start_to_close_timeout=timedelta(minutes=5),
-                    retry_policy=RetryPolicy(maximum_attempts=5),
-                )
+                    contract.list_tasks, TaskListingInput(path=inp.path, skip_workflow_ids=inp.skip_workflow_ids),
+                    **contract.LIST_STEP.options())
             except ActivityError as exc:
                 self._finished = True
                 raise ApplicationError(f"cannot list tasks at {inp.path}: {innermost_reason(exc)}", non_retryable=True)
@@ -314,10 +302,8 @@ class BatchAnalyze:
 
         async def read_page(offset: int) -> list[TaskSource]:
             return await workflow.execute_activity(
-                names.ANALYSIS_READ_TASKS, TaskPageInput(ref=listing.ref, offset=offset, limit=PAGE),
-                result_type=list[TaskSource], task_queue=Queue.STORE, start_to_close_timeout=timedelta(seconds=20),
-                retry_policy=RetryPolicy(maximum_attempts=10),
-            )
+                contract.read_tasks, TaskPageInput(ref=listing.ref, offset=offset, limit=PAGE),
+                **contract.PAGE_STEP.options())
 
         await run_bounded_children(inp, listing.total, read_page, self._child, self._running, lambda: self._cancelled)
         self._finished = True

@@ -26,22 +26,24 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from typing import TypeVar
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from pydantic import BaseModel, ValidationError
 from temporalio import workflow
-from temporalio.common import RawValue, RetryPolicy
+from temporalio.common import RawValue
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from bamboo.investigation.code import with_task_preamble
-    from bamboo.sandbox.models import SandboxRunResult
-    from bamboo.models.investigation import (
+    from bamboo.sandbox import contract as sandbox
+    from bamboo.sandbox.contract import ExecuteCodeInput
+    from bamboo.investigation.contract import (
         AbandonRequest, Ack, ApprovalsView, AuditBatch, AuditRecord, CapturedRun, CodegenInput, CodegenResult,
-        FinalizeInput, FinalizeRequest, FinalizeResult, GrantInput, IntentInput, IntentResult, InvestigationResult,
+        FinalizeInput, FinalizeRequest, GrantInput, IntentInput, InvestigationResult,
         InvestigationStart, InvestigationState, OperatorMessage, PendingView, PolicyContext, PolicyContextInput,
-        RevokeGrantsInput, RevokeRequest, SandboxRunRequest, SessionStatus, SummaryInput, SummaryResult,
+        RevokeGrantsInput, RevokeRequest, SessionStatus, SummaryInput,
         TRANSCRIPT_KEEP, TranscriptEntry,
     )
     from policy.approvers import DeploymentPolicy, Role, authenticate
@@ -55,14 +57,15 @@ with workflow.unsafe.imports_passed_through():
     from policy.grants import CodePolicy, make_grant, make_session_policy
     from policy.phases import Phase
     from policy.procedures import is_procedure_name
-    from policy.review import ReviewDecision, ReviewOutcome, ReviewRequest, decide_review
+    from policy.review import ReviewDecision, CodeVerdict, ReviewRequest, decide_review
     from policy.revocation import plan_revocation
-    from workflows import names
-    from bamboo.contract import AWAITING_APPROVAL, HEARTBEAT, KIND, Kind, LLM_RETRY, Queue, STORE_RETRY, TASK_ID
+    from bamboo.contract import AWAITING_APPROVAL, KIND, TASK_ID, Kind
+    from bamboo.investigation import contract
 
 
-SANDBOX_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3,
-                            non_retryable_error_types=["SandboxRetryRefused"])
+I = TypeVar("I", bound=BaseModel)
+O = TypeVar("O")
+RUN_TIMEOUT_S = 60.0  # how long an approved block may run in the sandbox
 MAX_STARTUP_REPLAYS = 3
 MAX_RESULT_IN_TRANSCRIPT = 4000
 HYPOTHESIS_REQUEST = "Form a first hypothesis of why this task failed, using read-only tools."
@@ -97,7 +100,7 @@ class _Refused(Exception):
         self.refusal, self.detail = refusal, detail[:MAX_REFUSAL_DETAIL]
 
 
-@workflow.defn(name=names.INVESTIGATION_WORKFLOW)
+@workflow.defn(name=contract.WORKFLOW_NAME)
 class Investigation:
     @workflow.init
     def __init__(self, inp: InvestigationStart) -> None:
@@ -242,9 +245,8 @@ class Investigation:
         turn = st.turn
         self._entry("operator", msg.text, turn=turn, actor=msg.author)
         if not msg.force_tool:
-            intent = await self._llm(names.INVESTIGATION_INTENT,
-                                     IntentInput(session_id=self._inp.session_id, text=msg.text, recent=self._recent()),
-                                     IntentResult)
+            intent = await self._llm(contract.intent,
+                                     IntentInput(session_id=self._inp.session_id, text=msg.text, recent=self._recent()))
             self._entry("intent", f"{intent.intent} (confidence {intent.confidence:.2f}): {intent.reason}", turn=turn)
             if intent.intent == "finding":
                 st.findings.append(msg.text)
@@ -276,10 +278,10 @@ class Investigation:
                 "reason": decision.reason.value, "tools": list(decision.tools), "requester": requester,
                 "policy_version": context.policy.version,
             })
-            if decision.outcome is ReviewOutcome.RUN:
+            if decision.outcome is CodeVerdict.RUN:
                 await self._execute(turn, code, decision, proposal, f"policy:{decision.reason.value}", requester)
                 return False
-            if decision.outcome is ReviewOutcome.REFUSE:
+            if decision.outcome is CodeVerdict.REFUSE:
                 self._entry("refused_run", decision.detail, turn=turn, data={"reason": decision.reason.value})
                 return False
             answer, expired = await self._ask(turn, code, decision, proposal, requester, askers, context)
@@ -346,10 +348,8 @@ class Investigation:
         ):
             grants = [make_grant(name, procedure_code, answer.approver, workflow.now()) for name in decision.tools]
             granted = await workflow.execute_activity(
-                names.INVESTIGATION_GRANT, GrantInput(session_id=self._inp.session_id, turn=turn, grants=grants),
-                result_type=list[str], task_queue=Queue.STORE, start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=STORE_RETRY,
-            )
+                contract.grant, GrantInput(session_id=self._inp.session_id, turn=turn, grants=grants),
+                **contract.STORE_STEP.options())
             for grant in grants:
                 if grant.procedure in granted:
                     self._st.grants[grant.procedure] = grant
@@ -371,14 +371,12 @@ class Investigation:
         st.seq += 1
         run_id = f"investigate:{self._inp.session_id}:t{turn}:{short_hash(decision.code_hash)}:{st.seq}"
         try:
-            out: SandboxRunResult = await workflow.execute_activity(
-                names.EXECUTE_CODE,
-                SandboxRunRequest(run_id=run_id, code=with_task_preamble(code, self._inp.task_id),
-                                  allowed_tools=list(decision.allow_set), actor=approver,
-                                  phase="automatic" if approver == "automatic" else "interactive"),
-                result_type=SandboxRunResult, task_queue=Queue.SANDBOX,
-                start_to_close_timeout=timedelta(minutes=5), heartbeat_timeout=HEARTBEAT, retry_policy=SANDBOX_RETRY,
-            )
+            out = await workflow.execute_activity(
+                sandbox.execute_code,
+                ExecuteCodeInput(run_id=run_id, code=with_task_preamble(code, self._inp.task_id),
+                                 allowed_tools=list(decision.allow_set), actor=approver, timeout_s=RUN_TIMEOUT_S,
+                                 phase="automatic" if approver == "automatic" else "interactive"),
+                **sandbox.SANDBOX_CALL.options())
         except ActivityError as exc:
             detail = _cause(exc)
             self._entry("refused_run", f"the run did not complete: {detail}", turn=turn, data={"run_id": run_id})
@@ -394,11 +392,11 @@ class Investigation:
             "turn": turn, "run_id": run_id, "code_hash": decision.code_hash, "status": out.status,
             "allow_set": list(decision.allow_set), "requester": requester, "denied": denied,
         })
-        summary: SummaryResult = await self._llm(names.INVESTIGATION_SUMMARY, SummaryInput(
+        summary = await self._llm(contract.summary, SummaryInput(
             session_id=self._inp.session_id, request=proposal.summary, code_summary=proposal.summary,
             status=out.status, return_value=out.return_value, error=out.error, stdout=out.stdout.preview,
             denied_calls=denied, tools_called=[c.tool for c in out.calls if c.outcome == "allowed"],
-        ), SummaryResult)
+        ))
         self._entry("reply", summary.reply, turn=turn)
         if not capture:
             return
@@ -417,7 +415,7 @@ class Investigation:
             code = context.catalog.procedure_code[name]
             decision = decide_review(ReviewRequest(phase=Phase.AUTOMATIC, code=code, catalog=context.catalog,
                                                    source="stored_procedure"))
-            if decision.outcome is ReviewOutcome.RUN:
+            if decision.outcome is CodeVerdict.RUN:
                 await self._execute(0, code, decision, CodegenResult(code=code, summary=f"replay of {name}"),
                                     "automatic", self._inp.requester, capture=False)
             else:
@@ -433,7 +431,7 @@ class Investigation:
         decision = decide_review(ReviewRequest(phase=Phase.AUTOMATIC, code=proposal.code, catalog=context.catalog))
         self._entry("code", proposal.code, turn=0, data={"code_hash": decision.code_hash, "phase": "automatic",
                                                           "summary": proposal.summary})
-        if decision.outcome is not ReviewOutcome.RUN:
+        if decision.outcome is not CodeVerdict.RUN:
             self._entry("refused_run", f"start-up probe refused: {decision.detail}", turn=0,
                         data={"reason": decision.reason.value, "state_changing": list(decision.state_changing)})
             self._audit("automatic_refused", "policy", {"code_hash": decision.code_hash,
@@ -450,8 +448,8 @@ class Investigation:
         st = self._st
         actor = (self._finalize.actor if self._finalize else self._abandon.actor if self._abandon else "system")
         resolved = status is SessionStatus.FINALIZED and self._finalize is not None
-        result: FinalizeResult = await workflow.execute_activity(
-            names.INVESTIGATION_FINALIZE,
+        result = await workflow.execute_activity(
+            contract.finalize,
             FinalizeInput(
                 session_id=self._inp.session_id, task_id=self._inp.task_id, symptom=self._inp.symptom,
                 outcome="resolved" if resolved else "abandoned",
@@ -459,8 +457,7 @@ class Investigation:
                 resolution=self._finalize.resolution if resolved else None,
                 actor=actor, findings=st.findings, captured=st.captured,
             ),
-            result_type=FinalizeResult, task_queue=Queue.STORE, start_to_close_timeout=timedelta(minutes=2),
-            heartbeat_timeout=HEARTBEAT, retry_policy=STORE_RETRY,
+            **contract.FINALIZE_STEP.options(),
         )
         st.status = status
         workflow.upsert_search_attributes([AWAITING_APPROVAL.value_set(False)])
@@ -630,11 +627,10 @@ class Investigation:
         if plan.procedures:
             st.audit_seq += 1
             revoked = await workflow.execute_activity(
-                names.INVESTIGATION_REVOKE_GRANTS,
+                contract.revoke_grants,
                 RevokeGrantsInput(session_id=self._inp.session_id, procedures=list(plan.procedures),
                                   actor=request.actor, dedup_key=f"{self._inp.session_id}:revoke:{st.audit_seq}"),
-                result_type=list[str], task_queue=Queue.STORE, start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=STORE_RETRY,
+                **contract.STORE_STEP.options(),
             )
             for name in plan.procedures:
                 st.grants.pop(name, None)
@@ -645,27 +641,21 @@ class Investigation:
                     {"target": request.target, "session_hashes": list(plan.session_hashes), "procedures": revoked})
 
     async def _policy_context(self) -> PolicyContext:
-        context: PolicyContext = await workflow.execute_activity(
-            names.INVESTIGATION_POLICY_CONTEXT,
-            PolicyContextInput(session_id=self._inp.session_id),
-            result_type=PolicyContext, task_queue=Queue.STORE, start_to_close_timeout=timedelta(seconds=60),
-            retry_policy=STORE_RETRY,
-        )
+        context = await workflow.execute_activity(
+            contract.policy_context, PolicyContextInput(session_id=self._inp.session_id),
+            **contract.POLICY_STEP.options())
         self._st.grants = dict(context.grants)
         self._context, self._context_at = context, workflow.now()
         return context
 
     async def _codegen(self, phase: str, request: str) -> CodegenResult:
-        return await self._llm(names.INVESTIGATION_CODEGEN, CodegenInput(
+        return await self._llm(contract.codegen, CodegenInput(
             session_id=self._inp.session_id, phase=phase, request=request, task_id=self._inp.task_id,
             symptom=self._inp.symptom, recent=self._recent(),
-        ), CodegenResult)
+        ))
 
-    async def _llm(self, activity: str, arg, result_type):
-        return await workflow.execute_activity(
-            activity, arg, result_type=result_type, task_queue=Queue.LLM,
-            start_to_close_timeout=timedelta(minutes=5), heartbeat_timeout=HEARTBEAT, retry_policy=LLM_RETRY,
-        )
+    async def _llm(self, step: Callable[[I], Awaitable[O]], arg: I) -> O:
+        return await workflow.execute_activity(step, arg, **contract.MODEL_STEP.options())
 
     async def _guarded(self, work) -> bool:
         """Run a turn; an activity that failed for good ends the turn with a note, never the session."""
@@ -683,9 +673,7 @@ class Investigation:
             return
         batch, self._outbox = self._outbox, []
         await workflow.execute_activity(
-            names.INVESTIGATION_AUDIT, AuditBatch(session_id=self._inp.session_id, records=batch), result_type=int,
-            task_queue=Queue.STORE, start_to_close_timeout=timedelta(seconds=60), retry_policy=STORE_RETRY,
-        )
+            contract.audit, AuditBatch(session_id=self._inp.session_id, records=batch), **contract.POLICY_STEP.options())
 
     def _audit(self, kind: str, actor: str, body: dict) -> None:
         self._st.audit_seq += 1

@@ -1,4 +1,4 @@
-"""Diagnosing a problem task from the knowledge base (seed 001, ReasoningNavigator), read-only.
+"""Diagnosing a problem task from the knowledge base read-only (docs/architecture.md).
 
 clues.py (same routing as accumulation) → queries.py (read-only SQL) → ranking.py → retrieval.py →
 diagnosis.py (LLM, candidates as an enum) / ranked.py (deterministic) → exploration.py and procedures.py

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bamboo.analysis.models import Clue, TaskClues
+from bamboo.analysis.contract import Clue, TaskClues
 from bamboo.extraction.panda.routing import route_task_data, strip_html
 
 STATUS_PREFIX = "TaskStatus"

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from bamboo.analysis.models import NOVEL, Diagnosis, Evidence
+from bamboo.analysis.contract import NOVEL, Diagnosis, Evidence
 from bamboo.analysis.override import (
     DEFINING_MIN_INCIDENTS, DEFINING_SHARE, MIN_REASON_WORDS, OVERRIDE_MIN_CONFIDENCE, ModelAnswer, judge,
 )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from bamboo.analysis.models import EmailDraft, EmailInput
+from bamboo.analysis.contract import EmailDraft, EmailInput
 from bamboo.llm.client import LLMClient
 from bamboo.llm.errors import LLMError
 

@@ -4,8 +4,7 @@ Analysis runs in the automatic phase (nobody is watching), so the model only see
 and the code it writes is re-judged from its text by `decide_review`: anything that would reach a
 state-changing or unknown tool is refused, never run. The code itself runs in the sandbox
 (`execute_code`, on the sandbox queue) with exactly the allow-set decided here.
-A model that returns neither code nor a capability gap is a genuine failure and raises (as the seed's
-explorer does), so the analysis reports the step as failed instead of silently skipping it. In the
+A model that returns neither code nor a capability gap is a genuine failure and raises, so the analysis reports the step as failed instead of silently skipping it. In the
 analysis, code that calls no tool (a bare literal, as the offline model often writes) is not run: it
 cannot learn anything, and running it would cost a sandbox run and a re-diagnosis for nothing.
 """
@@ -16,12 +15,12 @@ import json
 
 from pydantic import BaseModel, Field
 
-from bamboo.analysis.models import CapabilityGap, Diagnosis, Evidence, ExplorationPlan
+from bamboo.analysis.contract import CapabilityGap, Diagnosis, Evidence, ExplorationPlan
 from bamboo.llm.client import LLMClient
 from bamboo.tools.model import ToolSpec
 from policy.catalog import ToolCatalog, ToolFacts
 from policy.phases import Phase, automatic_allow_set
-from policy.review import ReviewOutcome, ReviewRequest, decide_review
+from policy.review import CodeVerdict, ReviewRequest, decide_review
 
 SCHEMA_NAME = "analysis_exploration_code"
 
@@ -55,7 +54,7 @@ def builtin_tool_catalogue() -> tuple[list[ToolSpec], ToolCatalog]:
 
 
 def questions(evidence: Evidence, diagnosis: Diagnosis) -> list[str]:
-    """What the exploration should settle, phrased from the evidence (the seed's synthesised review issues)."""
+    """What the exploration should settle, phrased from the evidence (review issues synthesised from it)."""
     out = [f"The initial diagnosis '{diagnosis.root_cause}' has low confidence ({diagnosis.confidence:.2f}); "
            "find job-level evidence that confirms or rules it out."]
     if len(evidence.candidates) > 1:
@@ -96,7 +95,7 @@ async def plan_read_only_code(llm: LLMClient, *, task_id: int | None, status: st
         return ExplorationPlan(status="nothing_to_do", capability_gaps=gaps,
                                reason="every open question needs a tool that does not exist")
     decision = decide_review(ReviewRequest(phase=Phase.AUTOMATIC, code=out.code, catalog=catalog))
-    if decision.outcome is not ReviewOutcome.RUN:
+    if decision.outcome is not CodeVerdict.RUN:
         return ExplorationPlan(status="refused", code=out.code, capability_gaps=gaps,
                                reason=f"{decision.reason.value}: {decision.detail}")
     return ExplorationPlan(status="run", code=out.code, allowed_tools=sorted(decision.allow_set),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from psycopg_pool import AsyncConnectionPool
 
-from bamboo.analysis.models import Feedback, FeedbackReceipt
+from bamboo.analysis.contract import Feedback, FeedbackReceipt
 from bamboo.analysis.queries import cause_stats, find_cause_name
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from bamboo.analysis.models import NOVEL, CandidateCause, Diagnosis, Evidence, ModelProposal
+from bamboo.analysis.contract import NOVEL, CandidateCause, Diagnosis, Evidence, ModelProposal
 from bamboo.analysis.ranked import (
     grounded_evidence, novel_label, ranking_diagnosis, stored_resolution,
 )

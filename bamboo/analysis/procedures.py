@@ -8,11 +8,11 @@ operator; a procedure recorded as prose only (from a resolution record) is a man
 
 from __future__ import annotations
 
-from bamboo.analysis.models import ProcedurePlan, ProcedureStep
+from bamboo.analysis.contract import ProcedurePlan, ProcedureStep
 from bamboo.analysis.queries import ProcedureRow
 from policy.catalog import ToolCatalog, ToolFacts
 from policy.phases import Phase, replay_allow_set
-from policy.review import ReviewOutcome, ReviewRequest, decide_review
+from policy.review import CodeVerdict, ReviewRequest, decide_review
 
 
 def builtin_catalog(procedure_code: dict[str, str]) -> ToolCatalog:
@@ -34,7 +34,7 @@ def plan_procedures(cause: str, rows: list[ProcedureRow], catalog: ToolCatalog) 
             continue
         decision = decide_review(ReviewRequest(phase=Phase.AUTOMATIC, code=row.code, catalog=catalog,
                                                source="stored_procedure"))
-        if decision.outcome is ReviewOutcome.RUN:
+        if decision.outcome is CodeVerdict.RUN:
             steps.append(ProcedureStep(name=row.name, description=row.description, order=row.order, has_code=True,
                                        disposition="replayable", reason=decision.detail, code=row.code,
                                        allowed_tools=sorted(replay_allow_set(row.name, Phase.AUTOMATIC, catalog))))

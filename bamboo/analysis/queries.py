@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from psycopg_pool import AsyncConnectionPool
 
-from bamboo.analysis.models import Clue
+from bamboo.analysis.contract import Clue
 
 # clue node kind -> the edge kind that links it to a Cause (see bamboo.models.graph.EDGE_SHAPES)
 CAUSE_EDGE_FOR_KIND = {

@@ -11,7 +11,7 @@ whatever the model answered.
 
 from __future__ import annotations
 
-from bamboo.analysis.models import CandidateCause, Diagnosis, Evidence
+from bamboo.analysis.contract import CandidateCause, Diagnosis, Evidence
 
 RANKING_BASIS = "ranking margin: the top candidate's share of the support of the top two"
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from bamboo.analysis.models import CandidateCause, Clue, MatchedClue, NovelLead
+from bamboo.analysis.contract import CandidateCause, Clue, MatchedClue, NovelLead
 from bamboo.analysis.queries import CauseStats, ClueEdge
 
 

@@ -7,7 +7,7 @@ incident summary from the `graphs` table.
 
 from __future__ import annotations
 
-from bamboo.analysis.models import SimilarIncident, TaskClues
+from bamboo.analysis.contract import SimilarIncident, TaskClues
 from bamboo.analysis.queries import graph_summaries
 from bamboo.embeddings.base import Embedder
 from bamboo.store.knowledge import KnowledgeStore

@@ -13,7 +13,7 @@ from bamboo.analysis.clues import extract_clues
 from bamboo.analysis.diagnosis import llm_diagnosis
 from bamboo.analysis.ranked import ranking_diagnosis
 from bamboo.analysis.email import draft_email
-from bamboo.analysis.models import Diagnosis, DiagnoseInput, EmailDraft, EmailInput, Evidence, ProcedurePlan
+from bamboo.analysis.contract import Diagnosis, DiagnoseInput, EmailDraft, EmailInput, Evidence, ProcedurePlan
 from bamboo.analysis.procedures import builtin_catalog, plan_procedures
 from bamboo.analysis.ranking import novel_leads, rank_candidates
 from bamboo.analysis.retrieval import similar_incidents

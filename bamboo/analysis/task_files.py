@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bamboo.analysis.models import TaskSource
+from bamboo.analysis.contract import TaskSource
 from bamboo.models.incident import task_id_problem
 
 MAX_TASK_FILE_BYTES = 8 * 1024 * 1024

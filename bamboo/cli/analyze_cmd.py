@@ -16,16 +16,17 @@ from rich.table import Table
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 
-from bamboo.analysis.models import (
+from bamboo.analysis.contract import (
     AnalysisResult, AnalyzeInput, BatchAnalyzeInput, BatchAnalyzeProgress, BatchAnalyzeResult, Feedback,
     analyze_workflow_id,
 )
+from bamboo.analysis import contract
 from bamboo.analysis.task_files import TaskFileError, list_task_files, read_task_file
 from bamboo.cli.batch_progress import follow_batch
 from bamboo.cli.common import console, fail, run
+from bamboo.contract import Queue
 from bamboo.settings import Settings, get_settings
 
-MAIN_QUEUE = "bamboo"
 
 
 async def _client(settings: Settings) -> Client:
@@ -125,7 +126,7 @@ def print_diagnosis(result: AnalysisResult) -> None:
 async def analyze_once(client: Client, task: dict, threshold: float) -> AnalysisResult:
     wid = analyze_workflow_id(task.get("jediTaskID"), task.get("status"))
     handle = await client.start_workflow(
-        "AnalyzeTask", AnalyzeInput(task_data=task, exploration_threshold=threshold), id=wid, task_queue=MAIN_QUEUE,
+        contract.ANALYZE_WORKFLOW, AnalyzeInput(task_data=task, exploration_threshold=threshold), id=wid, task_queue=Queue.MAIN,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING, result_type=AnalysisResult,
     )
     return await handle.result()
@@ -215,10 +216,10 @@ def analyze_batch(
         if recovered:
             console.print(f"Collected {recovered} analyses that finished while detached.")
         handle = await client.start_workflow(
-            "BatchAnalyze",
+            contract.BATCH_ANALYZE_WORKFLOW,
             BatchAnalyzeInput(batch_id=bid, path=str(path.resolve()), skip_workflow_ids=done_ids,
                               concurrency=concurrency, exploration_threshold=threshold),
-            id=f"analyze-batch:{bid}", task_queue=MAIN_QUEUE, result_type=BatchAnalyzeResult,
+            id=f"analyze-batch:{bid}", task_queue=Queue.MAIN, result_type=BatchAnalyzeResult,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         )
         console.print(f"Batch [bold]{bid}[/]: {len(sources)} tasks, {len(done_ids)} already analysed — "

@@ -31,7 +31,7 @@ from bamboo.approvals.keys import SigningKeyError
 from bamboo.cli.common import console, err_console, fail, run
 from bamboo.cli.review_view import pending_panel, transcript_code
 from bamboo.investigation import client as inv
-from bamboo.models.investigation import PendingView, TranscriptEntry
+from bamboo.investigation.contract import PendingView, TranscriptEntry
 from bamboo.settings import Settings, get_settings
 from bamboo.temporal_client import TemporalUnavailable, connect
 from policy.code_identity import short_hash

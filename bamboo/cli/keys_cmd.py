@@ -202,7 +202,7 @@ def sign_message(
     ttl: float = typer.Option(DEFAULT_TTL_S, "--ttl", min=1),
 ) -> None:
     """Print a signed message, for `temporal workflow signal --name message --input ...`."""
-    from bamboo.models.investigation import OperatorMessage
+    from bamboo.investigation.contract import OperatorMessage
 
     _signed_json(session, "message", OperatorMessage(text=text, author=_identity(identity), force_tool=tool),
                  identity, ttl)
@@ -216,6 +216,6 @@ def sign_revoke(
     ttl: float = typer.Option(DEFAULT_TTL_S, "--ttl", min=1),
 ) -> None:
     """Print a signed revoke request."""
-    from bamboo.models.investigation import RevokeRequest
+    from bamboo.investigation.contract import RevokeRequest
 
     _signed_json(session, "revoke", RevokeRequest(target=target, actor=_identity(identity)), identity, ttl)

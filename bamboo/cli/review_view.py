@@ -15,7 +15,7 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.text import Text
 
-from bamboo.models.investigation import PendingView
+from bamboo.investigation.contract import PendingView
 from policy.code_hazards import find_hazards, visible
 from policy.code_identity import short_hash
 from policy.review_facts import ProcedureView

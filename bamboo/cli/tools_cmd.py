@@ -223,7 +223,7 @@ def mcp_serve(
     if incidents is not None and reader is not None:
         raise _fail("give at most one of --incidents DIR or --reader module:factory")
     if incidents is None and reader is None:
-        reader = "bamboo.store.knowledge_reader:from_settings"  # what populate learned
+        reader = "bamboo.mcp.knowledge_reader:from_settings"  # what populate learned
     if incidents is not None:
         if not incidents.is_dir():
             raise _fail(f"--incidents {incidents} is not a directory")

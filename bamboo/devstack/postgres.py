@@ -18,7 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 from psycopg import sql
 
-from bamboo.devstack.state import pid_alive
+from bamboo.stack_state import pid_alive
 
 # pgserver pulls in platformdirs, which warns about XDG_RUNTIME_DIR on headless hosts: not actionable.
 warnings.filterwarnings("ignore", module=r"platformdirs(\..*)?$")

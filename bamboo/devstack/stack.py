@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from bamboo.devstack.ports import port_open
 from bamboo.devstack.postgres import ensure_app_role, start_postgres, stop_postgres
-from bamboo.devstack.state import ServiceState, StackState, load_state, pid_alive, save_state
+from bamboo.stack_state import ServiceState, StackState, load_state, pid_alive, save_state
 from bamboo.devstack.temporal_server import start_temporal
 from bamboo.settings import Settings
 

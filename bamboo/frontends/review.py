@@ -11,7 +11,7 @@ import difflib
 
 from pydantic import BaseModel
 
-from bamboo.models.investigation import PendingView, TranscriptEntry
+from bamboo.investigation.contract import PendingView, TranscriptEntry
 from policy.decisions import DecisionKind
 from policy.review_facts import ProcedureView
 

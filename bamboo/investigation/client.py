@@ -17,8 +17,9 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.service import RPCError
 
 from bamboo.approvals.keys import DEFAULT_TTL_S, KeyStore, LocalKey
-from bamboo.contract import AWAITING_APPROVAL, KIND, TASK_ID, Kind
-from bamboo.models.investigation import (
+from bamboo.contract import AWAITING_APPROVAL, KIND, TASK_ID, Kind, Queue
+from bamboo.investigation.contract import WORKFLOW_NAME, workflow_id
+from bamboo.investigation.contract import (
     AbandonRequest, Ack, ApprovalsView, FinalizeRequest, InvestigationResult, InvestigationStart, OperatorMessage,
     PendingView, RevokeRequest,
     TranscriptEntry,
@@ -29,9 +30,7 @@ from policy.identity import canonical_identity
 from policy.signing import StatementKind
 
 # Compatibility data, pinned by a test against workflows/names.py (bamboo/ may not import workflows/).
-WORKFLOW_NAME = "Investigation"
-MAIN_QUEUE = "bamboo"
-PENDING_QUERY = "BambooKind = 'investigate' AND BambooAwaitingApproval = true AND ExecutionStatus = 'Running'"
+PENDING_QUERY = f"{KIND.name} = '{Kind.INVESTIGATE}' AND {AWAITING_APPROVAL.name} = true AND ExecutionStatus = 'Running'"
 
 DECISION_ALIASES: dict[str, DecisionKind] = {
     "y": DecisionKind.RUN_ONCE, "yes": DecisionKind.RUN_ONCE, "run": DecisionKind.RUN_ONCE,
@@ -78,9 +77,6 @@ class Speaker:
         return request.model_copy(update={"auth": auth})
 
 
-def workflow_id(session_id: str) -> str:
-    return f"investigate:{session_id}"
-
 
 def session_of(workflow_id_: str) -> str:
     return workflow_id_.removeprefix("investigate:")
@@ -112,7 +108,7 @@ async def start(client: Client, inp: InvestigationStart) -> WorkflowHandle:
         attrs.append(SearchAttributePair(TASK_ID, inp.task_id))
     try:
         return await client.start_workflow(
-            WORKFLOW_NAME, inp, id=workflow_id(inp.session_id), task_queue=MAIN_QUEUE, result_type=InvestigationResult,
+            WORKFLOW_NAME, inp, id=workflow_id(inp.session_id), task_queue=Queue.MAIN, result_type=InvestigationResult,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             search_attributes=TypedSearchAttributes(attrs),
         )

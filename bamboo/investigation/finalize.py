@@ -15,7 +15,7 @@ from __future__ import annotations
 from bamboo.embeddings.base import Embedder
 from bamboo.investigation.procedures import ProcedureRepository
 from bamboo.models.graph import GraphEdge, GraphNode, GraphWrite, KnowledgeGraph, NodeRef
-from bamboo.models.investigation import CapturedRun, FinalizeInput, FinalizeResult
+from bamboo.investigation.contract import CapturedRun, FinalizeInput, FinalizeResult
 from bamboo.store.canonical import canonical_targets, canonicalise_graph
 from bamboo.store.knowledge import KnowledgeStore
 from policy.procedures import is_procedure_name, procedure_name

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 
 from bamboo.investigation.code import TASK_VARIABLE
 from bamboo.llm.client import LLMClient
-from bamboo.models.investigation import (
+from bamboo.investigation.contract import (
     CodegenInput, CodegenResult, IntentInput, IntentResult, SummaryInput, SummaryResult,
 )
 from bamboo.tools.model import ToolSpec

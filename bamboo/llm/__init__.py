@@ -8,7 +8,6 @@ from bamboo.llm.errors import (
     LLMRequestError,
     classify,
     is_retryable,
-    to_application_error,
 )
 from bamboo.llm.schema import schema_name_for, strict_json_schema
 
@@ -23,5 +22,4 @@ __all__ = [
     "local_base_url",
     "schema_name_for",
     "strict_json_schema",
-    "to_application_error",
 ]

@@ -5,7 +5,8 @@ policy, so the SDK's own retry loop is disabled and every failure is classified 
 Transient trouble (timeouts, refused connections, rate limits, server errors) is retryable; a wrong
 key, a wrong model name or a request the endpoint cannot understand will fail the same way on every
 attempt, so it is raised as a non-retryable application error whose message tells the operator
-which setting to fix.
+which setting to fix. The mapping to Temporal's own error type is the activities' (`activities/llm_errors.py`):
+this adapter knows nothing of Temporal.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from enum import StrEnum
 
 import httpx
 import openai
-from temporalio.exceptions import ApplicationError
 
 #: Settings prefixes, so a message names the exact environment variable to change.
 LLM_SETTINGS_PREFIX = "BAMBOO_LLM"
@@ -208,14 +208,3 @@ def _root_message(exc: BaseException) -> str:
 
 def is_retryable(exc: BaseException) -> bool:
     return classify(exc).retryable
-
-
-def to_application_error(exc: BaseException) -> ApplicationError:
-    """The Temporal error an activity should raise for `exc` (``raise to_application_error(e) from e``)."""
-    error = classify(exc)
-    return ApplicationError(
-        error.message,
-        {"kind": error.kind.value, "endpoint": error.endpoint, "model": error.model, "status_code": error.status_code},
-        type=error.error_type,
-        non_retryable=not error.retryable,
-    )

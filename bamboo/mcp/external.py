@@ -30,7 +30,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 from pydantic import BaseModel, Field
 
-from bamboo.mcp.arguments import ArgumentError, validate_arguments
+from bamboo.tools.arguments import ArgumentError, validate_arguments
 from bamboo.mcp.config import McpConfigError, McpServerConfig
 from bamboo.tools.model import ToolOrigin, ToolResult, ToolSpec
 

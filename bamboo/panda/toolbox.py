@@ -13,7 +13,7 @@ from typing import Any
 from opentelemetry import trace
 
 from bamboo.metrics import METRICS
-from bamboo.mcp.arguments import ArgumentError, validate_arguments
+from bamboo.tools.arguments import ArgumentError, validate_arguments
 from bamboo.panda.client import PandaClient
 from bamboo.panda.errors import PandaConfigError, PandaError, PandaNotFound, PandaRefused, PandaUnavailable
 from bamboo.panda.tools import BuiltinTool, builtin_tools

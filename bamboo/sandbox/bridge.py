@@ -23,12 +23,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import jsonschema
 from opentelemetry import trace
 
 from bamboo.audit import AuditEvent, AuditSink
-from bamboo.sandbox.models import BridgeLimits, CallOutcome, CallRecord
+from bamboo.sandbox.models import BridgeLimits
+from bamboo.sandbox.contract import CallOutcome, CallRecord
 from bamboo.sandbox.protocol import PREVIEW_CHARS, safe_text, value_problem
+from bamboo.tools.arguments import ArgumentError, UnusableSchema, validate_arguments
 from bamboo.tools.model import ToolCaller, ToolSpec
 from bamboo.metrics import METRICS
 from policy.scrub import scrub_text, scrub_value
@@ -130,7 +131,6 @@ class ToolBridge:
         self._refuse_state_changing = refuse_state_changing
         self._closed_reason: str | None = None
         self._slots = asyncio.Semaphore(self.limits.max_concurrent_calls)
-        self._validators: dict[str, Any] = {}
         self.calls: list[CallRecord] = []
 
     # -- what the child is told --------------------------------------------------------------
@@ -284,28 +284,12 @@ class ToolBridge:
         if problem is not None:
             return _denied(call_id, f"arguments for {tool!r} are refused: {problem}", "invalid_arguments")
         try:
-            validator = self._validator(spec)
-            if not validator.is_valid(arguments):
-                error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
-                if error is not None:
-                    raise error
-        except jsonschema.ValidationError as exc:
-            where = "/".join(str(p) for p in exc.absolute_path) or "(top level)"
-            message = safe_text(exc.message, MAX_REASON_CHARS)
-            return _denied(call_id, f"invalid arguments for {tool!r} at {where}: {message}", "invalid_arguments")
-        except jsonschema.SchemaError as exc:
-            return _denied(call_id, f"tool {tool!r} has an unusable input schema: {exc.message}", "invalid_schema")
+            validate_arguments(tool, spec.input_schema, arguments)
+        except UnusableSchema as exc:
+            return _denied(call_id, f"tool {tool!r}: {safe_text(str(exc), MAX_REASON_CHARS)}", "invalid_schema")
+        except ArgumentError as exc:
+            return _denied(call_id, safe_text(str(exc), MAX_REASON_CHARS), "invalid_arguments")
         return None
-
-    def _validator(self, spec: ToolSpec) -> Any:
-        """Checked once per tool per run; building a validator per call costs more than the call itself."""
-        validator = self._validators.get(spec.name)
-        if validator is None:
-            cls = jsonschema.validators.validator_for(spec.input_schema)
-            cls.check_schema(spec.input_schema)
-            validator = cls(spec.input_schema)
-            self._validators[spec.name] = validator
-        return validator
 
     async def _dispatch(self, tool: str, arguments: dict[str, Any]) -> _Decision:
         """One allowed call, traced with its tool name and outcome."""

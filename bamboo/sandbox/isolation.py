@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bamboo.sandbox.errors import SandboxUnavailable
-from bamboo.sandbox.models import Isolation, SandboxLimits
+from bamboo.sandbox.contract import Isolation
+from bamboo.sandbox.models import SandboxLimits
 from bamboo.sandbox.seccomp import ChildInstaller, SeccompUnavailable, filter_program, program_fd
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from bamboo.sandbox.models import MemoryGuardKind
+from bamboo.sandbox.contract import MemoryGuardKind
 
 log = logging.getLogger(__name__)
 

@@ -1,16 +1,9 @@
-"""Boundary models of the sandbox: limits, the call log, and what a run reports back."""
+"""The sandbox's limits: how long, how much output, how many calls. What a run is asked and what it
+reports back are the sandbox contract (`bamboo/sandbox/contract.py`)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
-
 from pydantic import BaseModel, ConfigDict, Field
-
-Isolation = Literal["bwrap", "degraded"]
-RunStatus = Literal["ok", "error", "timeout", "output_limit", "memory_limit", "call_limit", "crashed"]
-CallOutcome = Literal["allowed", "denied", "error"]
-Phase = Literal["automatic", "interactive"]
-MemoryGuardKind = Literal["cgroup", "watchdog"]
 
 
 class SandboxLimits(BaseModel):
@@ -63,47 +56,3 @@ class BridgeLimits(BaseModel):
     call_timeout_s: float = Field(default=30.0, gt=0)
     max_result_bytes: int = Field(default=256 * 1024, ge=256)
     max_concurrent_calls: int = Field(default=4, ge=1)
-
-
-class CallRecord(BaseModel):
-    """One bridged call as the operator (not the model) sees it."""
-
-    seq: int
-    tool: str
-    args_sha256: str
-    args_preview: str = Field(default="", description="the arguments as compact JSON, scrubbed, cut to ~200 characters")
-    result_shape: str = Field(default="none", description="what came back, e.g. dict(status, jobs), list[12], str(340 chars)")
-    outcome: CallOutcome
-    reason: str | None = None
-    bytes: int = 0
-    duration_ms: float = 0.0
-    redactions: int = 0
-
-
-class StreamCapture(BaseModel):
-    preview: str = ""
-    total_bytes: int = 0
-    truncated: bool = False
-    redactions: int = 0
-
-
-class SandboxRunResult(BaseModel):
-    """Everything a run produced. ``isolation`` and ``warnings`` say how strong the boundary was."""
-
-    run_id: str
-    status: RunStatus
-    isolation: Isolation
-    warnings: list[str] = Field(default_factory=list)
-    return_value: dict[str, Any] | None = None
-    error: str | None = None
-    stdout: StreamCapture = Field(default_factory=StreamCapture)
-    stderr: StreamCapture = Field(default_factory=StreamCapture)
-    full_output_ref: str | None = Field(default=None, description="blob sha256 of the full scrubbed transcript")
-    calls: list[CallRecord] = Field(default_factory=list, description="the first calls; all of them are in calls_ref")
-    calls_total: int = Field(default=0, description="how many call frames the run sent")
-    calls_ref: str | None = Field(default=None, description="blob sha256 of the full call log when calls is cut short")
-    memory_guard: MemoryGuardKind = Field(
-        default="watchdog", description="how the run's total memory was bounded: a cgroup v2 leaf, or the RSS watchdog")
-    exit_code: int | None = None
-    duration_ms: float = 0.0
-    warm_start: bool = False

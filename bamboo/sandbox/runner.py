@@ -32,7 +32,8 @@ from bamboo.sandbox.bridge import ToolBridge
 from bamboo.sandbox.errors import SandboxUnavailable
 from bamboo.sandbox.isolation import LaunchPlan, plan_launch
 from bamboo.sandbox.memory import CgroupLeaf, CgroupParent, RssWatchdog, RunProcesses, guard_kind
-from bamboo.sandbox.models import Isolation, MemoryGuardKind, OutputLimits, SandboxLimits
+from bamboo.sandbox.contract import Isolation, MemoryGuardKind
+from bamboo.sandbox.models import OutputLimits, SandboxLimits
 from bamboo.sandbox.output import CappedStream
 from bamboo.sandbox.protocol import ProtocolError, decode_frame, encode_frame, quote_bytes, read_frame, read_raw_frame
 from bamboo.sandbox.seccomp import ChildInstaller, program_fd

@@ -22,7 +22,8 @@ from bamboo.audit import AuditSink, BlobSink
 from bamboo.metrics import METRICS
 from bamboo.sandbox.bridge import ToolBridge
 from bamboo.sandbox.errors import SandboxRefused
-from bamboo.sandbox.models import BridgeLimits, CallRecord, Phase, SandboxRunResult, StreamCapture
+from bamboo.sandbox.models import BridgeLimits
+from bamboo.sandbox.contract import CallRecord, Phase, SandboxRunResult, StreamCapture
 from bamboo.sandbox.output import CappedStream, preview
 from bamboo.sandbox.protocol import safe_text, value_problem
 from bamboo.sandbox.runner import ChildOutcome, SandboxRunner

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from psycopg_pool import AsyncConnectionPool
 
-from bamboo.devstack.state import load_state
+from bamboo.stack_state import load_state
 from bamboo.settings import Settings
 from bamboo.store.audit_checkpoint import (
     CHECKPOINT_FILE, KEY_FILE, CheckpointFile, create_signing_key, public_key_path,

@@ -1,4 +1,4 @@
-"""Bounding the tool list for large catalogues (seed 001): which tools a prompt shows, and how.
+"""Bounding the tool list for large catalogues: which tools a prompt shows, and how.
 
 Two controls, and no behaviour change when the catalogue is small:
 

@@ -38,13 +38,13 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from bamboo.analysis.models import AnalysisResult, AnalyzeInput, analyze_workflow_id
+from bamboo.analysis.contract import AnalysisResult, AnalyzeInput, analyze_workflow_id
 from bamboo.analysis.service import AnalysisService
 from bamboo.devstack.ports import free_port
 from bamboo.extraction.labels import normalise_label
 from bamboo.models.accumulate import PopulateInput, PopulateResult
 from bamboo.samples import generate_incidents, write_incidents
-from bamboo.services import build_services
+from worker.services import build_services
 from bamboo.settings import Settings
 from bamboo.temporal_client import connect
 from bench.diagnosis.scripted_models import SCRIPTED

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from bamboo.audit import MemoryAuditSink, MemoryBlobSink
-from bamboo.sandbox import CodeExecutor, SandboxRunner
+from bamboo.sandbox.service import CodeExecutor
+from bamboo.sandbox.runner import SandboxRunner
 from bamboo.sandbox.models import BridgeLimits
 from bamboo.tools.model import ToolResult, ToolSpec
 from bench.sandbox.joblog_corpus import job_log_lines

@@ -58,7 +58,7 @@ def analysis_settings(stack, analysis_llm, panda):
 
 @pytest.fixture(scope="module")
 async def analysis_services(analysis_settings):
-    from bamboo.services import build_services
+    from worker.services import build_services
 
     svc = await build_services(analysis_settings, llm_base_url=analysis_settings.llm_base_url, pool_size=4)
     yield svc

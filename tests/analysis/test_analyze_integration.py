@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bamboo.analysis.feedback import record_feedback
-from bamboo.analysis.models import (
+from bamboo.analysis.contract import (
     AnalysisResult, AnalyzeInput, BatchAnalyzeInput, BatchAnalyzeProgress, BatchAnalyzeResult, Feedback,
     analyze_workflow_id,
 )

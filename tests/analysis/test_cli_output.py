@@ -3,7 +3,7 @@ resolution came from."""
 
 from __future__ import annotations
 
-from bamboo.analysis.models import AnalysisResult, CandidateCause, ModelProposal
+from bamboo.analysis.contract import AnalysisResult, CandidateCause, ModelProposal
 from bamboo.cli.analyze_cmd import print_diagnosis
 from bamboo.cli.common import console
 

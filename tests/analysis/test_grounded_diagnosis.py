@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from bamboo.analysis.models import AnalysisResult, AnalyzeInput, Evidence, analyze_workflow_id
+from bamboo.analysis.contract import AnalysisResult, AnalyzeInput, Evidence, analyze_workflow_id
 from bamboo.analysis.service import AnalysisService
 from tests.analysis.answers import analysis_handler, pick_runner_up, pick_top
 from workflows.analyze import AnalyzeTask
@@ -166,7 +166,7 @@ async def test_analyze_replays_a_procedure_captured_by_investigate(contested, an
     it the same way, or every replay ends in a NameError."""
     from bamboo.investigation.finalize import Finalizer
     from bamboo.investigation.procedures import ProcedureRepository
-    from bamboo.models.investigation import CapturedRun, FinalizeInput
+    from bamboo.investigation.contract import CapturedRun, FinalizeInput
     from policy.code_identity import code_hash
 
     task, evidence = contested

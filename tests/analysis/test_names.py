@@ -3,20 +3,23 @@
 from temporalio import activity, workflow
 
 from activities.analyze import AnalyzeActivities
-from workflows import names
+from bamboo.analysis import contract
+from bamboo.contract import activity_name
 from workflows.analyze import AnalyzeTask, BatchAnalyze
 from worker.registry import WORKFLOWS
 
+STUBS = ("gather_evidence", "diagnose", "plan_exploration", "procedure_plan", "email", "list_tasks", "read_tasks")
+
 
 def test_workflow_names_are_pinned_and_registered():
-    assert workflow._Definition.must_from_class(AnalyzeTask).name == names.ANALYZE_WORKFLOW == "AnalyzeTask"
-    assert workflow._Definition.must_from_class(BatchAnalyze).name == names.BATCH_ANALYZE_WORKFLOW == "BatchAnalyze"
+    assert workflow._Definition.must_from_class(AnalyzeTask).name == contract.ANALYZE_WORKFLOW == "AnalyzeTask"
+    assert workflow._Definition.must_from_class(BatchAnalyze).name == contract.BATCH_ANALYZE_WORKFLOW == "BatchAnalyze"
     assert AnalyzeTask in WORKFLOWS and BatchAnalyze in WORKFLOWS
+    batch = workflow._Definition.must_from_class(BatchAnalyze)
+    assert set(batch.signals) == set(contract.BATCH_SIGNALS) and contract.PROGRESS_QUERY in batch.queries
 
 
-def test_activity_names_are_pinned():
-    got = {activity._Definition.must_from_callable(getattr(AnalyzeActivities, m)).name
-           for m in ("gather_evidence", "diagnose", "procedure_plan", "email", "list_tasks", "read_tasks")}
-    assert got == {names.ANALYSIS_GATHER_EVIDENCE, names.ANALYSIS_DIAGNOSE, names.ANALYSIS_PROCEDURE_PLAN,
-                   names.ANALYSIS_EMAIL, names.ANALYSIS_LIST_TASKS, names.ANALYSIS_READ_TASKS}
-    assert names.ANALYSIS_GATHER_EVIDENCE == "analysis_gather_evidence"
+def test_activity_names_are_pinned_and_implemented_under_the_contracts_name():
+    assert [activity_name(getattr(contract, m)) for m in STUBS] == [f"analysis_{m}" for m in STUBS]
+    for m in STUBS:
+        assert activity._Definition.must_from_callable(getattr(AnalyzeActivities, m)).name == f"analysis_{m}"

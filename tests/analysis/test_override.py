@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from bamboo.analysis.models import NOVEL, CandidateCause, Evidence, MatchedClue, NovelLead, TaskClues
+from bamboo.analysis.contract import NOVEL, CandidateCause, Evidence, MatchedClue, NovelLead, TaskClues
 from bamboo.analysis.override import OVERRIDE_MIN_CONFIDENCE, ModelAnswer, judge
 from bamboo.analysis.ranked import ranking_confidence, ranking_diagnosis
 

@@ -3,7 +3,7 @@ become novel leads without discarding the other clues' evidence."""
 
 from __future__ import annotations
 
-from bamboo.analysis.models import Clue
+from bamboo.analysis.contract import Clue
 from bamboo.analysis.queries import CauseStats, ClueEdge
 from bamboo.analysis.ranking import novel_leads, rank_candidates
 

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from bamboo.analysis.clues import extract_clues
 from bamboo.analysis.diagnosis import answer_model
-from bamboo.analysis.models import NOVEL, Evidence, TaskClues, analyze_workflow_id
+from bamboo.analysis.contract import NOVEL, Evidence, TaskClues, analyze_workflow_id
 from bamboo.analysis.procedures import builtin_catalog, plan_procedures
 from bamboo.analysis.queries import ProcedureRow
 from bamboo.analysis.ranked import ranking_diagnosis

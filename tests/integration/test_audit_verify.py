@@ -55,7 +55,7 @@ def checkpoint(tmp_path):
 async def signing_store(stack, database_url, llm_server, checkpoint):
     """The store as a worker opens it, from the worker's settings: it signs a checkpoint after every
     audit commit."""
-    from bamboo.services import build_services
+    from worker.services import build_services
 
     settings = stack.settings(database_url, llm_server.base_url, audit_checkpoint_file=checkpoint.file,
                               audit_signing_key=checkpoint.key)
@@ -232,7 +232,7 @@ async def test_two_workers_share_one_checkpoint_and_it_only_moves_forward(signin
     """Each worker process signs the heads it commits; the file keeps the newest, whoever wrote it."""
     import asyncio
 
-    from bamboo.services import build_services
+    from worker.services import build_services
 
     settings = stack.settings(database_url, llm_server.base_url, audit_checkpoint_file=checkpoint.file,
                               audit_signing_key=checkpoint.key)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from bamboo.store.knowledge_reader import PgKnowledgeReader
+from bamboo.mcp.knowledge_reader import PgKnowledgeReader
 from tests.conftest import EXAMPLES
 from tests.integration.helpers import populate
 

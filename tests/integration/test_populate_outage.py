@@ -66,7 +66,7 @@ async def _count(url: str, sql: str) -> int:
 
 
 async def test_a_postgres_outage_mid_batch_is_waited_out(stack, client, own_postgres, tmp_path):
-    from bamboo.services import build_services
+    from worker.services import build_services
     from worker.main import run_worker
 
     assert OUTAGE_S > 3 * HEARTBEAT.total_seconds()

@@ -8,8 +8,9 @@ from datetime import timedelta
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from activities.investigation import ProcedureSandboxActivities, build_investigation_activities
-from activities.sandbox import ExecuteCodeInput
+from activities.investigation import ProcedureSandboxActivities
+from worker.wiring import investigation_activities
+from bamboo.sandbox.contract import ExecuteCodeInput
 from bamboo.investigation import client as inv
 from bamboo.investigation.code import with_task_preamble
 from bamboo.investigation.procedure_tools import policy_catalog
@@ -74,7 +75,7 @@ async def _at_least(services, kind, count):
 async def test_bridge_refuses_kill_in_the_automatic_allow_set(new_kills, services, settings, sim):
     """The runtime boundary itself: calls that reach the bridge are refused by resolved name and audited."""
     await _store_procedures(services)
-    wiring = build_investigation_activities(services)
+    wiring = investigation_activities(services)
     sandbox: ProcedureSandboxActivities = wiring.sandbox[0].__self__
     try:
         await _run_bridge_probe(services, sandbox, new_kills)

@@ -8,11 +8,12 @@ import pytest
 from bamboo.investigation import client as inv
 from bamboo.investigation.procedures import ProcedureRepository
 from bamboo.models.graph import GraphNode, GraphWrite, KnowledgeGraph
-from bamboo.models.investigation import SessionStatus
+from bamboo.investigation.contract import SessionStatus
 from policy.code_identity import code_hash
 from policy.decisions import DecisionKind
 from tests.investigation.conftest import entries, READ_CODE, READ_PROC, READ_PROC_CODE, TASK_ID, new_session, wait_for
-from workflows import names
+from bamboo.contract import activity_name
+from bamboo.sandbox import contract as sandbox_contract
 
 pytestmark = pytest.mark.usefixtures("terminate_sessions")
 
@@ -119,17 +120,21 @@ async def test_long_session_continues_as_new_with_its_policies(ops, client, sett
     assert operator_turns == [1, 2, 3, 4, 5]
 
 
-def test_sandbox_request_matches_the_activity_input():
-    from activities.sandbox import ExecuteCodeInput
-    from bamboo.models.investigation import SandboxRunRequest
-
-    request = SandboxRunRequest(run_id="r", code="return {}", allowed_tools=["a"], actor="x", timeout_s=5)
-    assert set(SandboxRunRequest.model_fields) <= set(ExecuteCodeInput.model_fields)
-    assert ExecuteCodeInput.model_validate(request.model_dump()).model_dump(include=set(type(request).model_fields)) == \
-        request.model_dump()
-
-
 def test_names_are_pinned():
-    assert names.INVESTIGATION_WORKFLOW == inv.WORKFLOW_NAME == "Investigation"
+    """Compatibility data: a rename orphans running sessions (docs/versioning.md)."""
+    from temporalio import workflow as wf
+
+    from bamboo.investigation import contract
+    from workflows.investigation import Investigation
+
+    defn = wf._Definition.must_from_class(Investigation)
+    assert defn.name == contract.WORKFLOW_NAME == inv.WORKFLOW_NAME == "Investigation"
     assert inv.workflow_id("s1") == "investigate:s1"
-    assert names.EXECUTE_CODE == "execute_code"
+    assert set(defn.signals) == set(defn.updates) == set(contract.MESSAGES) == {
+        "message", "decide", "revoke", "finalize", "abandon"}
+    assert set(defn.queries) >= set(contract.QUERIES) == {"transcript", "pending", "approvals", "status"}
+    assert [activity_name(getattr(contract, n)) for n in (
+        "intent", "codegen", "summary", "policy_context", "audit", "grant", "revoke_grants", "finalize")] == [
+        "investigation_intent", "investigation_codegen", "investigation_summary", "investigation_policy_context",
+        "investigation_audit", "investigation_grant", "investigation_revoke_grants", "investigation_finalize"]
+    assert activity_name(sandbox_contract.execute_code) == "execute_code"

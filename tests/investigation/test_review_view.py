@@ -9,7 +9,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from bamboo.cli.review_view import pending_panel, transcript_code
-from bamboo.models.investigation import PendingView
+from bamboo.investigation.contract import PendingView
 from policy.catalog import ToolCatalog, ToolFacts
 from policy.code_hazards import HazardKind, find_hazards, visible
 from policy.code_identity import code_hash

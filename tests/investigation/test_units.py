@@ -10,7 +10,7 @@ from bamboo.investigation.client import InvestigationError, parse_decision
 from bamboo.investigation.code import with_task_preamble
 from bamboo.investigation.finalize import procedure_runs
 from bamboo.investigation.procedure_tools import exposed_procedures
-from bamboo.models.investigation import CapturedRun
+from bamboo.investigation.contract import CapturedRun
 from bamboo.tools.model import ToolSpec
 from policy.decisions import DecisionKind
 from tests.investigation.conftest import KILL_PROC, KILL_PROC_CODE, READ_PROC, READ_PROC_CODE

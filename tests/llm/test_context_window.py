@@ -17,7 +17,7 @@ from bamboo.llm import LLMClient
 from bamboo.llm.errors import FailureKind, LLMOutputError, classify
 from bamboo.llm.local import LocalLLMServer
 from bamboo.llm.window import DEFAULT_CONTEXT_WINDOW, ServedModel, probe_served_model, remote_token_counter, resolve_context_window
-from bamboo.models.investigation import CodegenInput
+from bamboo.investigation.contract import CodegenInput
 from bamboo.settings import Settings
 from bamboo.tools.model import ToolSpec
 from bamboo.tools.selection import SelectionConfig, ToolSelector

@@ -15,7 +15,8 @@ from bamboo.embeddings import (
     OpenAIEmbedder,
     build_embedder,
 )
-from bamboo.llm import FailureKind, LLMRequestError, to_application_error
+from bamboo.llm import FailureKind, LLMRequestError
+from activities.llm_errors import to_application_error
 from bamboo.settings import Settings
 from tests.support.scripted_llm import ScriptedLLMServer, fake_embedding
 

@@ -6,7 +6,8 @@ import httpx
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from bamboo.llm import FailureKind, LLMRequestError, classify, is_retryable, to_application_error
+from bamboo.llm import FailureKind, LLMRequestError, classify, is_retryable
+from activities.llm_errors import to_application_error
 from bamboo.llm.errors import EMBEDDING_SETTINGS_PREFIX
 
 REQUEST = httpx.Request("POST", "http://llm.example/v1/chat/completions")

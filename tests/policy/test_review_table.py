@@ -2,7 +2,7 @@
 against the rules written out as a separate oracle, plus invariants that must hold in every cell and the
 scenarios the issues name.
 
-The rules are seed 000's with one tightening: state-changing (or unanalysable) code is never run without a
+The rules are docs/trust-model.md's, including its tightening: state-changing (or unanalysable) code is never run without a
 fresh answer. Session auto-run and durable grants cover read-only code only, auto-run is not offered for
 anything else, and an approved run's allow-set is the tools its review showed."""
 
@@ -18,7 +18,7 @@ from policy.code_identity import code_hash
 from policy.decisions import ALL_CHOICES, ALWAYS_ASK_CHOICES, STATE_CHANGING_CHOICES
 from policy.grants import CodePolicy, ProcedureGrant, SessionPolicy, make_grant, make_session_policy
 from policy.phases import Phase
-from policy.review import ReviewDecision, ReviewOutcome, ReviewReason, ReviewRequest, decide_review
+from policy.review import ReviewDecision, CodeVerdict, ReviewReason, ReviewRequest, decide_review
 
 AT = datetime(2026, 11, 30, 6, 0, tzinfo=timezone.utc)
 P = "proc__p"
@@ -100,21 +100,21 @@ def oracle(phase: Phase, policy: str, grant: str, read_only: str):
     if phase is Phase.AUTOMATIC:
         if read_only == "read_only":
             # Every read-only cell stores read-only code for P, so P is bridged alongside the read-only tools.
-            return ReviewOutcome.RUN, ReviewReason.AUTOMATIC_READ_ONLY, ("get_jobs", "get_task", P), ()
+            return CodeVerdict.RUN, ReviewReason.AUTOMATIC_READ_ONLY, ("get_jobs", "get_task", P), ()
         if read_only == "opaque":
-            return ReviewOutcome.REFUSE, ReviewReason.AUTOMATIC_OPAQUE, (), ()
-        return ReviewOutcome.REFUSE, ReviewReason.AUTOMATIC_STATE_CHANGING, (), ()
+            return CodeVerdict.REFUSE, ReviewReason.AUTOMATIC_OPAQUE, (), ()
+        return CodeVerdict.REFUSE, ReviewReason.AUTOMATIC_STATE_CHANGING, (), ()
 
     allow = shown(grant, read_only)
     choices = ALL_CHOICES if read_only == "read_only" else STATE_CHANGING_CHOICES
     if policy == "always_ask":
-        return ReviewOutcome.ASK, ReviewReason.SESSION_ALWAYS_ASK, allow, ALWAYS_ASK_CHOICES
+        return CodeVerdict.ASK, ReviewReason.SESSION_ALWAYS_ASK, allow, ALWAYS_ASK_CHOICES
     if grant == "procedure_granted" and read_only == "read_only":
-        return ReviewOutcome.RUN, ReviewReason.DURABLE_GRANT, (P,), ()
+        return CodeVerdict.RUN, ReviewReason.DURABLE_GRANT, (P,), ()
     if policy == "auto_run":
         if read_only != "read_only":
-            return ReviewOutcome.ASK, ReviewReason.SESSION_AUTO_RUN_STATE_CHANGING, allow, choices
-        return ReviewOutcome.RUN, ReviewReason.SESSION_AUTO_RUN, allow, ()
+            return CodeVerdict.ASK, ReviewReason.SESSION_AUTO_RUN_STATE_CHANGING, allow, choices
+        return CodeVerdict.RUN, ReviewReason.SESSION_AUTO_RUN, allow, ()
     if grant == "procedure_grant_stale":
         reason = ReviewReason.DURABLE_GRANT_CODE_CHANGED
     elif grant in ("procedure_granted", "granted_plus_raw") and read_only == "opaque":
@@ -125,7 +125,7 @@ def oracle(phase: Phase, policy: str, grant: str, read_only: str):
         reason = ReviewReason.DURABLE_GRANT_MIXED
     else:
         reason = ReviewReason.NEW_CODE
-    return ReviewOutcome.ASK, reason, allow, choices
+    return CodeVerdict.ASK, reason, allow, choices
 
 
 CELLS = list(itertools.product(PHASES, POLICIES, GRANTS, READ_ONLY))
@@ -148,21 +148,21 @@ def test_review_table(phase: Phase, policy: str, grant: str, read_only: str) -> 
 
 
 def _check_invariants(decision: ReviewDecision, phase: Phase, read_only: str) -> None:
-    if decision.outcome is ReviewOutcome.REFUSE:
+    if decision.outcome is CodeVerdict.REFUSE:
         assert decision.allow_set == ()
     if phase is Phase.AUTOMATIC:
-        assert decision.outcome is not ReviewOutcome.ASK  # nobody is there to answer
+        assert decision.outcome is not CodeVerdict.ASK  # nobody is there to answer
         assert "kill_task" not in decision.allow_set and "ask_operator" not in decision.allow_set
-        if decision.outcome is ReviewOutcome.RUN:
+        if decision.outcome is CodeVerdict.RUN:
             assert decision.read_only
     else:
         assert "ask_operator" not in decision.allow_set
-        assert decision.outcome is not ReviewOutcome.REFUSE
+        assert decision.outcome is not CodeVerdict.REFUSE
     if decision.reason is ReviewReason.DURABLE_GRANT:
         assert set(decision.allow_set) <= {P} and not decision.opaque_reasons
     if read_only != "read_only":
         # Nothing that changes state (or cannot be analysed) ever runs without a fresh answer.
-        assert decision.outcome is not ReviewOutcome.RUN
+        assert decision.outcome is not CodeVerdict.RUN
         assert "auto_run" not in [c.value for c in decision.choices]
 
 
@@ -185,10 +185,10 @@ def _automatic(code: str, procedure_code: dict[str, str] | None = None, source: 
 @pytest.mark.parametrize(
     ("stored_code", "outcome", "reason", "suggest"),
     [
-        (PROCEDURE_CODE["read_only"], ReviewOutcome.RUN, ReviewReason.AUTOMATIC_READ_ONLY, False),
-        (PROCEDURE_CODE["state_changing"], ReviewOutcome.REFUSE, ReviewReason.AUTOMATIC_SKIP_AND_SUGGEST, True),
-        (PROCEDURE_CODE["opaque"], ReviewOutcome.REFUSE, ReviewReason.AUTOMATIC_SKIP_AND_SUGGEST, True),
-        ("await tools.ask_operator()", ReviewOutcome.REFUSE, ReviewReason.AUTOMATIC_TOOL_NOT_ALLOWED, True),
+        (PROCEDURE_CODE["read_only"], CodeVerdict.RUN, ReviewReason.AUTOMATIC_READ_ONLY, False),
+        (PROCEDURE_CODE["state_changing"], CodeVerdict.REFUSE, ReviewReason.AUTOMATIC_SKIP_AND_SUGGEST, True),
+        (PROCEDURE_CODE["opaque"], CodeVerdict.REFUSE, ReviewReason.AUTOMATIC_SKIP_AND_SUGGEST, True),
+        ("await tools.ask_operator()", CodeVerdict.REFUSE, ReviewReason.AUTOMATIC_TOOL_NOT_ALLOWED, True),
     ],
 )
 def test_stored_procedure_in_automatic_phase_is_skipped_and_suggested(stored_code, outcome, reason, suggest) -> None:
@@ -208,13 +208,13 @@ def test_stored_procedure_in_automatic_phase_is_skipped_and_suggested(stored_cod
 )
 def test_kill_task_is_refused_in_the_automatic_phase_however_it_is_reached(code: str) -> None:
     decision = _automatic(code, {P: PROCEDURE_CODE["state_changing"]})
-    assert decision.outcome is ReviewOutcome.REFUSE
+    assert decision.outcome is CodeVerdict.REFUSE
     assert "kill_task" in decision.state_changing
 
 
 def test_human_input_tools_are_not_available_unattended() -> None:
     decision = _automatic("await tools.ask_operator('which job?')")
-    assert (decision.outcome, decision.reason) == (ReviewOutcome.REFUSE, ReviewReason.AUTOMATIC_TOOL_NOT_ALLOWED)
+    assert (decision.outcome, decision.reason) == (CodeVerdict.REFUSE, ReviewReason.AUTOMATIC_TOOL_NOT_ALLOWED)
 
 
 # -- interactive scenarios from the issue -------------------------------------------------------------
@@ -255,7 +255,7 @@ def test_session_auto_run_is_bound_to_the_procedure_code_it_was_approved_with() 
     assert _interactive(code, procedures, {key: entry}).reason is ReviewReason.SESSION_AUTO_RUN
     changed = {P: PROCEDURE_CODE["read_only"] + "\nawait tools.get_task(2)"}
     decision = _interactive(code, changed, {key: entry})
-    assert (decision.outcome, decision.reason) == (ReviewOutcome.ASK, ReviewReason.SESSION_AUTO_RUN_PROCEDURE_CHANGED)
+    assert (decision.outcome, decision.reason) == (CodeVerdict.ASK, ReviewReason.SESSION_AUTO_RUN_PROCEDURE_CHANGED)
 
 
 def test_durable_grant_replays_in_a_new_session_until_the_code_changes_or_the_grant_goes() -> None:
@@ -263,7 +263,7 @@ def test_durable_grant_replays_in_a_new_session_until_the_code_changes_or_the_gr
     grants = {P: make_grant(P, procedures, "granter", AT)}
     code = f"summary = await tools.{P}()\nprint(summary)"
     decision = _interactive(code, procedures, grants=grants)
-    assert (decision.outcome, decision.allow_set) == (ReviewOutcome.RUN, (P,))
+    assert (decision.outcome, decision.allow_set) == (CodeVerdict.RUN, (P,))
     changed = {P: PROCEDURE_CODE["read_only"].replace("get_jobs()", "get_jobs(limit=5)")}
     assert _interactive(code, changed, grants=grants).reason is ReviewReason.DURABLE_GRANT_CODE_CHANGED
     assert _interactive(code, procedures, grants={}).reason is ReviewReason.NEW_CODE
@@ -281,7 +281,7 @@ def test_durable_grant_checks_content_not_just_names() -> None:
     ]
     for code in sneaky:
         decision = _interactive(code, procedures, grants=grants)
-        assert decision.outcome is ReviewOutcome.ASK, code
+        assert decision.outcome is CodeVerdict.ASK, code
         assert decision.reason is ReviewReason.DURABLE_GRANT_OPAQUE, code
 
 
@@ -295,7 +295,7 @@ def test_nested_procedures_need_their_own_grants() -> None:
     assert _interactive(code, procedures, grants=outer_only).reason is ReviewReason.DURABLE_GRANT_MIXED
     both = {**outer_only, "proc__inner": make_grant("proc__inner", procedures, "granter", AT)}
     decision = _interactive(code, procedures, grants=both)
-    assert (decision.outcome, decision.allow_set) == (ReviewOutcome.RUN, ("proc__outer",))
+    assert (decision.outcome, decision.allow_set) == (CodeVerdict.RUN, ("proc__outer",))
 
 
 def test_code_without_tool_calls_is_still_reviewed() -> None:
@@ -305,7 +305,7 @@ def test_code_without_tool_calls_is_still_reviewed() -> None:
 def test_a_granted_procedure_name_without_stored_code_is_not_auto_run() -> None:
     grants = {P: ProcedureGrant(procedure=P, code_hash=code_hash("x"), granted_by="granter", granted_at=AT)}
     decision = _interactive(f"await tools.{P}()", {}, grants=grants)
-    assert decision.outcome is ReviewOutcome.ASK
+    assert decision.outcome is CodeVerdict.ASK
 
 
 def test_session_auto_run_never_covers_raw_state_changing_code() -> None:
@@ -313,7 +313,7 @@ def test_session_auto_run_never_covers_raw_state_changing_code() -> None:
     code = "await tools.kill_task(task_id=1)"
     key, entry = make_session_policy(code, CodePolicy.AUTO_RUN, {}, "approver")
     decision = _interactive(code, {}, {key: entry})
-    assert (decision.outcome, decision.reason) == (ReviewOutcome.ASK, ReviewReason.SESSION_AUTO_RUN_STATE_CHANGING)
+    assert (decision.outcome, decision.reason) == (CodeVerdict.ASK, ReviewReason.SESSION_AUTO_RUN_STATE_CHANGING)
     assert "auto_run" not in [c.value for c in decision.choices]
     assert "auto_run" not in [c.value for c in _interactive(code, {}).choices]
 

@@ -376,7 +376,7 @@ async def test_a_tool_error_reaches_the_script_scrubbed_structurally():
     """The bridge passes a tool's error text through scrub_value/scrub_text: the structural finders
     cover it without a change to the bridge."""
     from bamboo.audit import MemoryAuditSink
-    from bamboo.sandbox import ToolBridge
+    from bamboo.sandbox.bridge import ToolBridge
     from bamboo.tools.model import ToolResult
     from tests.sandbox.conftest import SPECS, MemoryToolCaller
 

@@ -24,7 +24,7 @@ from policy.catalog import ToolCatalog, ToolFacts
 from policy.decisions import DecisionKind, DecisionVerdict, OperatorDecision, PendingReview
 from policy.grants import make_grant
 from policy.phases import Phase
-from policy.review import ReviewDecision, ReviewOutcome, ReviewReason, ReviewRequest, decide_review
+from policy.review import ReviewDecision, CodeVerdict, ReviewReason, ReviewRequest, decide_review
 from policy.revocation import RevocationPlan
 from policy.signing import StatementKind
 from tests.policy.sandbox_workflow import PolicyProbeWorkflow
@@ -55,7 +55,7 @@ async def test_policy_decides_inside_the_workflow_sandbox() -> None:
         },
     )
     expected = decide_review(request)
-    assert (expected.outcome, expected.reason) == (ReviewOutcome.RUN, ReviewReason.DURABLE_GRANT)
+    assert (expected.outcome, expected.reason) == (CodeVerdict.RUN, ReviewReason.DURABLE_GRANT)
     pending = PendingReview(session_id="s", turn=1, code_hash=expected.code_hash, requester="requester", read_only=True)
     key = LocalKey("x", Ed25519PrivateKey.generate())
     policy = DeploymentPolicy(approvers=(RegisteredKey(identity="x", public_key=key.public_key,

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from bamboo.audit import MemoryAuditSink, MemoryBlobSink
-from bamboo.sandbox import CodeExecutor, SandboxLimits, SandboxRunner
+from bamboo.sandbox.service import CodeExecutor
+from bamboo.sandbox.models import SandboxLimits
+from bamboo.sandbox.runner import SandboxRunner
 from bamboo.tools.model import ToolResult, ToolSpec
 
 HAS_BWRAP = shutil.which("bwrap") is not None

@@ -11,9 +11,12 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.sandbox import EXECUTE_CODE, ExecuteCodeInput, ExecuteCodeOutput, SandboxActivities
+from activities.sandbox import SandboxActivities
+from bamboo.contract import activity_name
+from bamboo.sandbox import contract
+from bamboo.sandbox.contract import ExecuteCodeInput, SandboxRunResult
 from bamboo.audit import MemoryAuditSink, MemoryBlobSink
-from bamboo.sandbox import SandboxRunner
+from bamboo.sandbox.runner import SandboxRunner
 from tests.sandbox.conftest import HAS_BWRAP, MemoryToolCaller, processes_with_marker, unique_limits, wait_until_gone
 
 ISOLATION = "bwrap" if HAS_BWRAP else "degraded"
@@ -36,7 +39,7 @@ def env_with(heartbeat_timeout_s: float = 0.3, attempt: int = 1) -> tuple[Activi
 
 def test_activity_name_is_pinned():
     _, _, acts = make()
-    assert activity._Definition.must_from_callable(acts.execute_code).name == EXECUTE_CODE == "execute_code"
+    assert activity._Definition.must_from_callable(acts.execute_code).name == activity_name(contract.execute_code) == "execute_code"
 
 
 async def test_runs_code_and_heartbeats_while_the_child_runs():
@@ -49,7 +52,7 @@ async def test_runs_code_and_heartbeats_while_the_child_runs():
         )
     finally:
         await runner.close()
-    assert isinstance(out, ExecuteCodeOutput)
+    assert isinstance(out, SandboxRunResult)
     assert out.status == "ok" and out.return_value == {"status": "running"}
     assert out.stdout.preview == "done\n" and out.full_output_ref
     assert [c.tool for c in out.calls] == ["get_task"]

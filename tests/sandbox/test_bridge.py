@@ -9,7 +9,8 @@ import time
 import pytest
 
 from bamboo.audit import AuditEvent, MemoryAuditSink
-from bamboo.sandbox import BridgeLimits, ToolBridge, bridgeable
+from bamboo.sandbox.models import BridgeLimits
+from bamboo.sandbox.bridge import ToolBridge, bridgeable
 from bamboo.sandbox.bridge import args_digest
 from bamboo.tools.model import ToolResult
 from tests.sandbox.conftest import AWS_KEY, SPECS, MemoryToolCaller
@@ -222,9 +223,30 @@ def test_result_shapes():
     assert result_shape(None) == "none" and result_shape(3) == "int"
 
 
-def test_phase_defaults_to_automatic_at_both_boundaries():
-    from activities.sandbox import ExecuteCodeInput
-    from bamboo.models.investigation import SandboxRunRequest
+def test_phase_defaults_to_automatic_at_the_sandbox_boundary():
+    from bamboo.sandbox.contract import ExecuteCodeInput
 
     assert ExecuteCodeInput(run_id="r", code="").phase == "automatic"
-    assert SandboxRunRequest(run_id="r", code="", allowed_tools=[], actor="a").phase == "automatic"
+
+
+async def test_the_bridge_checks_arguments_with_the_tools_own_validator():
+    """One validator for the bridge and the tools: a misspelt argument of a tool whose schema leaves
+    additionalProperties open is refused at the bridge, naming it, instead of reaching the tool."""
+    from bamboo.tools.model import ToolSpec
+
+    open_schema = {"type": "object", "properties": {"task_id": {"type": "integer"}}, "required": ["task_id"]}
+    bridge, caller, audit = make_bridge(allowed=("get_task",))
+    bridge._specs["get_task"] = ToolSpec(name="get_task", description="d", input_schema=open_schema, read_only=True)
+    reply = await bridge.handle_call(frame(bridge, 1, "get_task", {"task_id": 1, "taskid": 2}))
+    assert reply["denied"] and caller.calls == []
+    assert "'taskid'" in reply["error"] and audit.events[0].body["reason"] == "invalid_arguments"
+
+
+async def test_a_tool_with_an_unusable_schema_is_refused_not_called():
+    from bamboo.tools.model import ToolSpec
+
+    bridge, caller, audit = make_bridge(allowed=("get_task",))
+    bridge._specs["get_task"] = ToolSpec(name="get_task", description="d", input_schema={"type": "nonsense"},
+                                         read_only=True)
+    reply = await bridge.handle_call(frame(bridge, 1, "get_task", {"task_id": 1}))
+    assert reply["denied"] and caller.calls == [] and audit.events[0].body["reason"] == "invalid_schema"

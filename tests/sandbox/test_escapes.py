@@ -644,7 +644,7 @@ return {{}}
 
 # --- budgets -------------------------------------------------------------------------------------
 async def test_call_budget_is_enforced(bw):
-    from bamboo.sandbox import BridgeLimits
+    from bamboo.sandbox.models import BridgeLimits
 
     code = """
 ok = denied = 0
@@ -676,7 +676,7 @@ except ToolDenied as exc:
 
 
 async def test_slow_tool_times_out_per_call(bw):
-    from bamboo.sandbox import BridgeLimits
+    from bamboo.sandbox.models import BridgeLimits
 
     code = "try:\n    await tools.slow_tool()\nexcept ToolError as exc:\n    return {'error': str(exc)}\nreturn {}"
     res = await bw.run(code, allowed={"slow_tool"}, bridge_limits=BridgeLimits(call_timeout_s=0.5))

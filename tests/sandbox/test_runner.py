@@ -6,7 +6,11 @@ import logging
 
 import pytest
 
-from bamboo.sandbox import OutputLimits, SandboxRunner, SandboxUnavailable
+from bamboo.sandbox.models import OutputLimits
+
+from bamboo.sandbox.runner import SandboxRunner
+
+from bamboo.sandbox.errors import SandboxUnavailable
 from bamboo.sandbox import isolation as isolation_mod
 from tests.sandbox.conftest import harness, needs_bwrap, processes_with_marker, unique_limits, wait_until_gone
 

@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-from bamboo.sandbox import generate_stub_module
+from bamboo.sandbox.stubs import generate_stub_module
 from bamboo.sandbox.stubs import python_name, render_docstring
 from bamboo.tools.model import ToolSpec
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from bamboo.sandbox import BridgeLimits
+from bamboo.sandbox.models import BridgeLimits
 
 DENIED_LOOP = """
 n = 0

@@ -14,9 +14,11 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.sandbox import SANDBOX_REFUSED, ExecuteCodeInput, SandboxActivities
+from activities.sandbox import SandboxActivities
+from bamboo.sandbox.contract import SANDBOX_REFUSED, ExecuteCodeInput
 from bamboo.audit import MemoryAuditSink, MemoryBlobSink
-from bamboo.sandbox import SandboxRefused, SandboxRunner, SandboxUnavailable
+from bamboo.sandbox.errors import SandboxRefused, SandboxUnavailable
+from bamboo.sandbox.runner import SandboxRunner
 from bamboo.sandbox import isolation as isolation_mod
 from tests.sandbox.conftest import MemoryToolCaller, harness, processes_with_marker, unique_limits, wait_until_gone
 
@@ -95,7 +97,7 @@ async def test_the_activity_refuses_without_a_retry(mode):
 
 async def test_state_changing_tool_is_refused_at_the_bridge_too(mode):
     """Belt and braces: even a bridge built for a degraded run with kill_task allowed never dispatches it."""
-    from bamboo.sandbox import ToolBridge
+    from bamboo.sandbox.bridge import ToolBridge
     from tests.sandbox.conftest import SPECS
 
     caller = MemoryToolCaller()

@@ -10,7 +10,8 @@ import pytest
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import ActivityEnvironment
 
-from activities.sandbox import ExecuteCodeInput, SandboxActivities
+from bamboo.sandbox.contract import ExecuteCodeInput
+from activities.sandbox import SandboxActivities
 from bamboo.audit import MemoryAuditSink, MemoryBlobSink
 from tests.sandbox.conftest import MemoryToolCaller, harness
 

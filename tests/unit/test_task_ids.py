@@ -8,7 +8,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from bamboo.analysis.models import AnalyzeInput, Feedback, TaskSource
+from bamboo.analysis.contract import AnalyzeInput, Feedback, TaskSource
 from bamboo.analysis.task_files import TaskFileError, read_task_file
 
 TOO_BIG = [2**63, 2**70]

@@ -15,14 +15,14 @@ from pydantic import BaseModel, Field, ValidationError
 from temporalio.client import Client, WorkflowQueryFailedError, WorkflowQueryRejectedError
 from temporalio.service import RPCError
 
-from bamboo.analysis.models import BatchAnalyzeProgress
+from bamboo.analysis.contract import BatchAnalyzeProgress
 from bamboo.approvals.keys import LocalKey
 from bamboo.contract import AWAITING_APPROVAL, KIND, TASK_ID, Kind
 from bamboo.approvals.registry import ApproverRegistry
 from bamboo.audit import AuditEvent
 from bamboo.investigation import client as inv
 from bamboo.models.accumulate import PopulateProgress
-from bamboo.models.investigation import Ack, ApprovalsView, OperatorMessage, PendingView, RevokeRequest, TranscriptEntry
+from bamboo.investigation.contract import Ack, ApprovalsView, OperatorMessage, PendingView, RevokeRequest, TranscriptEntry
 from bamboo.settings import Settings
 from bamboo.store import Store
 from bamboo.store.audit_log import ChainReport

@@ -1,4 +1,4 @@
-"""The Mattermost bot: the seed's commands in channels and threads, on the signed approver identity.
+"""The Mattermost bot: the commands of docs/mattermost.md in channels and threads, on the signed approver identity.
 
 Every request the bot sends a session is signed with the bot's own key (registered with the ``front_end``
 role) for the identity the deployment's user mapping gives the poster's Mattermost user id; the session
@@ -25,7 +25,8 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
-from bamboo.analysis.models import AnalysisResult, AnalyzeInput, analyze_workflow_id
+from bamboo.contract import Queue
+from bamboo.analysis.contract import ANALYZE_WORKFLOW, AnalysisResult, AnalyzeInput, analyze_workflow_id
 from bamboo.approvals.keys import LocalKey
 from bamboo.audit import AuditEvent, AuditSink
 from bamboo.frontends.mattermost.chat import MattermostChat
@@ -34,7 +35,7 @@ from bamboo.frontends.mattermost.render import approvals_post, entry_post, pendi
 from bamboo.frontends.mattermost.users import UserMap
 from bamboo.frontends.review import edit_diff
 from bamboo.investigation import client as inv
-from bamboo.models.investigation import OperatorMessage, RevokeRequest
+from bamboo.investigation.contract import OperatorMessage, RevokeRequest
 from bamboo.settings import Settings
 from policy.decisions import OperatorDecision
 
@@ -162,8 +163,8 @@ class MattermostBot:
         wid = analyze_workflow_id(task.get("jediTaskID"), task.get("status"))
         await self._say(channel, root, f"Analysing task {task_id} (workflow `{wid}`, read-only)…")
         handle = await self.client.start_workflow(
-            "AnalyzeTask", AnalyzeInput(task_data=task, exploration_threshold=self.settings.exploratory_investigation_threshold),
-            id=wid, task_queue=inv.MAIN_QUEUE, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            ANALYZE_WORKFLOW, AnalyzeInput(task_data=task, exploration_threshold=self.settings.exploratory_investigation_threshold),
+            id=wid, task_queue=Queue.MAIN, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             result_type=AnalysisResult)
         result: AnalysisResult = await handle.result()
         lines = [f"**Task {result.task_id} ({result.status})**: root cause **{result.root_cause}** — confidence "

@@ -1,4 +1,4 @@
-"""What a Mattermost post asks for, in the seed's words, parsed without side effects.
+"""What a Mattermost post asks for, in the commands docs/mattermost.md lists, parsed without side effects.
 
 In a channel: ``investigate <task-id|symptom> [--verbose] [--no-hypothesis]`` (opens a thread per session),
 ``analyze <task-id>``, ``/approvals`` (what waits for review). In a session's thread: a review reply

@@ -12,7 +12,7 @@ from bamboo.frontends.review import (
     CHOICE_KEYS, CHOICE_WORDS, effect, flagged_lines, notes, procedure_effect, procedure_notes,
 )
 from bamboo.investigation.client import PendingApproval
-from bamboo.models.investigation import ApprovalsView, PendingView, TranscriptEntry
+from bamboo.investigation.contract import ApprovalsView, PendingView, TranscriptEntry
 from policy.code_hazards import visible
 from policy.code_identity import short_hash
 

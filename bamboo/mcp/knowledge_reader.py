@@ -92,5 +92,5 @@ class PgKnowledgeReader:
 
 
 def from_settings(settings: Settings) -> PgKnowledgeReader:
-    """Factory for `bamboo mcp serve --reader bamboo.store.knowledge_reader:from_settings` (the default)."""
+    """Factory for `bamboo mcp serve --reader bamboo.mcp.knowledge_reader:from_settings` (the default)."""
     return PgKnowledgeReader(settings)

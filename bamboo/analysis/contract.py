@@ -1,16 +1,21 @@
-"""Inputs and outputs of the analysis pipeline.
+"""The analysis contract: the AnalyzeTask and BatchAnalyze workflows' names, their activities (stubs the
+workflows call by reference, with named presets) and every input and output of the pipeline.
 
-Free of service imports so the AnalyzeTask / BatchAnalyze workflows can use them inside Temporal's
-deterministic sandbox. `AnalysisResult` is the shape the seed's ReasoningNavigator returns (root cause,
+Free of service imports so the workflows can use it inside Temporal's deterministic sandbox
+(docs/architecture.md). `AnalysisResult` holds the diagnosis (root cause,
 confidence, resolution, explanation, supporting evidence, capability gaps, email), plus the evidence
 trail an operator needs to judge it.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
+from temporalio.common import RetryPolicy
+
+from bamboo.contract import LLM_CALL, STORE_CALL, activity_stub
 
 from bamboo.models.incident import TaskId, task_id_problem
 
@@ -342,3 +347,63 @@ class BatchAnalyzeResult(BaseModel):
     failed: int
     cancelled: bool
     failures: list[BatchFailure]
+
+
+# ---------------------------------------------------------------------------------------------- names
+# Compatibility data: renaming any of these orphans running analyses (docs/versioning.md).
+ANALYZE_WORKFLOW = "AnalyzeTask"
+BATCH_ANALYZE_WORKFLOW = "BatchAnalyze"
+BATCH_SIGNALS = ("pause", "resume", "cancel")
+PROGRESS_QUERY = "progress"
+# ApplicationError type of a task file or task data that cannot be analysed (not retried).
+TASK_REJECTED = "TaskRejected"
+
+
+# ---------------------------------------------------------------------------------------------- activities
+@activity_stub("analysis_gather_evidence")
+async def gather_evidence(inp: AnalyzeInput) -> Evidence:
+    """Read the task, extract its clues, rank the known causes and retrieve similar incidents."""
+    ...
+
+
+@activity_stub("analysis_diagnose")
+async def diagnose(inp: DiagnoseInput) -> Diagnosis:
+    """The model's diagnosis from the evidence (held to the ranking unless it cites a defining clue)."""
+    ...
+
+
+@activity_stub("analysis_plan_exploration")
+async def plan_exploration(inp: ExplorationInput) -> ExplorationPlan:
+    """Read-only code to gather more evidence when the diagnosis is not confident enough."""
+    ...
+
+
+@activity_stub("analysis_procedure_plan")
+async def procedure_plan(inp: ProcedurePlanInput) -> ProcedurePlan:
+    """The stored procedures of the diagnosed cause: which may be replayed, which are manual."""
+    ...
+
+
+@activity_stub("analysis_email")
+async def email(inp: EmailInput) -> EmailDraft:
+    """The draft message to the task's owner."""
+    ...
+
+
+@activity_stub("analysis_list_tasks")
+async def list_tasks(inp: TaskListingInput) -> TaskListing:
+    """List a batch's task files once and park the list as a blob (a claim check, not history)."""
+    ...
+
+
+@activity_stub("analysis_read_tasks")
+async def read_tasks(page: TaskPageInput) -> list[TaskSource]:
+    """One page of the parked task list."""
+    ...
+
+
+EVIDENCE_STEP = STORE_CALL.but(start_to_close=timedelta(minutes=2), heartbeat=LLM_CALL.heartbeat)
+PROCEDURE_STEP = STORE_CALL.but(heartbeat=LLM_CALL.heartbeat)
+MODEL_STEP = LLM_CALL
+LIST_STEP = STORE_CALL.but(start_to_close=timedelta(minutes=5), retry=RetryPolicy(maximum_attempts=5))
+PAGE_STEP = STORE_CALL.but(start_to_close=timedelta(seconds=20), retry=RetryPolicy(maximum_attempts=10))

@@ -1,4 +1,5 @@
-"""Argument checking against a tool's JSON schema, before anything is dispatched.
+"""Argument checking against a tool's JSON schema, before anything is dispatched: the one validator the
+sandbox bridge, the PanDA toolbox and external MCP tools all use.
 
 A wrong or missing argument must come back to the caller (usually an LLM) as a sentence naming the
 argument, never as an empty result it could mistake for "no data".
@@ -19,10 +20,18 @@ class ArgumentError(ValueError):
     """The arguments do not satisfy the tool's schema; the message says which one and why."""
 
 
+class UnusableSchema(ArgumentError):
+    """The tool's own input schema is not a valid JSON schema: no arguments can be checked against it."""
+
+
 @lru_cache(maxsize=1024)
 def _validator(schema_key: str) -> Any:
     schema = json.loads(schema_key)
     cls = validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise UnusableSchema(f"the tool's input schema is unusable: {exc.message}") from None
     return cls(schema)
 
 

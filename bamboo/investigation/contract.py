@@ -1,4 +1,7 @@
-"""Everything the Investigation workflow exchanges: start input, messages, decisions, views, activity I/O.
+"""The investigation's contract: the workflow's name, messages, queries and search attributes, its activities
+(declared as stubs the workflow calls by reference) and everything they exchange: start input, messages,
+decisions, views, activity I/O. Pure pydantic and definitions; imported by the workflow, the activities,
+the worker and every front end (docs/architecture.md).
 
 The workflow keeps its whole state in ``InvestigationState`` so a continue-as-new carries it unchanged,
 and every query answers from it without touching any service. Decisions reuse the policy package's
@@ -11,11 +14,13 @@ deployment's (``PolicyContext.policy``), never part of what a client sends.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from bamboo.contract import LLM_CALL, STORE_CALL, activity_stub
 
 from policy.approvers import ApprovalRules, DeploymentPolicy
 from policy.catalog import ToolCatalog
@@ -285,18 +290,6 @@ class SummaryResult(BaseModel):
     result_summary: str = ""
 
 
-class SandboxRunRequest(BaseModel):
-    """The ``execute_code`` activity's input as the workflow sends it (workflows may not import activities;
-    a test pins these fields to the activity's own input model)."""
-
-    run_id: str
-    code: str
-    allowed_tools: list[str]
-    actor: str
-    timeout_s: float = 60.0
-    phase: Literal["automatic", "interactive"] = "automatic"
-
-
 class GrantInput(BaseModel):
     session_id: str
     turn: int
@@ -331,3 +324,70 @@ class FinalizeResult(BaseModel):
 
 
 InvestigationStart.model_rebuild()
+
+
+# ---------------------------------------------------------------------------------------------- names
+# Compatibility data: renaming any of these orphans running sessions (docs/versioning.md).
+WORKFLOW_NAME = "Investigation"
+MESSAGES = ("message", "decide", "revoke", "finalize", "abandon")  # each both a signal and an update
+QUERIES = ("transcript", "pending", "approvals", "status")
+
+
+def workflow_id(session_id: str) -> str:
+    return f"investigate:{session_id}"
+
+
+# ---------------------------------------------------------------------------------------------- activities
+@activity_stub("investigation_intent")
+async def intent(inp: IntentInput) -> IntentResult:
+    """Classify an operator message: a question for tools, a finding to keep, or a remark."""
+    ...
+
+
+@activity_stub("investigation_codegen")
+async def codegen(inp: CodegenInput) -> CodegenResult:
+    """The model's next code block for the request, written against the live tool catalogue."""
+    ...
+
+
+@activity_stub("investigation_summary")
+async def summary(inp: SummaryInput) -> SummaryResult:
+    """The model's reading of a run's findings, for the transcript."""
+    ...
+
+
+@activity_stub("investigation_policy_context")
+async def policy_context(inp: PolicyContextInput) -> PolicyContext:
+    """The live catalogue, grants and the deployment's approval policy the workflow decides with."""
+    ...
+
+
+@activity_stub("investigation_audit")
+async def audit(batch: AuditBatch) -> int:
+    """Append the workflow's audit rows (deduplicated by key, so a retry writes nothing twice)."""
+    ...
+
+
+@activity_stub("investigation_grant")
+async def grant(inp: GrantInput) -> list[str]:
+    """Persist durable procedure grants; returns the procedures granted."""
+    ...
+
+
+@activity_stub("investigation_revoke_grants")
+async def revoke_grants(inp: RevokeGrantsInput) -> list[str]:
+    """Clear durable grants; returns the procedures revoked."""
+    ...
+
+
+@activity_stub("investigation_finalize")
+async def finalize(inp: FinalizeInput) -> FinalizeResult:
+    """Store what the session learned: cause, resolution and the procedures approved code defined."""
+    ...
+
+
+# The step presets: model calls on the LLM queue, short store writes, and the longer finalize.
+MODEL_STEP = LLM_CALL
+STORE_STEP = STORE_CALL.but(start_to_close=timedelta(seconds=30))
+POLICY_STEP = STORE_CALL.but(start_to_close=timedelta(seconds=60))
+FINALIZE_STEP = STORE_CALL.but(start_to_close=timedelta(minutes=2), heartbeat=LLM_CALL.heartbeat)

@@ -1,0 +1,103 @@
+"""Builds every activity object the worker registers, from the services built once in ``worker.services``.
+
+The only place collaborators are constructed and handed to activities (docs/architecture.md): the
+sandbox runner, the tool caller behind the bridge, tool selection, the model steps, finalize and the
+approver registry. Activities receive them and build nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from activities.analyze import AnalyzeActivities
+from activities.investigation import InvestigationActivities, ProcedureSandboxActivities
+from bamboo.analysis.service import AnalysisService
+from bamboo.approvals.registry import ApproverRegistry
+from bamboo.investigation.finalize import Finalizer
+from bamboo.investigation.procedure_tools import ProcedureToolCaller
+from bamboo.investigation.procedures import ProcedureRepository
+from bamboo.investigation.turns import TurnModel
+from bamboo.mcp.config import load_servers_config
+from bamboo.mcp.factory import build_tool_caller
+from bamboo.sandbox.errors import SandboxUnavailable
+from bamboo.sandbox.runner import SandboxRunner
+from bamboo.services import Services
+from bamboo.settings import Settings
+from bamboo.store.vectors import PgVectorIndex
+from bamboo.tools.selection import SelectionConfig, ToolSelector, config_namespace
+
+log = logging.getLogger(__name__)
+
+
+def runner_from_settings(settings: Settings) -> SandboxRunner:
+    """The worker's sandbox as configured; raises SandboxUnavailable (one line saying what to fix) when
+    no sandbox of the configured strength can start here."""
+    return SandboxRunner(
+        isolation=settings.sandbox_isolation, pool_size=settings.sandbox_pool_size, seccomp=settings.sandbox_seccomp,
+        uid_first=settings.sandbox_uid_first, uid_count=settings.sandbox_uid_count,
+    )
+
+
+def _servers_fingerprint(settings: Settings) -> str:
+    if settings.mcp_servers_config is None:
+        return "builtin-only"
+    try:
+        return load_servers_config(settings.mcp_servers_config).fingerprint()
+    except Exception as exc:  # noqa: BLE001 — the composite client reports a bad config; selection still works
+        log.warning("tool selection namespace falls back to the config path: %s", exc)
+        return str(settings.mcp_servers_config)
+
+
+def tool_selector(services: Services) -> ToolSelector:
+    """Vectors in pgvector, namespaced by the tool configuration and embedder, so differently configured
+    deployments sharing a database do not thrash each other's catalogue."""
+    settings = services.settings
+    namespace = config_namespace(_servers_fingerprint(settings), services.embedder.model_id, services.embedder.dim)
+    config = SelectionConfig(budget_margin=settings.tool_budget_margin, max_full_schemas=settings.tool_max_full_schemas,
+                             candidate_k=settings.tool_retrieval_candidate_k)
+    return ToolSelector(PgVectorIndex(services.store.pool), services.embedder, namespace, config)
+
+
+def analyze_activities(services: Services) -> AnalyzeActivities:
+    return AnalyzeActivities(analysis=AnalysisService(services), llm=services.llm, blobs=services.store.blobs)
+
+
+@dataclass
+class InvestigationWiring:
+    """What the worker registers: LLM-bound, store-bound and sandbox activities, on their own queues."""
+
+    llm: list[Callable[..., Any]] = field(default_factory=list)
+    store: list[Callable[..., Any]] = field(default_factory=list)
+    sandbox: list[Callable[..., Any]] = field(default_factory=list)
+
+
+def investigation_activities(services: Services) -> InvestigationWiring:
+    """Wire the activities once per worker. Without a usable sandbox interpreter this worker serves no
+    ``execute_code`` (runs wait for a worker that has one) instead of refusing to start at all."""
+    settings, store = services.settings, services.store
+    try:
+        runner: SandboxRunner | None = runner_from_settings(settings)
+        services.closers.append(runner.close)  # pooled children must not outlive the worker
+    except SandboxUnavailable as exc:
+        log.error("this worker will not run sandboxed code: %s", exc)
+        runner = None
+    tools = ProcedureToolCaller(
+        build_tool_caller(settings), ProcedureRepository(store.pool), runner,
+        store.audit, store.blobs, allow_mutating_autorun=settings.allow_mutating_autorun,
+    )
+    selector = tool_selector(services)
+    acts = InvestigationActivities(
+        tools=tools, selector=selector, model=TurnModel(services.llm, selector, settings.llm_context_window),
+        finalizer=Finalizer(store.knowledge, tools.repository, services.embedder, settings.canonical_match_threshold),
+        registry=ApproverRegistry(store.pool, store.audit), audit_log=store.audit,
+        approval_rules=settings.approval_rules(), allow_mutating_autorun=settings.allow_mutating_autorun,
+    )
+    sandbox = [] if runner is None else [
+        ProcedureSandboxActivities(runner=runner, tools=tools, audit=store.audit, blobs=store.blobs).execute_code]
+    return InvestigationWiring(
+        llm=[acts.intent, acts.codegen, acts.summary],
+        store=[acts.policy_context, acts.audit, acts.grant, acts.revoke_grants, acts.finalize],
+        sandbox=sandbox,
+    )
