@@ -22,15 +22,24 @@ from bamboo.analysis.task_files import TaskFileError, list_task_files, read_task
 from activities.llm_errors import to_application_error
 from bamboo.llm.errors import LLMError
 from bamboo.llm.client import LLMClient
+from bamboo.llm.metering import SpendMeter
 from bamboo.store.blobs import PostgresBlobStore
 
 class AnalyzeActivities:
     """Built by the worker (``worker/wiring.py``) with the analysis service, the model and the blob store."""
 
-    def __init__(self, *, analysis: AnalysisService, llm: LLMClient, blobs: PostgresBlobStore) -> None:
+    def __init__(self, *, analysis: AnalysisService, llm: LLMClient, blobs: PostgresBlobStore,
+                 meter: SpendMeter) -> None:
         self.analysis = analysis
         self.llm = llm
         self.blobs = blobs
+        self.meter = meter
+
+    async def _metered(self, work):
+        """A model step: its token usage priced into the result's ``spend``."""
+        with self.meter.metered() as metering:
+            result = await with_heartbeats(work)
+        return result.model_copy(update={"spend": metering.spend})
 
     @implements(contract.gather_evidence)
     async def gather_evidence(self, inp: AnalyzeInput) -> Evidence:
@@ -51,14 +60,14 @@ class AnalyzeActivities:
     @implements(contract.diagnose)
     async def diagnose(self, inp: DiagnoseInput) -> Diagnosis:
         try:
-            return await with_heartbeats(self.analysis.diagnose(inp))
+            return await self._metered(self.analysis.diagnose(inp))
         except LLMError as exc:
             raise to_application_error(exc) from exc
 
     @implements(contract.plan_exploration)
     async def plan_exploration(self, inp: ExplorationInput) -> ExplorationPlan:
         try:
-            return await with_heartbeats(plan_exploration(self.llm, inp.evidence, inp.diagnosis))
+            return await self._metered(plan_exploration(self.llm, inp.evidence, inp.diagnosis))
         except ExplorationError as exc:
             raise ApplicationError(str(exc), type="ExplorationError", non_retryable=True) from None
         except LLMError as exc:
@@ -70,7 +79,7 @@ class AnalyzeActivities:
 
     @implements(contract.email)
     async def email(self, inp: EmailInput) -> EmailDraft:
-        return await with_heartbeats(self.analysis.email(inp))
+        return await self._metered(self.analysis.email(inp))
 
     @implements(contract.list_tasks)
     async def list_tasks(self, inp: TaskListingInput) -> TaskListing:

@@ -23,6 +23,7 @@ from bamboo.investigation.contract import (
 from bamboo.investigation.finalize import Finalizer
 from bamboo.investigation.procedure_tools import ProcedureToolCaller, exposed_procedures, policy_catalog
 from bamboo.investigation.turns import TurnModel
+from bamboo.llm.metering import SpendMeter
 from bamboo.sandbox import contract as sandbox
 from bamboo.sandbox.contract import ExecuteCodeInput, SandboxRunResult
 from bamboo.sandbox.runner import SandboxRunner
@@ -35,7 +36,7 @@ class InvestigationActivities:
 
     def __init__(self, *, tools: ProcedureToolCaller, selector: ToolSelector, model: TurnModel, finalizer: Finalizer,
                  registry: ApproverRegistry, audit_log: AuditSink, approval_rules: ApprovalRules,
-                 allow_mutating_autorun: bool) -> None:
+                 allow_mutating_autorun: bool, meter: SpendMeter) -> None:
         self.tools = tools
         self.repository = tools.repository
         self.selector = selector
@@ -45,10 +46,13 @@ class InvestigationActivities:
         self.audit_log = audit_log
         self.approval_rules = approval_rules
         self.allow_mutating_autorun = allow_mutating_autorun
+        self.meter = meter
 
     async def _llm(self, work):
-        with as_activity_error():
-            return await with_heartbeats(work)
+        """A model step: its failures as Temporal errors, its token usage priced into the result's ``spend``."""
+        with as_activity_error(), self.meter.metered() as metering:
+            result = await with_heartbeats(work)
+        return result.model_copy(update={"spend": metering.spend})
 
     @implements(contract.intent)
     async def intent(self, inp: IntentInput) -> IntentResult:

@@ -57,8 +57,10 @@ KIND = SearchAttributeKey.for_keyword("BambooKind")
 TASK_ID = SearchAttributeKey.for_int("BambooTaskId")
 BATCH = SearchAttributeKey.for_keyword("BambooBatchId")
 AWAITING_APPROVAL = SearchAttributeKey.for_bool("BambooAwaitingApproval")
+SPEND_USD = SearchAttributeKey.for_float("BambooSpendUsd")  # model spend of the run, session or batch so far
 SEARCH_ATTRIBUTES: dict[str, str] = {
     KIND.name: "Keyword", TASK_ID.name: "Int", BATCH.name: "Keyword", AWAITING_APPROVAL.name: "Bool",
+    SPEND_USD.name: "Double",
 }
 
 # A dead worker's activity is retried after this long, not after its start-to-close timeout.

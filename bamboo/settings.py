@@ -10,9 +10,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bamboo.models.spend import Budget, ModelPrice, PriceTable
 from policy.approvers import ApprovalRules
 
 
@@ -52,6 +53,13 @@ class Settings(BaseSettings):
     llm_max_tokens: int = Field(default=768, description="Cap on generated tokens per call; bounds a rambling model")
     llm_local_port: int = 8765
     llm_concurrency: int = 8
+    # --- spend limits (post-call stop-loss; docs/operations.md) ----------------------------
+    llm_prices: dict[str, ModelPrice] = Field(
+        default_factory=dict,
+        description='USD per million tokens by model, as JSON: {"gpt-4o": {"input_per_mtok": 2.5, "output_per_mtok": 10}}')
+    budget_run_usd: float | None = Field(default=None, gt=0, description="one analysis or investigation turn")
+    budget_session_usd: float | None = Field(default=None, gt=0, description="one investigation session")
+    budget_batch_usd: float | None = Field(default=None, gt=0, description="one populate or analyze batch")
     llm_context_window: int = Field(
         default=0, ge=0, description="Tokens of the model's window; 0 = ask the server (llama.cpp, vLLM), else 8192")
 
@@ -124,6 +132,21 @@ class Settings(BaseSettings):
     otel_endpoint: str | None = Field(default=None, description="OTLP/HTTP base URL, e.g. http://collector:4318")
     metrics_bind: str | None = Field(
         default=None, description="host:port where a worker serves Prometheus metrics (/metrics); empty = off")
+
+    @model_validator(mode="after")
+    def _budgets_need_a_price(self) -> "Settings":
+        if self.budget().limited and self.price_table().price(self.llm_model) is None:
+            raise ValueError(f"a spend budget is set but BAMBOO_LLM_PRICES has no price for the model "
+                             f"{self.llm_model!r}; add it or unset the BAMBOO_BUDGET_* settings")
+        return self
+
+    def budget(self) -> Budget:
+        """The deployment's spend limits, as the worker hands them to every run."""
+        return Budget(run_usd=self.budget_run_usd, session_usd=self.budget_session_usd,
+                      batch_usd=self.budget_batch_usd)
+
+    def price_table(self) -> PriceTable:
+        return PriceTable(prices=self.llm_prices)
 
     def resolved_data_dir(self) -> Path:
         return self.data_dir.expanduser().resolve()

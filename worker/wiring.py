@@ -19,6 +19,7 @@ from bamboo.investigation.finalize import Finalizer
 from bamboo.investigation.procedure_tools import ProcedureToolCaller
 from bamboo.investigation.procedures import ProcedureRepository
 from bamboo.investigation.turns import TurnModel
+from bamboo.llm.metering import SpendMeter
 from bamboo.mcp.config import load_servers_config
 from bamboo.mcp.factory import build_tool_caller
 from bamboo.sandbox.errors import SandboxUnavailable
@@ -60,8 +61,13 @@ def tool_selector(services: Services) -> ToolSelector:
     return ToolSelector(PgVectorIndex(services.store.pool), services.embedder, namespace, config)
 
 
+def spend_meter(settings: Settings) -> SpendMeter:
+    return SpendMeter(settings.price_table(), settings.llm_model, settings.budget())
+
+
 def analyze_activities(services: Services) -> AnalyzeActivities:
-    return AnalyzeActivities(analysis=AnalysisService(services), llm=services.llm, blobs=services.store.blobs)
+    return AnalyzeActivities(analysis=AnalysisService(services), llm=services.llm, blobs=services.store.blobs,
+                             meter=spend_meter(services.settings))
 
 
 @dataclass
@@ -93,6 +99,7 @@ def investigation_activities(services: Services) -> InvestigationWiring:
         finalizer=Finalizer(store.knowledge, tools.repository, services.embedder, settings.canonical_match_threshold),
         registry=ApproverRegistry(store.pool, store.audit), audit_log=store.audit,
         approval_rules=settings.approval_rules(), allow_mutating_autorun=settings.allow_mutating_autorun,
+        meter=spend_meter(settings),
     )
     sandbox = [] if runner is None else [
         ProcedureSandboxActivities(runner=runner, tools=tools, audit=store.audit, blobs=store.blobs).execute_code]

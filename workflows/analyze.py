@@ -13,8 +13,11 @@ analysed (named by the starter) are skipped, not redone.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from typing import TypeVar
 
+from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.exceptions import (
     ActivityError, ApplicationError, ChildWorkflowError, TimeoutError, TimeoutType, WorkflowAlreadyStartedError,
@@ -32,7 +35,8 @@ with workflow.unsafe.imports_passed_through():
     from bamboo.investigation.code import with_task_preamble
     from workflows.batching import innermost_reason, run_bounded_children
     from bamboo.analysis import contract
-    from bamboo.contract import BATCH, KIND, TASK_ID, Kind
+    from bamboo.contract import BATCH, KIND, SPEND_USD, TASK_ID, Kind
+    from bamboo.models.spend import Spend, over_budget
     from workflows.sandbox_steps import execute_code, findings
 
 
@@ -65,11 +69,34 @@ def override_reason(diagnosis: Diagnosis) -> str:
     return ""
 
 
+class BudgetSpent(Exception):
+    """A model step was not started: the run's budget is spent."""
+
+
+I = TypeVar("I", bound=BaseModel)
+O = TypeVar("O")
+
+
 @workflow.defn(name=contract.ANALYZE_WORKFLOW)
 class AnalyzeTask:
     def __init__(self) -> None:
         self._stage = "starting"
         self._steps: list[StepReport] = []
+        self._spend = Spend()
+
+    def _budget_spent(self) -> bool:
+        return over_budget(self._spend.usd, self._spend.budget.run_usd)
+
+    async def _model(self, step: Callable[[I], Awaitable[O]], arg: I, *, check: bool = True) -> O:
+        """A model step held to the run's budget (it arrives with each metered result: a post-call stop-loss)."""
+        if check and self._budget_spent():
+            raise BudgetSpent(f"the analysis's model budget is spent (${self._spend.usd:.4f} of "
+                              f"${self._spend.budget.run_usd:.4f})")
+        result = await workflow.execute_activity(step, arg, **contract.MODEL_STEP.options())
+        if result.spend is not None:
+            self._spend = self._spend.plus(result.spend)
+            workflow.upsert_search_attributes([SPEND_USD.value_set(self._spend.usd)])
+        return result
 
     @workflow.query
     def progress(self) -> dict:
@@ -134,12 +161,10 @@ class AnalyzeTask:
                            f"{len(suggestions)} state-changing suggestion(s))"))
 
         self._stage = "email"
-        draft = await workflow.execute_activity(
-            contract.email,
-            EmailInput(task_id=evidence.clues.task_id, task_name=evidence.clues.prose.get("taskName", ""),
-                       diagnosis=diagnosis, suggestions=suggestions),
-            **contract.MODEL_STEP.options(),
-        )
+        # With the budget spent the activity writes the template: the owner still gets the diagnosis.
+        draft = await self._model(contract.email, EmailInput(
+            task_id=evidence.clues.task_id, task_name=evidence.clues.prose.get("taskName", ""),
+            diagnosis=diagnosis, suggestions=suggestions, use_model=not self._budget_spent()), check=False)
         steps.append(StepReport(step="email_draft", status="ran", detail=draft.source))
         if draft.note:
             notes.append(draft.note)
@@ -159,6 +184,7 @@ class AnalyzeTask:
             confidence_basis=diagnosis.confidence_basis, ranking_confidence=diagnosis.ranking_confidence,
             resolution_source="store" if diagnosis.resolution else "none",
             resolution_incidents=diagnosis.resolution_incidents, model_proposal=diagnosis.model,
+            spend=self._spend,
         )
 
     async def _explore(self, inp: AnalyzeInput, evidence: Evidence, diagnosis: Diagnosis, steps: list[StepReport],
@@ -166,10 +192,10 @@ class AnalyzeTask:
         """Generated read-only code → trust policy → sandbox → re-diagnosis; every exit is recorded."""
         why = f"confidence {diagnosis.confidence:.2f} < {inp.exploration_threshold}"
         try:
-            plan = await workflow.execute_activity(
-                contract.plan_exploration, ExplorationInput(evidence=evidence, diagnosis=diagnosis),
-                **contract.MODEL_STEP.options(),
-            )
+            plan = await self._model(contract.plan_exploration, ExplorationInput(evidence=evidence, diagnosis=diagnosis))
+        except BudgetSpent as exc:
+            steps.append(StepReport(step="exploratory_investigation", status="budget_spent", detail=f"{why}; {exc}"))
+            return diagnosis
         except ActivityError as exc:
             steps.append(StepReport(step="exploratory_investigation", status="failed",
                                     detail=f"{why}; planning failed: {innermost_reason(exc)}"))
@@ -231,8 +257,11 @@ class AnalyzeTask:
     async def _diagnose(self, evidence: Evidence, extra: dict, steps: list[StepReport], step: str) -> Diagnosis:
         """The LLM's diagnosis; if the LLM step fails for good, the ranking's, with the reason recorded."""
         try:
-            diagnosis = await workflow.execute_activity(
-                contract.diagnose, DiagnoseInput(evidence=evidence, extra_context=extra), **contract.MODEL_STEP.options())
+            diagnosis = await self._model(contract.diagnose, DiagnoseInput(evidence=evidence, extra_context=extra))
+        except BudgetSpent as exc:
+            diagnosis = ranking_diagnosis(evidence, note=f"{exc}; used the graph ranking")
+            steps.append(StepReport(step=step, status="budget_spent", detail=diagnosis.note))
+            return diagnosis
         except ActivityError as exc:
             diagnosis = ranking_diagnosis(evidence, note=f"LLM diagnosis failed ({innermost_reason(exc)}); used the graph ranking")
             steps.append(StepReport(step=step, status="failed", detail=diagnosis.note))
@@ -305,17 +334,23 @@ class BatchAnalyze:
                 contract.read_tasks, TaskPageInput(ref=listing.ref, offset=offset, limit=PAGE),
                 **contract.PAGE_STEP.options())
 
-        await run_bounded_children(inp, listing.total, read_page, self._child, self._running, lambda: self._cancelled)
+        await run_bounded_children(inp, listing.total, read_page, self._child, self._running,
+                                   lambda: self._cancelled or self._budget_spent())
         self._finished = True
         return BatchAnalyzeResult(batch_id=inp.batch_id, total=listing.total + inp.skipped, done=inp.done,
                                   skipped=inp.skipped, failed=inp.failed_count, cancelled=self._cancelled,
-                                  failures=inp.failed)
+                                  failures=inp.failed, spend=inp.spend, budget_spent=self._budget_spent())
+
+    def _budget_spent(self) -> bool:
+        """Once the batch's analyses spent its budget no new one starts (running ones finish)."""
+        spend = self._inp.spend if self._inp else None
+        return spend is not None and over_budget(spend.usd, spend.budget.batch_usd)
 
     async def _child(self, index: int, source: TaskSource) -> None:
         inp = self._inp
         assert inp is not None
         try:
-            await workflow.execute_child_workflow(
+            result = await workflow.execute_child_workflow(
                 AnalyzeTask.run,
                 AnalyzeInput(source_path=source.path, batch_id=inp.batch_id,
                              exploration_threshold=inp.exploration_threshold),
@@ -323,6 +358,8 @@ class BatchAnalyze:
                 execution_timeout=timedelta(hours=1),
             )
             inp.done += 1
+            inp.spend = inp.spend.plus(result.spend)
+            workflow.upsert_search_attributes([SPEND_USD.value_set(inp.spend.usd)])
         except (ChildWorkflowError, WorkflowAlreadyStartedError) as exc:
             inp.failed_count += 1
             reason = (f"another analysis with id {source.workflow_id()} is running"

@@ -43,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
         AbandonRequest, Ack, ApprovalsView, AuditBatch, AuditRecord, CapturedRun, CodegenInput, CodegenResult,
         FinalizeInput, FinalizeRequest, GrantInput, IntentInput, InvestigationResult,
         InvestigationStart, InvestigationState, OperatorMessage, PendingView, PolicyContext, PolicyContextInput,
-        RevokeGrantsInput, RevokeRequest, SessionStatus, SummaryInput,
+        RevokeGrantsInput, RevokeRequest, SessionStatus, SummaryInput, SummaryResult,
         TRANSCRIPT_KEEP, TranscriptEntry,
     )
     from policy.approvers import DeploymentPolicy, Role, authenticate
@@ -59,8 +59,13 @@ with workflow.unsafe.imports_passed_through():
     from policy.procedures import is_procedure_name
     from policy.review import ReviewDecision, CodeVerdict, ReviewRequest, decide_review
     from policy.revocation import plan_revocation
-    from bamboo.contract import AWAITING_APPROVAL, KIND, TASK_ID, Kind
+    from bamboo.contract import AWAITING_APPROVAL, KIND, SPEND_USD, TASK_ID, Kind
+    from bamboo.models.spend import Spend, over_budget
     from bamboo.investigation import contract
+
+
+class BudgetSpent(Exception):
+    """A model step was not started: the run's or the session's budget is spent."""
 
 
 I = TypeVar("I", bound=BaseModel)
@@ -134,6 +139,10 @@ class Investigation:
     @workflow.query
     def status(self) -> SessionStatus:
         return self._st.status
+
+    @workflow.query
+    def spend(self) -> Spend:
+        return self._st.spend
 
     # ------------------------------------------------------------------ signals and updates
     # Each request has a signal (fire and forget: refusals land in the transcript) and an update of the same
@@ -242,6 +251,7 @@ class Investigation:
         """Handle one operator message; True when the session expired while a review was waiting."""
         st = self._st
         st.turn += 1
+        st.turn_spend = 0.0
         turn = st.turn
         self._entry("operator", msg.text, turn=turn, actor=msg.author)
         if not msg.force_tool:
@@ -392,12 +402,16 @@ class Investigation:
             "turn": turn, "run_id": run_id, "code_hash": decision.code_hash, "status": out.status,
             "allow_set": list(decision.allow_set), "requester": requester, "denied": denied,
         })
-        summary = await self._llm(contract.summary, SummaryInput(
-            session_id=self._inp.session_id, request=proposal.summary, code_summary=proposal.summary,
-            status=out.status, return_value=out.return_value, error=out.error, stdout=out.stdout.preview,
-            denied_calls=denied, tools_called=[c.tool for c in out.calls if c.outcome == "allowed"],
-        ))
-        self._entry("reply", summary.reply, turn=turn)
+        try:
+            summary = await self._llm(contract.summary, SummaryInput(
+                session_id=self._inp.session_id, request=proposal.summary, code_summary=proposal.summary,
+                status=out.status, return_value=out.return_value, error=out.error, stdout=out.stdout.preview,
+                denied_calls=denied, tools_called=[c.tool for c in out.calls if c.outcome == "allowed"],
+            ))
+            self._entry("reply", summary.reply, turn=turn)
+        except BudgetSpent as exc:  # the run happened and is kept for finalize; only its summary is skipped
+            self._budget_stop(exc, turn)
+            summary = SummaryResult(reply="", result_summary=f"{out.status}; not summarised: the model budget is spent")
         if not capture:
             return
         st.captured.append(CapturedRun(
@@ -468,7 +482,7 @@ class Investigation:
         return InvestigationResult(
             session_id=self._inp.session_id, status=status, turns=st.turn, cause=result.cause,
             resolution=result.resolution, procedures=kept,
-            detail=self._abandon.reason if self._abandon else "",
+            detail=self._abandon.reason if self._abandon else "", spend=st.spend,
         )
 
     # ------------------------------------------------------------------ helpers
@@ -655,7 +669,21 @@ class Investigation:
         ))
 
     async def _llm(self, step: Callable[[I], Awaitable[O]], arg: I) -> O:
-        return await workflow.execute_activity(step, arg, **contract.MODEL_STEP.options())
+        """A model step, held to the deployment's budget: once the session's or the turn's spend reached its
+        limit no further call starts (the budget arrives with each metered result: a post-call stop-loss)."""
+        st = self._st
+        budget = st.spend.budget
+        if over_budget(st.spend.usd, budget.session_usd):
+            raise BudgetSpent(f"the session's model budget is spent (${st.spend.usd:.4f} of ${budget.session_usd:.4f})")
+        if over_budget(st.turn_spend, budget.run_usd):
+            raise BudgetSpent(f"this turn's model budget is spent (${st.turn_spend:.4f} of ${budget.run_usd:.4f})")
+        result = await workflow.execute_activity(step, arg, **contract.MODEL_STEP.options())
+        spent = getattr(result, "spend", None)
+        if spent is not None:
+            st.spend = st.spend.plus(spent)
+            st.turn_spend = round(st.turn_spend + spent.usd, 6)
+            workflow.upsert_search_attributes([SPEND_USD.value_set(st.spend.usd)])
+        return result
 
     async def _guarded(self, work) -> bool:
         """Run a turn; an activity that failed for good ends the turn with a note, never the session."""
@@ -667,6 +695,16 @@ class Investigation:
             workflow.upsert_search_attributes([AWAITING_APPROVAL.value_set(False)])
             self._entry("system", f"this step failed and was skipped: {_cause(exc)}")
             return False
+        except BudgetSpent as exc:
+            self._pending = None
+            self._review = None
+            self._budget_stop(exc, self._st.turn)
+            return False
+
+    def _budget_stop(self, exc: BudgetSpent, turn: int) -> None:
+        spend = self._st.spend.model_dump()
+        self._entry("budget", f"{exc}; no further model call is made", turn=turn, data=spend)
+        self._audit("model_budget_stop", "system", {"turn": turn, "reason": str(exc), "spend": spend})
 
     async def _flush(self) -> None:
         if not self._outbox:

@@ -13,9 +13,11 @@ from datetime import timedelta
 from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
+from pydantic.json_schema import SkipJsonSchema
 from temporalio.common import RetryPolicy
 
 from bamboo.contract import LLM_CALL, STORE_CALL, activity_stub
+from bamboo.models.spend import Spend
 
 from bamboo.models.incident import TaskId, task_id_problem
 
@@ -126,6 +128,7 @@ class Diagnosis(BaseModel):
     confidence_basis: str = Field(default="", description="what the confidence measures")
     ranking_confidence: float = Field(default=0.0, ge=0.0, le=1.0,
                                       description="the ranking's margin for its own top candidate")
+    spend: SkipJsonSchema[Spend | None] = None  # set by the activity from the client's meter, never by the model
     resolution_incidents: list[str] = Field(default_factory=list,
                                             description="incidents whose stored resolution is shown")
     model: ModelProposal | None = None
@@ -145,6 +148,7 @@ class ExplorationPlan(BaseModel):
     capability_gaps: list[CapabilityGap] = Field(default_factory=list)
     reason: str = ""
     tools: list[str] = Field(default_factory=list, description="the tools the code calls, as the policy read it")
+    spend: SkipJsonSchema[Spend | None] = None  # set by the activity from the client's meter, never by the model
 
 
 class DiagnoseInput(BaseModel):
@@ -156,7 +160,7 @@ class StepReport(BaseModel):
     """What a conditional step did — or, explicitly, why it did not run."""
 
     step: str
-    status: Literal["ran", "not_needed", "unavailable", "failed"]
+    status: Literal["ran", "not_needed", "unavailable", "failed", "budget_spent"]
     detail: str = ""
 
 
@@ -186,6 +190,7 @@ class EmailInput(BaseModel):
     task_name: str = ""
     diagnosis: Diagnosis
     suggestions: list[str] = Field(default_factory=list)
+    use_model: bool = Field(default=True, description="False once the run's model budget is spent: the template")
 
 
 class EmailDraft(BaseModel):
@@ -193,6 +198,7 @@ class EmailDraft(BaseModel):
     body: str
     source: Literal["llm", "template"] = "llm"
     note: str = ""
+    spend: SkipJsonSchema[Spend | None] = None  # set by the activity from the client's meter, never by the model
 
 
 class AnalyzeInput(BaseModel):
@@ -245,6 +251,7 @@ class AnalysisResult(BaseModel):
         default="none", description="store: the resolution recorded for the chosen cause; none: nothing stored")
     resolution_incidents: list[str] = Field(default_factory=list)
     model_proposal: ModelProposal | None = None
+    spend: Spend = Field(default_factory=Spend, description="this analysis's model calls, tokens and USD")
 
 
 class Feedback(BaseModel):
@@ -321,6 +328,7 @@ class BatchAnalyzeInput(BaseModel):
     failed: list[BatchFailure] = Field(default_factory=list)
     failed_count: int = 0
     paused: bool = False
+    spend: Spend = Field(default_factory=Spend, description="the analyses' model spend so far")
     generation: int = 0
 
 
@@ -347,6 +355,8 @@ class BatchAnalyzeResult(BaseModel):
     failed: int
     cancelled: bool
     failures: list[BatchFailure]
+    spend: Spend = Field(default_factory=Spend, description="the batch's model calls, tokens and USD")
+    budget_spent: bool = Field(default=False, description="stopped starting analyses: the batch budget is spent")
 
 
 # ---------------------------------------------------------------------------------------------- names

@@ -47,6 +47,9 @@ async def draft_email(llm: LLMClient, inp: EmailInput) -> EmailDraft:
     # The model's own proposal stays out: a refused one must not reach the owner through the email.
     ask = {"task_id": inp.task_id, "task_name": inp.task_name, "diagnosis": inp.diagnosis.model_dump(exclude={"model"}),
            "operator_suggestions": inp.suggestions}
+    if not inp.use_model:
+        return EmailDraft(subject=subject(inp), body=template_body(inp), source="template",
+                          note="the model budget is spent; template used")
     try:
         body = (await llm.text(system=SYSTEM, user=json.dumps(ask, default=str))).strip()
     except LLMError as exc:

@@ -102,6 +102,11 @@ def _store_refused(exc: BaseException) -> str:
 
 
 def _validation(exc: Any) -> str:
+    if exc.title == "Settings":  # name the environment variable the operator set, not the field
+        problems = "; ".join(
+            f"{'BAMBOO_' + str(e['loc'][0]).upper() if e['loc'] else 'the BAMBOO_ settings'}: "
+            f"{e['msg'].removeprefix('Value error, ')}" for e in exc.errors()[:3])
+        return f"invalid configuration: {problems}; fix the environment (or .env) and run again"
     problems = "; ".join(
         f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg'].removeprefix('Value error, ')}"
         for e in exc.errors()[:3])

@@ -19,8 +19,10 @@ from enum import Enum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
 from bamboo.contract import LLM_CALL, STORE_CALL, activity_stub
+from bamboo.models.spend import Spend
 
 from policy.approvers import ApprovalRules, DeploymentPolicy
 from policy.catalog import ToolCatalog
@@ -115,7 +117,7 @@ class Ack(BaseModel):
 
 EntryKind = Literal[
     "operator", "intent", "finding", "code", "review", "decision", "refused_decision", "run", "reply", "policy",
-    "revoke", "grant", "hypothesis", "suggestion", "refused_run", "refused_request", "system",
+    "revoke", "grant", "hypothesis", "suggestion", "refused_run", "refused_request", "system", "budget",
 ]
 
 
@@ -194,6 +196,8 @@ class InvestigationState(BaseModel):
     continued: int = 0
     # Nonces of signed requests already used, with their expiry: a replay is refused until it expires anyway.
     seen_nonces: dict[str, datetime] = Field(default_factory=dict)
+    spend: Spend = Field(default_factory=Spend, description="the session's model calls so far")
+    turn_spend: float = Field(default=0.0, description="USD of the current turn's model calls")
 
 
 class InvestigationResult(BaseModel):
@@ -204,6 +208,7 @@ class InvestigationResult(BaseModel):
     resolution: str | None = None
     procedures: list[str] = Field(default_factory=list)
     detail: str = ""
+    spend: Spend = Field(default_factory=Spend, description="the session's model calls, tokens and USD")
 
 
 # --- activity I/O --------------------------------------------------------------------------------
@@ -249,6 +254,7 @@ class IntentResult(BaseModel):
     intent: Literal["tool", "finding"]
     confidence: float = Field(ge=0.0, le=1.0)
     reason: str = ""
+    spend: SkipJsonSchema[Spend | None] = None  # set by the activity from the client's meter, never by the model
 
 
 Phase = Literal["automatic", "interactive"]
@@ -271,6 +277,7 @@ class CodegenResult(BaseModel):
     reason: str = Field(default="", description="why no code, when code is None")
     tools_shown: list[str] = Field(default_factory=list)
     tools_omitted: list[str] = Field(default_factory=list)
+    spend: Spend | None = None
 
 
 class SummaryInput(BaseModel):
@@ -288,6 +295,7 @@ class SummaryInput(BaseModel):
 class SummaryResult(BaseModel):
     reply: str
     result_summary: str = ""
+    spend: SkipJsonSchema[Spend | None] = None  # set by the activity from the client's meter, never by the model
 
 
 class GrantInput(BaseModel):
@@ -330,7 +338,7 @@ InvestigationStart.model_rebuild()
 # Compatibility data: renaming any of these orphans running sessions (docs/versioning.md).
 WORKFLOW_NAME = "Investigation"
 MESSAGES = ("message", "decide", "revoke", "finalize", "abandon")  # each both a signal and an update
-QUERIES = ("transcript", "pending", "approvals", "status")
+QUERIES = ("transcript", "pending", "approvals", "status", "spend")
 
 
 def workflow_id(session_id: str) -> str:

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 from bamboo.llm.errors import LLMError, LLMOutputError, classify
 from bamboo.metrics import METRICS
 from bamboo.llm.schema import schema_name_for, strict_json_schema
+from bamboo.llm.metering import record_usage
 from bamboo.settings import Settings
 
 T = TypeVar("T", bound=BaseModel)
@@ -197,6 +198,7 @@ class LLMClient:
             choices = completion.get("choices") or []
         except Exception as exc:  # every failure leaves classified; the cause stays attached
             raise classify(exc, endpoint=self.base_url, model=self.model, timeout_s=self.timeout_s) from exc
+        record_usage(completion.get("usage"))  # counted against the running activity's budget
         if not choices:
             return None, None
         choice = choices[0] or {}

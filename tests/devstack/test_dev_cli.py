@@ -97,3 +97,15 @@ def test_the_embedded_app_role_cannot_rewrite_the_audit_log(dev_env):
     verify = _bamboo(["audit", "verify"], env)
     assert verify.returncode == 0 and "intact" in verify.stdout, verify.stderr
     assert "owner" not in verify.stdout, verify.stdout
+
+
+@pytest.mark.parametrize("setting, value, named", [
+    ("BAMBOO_LLM_CONCURRENCY", "many", "BAMBOO_LLM_CONCURRENCY"),
+    ("BAMBOO_BUDGET_SESSION_USD", "2", "BAMBOO_LLM_PRICES"),  # a budget for a model without a price
+])
+def test_an_invalid_setting_is_one_line_naming_the_variable(dev_env, setting, value, named):
+    env, _, _ = dev_env
+    out = _bamboo(["dev", "status"], {**env, setting: value, "BAMBOO_LLM_MODEL": "gpt-x"})
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert out.returncode != 0 and len(lines) == 1, out.stderr
+    assert named in lines[0] and "fix the environment" in lines[0]

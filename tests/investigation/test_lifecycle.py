@@ -132,7 +132,7 @@ def test_names_are_pinned():
     assert inv.workflow_id("s1") == "investigate:s1"
     assert set(defn.signals) == set(defn.updates) == set(contract.MESSAGES) == {
         "message", "decide", "revoke", "finalize", "abandon"}
-    assert set(defn.queries) >= set(contract.QUERIES) == {"transcript", "pending", "approvals", "status"}
+    assert set(defn.queries) >= set(contract.QUERIES) == {"transcript", "pending", "approvals", "status", "spend"}
     assert [activity_name(getattr(contract, n)) for n in (
         "intent", "codegen", "summary", "policy_context", "audit", "grant", "revoke_grants", "finalize")] == [
         "investigation_intent", "investigation_codegen", "investigation_summary", "investigation_policy_context",
