@@ -7,6 +7,7 @@ stack on a laptop and against a Temporal cluster and a managed Postgres in produ
 from __future__ import annotations
 
 from functools import lru_cache
+from urllib.parse import urlsplit, urlunsplit
 from pathlib import Path
 from typing import Any, Literal
 
@@ -15,6 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bamboo.models.spend import Budget, ModelPrice, PriceTable
 from policy.approvers import ApprovalRules
+from policy.secret_names import is_secret_name
 
 
 class Settings(BaseSettings):
@@ -166,21 +168,31 @@ class Settings(BaseSettings):
         out: dict[str, Any] = {}
         for name, value in self.model_dump().items():
             if isinstance(getattr(self, name), SecretStr):
-                out[name] = "********" if value else None
-            elif name.endswith("_url") and isinstance(value, str) and "@" in value:
-                out[name] = _mask_url_password(value)
+                out[name] = MASK if value else None
+            elif isinstance(value, str) and "://" in value:  # any URL: endpoints, DSNs, OTLP
+                out[name] = mask_url(value)
             else:
                 out[name] = str(value) if isinstance(value, Path) else value
         return out
 
 
-def _mask_url_password(url: str) -> str:
-    scheme, _, rest = url.partition("://")
-    creds, at, host = rest.rpartition("@")
-    if not at:
-        return url
-    user = creds.split(":", 1)[0]
-    return f"{scheme}://{user}:********@{host}"
+def mask_url(url: str) -> str:
+    """The URL with its password and every secret-named query parameter (``password=``, ``token=``,
+    ``api_key=``, ...) replaced: safe to print. Structure and other parameters stay readable."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        creds, _, host = netloc.rpartition("@")
+        user, colon, _ = creds.partition(":")
+        # user:password keeps the user; a lone userinfo may be a token (https://TOKEN@host) and is masked whole
+        netloc = f"{user}:{MASK}@{host}" if colon else f"{MASK}@{host}"
+    query = "&".join(
+        f"{key}={MASK}" if is_secret_name(key) else (f"{key}={val}" if eq else key)
+        for key, eq, val in (item.partition("=") for item in parts.query.split("&") if item))
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+MASK = "********"
 
 
 @lru_cache(maxsize=1)

@@ -59,9 +59,14 @@ def test_taken_port_is_a_clear_error(dev_env):
 
 def test_config_show_masks_secrets(dev_env):
     env, _, _ = dev_env
-    env = dict(env, BAMBOO_LLM_API_KEY="sk-very-secret", BAMBOO_DATABASE_URL="postgresql://u:hunter2@db/x")
+    env = dict(env, BAMBOO_LLM_API_KEY="sk-very-secret", BAMBOO_DATABASE_URL="postgresql://u:hunter2@db/x",
+               BAMBOO_LLM_BASE_URL="https://llm.example/v1?api_key=qwerty-key&region=eu",
+               BAMBOO_OTEL_ENDPOINT="http://collector:4318?token=otel-token",
+               BAMBOO_EMBEDDING_BASE_URL="https://ghp-like-token@embed.example/v1")
     out = _bamboo(["config", "show", "--json"], env).stdout
-    assert "sk-very-secret" not in out and "hunter2" not in out and "********" in out
+    for secret in ("sk-very-secret", "hunter2", "qwerty-key", "otel-token", "ghp-like-token"):
+        assert secret not in out, secret
+    assert "********" in out and "region=eu" in out and "collector:4318" in out
 
 
 def test_up_right_after_postgres_was_killed_is_not_a_traceback(dev_env):
