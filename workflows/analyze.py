@@ -184,7 +184,7 @@ class AnalyzeTask:
             confidence_basis=diagnosis.confidence_basis, ranking_confidence=diagnosis.ranking_confidence,
             resolution_source="store" if diagnosis.resolution else "none",
             resolution_incidents=diagnosis.resolution_incidents, model_proposal=diagnosis.model,
-            spend=self._spend,
+            spend=self._spend, explanation_source=diagnosis.explanation_source, email_source=draft.source,
         )
 
     async def _explore(self, inp: AnalyzeInput, evidence: Evidence, diagnosis: Diagnosis, steps: list[StepReport],

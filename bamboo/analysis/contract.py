@@ -124,6 +124,8 @@ class Diagnosis(BaseModel):
     source: Literal["llm", "ranking"] = Field(
         default="llm", description="llm: the model was consulted; ranking: its step failed and was not")
     note: str = ""
+    explanation_source: Literal["llm", "ranking"] = Field(
+        default="ranking", description="llm: the model's explanation passed the grounding checks")
     cause_source: CauseSource = Field(default="ranking", description="who chose the cause")
     confidence_basis: str = Field(default="", description="what the confidence measures")
     ranking_confidence: float = Field(default=0.0, ge=0.0, le=1.0,
@@ -252,6 +254,8 @@ class AnalysisResult(BaseModel):
     resolution_incidents: list[str] = Field(default_factory=list)
     model_proposal: ModelProposal | None = None
     spend: Spend = Field(default_factory=Spend, description="this analysis's model calls, tokens and USD")
+    explanation_source: Literal["llm", "ranking"] = "ranking"
+    email_source: Literal["llm", "template"] = "template"
 
 
 class Feedback(BaseModel):

@@ -1,7 +1,9 @@
-"""A resolution email draft for the task owner: written by the LLM, from a template if it cannot.
+"""A resolution email draft for the task owner: written by the LLM, from the stored knowledge if it cannot.
 
-The draft is prose for a person, so it is asked for as free text; a failed call falls back to a plain
-template and says so in the draft's note rather than leaving the operator without anything to send.
+The draft is prose for a person, so it is asked for as free text. It is shown only when it passes the
+grounding checks (`bamboo/analysis/grounding.py`: names the task and the cause, carries the stored
+resolution, no markup, JSON or invented numbers and identifiers, bounded length). A failed call or a draft
+that fails a check is replaced by a deterministic draft from the diagnosis, and the note says why.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import json
 
 from bamboo.analysis.contract import EmailDraft, EmailInput
+from bamboo.analysis.grounding import EMAIL_MAX_WORDS, check_prose
 from bamboo.llm.client import LLMClient
 from bamboo.llm.errors import LLMError
 
@@ -35,8 +38,11 @@ def template_body(inp: EmailInput) -> str:
     ]
     if d.explanation:
         lines.append(d.explanation)
+    if d.supporting_evidence:
+        lines += ["", "What points at it:"] + [f"- {e}" for e in d.supporting_evidence[:5]]
     if d.resolution:
-        lines += ["", f"Suggested resolution: {d.resolution}"]
+        seen = f" (recorded for {', '.join(d.resolution_incidents[:3])})" if d.resolution_incidents else ""
+        lines += ["", f"Suggested resolution{seen}: {d.resolution}"]
     if inp.suggestions:
         lines += ["", "Steps an operator may take for you:"] + [f"- {s}" for s in inp.suggestions]
     lines += ["", "Best regards,", "PanDA operations"]
@@ -58,4 +64,10 @@ async def draft_email(llm: LLMClient, inp: EmailInput) -> EmailDraft:
     if not body:
         return EmailDraft(subject=subject(inp), body=template_body(inp), source="template",
                           note="LLM returned an empty email; template used")
+    check = check_prose(body, cause=inp.diagnosis.root_cause, given=json.dumps(ask, default=str),
+                        resolution=inp.diagnosis.resolution, task_id=inp.task_id, max_words=EMAIL_MAX_WORDS)
+    if not check.passed:
+        return EmailDraft(subject=subject(inp), body=template_body(inp), source="template",
+                          note=f"the model's email draft is not shown ({check.reason}); "
+                               "the draft from the stored knowledge is")
     return EmailDraft(subject=subject(inp), body=body)

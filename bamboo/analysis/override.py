@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from bamboo.analysis.grounding import check_prose
 from bamboo.analysis.contract import NOVEL, CandidateCause, Diagnosis, Evidence, ModelProposal
 from bamboo.analysis.ranked import (
     grounded_evidence, novel_label, ranking_diagnosis, stored_resolution,
@@ -102,13 +103,28 @@ def judge(evidence: Evidence, answer: ModelAnswer) -> Diagnosis:
     ranked.source = "llm"
     if not evidence.candidates or answer.cause == evidence.candidates[0].name:
         ranked.model = _proposal(answer, "agreed")
-        ranked.explanation = answer.explanation.strip() or ranked.explanation
-        return ranked
+        return with_checked_explanation(ranked, answer, evidence)
     why_not = refusal(evidence, answer)
     if why_not:
         ranked.model = _proposal(answer, "override_refused", why_not)
         return ranked
-    return _override(evidence, answer, ranked.ranking_confidence)
+    chosen = _override(evidence, answer, ranked.ranking_confidence)
+    because = "; ".join(chosen.supporting_evidence[:2]) or "the model's cited clues"
+    return with_checked_explanation(chosen, answer, evidence, fallback=(
+        f"chosen over the ranking's top candidate ({evidence.candidates[0].name}): {because}"))
+
+
+def with_checked_explanation(diagnosis: Diagnosis, answer: ModelAnswer, evidence: Evidence,
+                             fallback: str | None = None) -> Diagnosis:
+    """The model's explanation when it passes the grounding checks, else the deterministic one, saying why."""
+    deterministic = fallback if fallback is not None else diagnosis.explanation
+    text = answer.explanation.strip()
+    check = check_prose(text, cause=diagnosis.root_cause, given=evidence.model_dump_json())
+    if check.passed:
+        return diagnosis.model_copy(update={"explanation": text, "explanation_source": "llm"})
+    note = f"the model's explanation is not shown ({check.reason})" if text else ""
+    notes = "; ".join(n for n in (diagnosis.note, note) if n)
+    return diagnosis.model_copy(update={"explanation": deterministic, "explanation_source": "ranking", "note": notes})
 
 
 def _override(evidence: Evidence, answer: ModelAnswer, margin: float) -> Diagnosis:

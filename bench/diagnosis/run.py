@@ -224,7 +224,14 @@ def model_row(name: str, run: list[Analysed], ranked: list[Ranked]) -> str:
             f"{own:.2f} | {final3:.2f} | {verdicts['agreed']} | {len(taken)} ({taken_right} right) | "
             f"{verdicts['override_refused']} ({refused_right} would have been right) | {verdicts['no answer']} | "
             f"{explore['ran']} ran, {explore['no_tool_call']} not run (no tool call), {explore['other']} other | "
-            f"{statistics.mean(a.latency_s for a in run):.1f} s |")
+            f"{statistics.mean(a.latency_s for a in run):.1f} s | {grounded_share(run, 'explanation')} | "
+            f"{grounded_share(run, 'email')} |")
+
+
+def grounded_share(run: list[Analysed], what: str) -> str:
+    """Share of the model's prose that passed the grounding checks and was shown (else the deterministic draft)."""
+    shown = sum((a.result.explanation_source if what == "explanation" else a.result.email_source) == "llm" for a in run)
+    return f"{shown / len(run):.2f}"
 
 
 def exploration_outcome(result: AnalysisResult) -> str:
@@ -270,8 +277,9 @@ def report(n, seed, noise, limit, threshold, n_train, populated, populate_s, unc
         "",
         "| model | ranking accuracy@1 | final answer accuracy@1 | final ≥ ranking | model's own pick accuracy@1 | "
         "final accuracy@3 | model agreed with the ranking | override taken | override refused | "
-        "model step failed (ranking used) | exploration | mean latency per task |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "model step failed (ranking used) | exploration | mean latency per task | model explanation passed grounding | "
+        "model email passed grounding |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         *[model_row(name, run, ranked) for name, run in runs.items()],
         "",
         "The final answer is the AnalyzeTask result through Temporal; the model's own pick is the cause the model "

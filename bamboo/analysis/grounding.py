@@ -1,0 +1,106 @@
+"""Whether model-written prose may be shown: it must say what the diagnosis says and nothing it does not.
+
+The offline model writes fluent text that is often wrong: an invented script name, a resolution the store
+never recorded, raw JSON pasted into an e-mail. Prose is shown only when every check holds:
+
+* it is within its length bound and not empty;
+* it has no markup (HTML tags, markdown headings, emphasis or code fences) and no JSON fragments;
+* it names the chosen cause (most of the cause label's words) and, for an e-mail, the task;
+* where a resolution is stored, it carries that resolution's words (most of them);
+* every number and every identifier-like token (digits, underscores, dots inside a word, CamelCase) it
+  contains appears in what the model was given.
+
+Prose that fails is replaced by a deterministic draft built from the stored knowledge, and the result says
+which one is shown and why. Words that are merely unusual are not judged (there is no dictionary here), so
+an invented plain word can still pass; numbers and identifiers cannot. Pure, so it is tested without a model.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, Field
+
+EXPLANATION_MAX_WORDS = 120
+EMAIL_MAX_WORDS = 220
+COVERAGE = 0.6  # share of a label's content words the prose must contain
+
+_MARKUP = [
+    (re.compile(r"<\s*/?\s*[a-zA-Z][^>]*>"), "HTML markup"),
+    (re.compile(r"^\s{0,3}#{1,6}\s", re.M), "a markdown heading"),
+    (re.compile(r"\*\*|__|```"), "markdown emphasis or a code fence"),
+]
+_JSON = [
+    (re.compile(r"[{\[]\s*\""), "a JSON fragment"),
+    (re.compile(r"\"\s*:\s*[\"\[{\d]"), "a JSON fragment"),
+    (re.compile(r"\"\s*\+"), "a JSON fragment"),
+]
+_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-/]*[A-Za-z0-9]|\d")
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset("a an and are as at be by for from in is it of on or the to was were with its this that".split())
+
+
+class ProseCheck(BaseModel):
+    passed: bool
+    problems: list[str] = Field(default_factory=list)
+
+    @property
+    def reason(self) -> str:
+        return "; ".join(self.problems)
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _STOP and len(w) > 1}
+
+
+def _covers(prose: str, label: str) -> bool:
+    wanted = _content_words(label)
+    if not wanted:
+        return True
+    return len(wanted & _content_words(prose)) >= COVERAGE * len(wanted)
+
+
+def _needs_grounding(token: str) -> bool:
+    """Numbers and identifiers: what a model invents that a reader would take for a fact."""
+    if any(ch.isdigit() for ch in token):
+        return True
+    if "_" in token or "/" in token or re.search(r"[a-z]\.[a-z]", token):
+        return True
+    return bool(re.search(r"[a-z][A-Z]", token))  # CamelCase inside a word
+
+
+def ungrounded_tokens(prose: str, given: str) -> list[str]:
+    """Numbers and identifiers of `prose` that `given` (what the model was shown) does not contain."""
+    known = {t.lower().strip(".") for t in _TOKEN.findall(given)}
+    known_text = given.lower()
+    out = []
+    for token in _TOKEN.findall(prose):
+        bare = token.strip(".").lower()
+        if _needs_grounding(token) and bare not in known and bare not in known_text and bare not in out:
+            out.append(bare)
+    return out
+
+
+def check_prose(prose: str, *, cause: str, given: str, resolution: str = "", task_id: int | None = None,
+                max_words: int = EXPLANATION_MAX_WORDS) -> ProseCheck:
+    problems: list[str] = []
+    words = prose.split()
+    if not words:
+        return ProseCheck(passed=False, problems=["it is empty"])
+    if len(words) > max_words:
+        problems.append(f"it is {len(words)} words long (at most {max_words})")
+    for patterns in (_MARKUP, _JSON):
+        for pattern, what in patterns:
+            if pattern.search(prose):
+                problems.append(f"it contains {what}")
+                break
+    if not _covers(prose, cause):
+        problems.append(f"it does not name the cause {cause!r}")
+    if resolution and not _covers(prose, resolution):
+        problems.append("it does not carry the stored resolution")
+    if task_id is not None and str(task_id) not in prose:
+        problems.append(f"it does not name task {task_id}")
+    invented = ungrounded_tokens(prose, given)
+    if invented:
+        problems.append(f"it names what the evidence does not: {', '.join(invented[:5])}")
+    return ProseCheck(passed=not problems, problems=problems)
