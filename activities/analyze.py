@@ -6,6 +6,8 @@ Thin by design: unpack a pydantic input, call `bamboo.analysis`, return a pydant
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import with_heartbeats
@@ -24,13 +26,16 @@ from bamboo.llm.errors import LLMError
 from bamboo.llm.client import LLMClient
 from bamboo.llm.metering import SpendMeter
 from bamboo.store.blobs import PostgresBlobStore
+from bamboo.tools.model import ToolSpec
 
 class AnalyzeActivities:
     """Built by the worker (``worker/wiring.py``) with the analysis service, the model and the blob store."""
 
     def __init__(self, *, analysis: AnalysisService, llm: LLMClient, blobs: PostgresBlobStore,
-                 meter: SpendMeter) -> None:
+                 meter: SpendMeter, catalogue: Callable[[], Awaitable[list[ToolSpec]]] | None = None) -> None:
+        """``catalogue``: the worker's live tools for the exploration (built-in ones only when None)."""
         self.analysis = analysis
+        self.catalogue = catalogue
         self.llm = llm
         self.blobs = blobs
         self.meter = meter
@@ -67,7 +72,8 @@ class AnalyzeActivities:
     @implements(contract.plan_exploration)
     async def plan_exploration(self, inp: ExplorationInput) -> ExplorationPlan:
         try:
-            return await self._metered(plan_exploration(self.llm, inp.evidence, inp.diagnosis))
+            specs = await self.catalogue() if self.catalogue is not None else None
+            return await self._metered(plan_exploration(self.llm, inp.evidence, inp.diagnosis, specs))
         except ExplorationError as exc:
             raise ApplicationError(str(exc), type="ExplorationError", non_retryable=True) from None
         except LLMError as exc:

@@ -42,7 +42,8 @@ class QueuePlan:
 
 def plan(services: Services, llm_concurrency: int) -> list[QueuePlan]:
     acc = AccumulateActivities(services)
-    ana = analyze_activities(services)
+    inv = investigation_activities(services)
+    ana = analyze_activities(services, inv.tools)  # the exploration sees the worker's whole catalogue
     plans = [
         QueuePlan(Queue.MAIN, workflows=WORKFLOWS, activities=[acc.load_incident, acc.load_prior_attempt]),  # local activities
         QueuePlan(Queue.LLM, activities=[acc.extract_incident, acc.review_extraction, acc.plan_review_exploration,
@@ -54,7 +55,6 @@ def plan(services: Services, llm_concurrency: int) -> list[QueuePlan]:
     by_queue = {p.queue: p for p in plans}
     by_queue[Queue.LLM].activities += [ana.diagnose, ana.plan_exploration, ana.email]
     by_queue[Queue.STORE].activities += [ana.gather_evidence, ana.procedure_plan, ana.list_tasks, ana.read_tasks]
-    inv = investigation_activities(services)
     by_queue[Queue.LLM].activities += inv.llm
     by_queue[Queue.STORE].activities += inv.store
     if inv.sandbox:

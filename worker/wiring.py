@@ -27,6 +27,7 @@ from bamboo.sandbox.runner import SandboxRunner
 from bamboo.services import Services
 from bamboo.settings import Settings
 from bamboo.store.vectors import PgVectorIndex
+from bamboo.tools.model import ToolSpec
 from bamboo.tools.selection import SelectionConfig, ToolSelector, config_namespace
 
 log = logging.getLogger(__name__)
@@ -65,9 +66,17 @@ def spend_meter(settings: Settings) -> SpendMeter:
     return SpendMeter(settings.price_table(), settings.llm_model, settings.budget())
 
 
-def analyze_activities(services: Services) -> AnalyzeActivities:
+def analyze_activities(services: Services, tools: ProcedureToolCaller | None = None) -> AnalyzeActivities:
+    """With ``tools`` (the investigation's caller), the exploration sees the worker's whole catalogue:
+    external MCP tools the operator marked read-only reach it, still under the automatic allow-set."""
+
+    async def catalogue() -> list[ToolSpec]:
+        assert tools is not None
+        await tools.refresh()  # connects external servers on first use
+        return tools.raw_tools()
+
     return AnalyzeActivities(analysis=AnalysisService(services), llm=services.llm, blobs=services.store.blobs,
-                             meter=spend_meter(services.settings))
+                             meter=spend_meter(services.settings), catalogue=catalogue if tools else None)
 
 
 @dataclass
@@ -77,6 +86,7 @@ class InvestigationWiring:
     llm: list[Callable[..., Any]] = field(default_factory=list)
     store: list[Callable[..., Any]] = field(default_factory=list)
     sandbox: list[Callable[..., Any]] = field(default_factory=list)
+    tools: ProcedureToolCaller | None = None  # the worker's tool caller, shared with analysis
 
 
 def investigation_activities(services: Services) -> InvestigationWiring:
@@ -106,5 +116,5 @@ def investigation_activities(services: Services) -> InvestigationWiring:
     return InvestigationWiring(
         llm=[acts.intent, acts.codegen, acts.summary],
         store=[acts.policy_context, acts.audit, acts.grant, acts.revoke_grants, acts.finalize],
-        sandbox=sandbox,
+        sandbox=sandbox, tools=tools,
     )

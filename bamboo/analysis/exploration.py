@@ -11,6 +11,8 @@ cannot learn anything, and running it would cost a sandbox run and a re-diagnosi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import json
 
 from pydantic import BaseModel, Field
@@ -63,10 +65,11 @@ def questions(evidence: Evidence, diagnosis: Diagnosis) -> list[str]:
     return out
 
 
-async def plan_exploration(llm: LLMClient, evidence: Evidence, diagnosis: Diagnosis) -> ExplorationPlan:
+async def plan_exploration(llm: LLMClient, evidence: Evidence, diagnosis: Diagnosis,
+                           specs: Sequence[ToolSpec] | None = None) -> ExplorationPlan:
     """The analysis's exploration; code that calls no tool is not run (see the module docstring)."""
     plan = await plan_read_only_code(llm, task_id=evidence.clues.task_id, status=evidence.clues.status,
-                                     open_questions=questions(evidence, diagnosis))
+                                     open_questions=questions(evidence, diagnosis), specs=specs)
     if plan.status == "run" and not plan.tools:
         return plan.model_copy(update={
             "status": "no_tool_call", "allowed_tools": [],
@@ -75,13 +78,19 @@ async def plan_exploration(llm: LLMClient, evidence: Evidence, diagnosis: Diagno
 
 
 async def plan_read_only_code(llm: LLMClient, *, task_id: int | None, status: str | None,
-                              open_questions: list[str]) -> ExplorationPlan:
+                              open_questions: list[str], specs: Sequence[ToolSpec] | None = None) -> ExplorationPlan:
     """Ask for read-only code that settles `open_questions`; the policy, not the model, decides if it may run.
 
     Shared by analysis (low-confidence diagnosis) and accumulation (first reviewer rejection): both are
-    automatic phases, so both see and may run only the read-only tools.
+    automatic phases, so both see and may run only the read-only tools. ``specs`` is the worker's live
+    catalogue (built-in tools plus external MCP tools, read-only only where the operator vouched for them);
+    without it, the built-in tools.
     """
-    specs, catalog = builtin_tool_catalogue()
+    if specs is None:
+        specs, catalog = builtin_tool_catalogue()
+    else:
+        specs = list(specs)
+        catalog = ToolCatalog.build(ToolFacts.from_spec(s) for s in specs)
     allowed = automatic_allow_set(catalog)
     visible = [{"name": s.name, "description": s.description, "input_schema": s.input_schema}
                for s in specs if s.name in allowed]
