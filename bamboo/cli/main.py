@@ -61,12 +61,18 @@ def dev_down() -> None:
 
 
 @dev_app.command("status")
-def dev_status() -> None:
+def dev_status(as_json: bool = typer.Option(False, "--json", help="machine-readable output")) -> None:
     """What runs where."""
     from bamboo.devstack.stack import status
 
+    services = status(get_settings())
+    if as_json:
+        print(json.dumps([s.model_dump() for s in services], indent=2, default=str))
+        return
     table = Table("service", "state", "where", "pid", "log", "note")
-    for s in status(get_settings()):
+    for column in table.columns:
+        column.overflow = "fold"  # addresses and log paths are never cut at 80 columns
+    for s in services:
         table.add_row(s.name, "[green]running[/]" if s.running else "[red]stopped[/]", s.where, str(s.pid or "-"),
                       s.log or "-", s.note)
     console.print(table)
@@ -172,7 +178,8 @@ def audit_verify() -> None:
 
 
 @audit_app.command("tail")
-def audit_tail(limit: int = typer.Option(20, min=1, max=1000)) -> None:
+def audit_tail(limit: int = typer.Option(20, min=1, max=1000),
+               as_json: bool = typer.Option(False, "--json", help="every row in full, machine-readable")) -> None:
     """The most recent audit rows."""
     from bamboo.cli.store_access import opened_store
 
@@ -180,7 +187,11 @@ def audit_tail(limit: int = typer.Option(20, min=1, max=1000)) -> None:
         async with opened_store(get_settings()) as store:
             return await store.audit.tail(limit)
 
-    for row in reversed(_with_store_errors(go)):
+    rows = list(reversed(_with_store_errors(go)))
+    if as_json:
+        print(json.dumps(rows, indent=2, default=str))
+        return
+    for row in rows:
         console.print(f"{row['seq']:>6} {row['at']} {row['actor']:<14} {row['kind']:<16} {json.dumps(row['body'])[:120]}")
 
 

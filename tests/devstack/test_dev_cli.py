@@ -114,3 +114,11 @@ def test_an_invalid_setting_is_one_line_naming_the_variable(dev_env, setting, va
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     assert out.returncode != 0 and len(lines) == 1, out.stderr
     assert named in lines[0] and "fix the environment" in lines[0]
+
+
+def test_dev_status_json_lists_every_service(dev_env):
+    env, port, _ = dev_env
+    out = _bamboo(["dev", "status", "--json"], env)
+    services = {s["name"]: s for s in json.loads(out.stdout)}
+    assert {"temporal", "postgres", "worker"} <= set(services) and not services["temporal"]["running"]
+    assert services["temporal"]["where"] == f"127.0.0.1:{port}"

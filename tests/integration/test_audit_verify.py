@@ -247,3 +247,16 @@ async def test_two_workers_share_one_checkpoint_and_it_only_moves_forward(signin
         assert report.ok and report.rows == 45 and report.checkpoint_seq == 45, report
     finally:
         await other.close()
+
+
+async def test_audit_tail_json_gives_every_row_in_full(settings, services):
+    from bamboo.audit import AuditEvent
+
+    long_body = {"note": "x" * 500, "session": "tail-json"}
+    await services.store.audit.append(AuditEvent(kind="tail_json_probe", actor="tester", body=long_body))
+    out = subprocess.run([sys.executable, "-m", "bamboo.cli.main", "audit", "tail", "--json", "--limit", "5"],
+                         cwd=ROOT, env={**worker_env(settings), "COLUMNS": "80"}, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert rows[-1]["kind"] == "tail_json_probe" and rows[-1]["body"] == long_body  # nothing cut at 120 characters
