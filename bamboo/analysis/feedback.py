@@ -7,15 +7,31 @@ edge_provenance stay what the incidents said (upstream defect #14: feedback was 
 
 from __future__ import annotations
 
+import difflib
+
 from psycopg_pool import AsyncConnectionPool
 
 from bamboo.analysis.contract import Feedback, FeedbackReceipt
-from bamboo.analysis.queries import cause_stats, find_cause_name
+from bamboo.analysis.queries import cause_names, cause_stats, find_cause_name
 
 
-async def record_feedback(pool: AsyncConnectionPool, feedback: Feedback) -> FeedbackReceipt:
-    """Store (or replace) the verdict for one task, naming causes as the knowledge base names them."""
+class UnknownCause(ValueError):
+    """The feedback names a cause the knowledge base does not have; the message lists the closest ones."""
+
+
+async def record_feedback(pool: AsyncConnectionPool, feedback: Feedback, *, new_cause: bool = False) -> FeedbackReceipt:
+    """Store (or replace) the verdict for one task, naming causes as the knowledge base names them.
+
+    A cause the knowledge base does not know is refused unless ``new_cause`` says it is meant as a new
+    one: a correction typed in a record's wording instead of the stored label would otherwise be filed
+    under a cause nothing is linked to, and change nothing."""
     known = await find_cause_name(pool, feedback.cause)
+    if known is None and not new_cause:
+        names = await cause_names(pool)
+        closest = difflib.get_close_matches(feedback.cause.strip(), names, n=3, cutoff=0.3) or names[:3]
+        hint = f"; closest known: {'; '.join(closest)}" if closest else "; the knowledge base has no causes yet"
+        raise UnknownCause(f"the knowledge base has no cause {feedback.cause.strip()!r}{hint} "
+                           "(pass --new-cause to record it as a new cause)")
     cause = known or feedback.cause.strip()
     proposed = feedback.proposed_cause
     if feedback.verdict == "correct" and proposed is None:

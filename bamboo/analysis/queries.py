@@ -198,6 +198,12 @@ async def graph_summaries(pool: AsyncConnectionPool, graph_ids: list[str]) -> di
     return {r[0]: r[1] for r in rows}
 
 
+async def cause_names(pool: AsyncConnectionPool) -> list[str]:
+    async with pool.connection() as conn:
+        rows = await (await conn.execute("SELECT name FROM nodes WHERE kind = 'Cause' ORDER BY name")).fetchall()
+    return [r[0] for r in rows]
+
+
 async def find_cause_name(pool: AsyncConnectionPool, text: str) -> str | None:
     """The stored Cause whose name equals `text` ignoring case and surrounding space, if any."""
     async with pool.connection() as conn:

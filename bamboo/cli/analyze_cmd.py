@@ -246,11 +246,13 @@ def feedback(
     cause: str = typer.Option(..., "--cause", help="The true cause (the diagnosed one with --correct)"),
     proposed: str = typer.Option(None, "--proposed", help="With --wrong: the cause the analysis proposed"),
     operator: str = typer.Option(None, "--operator", help="Who gives this verdict"),
+    new_cause: bool = typer.Option(False, "--new-cause",
+                                   help="The cause is new to the knowledge base (otherwise an unknown cause is refused)"),
 ) -> None:
     """Confirm or correct a diagnosis; confirmed causes rank higher next time."""
     if correct is None:
         fail("say whether the diagnosis was right: --correct or --wrong")
-    from bamboo.analysis.feedback import record_feedback
+    from bamboo.analysis.feedback import UnknownCause, record_feedback
     from bamboo.cli.store_access import opened_store
     from bamboo.store import StoreNotConfigured
 
@@ -262,11 +264,11 @@ def feedback(
 
     async def go():
         async with opened_store(get_settings()) as store:
-            return await record_feedback(store.pool, item)
+            return await record_feedback(store.pool, item, new_cause=new_cause)
 
     try:
         receipt = run(go())
-    except (StoreNotConfigured, ConnectionError) as exc:
+    except (StoreNotConfigured, ConnectionError, UnknownCause) as exc:
         fail(str(exc))
     known = "" if receipt.matched_known_cause else " [yellow](not a cause the knowledge base knows yet)[/]"
     console.print(f"Recorded: task {receipt.task_id} {receipt.verdict}, cause [bold]{receipt.cause}[/]{known}; "

@@ -269,6 +269,15 @@ async def test_cli_analyze_batch_and_feedback(learned, analysis_settings, analys
                                                           "--cause", saved.root_cause])
         assert fb.exit_code == 0 and "1 confirmed" in fb.output, fb.output
         await forget_feedback(pool, saved.task_id)
+        typo = saved.root_cause[:-2] + "xx"  # a cause in other words than the stored label
+        unknown = await asyncio.to_thread(runner.invoke, app, ["feedback", str(saved.task_id), "--wrong",
+                                                               "--cause", typo])
+        assert unknown.exit_code != 0 and "has no cause" in unknown.output and saved.root_cause in unknown.output
+        assert "--new-cause" in unknown.output
+        new = await asyncio.to_thread(runner.invoke, app, ["feedback", str(saved.task_id), "--wrong",
+                                                           "--cause", typo, "--new-cause"])
+        assert new.exit_code == 0 and "knows yet" in new.output, new.output
+        await forget_feedback(pool, saved.task_id)
         missing = await asyncio.to_thread(runner.invoke, app, ["feedback", "1", "--cause", "Something"])
         assert missing.exit_code != 0 and "--correct or --wrong" in missing.output
         neither = await asyncio.to_thread(runner.invoke, app, ["analyze"])
