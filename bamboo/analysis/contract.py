@@ -91,6 +91,8 @@ class Evidence(BaseModel):
     novel: list[NovelLead] = Field(default_factory=list)
     similar: list[SimilarIncident] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    operator_cause: str | None = Field(
+        default=None, description="the cause an operator confirmed or corrected to for this very task")
 
 
 class CapabilityGap(BaseModel):
@@ -98,7 +100,7 @@ class CapabilityGap(BaseModel):
     suggested_tool_capability: str
 
 
-CauseSource = Literal["ranking", "model_override"]
+CauseSource = Literal["ranking", "model_override", "operator"]
 ModelVerdict = Literal["agreed", "override_accepted", "override_refused"]
 
 

@@ -80,6 +80,8 @@ def discriminating_clues(evidence: Evidence, answer: ModelAnswer) -> list[str]:
 def refusal(evidence: Evidence, answer: ModelAnswer) -> str:
     """Why the model's different answer may not replace the top candidate ("" when it may)."""
     top = evidence.candidates[0].name
+    if evidence.operator_cause:
+        return f"an operator gave {evidence.operator_cause} as this task's cause"
     if answer.confidence < OVERRIDE_MIN_CONFIDENCE:
         return (f"its confidence {answer.confidence:.2f} is below the {OVERRIDE_MIN_CONFIDENCE:.2f} an override "
                 "of the ranking needs")

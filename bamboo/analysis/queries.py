@@ -198,6 +198,15 @@ async def graph_summaries(pool: AsyncConnectionPool, graph_ids: list[str]) -> di
     return {r[0]: r[1] for r in rows}
 
 
+async def operator_cause(pool: AsyncConnectionPool, task_id: int | None) -> str | None:
+    """The cause an operator confirmed or gave as the correction for this very task, if any."""
+    if task_id is None:
+        return None
+    async with pool.connection() as conn:
+        row = await (await conn.execute("SELECT cause FROM analysis_feedback WHERE task_id = %s", (task_id,))).fetchone()
+    return row[0] if row else None
+
+
 async def cause_names(pool: AsyncConnectionPool) -> list[str]:
     async with pool.connection() as conn:
         rows = await (await conn.execute("SELECT name FROM nodes WHERE kind = 'Cause' ORDER BY name")).fetchall()

@@ -59,6 +59,12 @@ def ranking_diagnosis(evidence: Evidence, note: str = "") -> Diagnosis:
     top = evidence.candidates[0]
     resolution, incidents = stored_resolution(top)
     margin = ranking_confidence(evidence.candidates)
+    if evidence.operator_cause and evidence.operator_cause.lower() == top.name.lower():
+        return Diagnosis(
+            root_cause=top.name, confidence=1.0, resolution=resolution, resolution_incidents=incidents,
+            explanation=f"an operator gave {top.name} as this task's cause", supporting_evidence=grounded_evidence(top),
+            source="ranking", note=note, cause_source="operator",
+            confidence_basis="an operator's verdict on this task", ranking_confidence=margin)
     return Diagnosis(
         root_cause=top.name, confidence=margin, resolution=resolution, resolution_incidents=incidents,
         explanation=ranking_explanation(evidence), supporting_evidence=grounded_evidence(top),

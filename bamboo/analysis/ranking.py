@@ -74,3 +74,19 @@ def novel_leads(clues: list[Clue], causes_per_symptom: dict[str, int]) -> list[N
         elif known == 0:
             leads.append(NovelLead(symptom=c.name, description=c.text[:300], reason="symptom seen, but no cause recorded"))
     return leads
+
+
+def operator_first(candidates: list[CandidateCause], verdict: str | None) -> tuple[list[CandidateCause], str]:
+    """An operator's verdict on this very task decides its next analysis: that cause goes first.
+
+    Returns the candidates and a note ("" without a verdict). A verdict naming a cause no clue of the task
+    reaches leaves the ranking as it is and says so."""
+    if not verdict:
+        return candidates, ""
+    chosen = next((c for c in candidates if c.name.lower() == verdict.lower()), None)
+    if chosen is None:
+        return candidates, f"no candidate is the cause an operator gave for this task ({verdict}); ranking kept"
+    if candidates and candidates[0] is chosen:
+        return candidates, f"an operator confirmed {chosen.name} for this task"
+    return [chosen, *[c for c in candidates if c is not chosen]], (
+        f"an operator corrected this task to {chosen.name}; it is ranked first")

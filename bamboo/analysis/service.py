@@ -15,7 +15,7 @@ from bamboo.analysis.ranked import ranking_diagnosis
 from bamboo.analysis.email import draft_email
 from bamboo.analysis.contract import Diagnosis, DiagnoseInput, EmailDraft, EmailInput, Evidence, ProcedurePlan
 from bamboo.analysis.procedures import builtin_catalog, plan_procedures
-from bamboo.analysis.ranking import novel_leads, rank_candidates
+from bamboo.analysis.ranking import novel_leads, operator_first, rank_candidates
 from bamboo.analysis.retrieval import similar_incidents
 from bamboo.llm.errors import LLMOutputError
 from bamboo.services import Services
@@ -45,7 +45,12 @@ class AnalysisService:
         if not clues.of_type("symptom"):
             notes.append("the task has no errorDialog: ranking rests on status and task features only")
         similar = await similar_incidents(clues, self.s.store.knowledge, self._pool, self.s.embedder)
-        return Evidence(clues=clues, candidates=candidates, novel=novel, similar=similar, notes=notes)
+        verdict = await queries.operator_cause(self._pool, clues.task_id)
+        candidates, verdict_note = operator_first(candidates, verdict)
+        if verdict_note:
+            notes.append(verdict_note)
+        return Evidence(clues=clues, candidates=candidates, novel=novel, similar=similar, notes=notes,
+                        operator_cause=verdict if not verdict_note.startswith("no candidate") else None)
 
     async def diagnose(self, inp: DiagnoseInput) -> Diagnosis:
         """The LLM's diagnosis; if the model cannot produce a valid answer, the ranking's, saying so."""

@@ -159,7 +159,7 @@ async def test_invalid_llm_answers_fall_back_to_the_ranking_and_say_so(learned, 
     assert any("used the graph ranking" in n for n in result.notes)
 
 
-async def test_feedback_raises_the_confirmed_cause_and_is_idempotent(learned, analysis_services):
+async def test_feedback_raises_the_confirmed_cause_and_is_idempotent(learned, analysis_services, analysis_client):
     analysis = AnalysisService(analysis_services)
     task = dict(learned[3].task_data)
     before = await analysis.gather_evidence(task)
@@ -174,7 +174,12 @@ async def test_feedback_raises_the_confirmed_cause_and_is_idempotent(learned, an
     assert after[runner_up.name].frequency == runner_up.frequency + 1
     assert after[runner_up.name].confirmations == 1
     assert after[before.candidates[0].name].resolution_success_rate == 0.0
+    # The correction decides this task's next analysis, whatever the ranking and the model say.
+    again = await run_analysis(analysis_client, task)
+    assert again.root_cause == runner_up.name and again.cause_source == "operator" and again.confidence == 1.0
+    assert any("an operator corrected this task" in n for n in again.notes)
     await forget_feedback(analysis_services.store.pool, task["jediTaskID"])
+    assert (await run_analysis(analysis_client, task)).root_cause == before.candidates[0].name
 
 
 async def test_batch_analyze_skips_done_tasks_and_reports_progress(learned, analysis_client, tmp_path):
