@@ -8,6 +8,7 @@ Feedback is written straight to the knowledge store's feedback table (the only t
 from __future__ import annotations
 
 import hashlib
+import time
 import re
 from pathlib import Path
 
@@ -197,8 +198,11 @@ def analyze_batch(
     attach: str = typer.Option(None, "--attach", help="Re-attach to a running batch by its id"),
     concurrency: int = typer.Option(4, min=1, max=256, help="Analyses run at once"),
     detach: bool = typer.Option(False, "--detach", help="Start and return immediately"),
+    reanalyse: bool = typer.Option(False, "--reanalyse",
+                                   help="Analyse every task again (after feedback), replacing its result in --out"),
 ) -> None:
-    """Diagnose every task of a directory as a durable BatchAnalyze; tasks already analysed are skipped."""
+    """Diagnose every task of a directory as a durable BatchAnalyze; tasks already analysed are skipped
+    unless --reanalyse is given."""
     settings = get_settings()
     threshold = get_settings().exploratory_investigation_threshold
 
@@ -210,9 +214,12 @@ def analyze_batch(
         client = await _client(settings)
         ids = [s.workflow_id() for s in sources]
         out.mkdir(parents=True, exist_ok=True)
-        recovered = await collect_finished(client, ids, out)
+        if reanalyse:  # the old results go; each task's analysis runs again and sees the feedback given since
+            for wid in ids:
+                (out / result_file_name(wid)).unlink(missing_ok=True)
+        recovered = 0 if reanalyse else await collect_finished(client, ids, out)
         done_ids = [wid for wid in ids if (out / result_file_name(wid)).exists()]
-        bid = attach or default_batch_id(path)
+        bid = attach or default_batch_id(path) + (f"-again-{int(time.time())}" if reanalyse else "")
         if recovered:
             console.print(f"Collected {recovered} analyses that finished while detached.")
         handle = await client.start_workflow(

@@ -269,6 +269,17 @@ async def test_cli_analyze_batch_and_feedback(learned, analysis_settings, analys
         assert len(list((tmp_path / "results").glob("*.json"))) == 2
         again = await asyncio.to_thread(runner.invoke, app, args)
         assert again.exit_code == 0 and "2 already analysed" in again.output, again.output
+        corrected = learned[4]
+        first_result = AnalysisResult.model_validate_json(next((tmp_path / "results").glob(
+            f"*{corrected.task_data['jediTaskID']}*.json")).read_text())
+        other = next(c.name for c in first_result.candidates if c.name != first_result.root_cause)
+        await record_feedback(pool, Feedback(task_id=corrected.task_data["jediTaskID"], verdict="wrong", cause=other))
+        redo = await asyncio.to_thread(runner.invoke, app, args + ["--reanalyse"])
+        assert redo.exit_code == 0 and "0 already analysed" in redo.output, redo.output
+        redone = AnalysisResult.model_validate_json(next((tmp_path / "results").glob(
+            f"*{corrected.task_data['jediTaskID']}*.json")).read_text())
+        assert redone.root_cause == other and redone.cause_source == "operator"
+        await forget_feedback(pool, corrected.task_data["jediTaskID"])
 
         fb = await asyncio.to_thread(runner.invoke, app, ["feedback", str(saved.task_id), "--correct",
                                                           "--cause", saved.root_cause])
