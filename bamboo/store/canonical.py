@@ -10,6 +10,7 @@ that matches either.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,6 +19,27 @@ from bamboo.models.graph import GraphEdge, GraphNode, KnowledgeGraph, NodeRef
 from bamboo.store.knowledge import KnowledgeStore
 
 CANONICAL_KINDS = ("Cause", "Resolution", "Procedure")
+
+# Words whose swap turns a name into its opposite while the embedding barely moves ("stage-out" and
+# "stage-in" scored 0.937): two names that differ in one of these are never merged, however similar.
+OPPOSITES = [("in", "out"), ("input", "output"), ("inbound", "outbound"), ("source", "destination"),
+             ("upload", "download"), ("read", "write"), ("enable", "disable"), ("increase", "decrease"),
+             ("raise", "lower"), ("add", "remove"), ("start", "stop"), ("before", "after"), ("min", "max"),
+             ("success", "failure"), ("expired", "valid"), ("kill", "retry"), ("allow", "deny")]
+NEGATIONS = frozenset({"not", "no", "never", "without"})
+
+
+def _words(name: str) -> set[str]:
+    return set(re.findall(r"[a-z]+", name.lower()))
+
+
+def contradicts(a: str, b: str) -> bool:
+    """Whether two names differ in a direction or a negation: the same words otherwise, opposite meaning."""
+    wa, wb = _words(a), _words(b)
+    for x, y in OPPOSITES:
+        if (x in wa and y in wb and y not in wa and x not in wb) or (y in wa and x in wb and x not in wa and y not in wb):
+            return True
+    return bool(wa & NEGATIONS) != bool(wb & NEGATIONS)
 
 
 @dataclass
@@ -53,7 +75,10 @@ async def canonicalise_graphs(graphs: list[tuple[KnowledgeGraph, list[list[float
         renames: dict[tuple[str, str], NodeRef] = {}
         embeddings: dict[tuple[str, str], list[float]] = {}
         for node, vec in zip(ts, vecs):
-            match = next(matches) or _nearest_introduced(introduced.get(node.kind, []), vec, threshold)
+            stored = next(matches)
+            if stored and contradicts(node.name, stored):
+                stored = None  # a name of opposite direction is new knowledge, not a synonym
+            match = stored or _nearest_introduced(introduced.get(node.kind, []), vec, threshold, node.name)
             if match and match != node.name:
                 renames[(node.kind, node.name)] = NodeRef(kind=node.kind, name=match)
             elif not match:
@@ -71,7 +96,9 @@ def _unit(vec: list[float]) -> np.ndarray:
     return v / norm if norm else v
 
 
-def _nearest_introduced(candidates: list[tuple[str, np.ndarray]], vec: list[float], threshold: float) -> str | None:
+def _nearest_introduced(candidates: list[tuple[str, np.ndarray]], vec: list[float], threshold: float,
+                        name: str) -> str | None:
+    candidates = [c for c in candidates if not contradicts(name, c[0])]
     if not candidates:
         return None
     sims = np.stack([c for _, c in candidates]) @ _unit(vec)

@@ -33,3 +33,26 @@ async def test_synonym_cause_merges_onto_stored_node(services):
     kept = await canonicalise_graph(_graph("Expired proxy"), store, [far], threshold=0.9)
     assert [n.name for n in kept.graph.of_kind("Cause")] == ["Expired proxy"]
     assert ("Cause", "Expired proxy") in kept.canonical_embeddings
+
+
+async def test_a_name_of_opposite_direction_is_never_merged_however_close(services):
+    """'stage-out' and 'stage-in' embed at 0.937 and were merged; a direction or negation word swapped
+    makes new knowledge, not a synonym."""
+    store = services.store.knowledge
+    v = [0.0, 0.0, 1.0] + [0.0] * 381
+    await store.write_graph(GraphWrite(graph_id="g-dir", incident_id="dir", graph=_graph("Stage-in failures at the site")),
+                            [], {("Cause", "Stage-in failures at the site"): v})
+    near = [0.0, 0.05, 0.999] + [0.0] * 381
+    out = await canonicalise_graph(_graph("Stage-out failures at the site"), store, [near], threshold=0.9)
+    assert [n.name for n in out.graph.of_kind("Cause")] == ["Stage-out failures at the site"]
+    same = await canonicalise_graph(_graph("Stage-in failure at the site"), store, [near], threshold=0.9)
+    assert [n.name for n in same.graph.of_kind("Cause")] == ["Stage-in failures at the site"]
+
+
+def test_contradicting_names():
+    from bamboo.store.canonical import contradicts
+
+    assert contradicts("Group stage-out failures by site", "Group stage-in failures by site")
+    assert contradicts("Site in downtime", "Site not in downtime")
+    assert not contradicts("Task ran out of memory", "Insufficient memory for the payload")
+    assert not contradicts("Increase ramCount", "Raise ramCount")
