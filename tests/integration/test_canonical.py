@@ -50,7 +50,7 @@ async def test_a_name_of_opposite_direction_is_never_merged_however_close(servic
 
 
 def test_contradicting_names():
-    from bamboo.store.canonical import contradicts
+    from bamboo.models.labels import contradicts
 
     assert contradicts("Group stage-out failures by site", "Group stage-in failures by site")
     assert contradicts("Site in downtime", "Site not in downtime")

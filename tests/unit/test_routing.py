@@ -40,3 +40,10 @@ def test_canonical_rewording_must_stay_a_short_label_with_the_same_words():
                             "The server is unable to retrieve data from the storage endpoint") == "Storage endpoint unavailable"
     assert accept_canonical("Insufficient memory request", "Disk quota exceeded") == "Insufficient memory request"
     assert accept_canonical("Insufficient memory request", "") == "Insufficient memory request"
+    # a re-wording that reverses the meaning keeps the record's wording
+    assert accept_canonical("Renew the VOMS proxy and retry",
+                            "Retry the task after expiration of the proxy") == "Renew the VOMS proxy and retry"
+    assert accept_canonical("Group stage-out failures by site", "Group stage-in failures by site") == \
+        "Group stage-out failures by site"
+    site = "Transfers to the destination fail at the storage element of BNL-OSG2_DATADISK after the token rotation"
+    assert accept_canonical(site, site.lower()) == site  # not cut at 80 characters: the site distinguishes it

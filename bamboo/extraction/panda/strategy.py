@@ -18,6 +18,7 @@ from bamboo.extraction.llm_schemas import CanonicalLabels, EmailExtraction
 from bamboo.extraction.panda.routing import TaskClues, route_task_data, strip_html
 from bamboo.llm.client import LLMClient
 from bamboo.models.graph import GraphEdge, GraphNode, KnowledgeGraph, PassageDraft
+from bamboo.models.labels import contradicts
 from bamboo.models.incident import Incident
 
 MAX_EMAIL_CHARS_FOR_PROMPT = 12_000
@@ -40,17 +41,25 @@ def _content_words(text: str) -> set[str]:
 
 
 def accept_canonical(original: str, proposed: str) -> str:
-    """The proposed label if it is still a short label (no longer than the original plus two words, at
-    most eight) that keeps at least half of the original's content words; else the original."""
-    proposed_clean = normalise_label(proposed, limit=80)
+    """The proposed label if it is a re-wording of a reviewed record's label, else the record's wording.
+
+    A re-wording is accepted when it is still a short label (no longer than the original plus two words,
+    at most eight), keeps at least half of the original's content words, adds at most one new one, and
+    does not swap a direction or a negation. The offline model turned "Renew the VOMS proxy and retry"
+    into "Retry the task after expiration of the proxy" (half the words kept, the meaning reversed), and
+    an 80-character cut dropped the site that distinguished a cause: labels now keep 120 characters."""
+    proposed_clean = normalise_label(proposed)
     base = normalise_label(original)
     want = _content_words(base)
     if not proposed_clean or not want:
         return base
     if len(proposed_clean.split()) > max(8, len(base.split()) + 2) or len(proposed_clean.split()) > len(base.split()) + 2:
         return base
-    kept = len(want & _content_words(proposed_clean)) / len(want)
-    return proposed_clean if kept >= 0.5 else base
+    got = _content_words(proposed_clean)
+    kept = len(want & got) / len(want)
+    if kept < 0.5 or len(got - want) > 1 or contradicts(base, proposed_clean):
+        return base
+    return proposed_clean
 
 
 class PandaExtractionStrategy:
