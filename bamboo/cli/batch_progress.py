@@ -1,11 +1,14 @@
-"""One live progress bar for any batch workflow (populate, batch analyze) fed by its `progress` query.
+"""One progress view for any batch workflow (populate, batch analyze) fed by its `progress` query.
 
-The batch lives in Temporal, not in this process: Ctrl-C only detaches the view.
+On a terminal it is a live bar whose last frame is the batch's final counts; elsewhere (a log file, CI, a
+pipe) it is one plain line whenever the counts change, at most every few seconds, and a final line. The
+batch lives in Temporal, not in this process: Ctrl-C only detaches the view.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -13,16 +16,32 @@ from temporalio.client import WorkflowHandle
 
 from bamboo.cli.common import console
 
+PLAIN_EVERY_S = 5.0
+
+
+def _counts(p: Any) -> dict[str, Any]:
+    skipped = getattr(p, "skipped", 0) or 0
+    return {"total": p.total, "completed": p.done + p.failed + skipped, "failed": p.failed, "skipped": skipped,
+            "running": getattr(p, "running", 0)}
+
+
+def _line(name: str, c: dict[str, Any], state: str = "") -> str:
+    total = "?" if c["total"] is None else c["total"]
+    return (f"{name}: {c['completed']}/{total} settled, {c['failed']} failed, {c['skipped']} skipped, "
+            f"{c['running']} running{(' ' + state) if state else ''}")
+
 
 async def follow_batch(handle: WorkflowHandle, progress_type: type, reattach_hint: str, quiet: bool = False) -> Any | None:
     """Poll until the batch ends and return its result; on Ctrl-C print how to re-attach and return None.
 
     `progress_type` is any model with total, done, failed, running, paused and cancelled fields.
     """
+    live = console.is_terminal and not quiet
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("failed {task.fields[failed]} · running {task.fields[running]} {task.fields[state]}"),
-                  TimeElapsedColumn(), console=console, disable=quiet) as bar:
+                  TimeElapsedColumn(), console=console, disable=not live) as bar:
         task = bar.add_task(handle.id, total=None, failed=0, running=0, state="")
+        last_line, last_at = "", 0.0
         try:
             while True:
                 desc = await handle.describe()
@@ -34,10 +53,23 @@ async def follow_batch(handle: WorkflowHandle, progress_type: type, reattach_hin
                     await asyncio.sleep(0.5)
                     continue
                 state = "(paused)" if p.paused else "(cancelling)" if p.cancelled else ""
-                bar.update(task, total=p.total, completed=p.done + p.failed + getattr(p, "skipped", 0),
-                           failed=p.failed, running=p.running, state=state)
+                counts = _counts(p)
+                bar.update(task, total=counts["total"], completed=counts["completed"], failed=counts["failed"],
+                           running=counts["running"], state=state)
+                line = _line(handle.id, counts, state)
+                if not live and not quiet and line != last_line and time.monotonic() - last_at >= PLAIN_EVERY_S:
+                    console.print(line, highlight=False, soft_wrap=True)
+                    last_line, last_at = line, time.monotonic()
                 await asyncio.sleep(0.5)
+            result = await handle.result()
         except (KeyboardInterrupt, asyncio.CancelledError):
             console.print(f"\nDetached. The batch goes on; re-attach with [bold]{reattach_hint}[/]")
             return None
-    return await handle.result()
+        final = {**_counts(result), "running": 0}
+        # The last frame is the result's, not the last poll's.
+        bar.update(task, total=final["total"], completed=final["completed"], failed=final["failed"], running=0,
+                   state="(cancelled)" if getattr(result, "cancelled", False) else "")
+    if not live and not quiet:
+        console.print(_line(handle.id, final, "(cancelled)" if getattr(result, "cancelled", False) else "done"),
+                      highlight=False, soft_wrap=True)
+    return result

@@ -266,6 +266,8 @@ async def test_cli_analyze_batch_and_feedback(learned, analysis_settings, analys
         args = ["analyze-batch", str(folder), "--out", str(tmp_path / "results")]
         first = await asyncio.to_thread(runner.invoke, app, args)
         assert first.exit_code == 0, first.output
+        # Not a terminal: plain progress lines, the last one the batch's final counts.
+        assert "2/2 settled, 0 failed" in first.output and "0 running done" in first.output, first.output
         assert len(list((tmp_path / "results").glob("*.json"))) == 2
         again = await asyncio.to_thread(runner.invoke, app, args)
         assert again.exit_code == 0 and "2 already analysed" in again.output, again.output
