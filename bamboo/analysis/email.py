@@ -17,8 +17,9 @@ from bamboo.llm.errors import LLMError
 
 SYSTEM = (
     "You write a short, professional email to the owner of a failed PanDA task explaining what went wrong "
-    "and what to do. Plain text, no markdown, no greeting placeholders, at most 200 words. Do not invent "
-    "facts beyond the diagnosis given."
+    "and what to do. Name the task id and the diagnosed root cause, and give the diagnosis's resolution in "
+    "its own words. Plain text, no markdown, no JSON, no greeting placeholders, at most 200 words. Do not "
+    "invent facts, names or numbers beyond the diagnosis given."
 )
 
 

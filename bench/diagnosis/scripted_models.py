@@ -76,12 +76,27 @@ def bare_literal(request: ChatRequest) -> dict:
     return {"code": "return {'status': 'investigated'}", "capability_gaps": []}
 
 
+def capable_email(request: ChatRequest) -> str:
+    """Follows the e-mail instructions: the task, the cause and the diagnosis's resolution."""
+    ask = json.loads(request.user)
+    d = ask["diagnosis"]
+    fix = f" To resolve it: {d['resolution']}." if d.get("resolution") else ""
+    return f"Hello, task {ask['task_id']} failed because of {d['root_cause']}.{fix} Best regards, PanDA operations"
+
+
+def reckless_email(request: ChatRequest) -> str:
+    """Writes with confidence about things it was not told (the offline model's failure, on purpose)."""
+    ask = json.loads(request.user)
+    return (f"Dear user, task {ask['task_id']} was hit by a security incident at 03:17; the script run_fix.sh "
+            f'will repair it. {{"supporting_evidence": []}}')
+
+
 def capable() -> Handler:
-    return analysis_handler(diagnose=capable_diagnosis, explore=explore_with())
+    return analysis_handler(diagnose=capable_diagnosis, explore=explore_with(), email=capable_email)
 
 
 def reckless() -> Handler:
-    return analysis_handler(diagnose=reckless_diagnosis, explore=bare_literal)
+    return analysis_handler(diagnose=reckless_diagnosis, explore=bare_literal, email=reckless_email)
 
 
 SCRIPTED = {"capable": capable, "reckless": reckless}

@@ -71,8 +71,8 @@ def email_text(request: ChatRequest) -> str:
     return f"Hello, task {ask['task_id']} failed because of: {ask['diagnosis']['root_cause']}. Best regards"
 
 
-def analysis_handler(diagnose=None, explore=None):
+def analysis_handler(diagnose=None, explore=None, email=None):
     return schema_router({"canonical_labels": canonical_labels, "email_extraction": email_extraction,
                           "review_verdict": approve, "analysis_diagnosis": diagnose or pick_top(),
-                          "analysis_exploration_code": explore or explore_with(), None: email_text},
+                          "analysis_exploration_code": explore or explore_with(), None: email or email_text},
                          default=lambda r: Reply.error(400, f"unexpected schema {r.schema_name}"))
