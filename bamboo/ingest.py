@@ -6,16 +6,18 @@ operator to fix the file without opening a debugger.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from bamboo.models.accumulate import IncidentSource
+from bamboo.accumulation.contract import IncidentSource
 from bamboo.models.incident import Incident
 
 MAX_FILE_BYTES = 8 * 1024 * 1024
@@ -230,7 +232,37 @@ def _problem(err: dict) -> str:
     return msg if msg.startswith(field) else f"{field}: {msg}"
 
 
-def load_incident(source: IncidentSource) -> Incident:
+@dataclass(frozen=True)
+class ReadIncident:
+    """An incident and the fingerprint of what it was read from (stored with its graph)."""
+
+    incident: Incident
+    content_hash: str
+
+
+def _fallback_id(source: IncidentSource) -> str:
+    return Path(source.path).stem + (f"-{source.line}" if source.line else "")
+
+
+def _fingerprint(source: IncidentSource, raw: bytes) -> str:
+    """The incident's bytes and the id it gets when it names none (the file's stem, the line): two
+    inputs with the same fingerprint become the same incident. Trailing line ends are not content,
+    so a JSONL line keeps its fingerprint when lines are appended after it."""
+    digest = hashlib.sha256(b"bamboo-incident-v1\0" + _fallback_id(source).encode() + b"\0")
+    digest.update(raw.rstrip(b"\r\n"))
+    return digest.hexdigest()
+
+
+def content_hash(source: IncidentSource) -> str:
+    """The fingerprint alone, without parsing: what a batch compares with the stored graphs to skip
+    incidents it learned before. Raises `IncidentRejected` when the file cannot be read."""
+    return _fingerprint(source, _read_bytes(source))
+
+
+def read_incident(source: IncidentSource) -> ReadIncident:
     raw = _read_bytes(source)
-    fallback = Path(source.path).stem + (f"-{source.line}" if source.line else "")
-    return parse_incident(raw, fallback)
+    return ReadIncident(parse_incident(raw, _fallback_id(source)), _fingerprint(source, raw))
+
+
+def load_incident(source: IncidentSource) -> Incident:
+    return read_incident(source).incident

@@ -83,7 +83,7 @@ class Settings(BaseSettings):
     populate_concurrency: int = 8
     populate_continue_as_new_every: int | None = Field(
         default=None, ge=1, description="incidents per PopulateBatch run; unset: 200 with one workflow per incident, "
-                                        "5000 in lanes")
+                                        "5000 in slices")
     canonical_match_threshold: float = 0.9
 
     # --- analysis ---------------------------------------------------------------------------

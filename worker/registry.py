@@ -47,7 +47,7 @@ def plan(services: Services, llm_concurrency: int) -> list[QueuePlan]:
     plans = [
         QueuePlan(Queue.MAIN, workflows=WORKFLOWS, activities=[acc.load_incident, acc.load_prior_attempt]),  # local activities
         QueuePlan(Queue.LLM, activities=[acc.extract_incident, acc.review_extraction, acc.plan_review_exploration,
-                                     acc.accumulate_chunk],
+                                     acc.learn_slice],
                   max_concurrent_activities=llm_concurrency),
         QueuePlan(Queue.STORE, activities=[acc.store_graph, acc.list_incident_sources,
                                        acc.read_incident_sources], max_concurrent_activities=32),

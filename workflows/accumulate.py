@@ -4,59 +4,46 @@ load → extract → review; on the first rejection the explorer would fetch mis
 read-only tools (it needs the sandbox, not wired yet, so the workflow records that exploration was
 unavailable instead of silently skipping it); after `max_review_retries` rejections the best
 attempt is stored with a warning. Storing is idempotent on the incident's graph id, and its audit
-row is keyed by the batch's scope and the graph. An incident a populate lane escalated after its
-review starts from the lane's extraction and review (attempt 0), so the model is not asked the
-same two questions twice; one its batch already stored (the lane stored it, then crashed or waited
-out an outage before reporting it) ends at once as stored — never learned again, never failed.
+row is keyed by the batch's scope and the graph. An incident a populate slice escalated after its
+review starts from the slice's extraction and review (attempt 0), so the model is not asked the
+same two questions twice; one its batch already stored (the slice stored it, then crashed or waited
+out an outage before reporting it) ends at once as stored — never learned again, never failed; one
+whose content a stored graph was learned from ends at once as skipped, unless `relearn`.
 Store-bound steps wait out a database outage instead of failing the incident.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
 
 with workflow.unsafe.imports_passed_through():
     from bamboo.analysis.contract import ExplorationPlan
     from bamboo.extraction.base import ExtractionResult
     from bamboo.extraction.checks import checked_outcome
-    from bamboo.models.accumulate import (
-        AccumulateInput, AccumulateResult, ExtractInput, LoadIncidentInput, LoadedIncident, PriorAttempt,
-        ReviewExplorationInput, ReviewInput, ReviewOutcome, StoreInput,
+    from bamboo.accumulation import contract
+    from bamboo.accumulation.contract import (
+        LLM_STEP, LOCAL_STORE_READ, REVIEW_STEP, STORE_STEP, AccumulateInput, AccumulateResult, ExtractInput,
+        LoadIncidentInput, LoadedIncident, PriorAttempt, ReviewExplorationInput, ReviewInput, ReviewOutcome,
+        StoreInput,
     )
     from bamboo.models.graph import WriteStats
-    from workflows import names
-    from bamboo.contract import BATCH, HEARTBEAT, KIND, Kind, LLM_RETRY, Queue, STORE_RETRY, TASK_ID
+    from bamboo.contract import BATCH, KIND, Kind, TASK_ID
     from workflows.sandbox_steps import execute_code, findings
 
 
 EXPLORATION_UNAVAILABLE = "unavailable: no worker polls the sandbox queue, so the read-only explorer could not run"
 SANDBOX_WAIT_S = 60.0
 HUMAN_GAP = "no investigation procedure captured"
-PRIOR_ATTEMPT_PATCH = "accumulate-lane-prior-attempt"
-
-# Store-bound steps wait out a database outage. Activities wait inside, heartbeating, for up to the
-# worker's BAMBOO_STORE_OUTAGE_WAIT_S (an hour by default), so their start-to-close must outlast it;
-# a dead worker is still noticed within the heartbeat timeout. Local activities cannot heartbeat:
-# they are retried every few seconds for as long instead.
-STORE_OUTAGE = timedelta(hours=1)
-STORE_ACTIVITY_TIMEOUT = STORE_OUTAGE + timedelta(minutes=10)
-LOCAL_STORE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
-                                maximum_interval=timedelta(seconds=10), maximum_attempts=0)
 
 
-
-
-@workflow.defn(name=names.ACCUMULATE_WORKFLOW)
+@workflow.defn(name=contract.ACCUMULATE_WORKFLOW)
 class AccumulateIncident:
     def __init__(self) -> None:
         self._stage = "starting"
         self._attempt = 0
 
-    @workflow.query
+    @workflow.query(name=contract.PROGRESS_QUERY)
     def progress(self) -> dict:
         return {"stage": self._stage, "attempt": self._attempt}
 
@@ -70,10 +57,10 @@ class AccumulateIncident:
         self._stage = "load"
         # A local activity: reading one file and parking it as a blob is quick, and skipping the
         # task-queue round trip is a large share of a small incident's orchestration cost.
-        loaded: LoadedIncident = await workflow.execute_local_activity(
-            names.LOAD_INCIDENT, LoadIncidentInput(source=inp.source, store_scope=inp.store_scope),
-            result_type=LoadedIncident, start_to_close_timeout=timedelta(seconds=30),
-            schedule_to_close_timeout=STORE_OUTAGE, retry_policy=LOCAL_STORE_RETRY,
+        loaded = await workflow.execute_local_activity(
+            contract.load_incident, LoadIncidentInput(source=inp.source, store_scope=inp.store_scope,
+                                                      relearn=inp.relearn),
+            **LOCAL_STORE_READ.options(),
         )
         if loaded.already_stored:
             self._stage = "done"
@@ -82,18 +69,22 @@ class AccumulateIncident:
                 stored=WriteStats(graph_id=loaded.graph_id, nodes=0, edges=0, passages=0), attempts=0, approved=True,
                 notes=["already stored by this batch from this file (before a crash or an outage); not learned again"],
                 exploration="not needed")
+        if loaded.already_learned:
+            self._stage = "done"
+            return AccumulateResult(
+                source=inp.source.label(), graph_id=loaded.graph_id, incident_id=loaded.incident_id,
+                stored=WriteStats(graph_id=loaded.graph_id, nodes=0, edges=0, passages=0), attempts=0, approved=True,
+                notes=["a stored graph was learned from exactly this content; skipped (relearn to learn it again)"],
+                exploration="not needed", skipped=True)
         if loaded.task_id is not None:
             workflow.upsert_search_attributes([TASK_ID.value_set(loaded.task_id)])
 
         prior: PriorAttempt | None = None
-        if inp.prior_ref and workflow.patched(PRIOR_ATTEMPT_PATCH):
-            # Escalated by a populate lane after its review: the lane's extraction and review are attempt
-            # 0, so the model is not asked the same two questions again.
-            prior = await workflow.execute_local_activity(
-                names.LOAD_PRIOR_ATTEMPT, inp.prior_ref, result_type=PriorAttempt,
-                start_to_close_timeout=timedelta(seconds=30), schedule_to_close_timeout=STORE_OUTAGE,
-                retry_policy=LOCAL_STORE_RETRY,
-            )
+        if inp.prior_ref:
+            # Escalated by a populate slice after its review: the slice's extraction and review are
+            # attempt 0, so the model is not asked the same two questions again.
+            prior = await workflow.execute_local_activity(contract.load_prior_attempt, inp.prior_ref,
+                                                          **LOCAL_STORE_READ.options())
 
         warnings: list[str] = []
         notes: list[str] = []
@@ -108,14 +99,13 @@ class AccumulateIncident:
             self._attempt = attempt
             if attempt == 0 and prior is not None:
                 extracted, review = prior.extraction, prior.review
-                notes.append("attempt 0 is the populate lane's extraction and review")
+                notes.append("attempt 0 is the populate slice's extraction and review")
             else:
                 self._stage = f"extract (attempt {attempt})"
                 extracted = await workflow.execute_activity(
-                    names.EXTRACT_INCIDENT, ExtractInput(incident_ref=loaded.incident_ref, attempt=attempt,
-                                                         feedback=feedback, exploration=explored),
-                    result_type=ExtractionResult, task_queue=Queue.LLM, start_to_close_timeout=timedelta(minutes=5),
-                    heartbeat_timeout=HEARTBEAT, retry_policy=LLM_RETRY,
+                    contract.extract_incident, ExtractInput(incident_ref=loaded.incident_ref, attempt=attempt,
+                                                            feedback=feedback, exploration=explored),
+                    **LLM_STEP.options(),
                 )
                 self._stage = f"review (attempt {attempt})"
                 review = await self._review(extracted, loaded)
@@ -150,13 +140,13 @@ class AccumulateIncident:
             warnings.append(f"reviewer failed and approved fail-open: {reviewer_error[:200]}")
 
         self._stage = "store"
-        stats: WriteStats = await workflow.execute_activity(
-            names.STORE_GRAPH,
+        stats = await workflow.execute_activity(
+            contract.store_graph,
             StoreInput(graph_id=loaded.graph_id, incident_id=loaded.incident_id, task_id=loaded.task_id,
                        graph=chosen.graph, passages=chosen.passages, summary=chosen.summary, warnings=warnings,
-                       human_requests=human, scope=inp.store_scope, source=inp.source.label()),
-            result_type=WriteStats, task_queue=Queue.STORE, start_to_close_timeout=STORE_ACTIVITY_TIMEOUT,
-            heartbeat_timeout=HEARTBEAT, retry_policy=STORE_RETRY,
+                       human_requests=human, scope=inp.store_scope, source=inp.source.label(),
+                       content_hash=loaded.content_hash),
+            **STORE_STEP.options(),
         )
         self._stage = "done"
         return AccumulateResult(
@@ -171,10 +161,9 @@ class AccumulateIncident:
         sandbox worker or a refused plan is recorded and re-extraction proceeds unenriched."""
         self._stage = "explore"
         plan: ExplorationPlan = await workflow.execute_activity(
-            names.PLAN_REVIEW_EXPLORATION,
+            contract.plan_review_exploration,
             ReviewExplorationInput(task_id=loaded.task_id, status=loaded.status, issues=review.issues),
-            result_type=ExplorationPlan, task_queue=Queue.LLM, start_to_close_timeout=timedelta(minutes=5),
-            heartbeat_timeout=HEARTBEAT, retry_policy=LLM_RETRY,
+            **LLM_STEP.options(),
         )
         gaps = [g.investigation for g in plan.capability_gaps]
         if plan.status != "run":
@@ -195,10 +184,9 @@ class AccumulateIncident:
             return decided  # pure checks settle it: no activity, no LLM
         try:
             return await workflow.execute_activity(
-                names.REVIEW_EXTRACTION, ReviewInput(graph=extracted.graph, task_fields=loaded.hints, source=extracted.source),
-                result_type=ReviewOutcome, task_queue=Queue.LLM, start_to_close_timeout=timedelta(minutes=5),
-                heartbeat_timeout=HEARTBEAT,
-                retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3),
+                contract.review_extraction,
+                ReviewInput(graph=extracted.graph, task_fields=loaded.hints, source=extracted.source),
+                **REVIEW_STEP.options(),
             )
         except ActivityError as exc:
             # Fail-open: a reviewer that cannot answer must not block accumulation; the result says so.

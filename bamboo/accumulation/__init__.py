@@ -1,1 +1,1 @@
-"""Learning resolved incidents: the steps shared by the per-incident workflow and the batch lane."""
+"""Learning resolved incidents: the steps shared by the per-incident workflow and a batch slice."""

@@ -1,16 +1,16 @@
 """Storing extracted graphs: embed, canonicalise, write and audit — for one graph or a group at once.
 
-The per-incident `store_graph` activity stores a group of one; the populate lane stores whatever
+The per-incident `store_graph` activity stores a group of one; a populate slice stores whatever
 incidents finished since its last commit. Grouping pays one embedding call, one nearest-node
 query, one transaction and one audit lock per group instead of per incident, which is where a
 populate batch spent most of its store cost.
 
 Each graph is stored with its origin (the batch's scope and the incident's file) and its audit row
 in the same transaction, keyed by the subject — the scope and the graph — not by the attempt: the
-lane that stored an incident, its retry after a crash and the workflow the incident was escalated
+slice that stored an incident, its retry after a crash and the workflow the incident was escalated
 to all name the same row, so it is written once. A graph the database refuses is the incident's
 own failure: a group the database refuses is written again one graph at a time, so one bad
-incident cannot take its group (and with it the lane) down.
+incident cannot take its group (and with it the slice) down.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from bamboo.audit import AuditEvent
 from bamboo.embeddings.base import Embedder
-from bamboo.models.accumulate import StoreInput
+from bamboo.accumulation.contract import StoreInput
 from bamboo.models.graph import GraphWrite, WriteStats
 from bamboo.store import Store
 from bamboo.store.canonical import canonical_targets, canonicalise_graphs
@@ -113,7 +113,7 @@ class GraphStorer:
                 GraphWrite(graph_id=inp.graph_id, incident_id=inp.incident_id, task_id=inp.task_id, graph=c.graph,
                            passages=ps, summary=inp.summary, warnings=inp.warnings),
                 pv, c.canonical_embeddings,
-                origin=GraphOrigin(request.scope, request.source) if request.source else None,
+                origin=GraphOrigin(request.scope, request.source, inp.content_hash) if request.source else None,
                 audit=_audit_row(request), human_requests=list(inp.human_requests)))
         results = await self.store.knowledge.write_graphs(writes)
         return [StoreRefused(r.graph_id, r.reason()) if isinstance(r, DuplicateGraph) else r for r in results]

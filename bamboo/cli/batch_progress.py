@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -31,10 +32,12 @@ def _line(name: str, c: dict[str, Any], state: str = "") -> str:
             f"{c['running']} running{(' ' + state) if state else ''}")
 
 
-async def follow_batch(handle: WorkflowHandle, progress_type: type, reattach_hint: str, quiet: bool = False) -> Any | None:
+async def follow_batch(handle: WorkflowHandle, progress_type: type, reattach_hint: str, quiet: bool = False,
+                       read: Callable[[WorkflowHandle], Awaitable[Any]] | None = None) -> Any | None:
     """Poll until the batch ends and return its result; on Ctrl-C print how to re-attach and return None.
 
-    `progress_type` is any model with total, done, failed, running, paused and cancelled fields.
+    `progress_type` is any model with total, done, failed, running, paused and cancelled fields;
+    `read`, when given, reads it instead of the bare `progress` query.
     """
     live = console.is_terminal and not quiet
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -48,7 +51,7 @@ async def follow_batch(handle: WorkflowHandle, progress_type: type, reattach_hin
                 if desc.status is not None and desc.status.name != "RUNNING":
                     break
                 try:
-                    p = await handle.query("progress", result_type=progress_type)
+                    p = await (read(handle) if read else handle.query("progress", result_type=progress_type))
                 except Exception:  # noqa: BLE001 — between continue-as-new runs the query may briefly fail
                     await asyncio.sleep(0.5)
                     continue

@@ -12,7 +12,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 
 from bamboo.cli.common import console, fail, run
 from bamboo.cli.populate_cmd import follow, print_result
-from bamboo.models.accumulate import PopulateInput, PopulateResult
+from bamboo.accumulation.contract import PopulateInput, PopulateResult
 from bamboo.settings import get_settings
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "incidents"
@@ -92,7 +92,7 @@ def demo(
     ui = state.ui_url or f"http://{settings.temporal_address.split(':')[0]}:{settings.temporal_ui_port}"
     console.print(f"Temporal Web:     {ui}/namespaces/{settings.temporal_namespace}/workflows")
     console.print(f"This batch:       {ui}/namespaces/{settings.temporal_namespace}/workflows/{workflow_id}"
-                  " (its accumulate_chunk activities are the lanes)")
+                  " (its learn_slice activities are the slices)")
     console.print("Find by attribute: BambooKind=\"accumulate\" (incidents escalated to their own workflow) or "
                   "BambooTaskId=<jediTaskID> in the Web UI's query box")
     console.print("Knowledge base:   bamboo kb stats · bamboo kb graph panda:<jediTaskID>:<status>")

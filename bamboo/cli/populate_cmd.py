@@ -15,7 +15,10 @@ from temporalio.common import WorkflowIDConflictPolicy
 from bamboo.cli.batch_progress import follow_batch
 from bamboo.cli.common import console, fail, run
 from bamboo.ingest import SourceListingError, list_sources
-from bamboo.models.accumulate import PopulateInput, PopulateProgress, PopulateResult
+from bamboo.accumulation.contract import (
+    POPULATE_WORKFLOW, WORKFLOW_QUEUE, PopulateInput, PopulateProgress, PopulateResult, batch_workflow_id,
+)
+from bamboo.accumulation.progress import live_progress
 from bamboo.settings import get_settings
 
 
@@ -24,14 +27,14 @@ def default_batch_id(path: Path) -> str:
 
 
 async def follow(handle: WorkflowHandle, quiet: bool = False) -> PopulateResult | None:
-    """Poll the progress query into a bar until the batch ends; Ctrl-C detaches."""
-    hint = f"bamboo populate --attach {handle.id.removeprefix('populate:')}"
-    return await follow_batch(handle, PopulateProgress, hint, quiet=quiet)
+    """Poll the progress (with the running slices' heartbeats) into a bar until the batch ends; Ctrl-C detaches."""
+    hint = f"bamboo populate --attach {handle.id.removeprefix(batch_workflow_id(''))}"
+    return await follow_batch(handle, PopulateProgress, hint, quiet=quiet, read=live_progress)
 
 
 def print_result(result: PopulateResult) -> None:
-    console.print(f"[bold]{result.batch_id}[/]: {result.done} stored, {result.failed} failed of {result.total}"
-                  + (" (cancelled)" if result.cancelled else ""))
+    console.print(f"[bold]{result.batch_id}[/]: {result.done} stored, {result.skipped} skipped (already learned), "
+                  f"{result.failed} failed of {result.total}" + (" (cancelled)" if result.cancelled else ""))
     if result.escalated:
         console.print(f"  {result.escalated} incident(s) needed their own AccumulateIncident workflow "
                       f"(ids accumulate:{result.batch_id}:<index>; open them in Temporal Web for their steps)")
@@ -67,29 +70,35 @@ def populate(
     path: Path = typer.Argument(None, help="A directory of incident .json files or a .jsonl file"),
     attach: str = typer.Option(None, "--attach", help="Re-attach to a running batch by its id"),
     batch_id: str = typer.Option(None, help="Batch id (default: derived from the path)"),
-    concurrency: int = typer.Option(None, min=1, max=256, help="Incidents talking to the model at once (lanes and escalated incidents together)"),
+    concurrency: int = typer.Option(None, min=1, max=256, help="Incidents talking to the model at once (slices and escalated incidents together)"),
     max_review_retries: int = typer.Option(None, min=0, max=10, help="Reviewer rejections before storing the best"),
     detach: bool = typer.Option(False, "--detach", help="Start and return immediately"),
     one_workflow_per_incident: bool = typer.Option(
         False, "--one-workflow-per-incident",
         help="Give every incident its own AccumulateIncident workflow (each step visible in Temporal Web; several "
-             "times slower). By default incidents run in lanes and only the hard ones get their own workflow."),
+             "times slower). By default incidents run in slices and only the hard ones get their own workflow."),
     chunk_size: int = typer.Option(None, min=1, max=1024,
-                                   help="Incidents per lane activity (default 8 x the lane's parallelism); smaller "
+                                   help="Incidents per slice activity (default 8 x a slice's parallelism); smaller "
                                         "slices make pause take effect sooner, at more overhead"),
+    relearn: bool = typer.Option(
+        False, "--relearn",
+        help="Learn every incident again, also those a stored graph was learned from (by default an incident "
+             "whose file content is unchanged is skipped before any model call)"),
 ) -> None:
     """Learn resolved incidents into the knowledge graph as a durable PopulateBatch workflow.
 
-    The happy path (extract, hard checks, LLM review, store) runs in lane activities that commit
+    The happy path (extract, hard checks, LLM review, store) runs in slice activities that commit
     incidents in groups; an incident the reviewer rejects, that needs human input or whose model
     calls fail is escalated to its own AccumulateIncident workflow with the explorer and retries.
-    Ctrl-C detaches; the batch goes on."""
+    An incident already learned from the same content is skipped (no model call) unless --relearn,
+    so populating a directory again costs only its new and changed files. Ctrl-C detaches; the
+    batch goes on."""
     settings = get_settings()
 
     async def go() -> None:
         client = await _client()
         if attach:
-            handle = client.get_workflow_handle(f"populate:{attach}", result_type=PopulateResult)
+            handle = client.get_workflow_handle(batch_workflow_id(attach), result_type=PopulateResult)
             await _must_exist(handle, attach)
         else:
             if path is None:
@@ -100,13 +109,15 @@ def populate(
                 fail(str(exc))
             bid = batch_id or default_batch_id(path)
             handle = await client.start_workflow(
-                "PopulateBatch",
+                POPULATE_WORKFLOW,
                 PopulateInput(batch_id=bid, path=str(path.resolve()),
                               concurrency=concurrency or settings.populate_concurrency,
                               continue_as_new_every=settings.populate_continue_as_new_every,
                               max_review_retries=settings.max_review_retries if max_review_retries is None else max_review_retries,
-                              one_workflow_per_incident=one_workflow_per_incident, chunk_size=chunk_size),
-                id=f"populate:{bid}", task_queue="bamboo", id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                              one_workflow_per_incident=one_workflow_per_incident, chunk_size=chunk_size,
+                              relearn=relearn),
+                id=batch_workflow_id(bid), task_queue=WORKFLOW_QUEUE,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 result_type=PopulateResult,
             )
             console.print(f"Batch [bold]{bid}[/] ({count} incidents) — workflow id {handle.id}")

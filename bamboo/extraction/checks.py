@@ -3,7 +3,7 @@ a workflow (they are pure functions of the graph)."""
 
 from __future__ import annotations
 
-from bamboo.models.accumulate import ReviewOutcome
+from bamboo.accumulation.contract import ReviewOutcome
 from bamboo.models.graph import KnowledgeGraph
 
 NO_PROCEDURE = "no investigation procedure captured"

@@ -56,6 +56,7 @@ class GraphOrigin:
 
     scope: str
     source: str
+    content_hash: str | None = None  # fingerprint of the file's incident: a later batch skips it while it matches
 
 
 @dataclass(frozen=True)
@@ -248,18 +249,22 @@ class KnowledgeStore:
                 # A graph another source of the same scope holds is left alone (the WHERE below) and
                 # not returned: it is a duplicate, found here even when a concurrent writer won the race.
                 written = {r[0] for r in await (await conn.execute(
-                    "INSERT INTO graphs (graph_id, incident_id, task_id, summary, warnings, scope, source) "
-                    "SELECT g, i, t, s, w::jsonb, sc, so FROM unnest(%b::text[], %b::text[], %b::bigint[], %b::text[], "
-                    "%b::text[], %b::text[], %b::text[]) AS x(g, i, t, s, w, sc, so) ORDER BY g "
+                    "INSERT INTO graphs (graph_id, incident_id, task_id, summary, warnings, scope, source, "
+                    "content_hash) "
+                    "SELECT g, i, t, s, w::jsonb, sc, so, h FROM unnest(%b::text[], %b::text[], %b::bigint[], "
+                    "%b::text[], %b::text[], %b::text[], %b::text[], %b::text[]) AS x(g, i, t, s, w, sc, so, h) "
+                    "ORDER BY g "
                     "ON CONFLICT (graph_id) DO UPDATE SET incident_id = EXCLUDED.incident_id, "
                     "task_id = EXCLUDED.task_id, summary = EXCLUDED.summary, warnings = EXCLUDED.warnings, "
-                    "scope = EXCLUDED.scope, source = EXCLUDED.source, stored_at = now() "
+                    "scope = EXCLUDED.scope, source = EXCLUDED.source, content_hash = EXCLUDED.content_hash, "
+                    "stored_at = now() "
                     "WHERE graphs.scope IS NULL OR EXCLUDED.scope IS NULL OR graphs.scope <> EXCLUDED.scope "
                     "OR graphs.source IS NOT DISTINCT FROM EXCLUDED.source RETURNING graph_id",
                     (graph_ids, [i.write.incident_id for i in items], [i.write.task_id for i in items],
                      [i.write.summary for i in items], [json.dumps(i.write.warnings) for i in items],
                      [i.origin.scope if i.origin else None for i in items],
-                     [i.origin.source if i.origin else None for i in items]),
+                     [i.origin.source if i.origin else None for i in items],
+                     [i.origin.content_hash if i.origin else None for i in items]),
                 )).fetchall()}
                 raced: dict[str, str] = {}
                 if len(written) < len(items):
@@ -412,7 +417,7 @@ class KnowledgeStore:
 
     @waits_out_outages("look up what a batch already stored")
     async def stored_graphs(self, scope: str, sources: list[str]) -> dict[str, "StoredGraph"]:
-        """Of these sources, those the scope has stored, with their graph. A retried lane or an
+        """Of these sources, those the scope has stored, with their graph. A retried slice or an
         escalated incident asks before learning again, so what was stored is neither redone nor
         reported failed."""
         if not sources:
@@ -423,6 +428,18 @@ class KnowledgeStore:
                 (scope, sources),
             )).fetchall()
         return {r[0]: StoredGraph(graph_id=r[1], incident_id=r[2], task_id=r[3]) for r in rows}
+
+    @waits_out_outages("look up what was learned before")
+    async def learned_contents(self, content_hashes: list[str]) -> set[str]:
+        """Of these incident fingerprints, those a stored graph was learned from (by any batch): a
+        batch skips those incidents instead of asking the model about them again."""
+        if not content_hashes:
+            return set()
+        async with self._pool.connection() as conn:
+            rows = await (await conn.execute(
+                "SELECT DISTINCT content_hash FROM graphs WHERE content_hash = ANY(%b)", (content_hashes,),
+            )).fetchall()
+        return {r[0] for r in rows}
 
     @waits_out_outages("record a human-input request")
     async def record_human_request(self, graph_id: str, request: str) -> None:

@@ -42,7 +42,7 @@ from bamboo.analysis.contract import AnalysisResult, AnalyzeInput, analyze_workf
 from bamboo.analysis.service import AnalysisService
 from bamboo.devstack.ports import free_port
 from bamboo.extraction.labels import normalise_label
-from bamboo.models.accumulate import PopulateInput, PopulateResult
+from bamboo.accumulation.contract import PopulateInput, PopulateResult
 from bamboo.samples import generate_incidents, write_incidents
 from worker.services import build_services
 from bamboo.settings import Settings

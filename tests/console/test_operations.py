@@ -16,7 +16,7 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from bamboo.contract import KIND
 from bamboo.investigation import client as inv
-from bamboo.models.accumulate import PopulateInput, PopulateProgress, PopulateResult
+from bamboo.accumulation.contract import PopulateInput, PopulateProgress, PopulateResult
 from tests.console.conftest import sign_in
 from tests.investigation.conftest import EXAMPLES, READ_CODE, TASK_ID, entries, new_session, pending_turn, wait_for
 

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from bamboo.models.accumulate import AccumulateInput, AccumulateResult, IncidentSource
+from bamboo.accumulation.contract import AccumulateInput, AccumulateResult, IncidentSource
 from temporalio.client import WorkflowFailureError
 
 from tests.support.answers import accumulation_handler, reject

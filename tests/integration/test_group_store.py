@@ -1,6 +1,6 @@
 """Group writes: many graphs per transaction, canonicalised together, audited under one lock.
 
-A populate lane commits whatever incidents finished since its last commit as one group. The group
+A populate slice commits whatever incidents finished since its last commit as one group. The group
 path is only safe if it is indistinguishable from storing the incidents one after the other, so
 these tests compare it against the one-by-one path on real Postgres, row by row.
 """
@@ -15,7 +15,7 @@ import pytest
 
 from bamboo.accumulation.storing import GraphStorer, StoreRequest
 from bamboo.audit import AuditEvent
-from bamboo.models.accumulate import StoreInput
+from bamboo.accumulation.contract import StoreInput
 from bamboo.models.graph import GraphEdge, GraphNode, GraphWrite, KnowledgeGraph, NodeRef, PassageDraft
 from bamboo.store import Store, open_store
 from bamboo.store.canonical import canonical_targets, canonicalise_graphs
@@ -410,7 +410,7 @@ async def test_audit_append_many_dedups_and_keeps_the_chain(services):
 
 
 async def test_graph_storer_store_many(services):
-    """The lane's commit path end to end: one embedding call for the whole group, stats per request
+    """The slice's commit path end to end: one embedding call for the whole group, stats per request
     in order, one `graph_stored` audit row per graph, and a retried group re-audits nothing."""
     embedder = CountingEmbedder(services.embedder)
     storer = GraphStorer(services.store, embedder, canonical_threshold=0.9)

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from bamboo.models.accumulate import PopulateProgress, PopulateResult
+from bamboo.accumulation.contract import PopulateProgress, PopulateResult
 from tests.conftest import EXAMPLES
 from tests.integration.helpers import populate
 
@@ -53,10 +53,10 @@ def _incident(base: dict, incident_id: str, **task) -> dict:
     return dict(base, incident_id=incident_id, task_data={**base["task_data"], **task})
 
 
-async def test_hostile_inputs_fail_alone_and_the_lanes_go_on(client, running_worker, services, llm_server, tmp_path):
-    """Each of these used to hang a workflow, fail a whole lane (its incidents re-run one by one, with a
+async def test_hostile_inputs_fail_alone_and_the_slices_go_on(client, running_worker, services, llm_server, tmp_path):
+    """Each of these used to hang a workflow, fail a whole slice (its incidents re-run one by one, with a
     raw Postgres message), or pass as an incident. Each is now its own failure naming its file and
-    field; the good incidents are learned once, in their lane."""
+    field; the good incidents are learned once, in their slice."""
     good = sorted(EXAMPLES.glob("*.json"))[:3]
     for f in good:
         shutil.copy(f, tmp_path / f.name)
@@ -86,7 +86,7 @@ async def test_hostile_inputs_fail_alone_and_the_lanes_go_on(client, running_wor
     duplicate = reasons.get("x_duplicate.json") or reasons.get(good[0].name)
     assert duplicate and "duplicate incident" in duplicate and "already stored from" in duplicate, reasons
     assert (result.done, result.failed) == (3, len(bad) + 2), reasons
-    assert result.escalated == 0, "no lane failed: nothing was re-run on its own"
+    assert result.escalated == 0, "no slice failed: nothing was re-run on its own"
     assert all(n <= 4 for n in llm_server.counts_by_schema().values()), llm_server.counts_by_schema()
     assert (await services.store.knowledge.row_counts())["graphs"] == 3
     for reason in reasons.values():

@@ -11,7 +11,7 @@ import pytest
 
 from bamboo.extraction.panda.strategy import PandaExtractionStrategy
 from bamboo.llm.client import LLMClient
-from bamboo.models.accumulate import PopulateProgress
+from bamboo.accumulation.contract import PopulateProgress
 from bamboo.samples import generate_incidents, write_incidents
 from tests.integration.helpers import populate
 from tests.services import spawn_worker
@@ -37,18 +37,27 @@ async def _expected(incidents, settings, base_url):
     return out
 
 
+async def _a_slice_is_on_the_worker(handle) -> bool:
+    """A slice activity a worker has started and not finished: killing the worker now cuts it off."""
+    from temporalio.api.enums.v1 import PendingActivityState
+
+    description = await handle.describe()
+    return any(a.activity_type.name == "learn_slice" and a.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+               for a in description.raw_description.pending_activities)
+
+
 async def test_sigkill_mid_batch_then_new_worker_completes_exactly_once(stack, database_url, services, client, tmp_path):
     incidents = generate_incidents(100, seed=7)
     write_incidents(incidents, tmp_path / "batch")
-    with ScriptedLLMServer(accumulation_handler(), latency_s=0.05) as llm:
+    with ScriptedLLMServer(accumulation_handler(), latency_s=0.1) as llm:
         settings = stack.settings(database_url, llm.base_url, llm_concurrency=8)
         worker = spawn_worker(settings, tmp_path / "w1.log")
         handle = await populate(client, tmp_path / "batch", concurrency=8, every=30, wait=False)
         for _ in range(600):
             p = await handle.query("progress", result_type=PopulateProgress)
-            if p.done >= 25 and p.running > 0:  # mid-lane: a lane holds incidents it has not reported
+            if p.done >= 25 and await _a_slice_is_on_the_worker(handle):  # mid-batch, mid-slice
                 break
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.05)
         assert 0 < p.done < 100, "the kill must land mid-batch"
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait()
@@ -61,7 +70,7 @@ async def test_sigkill_mid_batch_then_new_worker_completes_exactly_once(stack, d
         expected = await _expected(incidents, settings, llm.base_url)
 
     assert (result.done, result.failed) == (100, 0), result.failures
-    assert result.escalated == 0, "retried lanes resume the slices they hold instead of giving them up"
+    assert result.escalated == 0, "retried slices resume from their heartbeats instead of giving their incidents up"
     store = services.store.knowledge
     counts = await store.row_counts()
     assert counts["graphs"] == 100
@@ -77,7 +86,7 @@ async def test_sigkill_mid_batch_then_new_worker_completes_exactly_once(stack, d
         stored_rows = (await (await conn.execute("SELECT count(*) FROM audit WHERE kind = 'graph_stored'")).fetchone())[0]
     assert stored_rows == 100
     assert (await services.store.audit.verify()).ok
-    # The kill cut off running lanes: their retries resumed the slices they held (held_slices query).
+    # The kill cut off running slices: their retries resumed from their heartbeats.
     retried, run_id = [], handle.first_execution_run_id
     while run_id:
         next_run = None
@@ -87,4 +96,4 @@ async def test_sigkill_mid_batch_then_new_worker_completes_exactly_once(stack, d
             if e.HasField("workflow_execution_continued_as_new_event_attributes"):
                 next_run = e.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
         run_id = next_run
-    assert retried, "no lane was retried: the kill missed the lanes"
+    assert retried, "no slice was retried: the kill missed the slices"

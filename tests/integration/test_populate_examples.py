@@ -1,4 +1,5 @@
-"""The bundled examples populate into the expected graph, and populating again adds no row."""
+"""The bundled examples populate into the expected graph; populating again skips every incident, and
+relearning them all adds no row."""
 
 from __future__ import annotations
 
@@ -37,5 +38,8 @@ async def test_examples_yield_expected_nodes_and_edges_and_repopulate_adds_nothi
     stats = await store.stats()
     assert stats.edges.get("indicate", 0) > 0 and stats.nodes.get("Cause", 0) >= 20
     again = await populate(client, EXAMPLES, concurrency=8)
-    assert again.done == len(files)
+    assert (again.done, again.skipped, again.failed) == (0, len(files), 0)
+    assert await store.row_counts() == before
+    relearned = await populate(client, EXAMPLES, concurrency=8, relearn=True)
+    assert (relearned.done, relearned.skipped, relearned.failed) == (len(files), 0, 0)
     assert await store.row_counts() == before

@@ -1,10 +1,10 @@
 """Chaos: Postgres stopped mid-batch for longer than the activity timeouts, then started again.
 
 The batch must complete with every incident stored once and exactly one audit row per stored
-incident, without handing incidents to workflows of their own (the lanes wait the outage out,
+incident, without handing incidents to workflows of their own (the slices wait the outage out,
 heartbeating) and without asking the model about any incident twice.
 
-Before the fix a 60 s outage failed the lanes' store calls, spent their retries and re-ran most of
+Before the fix a 60 s outage failed the slices' store calls, spent their retries and re-ran most of
 the batch one workflow per incident (212 audit rows for 200 incidents); a long one marked stored
 incidents failed. This test runs its own Postgres so stopping it touches no other test.
 """
@@ -23,7 +23,7 @@ import psycopg
 import pytest
 
 from bamboo.devstack.postgres import start_postgres, stop_postgres
-from bamboo.models.accumulate import PopulateResult
+from bamboo.accumulation.contract import PopulateResult
 from bamboo.samples import generate_incidents, write_incidents
 from tests.integration.helpers import populate
 from tests.support.answers import accumulation_handler
@@ -33,7 +33,7 @@ from bamboo.contract import HEARTBEAT
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 N = 48
-# Longer than the lane's heartbeat timeout (10 s), a local activity's start-to-close (30 s) and the
+# Longer than the slice's heartbeat timeout (10 s), a local activity's start-to-close (30 s) and the
 # pool's wait for a connection (30 s): every one of them passes while the database is away.
 OUTAGE_S = 40.0
 
@@ -105,5 +105,5 @@ async def test_a_postgres_outage_mid_batch_is_waited_out(stack, client, own_post
     assert await _count(url, "SELECT count(*) FROM (SELECT graph_id FROM edge_provenance GROUP BY graph_id) g") == N
     assert await _count(url, "SELECT count(DISTINCT body->>'graph_id') FROM audit WHERE kind = 'graph_stored'") == N
     assert await _count(url, "SELECT count(*) FROM audit WHERE kind = 'graph_stored'") == N, "one row per incident"
-    assert result.escalated == 0, "the lanes waited the outage out instead of handing incidents on"
+    assert result.escalated == 0, "the slices waited the outage out instead of handing incidents on"
     assert chats and all(n <= N for n in chats.values()), f"model calls by schema {chats}: some incidents twice"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bamboo.models.accumulate import PopulateInput, PopulateResult
+from bamboo.accumulation.contract import PopulateInput, PopulateResult
 from workflows.populate import PopulateBatch
 from bamboo.contract import Queue
 
@@ -26,9 +26,10 @@ def _incident(i: int) -> dict:
     }
 
 
-async def _populate(client, path: Path, batch: str, concurrency: int = 4) -> PopulateResult:
+async def _populate(client, path: Path, batch: str, concurrency: int = 4, **extra) -> PopulateResult:
     return await client.execute_workflow(
-        PopulateBatch.run, PopulateInput(batch_id=batch, path=str(path), concurrency=concurrency, continue_as_new_every=3),
+        PopulateBatch.run, PopulateInput(batch_id=batch, path=str(path), concurrency=concurrency, continue_as_new_every=3,
+                                         **extra),
         id=f"populate:{batch}", task_queue=Queue.MAIN, result_type=PopulateResult,
     )
 
@@ -43,6 +44,6 @@ async def test_small_batch_is_idempotent(client, running_worker, services, tmp_p
     edges = await services.store.knowledge.edges_for_graph("panda:40000001:broken")
     assert ("Symptom", "InsufficientMemory", "indicate", "Cause", "Insufficient memory request") in edges
     assert ("Cause", "Insufficient memory request", "solved_by", "Resolution", "Increase ramCount") in edges
-    again = await _populate(client, tmp_path, f"b-{uuid.uuid4().hex[:6]}")
-    assert again.done == 5
+    again = await _populate(client, tmp_path, f"b-{uuid.uuid4().hex[:6]}", relearn=True)
+    assert (again.done, again.skipped) == (5, 0)
     assert await services.store.knowledge.row_counts() == counts

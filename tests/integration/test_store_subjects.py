@@ -27,8 +27,8 @@ async def _scalar(services, sql: str, *args):
         return (await (await conn.execute(sql, args or None)).fetchone())[0]
 
 
-async def test_the_lane_and_the_escalated_workflow_audit_a_graph_once(services):
-    """The lane stored it and died before reporting; the workflow it was escalated to stores it again
+async def test_the_slice_and_the_escalated_workflow_audit_a_graph_once(services):
+    """The slice stored it and died before reporting; the workflow it was escalated to stores it again
     under another run id. Same scope, same graph: one `graph_stored` row."""
     storer = _storer(services)
     lane = StoreRequest(graph=_store_input("g1", "Insufficient memory", "OOM"), run_id="populate:b",
@@ -86,7 +86,7 @@ async def test_a_graph_commits_only_with_its_audit_row(services, database_url):
 
 async def test_a_group_the_database_refuses_costs_only_the_refused_graph(services):
     """A value the reader let through but the database refuses (here a task id over bigint) fails that
-    graph alone, with a reason; before, it failed the whole group and with it the lane."""
+    graph alone, with a reason; before, it failed the whole group and with it the slice."""
     storer = _storer(services)
     good = [StoreRequest(graph=_store_input(f"ok{i}", f"Cause {i}", "OOM"), run_id="r", scope="s", source=f"/in/{i}")
             for i in range(3)]

@@ -1,10 +1,16 @@
-"""Workflow and activity names are compatibility data: a rename would orphan running histories."""
+"""Workflow, activity, signal and query names are compatibility data: a rename would orphan running
+histories. The populate/accumulate ones live in `bamboo.accumulation.contract`; this pins them."""
 
 from temporalio import activity, workflow
 
 from activities.accumulate import AccumulateActivities
+from bamboo.accumulation import contract
+from bamboo.contract import activity_name
 from workflows.accumulate import AccumulateIncident
 from workflows.populate import PopulateBatch
+
+ACTIVITIES = {"load_incident", "extract_incident", "review_extraction", "store_graph", "list_incident_sources",
+              "read_incident_sources", "plan_review_exploration", "learn_slice", "load_prior_attempt"}
 
 
 def test_workflow_names():
@@ -12,25 +18,17 @@ def test_workflow_names():
     assert workflow._Definition.must_from_class(PopulateBatch).name == "PopulateBatch"
 
 
-def test_activity_names():
-    names = {activity._Definition.must_from_callable(getattr(AccumulateActivities, m)).name
-             for m in ("load_incident", "extract_incident", "review_extraction", "store_graph",
-                       "list_incident_sources", "read_incident_sources", "accumulate_chunk", "load_prior_attempt")}
-    assert names == {"load_incident", "extract_incident", "review_extraction", "store_graph",
-                     "list_incident_sources", "read_incident_sources", "accumulate_chunk", "load_prior_attempt"}
+def test_activity_names_and_every_implementation_names_its_stub():
+    implemented = {activity._Definition.must_from_callable(getattr(AccumulateActivities, m)).name for m in ACTIVITIES}
+    assert implemented == ACTIVITIES
+    assert {activity_name(getattr(contract, m)) for m in ACTIVITIES} == ACTIVITIES
 
 
-def test_signal_names():
-    from workflows import names
-
-    assert (names.LANE_RELEASED_SIGNAL, names.LANE_PROGRESS_SIGNAL) == ("lane_released", "lane_progress")
-
-
-def test_update_and_query_names():
-    from workflows import names
-
-    assert (names.CLAIM_SLICE_UPDATE, names.SLICE_DONE_UPDATE, names.HELD_SLICES_QUERY) == (
-        "claim_slice", "slice_done", "held_slices")
+def test_signal_and_query_names():
+    definition = workflow._Definition.must_from_class(PopulateBatch)
+    assert set(definition.signals) == {"pause", "resume", "cancel"}
+    assert set(definition.queries) == {"progress"}
+    assert not definition.updates, "a batch takes no updates: slices report once, by their result"
 
 
 def test_import_rules():

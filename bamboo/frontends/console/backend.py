@@ -21,7 +21,7 @@ from bamboo.contract import AWAITING_APPROVAL, KIND, TASK_ID, Kind
 from bamboo.approvals.registry import ApproverRegistry
 from bamboo.audit import AuditEvent
 from bamboo.investigation import client as inv
-from bamboo.models.accumulate import PopulateProgress
+from bamboo.accumulation.contract import PopulateProgress
 from bamboo.investigation.contract import Ack, ApprovalsView, OperatorMessage, PendingView, RevokeRequest, TranscriptEntry
 from bamboo.settings import Settings
 from bamboo.store import Store

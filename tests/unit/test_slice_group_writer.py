@@ -1,4 +1,4 @@
-"""The lane's group writer, with a scripted strategy and storer so the order of events is exact.
+"""A slice's group writer, with a scripted strategy and storer so the order of events is exact.
 
 What the writer must guarantee: an incident past the LLM is always written (no writer may be left
 waiting for), groups gather while incidents are still on their way through the LLM, and the last
@@ -12,10 +12,10 @@ import json
 import time
 from pathlib import Path
 
-from bamboo.accumulation.lane import AccumulationLane
+from bamboo.accumulation.slice_learner import SliceLearner
 from bamboo.accumulation.storing import StoreRequest
 from bamboo.extraction.base import ExtractionResult
-from bamboo.models.accumulate import IncidentSource
+from bamboo.accumulation.contract import IncidentSource
 from bamboo.models.graph import GraphNode, KnowledgeGraph, WriteStats
 
 # A graph the hard checks pass; a "resolution_record" source is approved without an LLM review.
@@ -68,17 +68,17 @@ def _sources(tmp_path: Path, n: int) -> list[tuple[int, IncidentSource]]:
     return out
 
 
-def _lane(strategy: ScriptedStrategy, storer: RecordingStorer, **kw) -> AccumulationLane:
-    return AccumulationLane(strategy, llm=None, storer=storer, **kw)  # type: ignore[arg-type]
+def _learner(strategy: ScriptedStrategy, storer: RecordingStorer, **kw) -> SliceLearner:
+    return SliceLearner(strategy, llm=None, storer=storer, **kw)  # type: ignore[arg-type]
 
 
 async def test_an_incident_joining_as_the_writer_finishes_is_still_written(tmp_path):
     """The writer finds nothing waiting and ends in the same loop pass in which the next incident
     leaves the LLM. Had the writer left its place only in a later pass, that incident would find the
-    place taken, start no writer, and the lane would wait for it forever."""
+    place taken, start no writer, and the slice would wait for it forever."""
     strategy, storer = ScriptedStrategy(2), RecordingStorer()
     storer.finish.clear()
-    lane = _lane(strategy, storer, parallelism=2, gather_s=0)
+    learner = _learner(strategy, storer, parallelism=2, gather_s=0)
 
     async def second_incident_after_the_writer_waits():
         # Item 1 must wake after the writer in the same pass: it starts waiting on `finish` after it.
@@ -86,7 +86,7 @@ async def test_an_incident_joining_as_the_writer_finishes_is_still_written(tmp_p
         await storer.finish.wait()
         strategy.go[1].set()
 
-    run = asyncio.create_task(lane.run(_sources(tmp_path, 2), run_id="r", scope="k"))
+    run = asyncio.create_task(learner.run(_sources(tmp_path, 2), run_id="r", scope="k"))
     helper = asyncio.create_task(second_incident_after_the_writer_waits())
     strategy.go[0].set()
     await storer.writing.wait()
@@ -99,8 +99,8 @@ async def test_an_incident_joining_as_the_writer_finishes_is_still_written(tmp_p
 
 async def test_a_group_gathers_while_incidents_are_before_the_llm_and_the_last_one_is_written_at_once(tmp_path):
     strategy, storer = ScriptedStrategy(3), RecordingStorer()
-    lane = _lane(strategy, storer, parallelism=3, gather_s=30)
-    run = asyncio.create_task(lane.run(_sources(tmp_path, 3), run_id="r", scope="k"))
+    learner = _learner(strategy, storer, parallelism=3, gather_s=30)
+    run = asyncio.create_task(learner.run(_sources(tmp_path, 3), run_id="r", scope="k"))
     started = time.monotonic()
     for go in strategy.go:
         go.set()
@@ -113,8 +113,8 @@ async def test_a_group_gathers_while_incidents_are_before_the_llm_and_the_last_o
 
 async def test_a_full_group_is_written_without_waiting_for_the_window(tmp_path):
     strategy, storer = ScriptedStrategy(3), RecordingStorer()
-    lane = _lane(strategy, storer, parallelism=3, gather_s=30, max_group=2)
-    run = asyncio.create_task(lane.run(_sources(tmp_path, 3), run_id="r", scope="k"))
+    learner = _learner(strategy, storer, parallelism=3, gather_s=30, max_group=2)
+    run = asyncio.create_task(learner.run(_sources(tmp_path, 3), run_id="r", scope="k"))
     strategy.go[0].set()
     strategy.go[1].set()
     await asyncio.wait_for(storer.writing.wait(), 10)
