@@ -1,19 +1,23 @@
-"""Populate throughput: 500 synthetic incidents through the real Temporal dev server, the real
-worker process and the real Postgres, with a scripted LLM that answers after 100 ms per call.
+"""Populate throughput, old code and new side by side: synthetic incidents through the real Temporal dev
+server, a real worker process and the real Postgres, with a scripted LLM that answers after a fixed
+latency per call (100 ms, and 2 s).
 
-For batch concurrency 1, 8 and 32 it reports wall time, incidents per minute, peak worker RSS
-(worker process tree, sampled every 100 ms), and the ratio of wall time to the ideal LLM-bound
-time (LLM calls × 100 ms ÷ concurrency). All runs happen in one invocation, side by side, so the
-ratios survive a noisy machine; each concurrent level runs `--repeat` times (default 5) and the
-median run is reported with the spread, because a run of a few seconds is within a shared machine's
-noise (single runs at concurrency 32 spread over about ±5%). Embeddings come from a second scripted
-endpoint with no latency: the benchmark measures orchestration against LLM latency, not the CPU
-cost of a local model.
-Incidents take the email path (no reviewed record), the common case for raw tickets: two LLM calls
-each (extraction, then the LLM review), run in the batch's default lanes (one worker process). The
-per-process CPU table shows where the remaining cost goes. In the scale-out row Temporal's matching
-decides which worker takes each lane, so both lanes sometimes land on one process; the spread shows it. The dev server keeps history in memory
-here; `bamboo dev up` uses its SQLite file, and production a Temporal cluster.
+Two codes run in one invocation, interleaved run by run so a shared machine's drift hits both alike:
+- *new*: this tree (slices in a sliding window, one report per slice);
+- *old*: the lanes code (claims, releases, progress signals), extracted with `git archive` from the
+  last commit that had it (`--old-ref`, default: the parent of the commit that deleted
+  `bamboo/accumulation/lane.py`) into a temporary directory; its worker runs from there
+  (`PYTHONPATH` and working directory), against the same Temporal server and a fresh database.
+  The old code lives only in that directory, never in the product.
+
+For each latency and code it runs concurrency 1 once (LLM-bound: minutes, and no scheduling to
+measure) and concurrency 32 `--repeat` times (default 5), and reports the median run with its spread,
+wall time against the ideal LLM-bound time (LLM calls × latency ÷ concurrency), the speed-up over
+concurrency 1, new ÷ old, peak worker RSS (worker process tree, sampled every 100 ms) and CPU per
+incident by process. Embeddings come from a second scripted endpoint with no latency: the benchmark
+measures orchestration against LLM latency, not the CPU cost of a local model. Incidents take the
+email path (no reviewed record): two LLM calls each (extraction, then the LLM review). The dev
+server keeps history in memory here; `bamboo dev up` uses its SQLite file, and production a cluster.
 
     .venv/bin/python -m bench.populate.run --out bench/populate/results.md
 """
@@ -21,28 +25,69 @@ here; `bamboo dev up` uses its SQLite file, and production a Temporal cluster.
 from __future__ import annotations
 
 import argparse
-import os
 import asyncio
+import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from statistics import median
 
 import psutil
 
-from bamboo.models.accumulate import PopulateInput, PopulateResult
+from bamboo.accumulation.contract import (
+    POPULATE_WORKFLOW, WORKFLOW_QUEUE, PopulateInput, PopulateResult, batch_workflow_id,
+)
 from bamboo.samples import generate_incidents, write_incidents
-from tests.services import spawn_worker, start_stack
+from bamboo.temporal_client import connect
+from tests.services import ROOT, start_stack, worker_env
 from tests.support.answers import accumulation_handler
 from tests.support.scripted_llm import ScriptedLLMServer
-from bamboo.temporal_client import connect
-from workflows.populate import PopulateBatch
-from bamboo.contract import Queue
 
-LATENCY_S = 0.1
 DEFAULT_REPEAT = 5
+TOP = 32
+# Targets for the new code at concurrency 32 (median run).
+MAX_VS_IDEAL = 1.3
+MIN_SPEED_UP = 15.0
+
+
+@dataclass(frozen=True)
+class Code:
+    """A version of the product to run the worker from."""
+
+    name: str
+    root: Path
+    ref: str
+
+
+def old_ref() -> str:
+    """The last commit with the lanes code: the parent of the commit that deleted it."""
+    deleted = subprocess.run(["git", "rev-list", "-1", "HEAD", "--", "bamboo/accumulation/lane.py"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout.strip()
+    if not deleted:
+        raise SystemExit("no commit touches bamboo/accumulation/lane.py here: give --old-ref")
+    return subprocess.run(["git", "rev-parse", f"{deleted}^"], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def extract(ref: str, into: Path) -> Path:
+    """The tree at `ref`, in a directory of its own (`git archive`: no checkout, no second worktree)."""
+    into.mkdir(parents=True)
+    archive = subprocess.run(["git", "archive", "--format=tar", ref], cwd=ROOT, capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into
+
+
+def spawn_worker(settings, log: Path, root: Path) -> subprocess.Popen:
+    """A worker process running the code under `root`: it comes first on the module path, before the
+    installed tree."""
+    env = {**worker_env(settings), "PYTHONPATH": str(root)}
+    return subprocess.Popen([sys.executable, "-m", "worker"], cwd=root, env=env, stdout=open(log, "ab"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
 
 
 class PeakRss(threading.Thread):
@@ -113,51 +158,46 @@ async def wait_until_polling(logs: list[Path], procs, timeout_s: float = 120.0) 
     await asyncio.sleep(0.5)  # let the pollers settle
 
 
-async def one_run(stack, batch_dir: Path, n: int, concurrency: int, work: Path, workers: int = 1) -> dict:
+async def one_run(stack, code: Code, batch_dir: Path, concurrency: int, latency_s: float, work: Path) -> dict:
     db = stack.new_database()
-    with ScriptedLLMServer(accumulation_handler(), latency_s=LATENCY_S) as llm, ScriptedLLMServer() as emb:
+    with ScriptedLLMServer(accumulation_handler(), latency_s=latency_s) as llm, ScriptedLLMServer() as emb:
         settings = stack.settings(db, llm.base_url, llm_concurrency=max(concurrency, 8))
         settings = settings.model_copy(update={"embedding_base_url": emb.base_url})
-        # A log per run: `wait_until_polling` reads them, and an older run's line must not count.
-        run_tag = time.time_ns()
-        logs = [work / f"worker-c{concurrency}-w{workers}-{run_tag}-{i}.log" for i in range(workers)]
-        procs = [spawn_worker(settings, log) for log in logs]
-        worker = procs[0]
-        rss = PeakRss([p.pid for p in procs])
+        # A log per run: `wait_until_polling` reads it, and an older run's line must not count.
+        log = work / f"worker-{code.name}-c{concurrency}-{time.time_ns()}.log"
+        worker = spawn_worker(settings, log, code.root)
+        rss = PeakRss([worker.pid])
         rss.start()
         try:
             client = await connect(settings)
-            await wait_until_polling(logs, procs)
+            await wait_until_polling([log], [worker])
             calls_before = llm.call_count
-            cpu_before = cpu_seconds(stack, [p.pid for p in procs])
-            started = time.perf_counter()
-            workflow_id = f"populate:bench-c{concurrency}-{time.time_ns()}"
+            cpu_before = cpu_seconds(stack, [worker.pid])
+            batch_id = f"bench-{code.name}-c{concurrency}-{time.time_ns()}"
+            ideal_s = 2 * len(list(batch_dir.iterdir())) * latency_s / concurrency
             # Thirty times the ideal (at least two minutes): a batch that has not finished by then is
             # stuck, and the benchmark says so instead of waiting forever.
-            limit_s = max(120.0, 30 * n * 2 * LATENCY_S / concurrency)
+            limit_s = max(120.0, 30 * ideal_s)
+            started = time.perf_counter()
             try:
                 result: PopulateResult = await asyncio.wait_for(client.execute_workflow(
-                    PopulateBatch.run,
-                    PopulateInput(batch_id=f"bench-c{concurrency}-{int(time.time())}", path=str(batch_dir),
-                                  concurrency=concurrency),
-                    id=workflow_id, task_queue=Queue.MAIN,
+                    POPULATE_WORKFLOW, PopulateInput(batch_id=batch_id, path=str(batch_dir), concurrency=concurrency),
+                    id=batch_workflow_id(batch_id), task_queue=WORKFLOW_QUEUE, result_type=PopulateResult,
                 ), limit_s)
             except asyncio.TimeoutError:
-                await client.get_workflow_handle(workflow_id).terminate("benchmark time limit")
-                raise SystemExit(f"{workflow_id} did not finish within {limit_s:.0f} s: see the worker logs {logs} "
-                                 "(run with BAMBOO_BENCH_KEEP=1 to keep them)") from None
+                await client.get_workflow_handle(batch_workflow_id(batch_id)).terminate("benchmark time limit")
+                raise SystemExit(f"{batch_id} did not finish within {limit_s:.0f} s: see the worker log {log} "
+                                 "(run with BAMBOO_BENCH_KEEP=1 to keep it)") from None
             wall = time.perf_counter() - started
-            cpu_after = cpu_seconds(stack, [p.pid for p in procs])
+            cpu_after = cpu_seconds(stack, [worker.pid])
             calls = llm.call_count - calls_before
         finally:
             rss.stop.set()
-            for p in procs:
-                p.terminate()
-            for p in procs:
-                p.wait(30)
-    ideal = calls * LATENCY_S / concurrency
-    return {"concurrency": concurrency, "workers": workers, "done": result.done, "failed": result.failed, "wall_s": wall,
-            "per_min": result.done / wall * 60, "rss_mb": rss.peak / 2**20, "llm_calls": calls,
+            worker.terminate()
+            worker.wait(30)
+    ideal = calls * latency_s / concurrency
+    return {"code": code.name, "concurrency": concurrency, "latency_s": latency_s, "done": result.done,
+            "failed": result.failed, "wall_s": wall, "rss_mb": rss.peak / 2**20, "llm_calls": calls,
             "ideal_s": ideal, "vs_ideal": wall / ideal,
             "cpu_ms_per_incident": {k: (cpu_after[k] - cpu_before[k]) / max(result.done, 1) * 1000 for k in cpu_after}}
 
@@ -166,79 +206,116 @@ def _median(runs: list[dict]) -> dict:
     """The run with the median wall time, carrying the spread of all runs of its level."""
     ordered = sorted(runs, key=lambda r: r["wall_s"])
     return {**ordered[len(ordered) // 2], "runs": len(runs), "wall_min": ordered[0]["wall_s"],
-            "wall_max": ordered[-1]["wall_s"], "ratios": [r["vs_ideal"] for r in runs]}
+            "wall_max": ordered[-1]["wall_s"], "ratios": [r["vs_ideal"] for r in runs],
+            "wall_median": median(r["wall_s"] for r in runs)}
 
 
-async def main(n: int, levels: list[int], out: Path | None, scale_out: int, repeat: int) -> None:
+async def main(sizes: dict[float, int], out: Path | None, repeat: int, ref: str) -> None:
     base = Path(tempfile.mkdtemp(prefix="bamboo-bench-"))
+    codes = [Code("old", extract(ref, base / "old-tree"), ref[:12]), Code("new", ROOT, "this tree")]
     stack = start_stack(base, persistent=False)
-    rows = []
+    rows: dict[tuple[float, str, int], dict] = {}
     try:
-        batch = base / "incidents"
-        incidents = [i.model_copy(update={"resolution_record": None}) for i in generate_incidents(n, seed=2026)]
-        write_incidents(incidents, batch)
-        plan = [(c, 1) for c in levels] + ([(levels[-1], scale_out)] if scale_out > 1 else [])
-        for c, workers in plan:
-            # The concurrent levels take seconds and a shared machine's noise is of the same order, so
-            # they run several times and report the median; concurrency 1 (minutes) runs once.
-            runs = []
-            for _ in range(1 if c == 1 else repeat):
-                run = await one_run(stack, batch, n, c, base, workers=workers)
-                runs.append(run)
-                print(f"c={c} workers={workers}: {run}", flush=True)
-            rows.append(_median(runs))
+        for latency, n in sizes.items():
+            batch = base / f"incidents-{n}"
+            if not batch.exists():
+                incidents = [i.model_copy(update={"resolution_record": None})
+                             for i in generate_incidents(n, seed=2026)]
+                write_incidents(incidents, batch)
+            runs: dict[tuple[str, int], list[dict]] = {}
+            # Interleaved, old then new, so drift on a shared machine falls on both.
+            plan = [(c, 1) for c in codes] + [(c, TOP) for _ in range(repeat) for c in codes]
+            for code, concurrency in plan:
+                run = await one_run(stack, code, batch, concurrency, latency, base)
+                runs.setdefault((code.name, concurrency), []).append(run)
+                print(f"latency={latency}s {code.name} c={concurrency}: "
+                      f"{ {k: v for k, v in run.items() if k != 'cpu_ms_per_incident'} }", flush=True)
+            for (name, concurrency), of_level in runs.items():
+                rows[(latency, name, concurrency)] = _median(of_level)
     finally:
         stack.stop()
         if os.environ.get("BAMBOO_BENCH_KEEP"):
-            print(f"kept the run's directory (worker logs): {base}")
+            print(f"kept the run's directory (worker logs, old tree): {base}")
         else:
             shutil.rmtree(base, ignore_errors=True)
-    base_wall = rows[0]["wall_s"]
-    lines = [
-        f"Command: `.venv/bin/python -m bench.populate.run{' --n ' + str(n) if n != 500 else ''}"
-        f"{' --repeat ' + str(repeat) if repeat != DEFAULT_REPEAT else ''}` "
-        f"({n} synthetic incidents, scripted LLM {int(LATENCY_S * 1000)} ms per call, this machine: "
-        f"{psutil.cpu_count()} cores; each concurrent level run {repeat} times, the median run shown)",
-        "",
-        "| concurrency | workers | stored | failed | wall s (median) | wall s (min–max) | incidents/min | peak worker RSS MB "
-        "| LLM calls | ideal s | wall ÷ ideal | speed-up vs c=1 |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        spread = f"{r['wall_min']:.1f}–{r['wall_max']:.1f} ({r['runs']} runs)" if r["runs"] > 1 else "1 run"
-        lines.append(f"| {r['concurrency']} | {r['workers']} | {r['done']} | {r['failed']} | {r['wall_s']:.1f} | {spread} | "
-                     f"{r['per_min']:.0f} | {r['rss_mb']:.0f} | {r['llm_calls']} | {r['ideal_s']:.1f} | "
-                     f"{r['vs_ideal']:.2f} | {base_wall / r['wall_s']:.1f}× |")
-    single = [r for r in rows if r["workers"] == 1]
-    top = single[-1]
-    speed = base_wall / top["wall_s"]
-    over = sum(1 for x in top["ratios"] if x > 1.25)
-    lines += ["", f"Targets at concurrency {top['concurrency']} on one worker (median run): speed-up vs c=1 {speed:.1f}× "
-              f"(target ≥ 15×: {'met' if speed >= 15 else 'NOT met'}), wall ÷ ideal {top['vs_ideal']:.3f} "
-              f"(target ≤ 1.25: {'met' if top['vs_ideal'] <= 1.25 else 'NOT met'}). Every run at this level, wall ÷ ideal: "
-              f"{', '.join(f'{x:.3f}' for x in top['ratios'])} ({over} of {len(top['ratios'])} over 1.25)."]
-    lines += ["", "CPU per stored incident (ms), by process — where the cost goes (median run):", "",
-              "| concurrency | workers | " + " | ".join(rows[0]["cpu_ms_per_incident"]) + " | total |",
-              "|---|---|" + "---|" * (len(rows[0]["cpu_ms_per_incident"]) + 1)]
-    for r in rows:
-        cpu = r["cpu_ms_per_incident"]
-        lines.append(f"| {r['concurrency']} | {r['workers']} | " + " | ".join(f"{v:.0f}" for v in cpu.values()) + f" | {sum(cpu.values()):.0f} |")
-    text = "\n".join(lines) + "\n"
+    text = report(rows, sizes, repeat, codes)
     print(text)
     if out:
         out.write_text(text)
 
 
+def report(rows: dict[tuple[float, str, int], dict], sizes: dict[float, int], repeat: int, codes: list[Code]) -> str:
+    args = []
+    if sizes != DEFAULT_SIZES:
+        args.append("--sizes " + ",".join(f"{lat:g}:{n}" for lat, n in sizes.items()))
+    if repeat != DEFAULT_REPEAT:
+        args.append(f"--repeat {repeat}")
+    old = next(c for c in codes if c.name == "old")
+    lines = [
+        f"Command: `.venv/bin/python -m bench.populate.run{''.join(' ' + a for a in args)}` "
+        f"(synthetic incidents on the email path, two LLM calls each; scripted LLM at "
+        f"{' and '.join(f'{lat * 1000:.0f} ms' for lat in sizes)} per call with "
+        f"{' and '.join(str(n) for n in sizes.values())} incidents; old = lanes at {old.ref}, new = slices; "
+        f"this machine: {psutil.cpu_count()} cores; concurrency 1 run once per code, concurrency {TOP} "
+        f"{repeat} times per code, interleaved, the median run shown)",
+        "",
+        "| LLM latency | incidents | code | concurrency | stored | failed | wall s (median) | wall s (min–max) "
+        "| LLM calls | ideal s | wall ÷ ideal | speed-up vs c=1 | peak worker RSS MB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    verdicts = []
+    for latency, n in sizes.items():
+        for name in ("old", "new"):
+            base_wall = rows[(latency, name, 1)]["wall_s"]
+            for concurrency in (1, TOP):
+                r = rows[(latency, name, concurrency)]
+                spread = f"{r['wall_min']:.1f}–{r['wall_max']:.1f} ({r['runs']} runs)" if r["runs"] > 1 else "1 run"
+                lines.append(f"| {latency * 1000:.0f} ms | {n} | {name} | {concurrency} | {r['done']} | {r['failed']} "
+                             f"| {r['wall_s']:.1f} | {spread} | {r['llm_calls']} | {r['ideal_s']:.1f} "
+                             f"| {r['vs_ideal']:.2f} | {base_wall / r['wall_s']:.1f}× | {r['rss_mb']:.0f} |")
+        new, old_top = rows[(latency, "new", TOP)], rows[(latency, "old", TOP)]
+        speed = rows[(latency, "new", 1)]["wall_s"] / new["wall_s"]
+        verdicts.append(
+            f"- {latency * 1000:.0f} ms: new ÷ old wall at concurrency {TOP} (medians) "
+            f"{new['wall_s'] / old_top['wall_s']:.2f}; new wall ÷ ideal {new['vs_ideal']:.3f} (target ≤ {MAX_VS_IDEAL}: "
+            f"{'met' if new['vs_ideal'] <= MAX_VS_IDEAL else 'NOT met'}; runs: "
+            f"{', '.join(f'{x:.2f}' for x in new['ratios'])}), old {old_top['vs_ideal']:.3f}; new speed-up vs c=1 "
+            f"{speed:.1f}× (target ≥ {MIN_SPEED_UP:.0f}×: {'met' if speed >= MIN_SPEED_UP else 'NOT met'}), old "
+            f"{rows[(latency, 'old', 1)]['wall_s'] / old_top['wall_s']:.1f}×.")
+    lines += ["", "Side by side:", "", *verdicts]
+    first = next(iter(rows.values()))
+    parties = list(first["cpu_ms_per_incident"])
+    lines += ["", "CPU per stored incident (ms), by process — where the cost goes (median run):", "",
+              "| LLM latency | code | concurrency | " + " | ".join(parties) + " | total |",
+              "|---|---|---|" + "---|" * (len(parties) + 1)]
+    for (latency, name, concurrency), r in sorted(rows.items()):
+        cpu = r["cpu_ms_per_incident"]
+        lines.append(f"| {latency * 1000:.0f} ms | {name} | {concurrency} | "
+                     + " | ".join(f"{cpu[k]:.0f}" for k in parties) + f" | {sum(cpu.values()):.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+DEFAULT_SIZES = {0.1: 500, 2.0: 64}
+
+
+def _sizes(text: str) -> dict[float, int]:
+    try:
+        pairs = [item.split(":") for item in text.split(",")]
+        return {float(lat): int(n) for lat, n in pairs}
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--sizes takes LATENCY_S:INCIDENTS pairs such as 0.1:500,2:64, not {text!r}")
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--n", type=int, default=500)
-    ap.add_argument("--levels", default="1,8,32")
+    ap.add_argument("--sizes", type=_sizes, default=DEFAULT_SIZES,
+                    help="LLM latency in seconds and incidents per batch, e.g. 0.1:500,2:64 (default)")
     ap.add_argument("--out", type=Path)
-    ap.add_argument("--scale-out", type=int, default=2,
-                    help="also run the highest concurrency over this many worker processes (1: skip)")
     ap.add_argument("--repeat", type=int, default=DEFAULT_REPEAT,
-                    help="runs per concurrent level (concurrency 1 runs once); the median run is reported")
+                    help=f"runs per code at concurrency {TOP} (concurrency 1 runs once); the median run is reported")
+    ap.add_argument("--old-ref", help="commit with the old lanes code (default: the parent of the commit that "
+                                      "deleted bamboo/accumulation/lane.py)")
     a = ap.parse_args()
     if a.repeat < 1:
         ap.error("--repeat must be at least 1")
-    sys.exit(asyncio.run(main(a.n, [int(x) for x in a.levels.split(",")], a.out, a.scale_out, a.repeat)))
+    sys.exit(asyncio.run(main(a.sizes, a.out, a.repeat, a.old_ref or old_ref())))
