@@ -63,7 +63,7 @@ class _Window:
 
     slices: int  # slice activities running at most
     width: int  # a slice's parallelism (LLM calls in flight)
-    size: int  # incidents per slice at most
+    size: int  # incidents per slice, before the end of a run is shared out
     child_cap: int  # escalation children running at most
 
     @staticmethod
@@ -73,13 +73,10 @@ class _Window:
         return _Window(slices=slices, width=width, size=inp.chunk_size or min(MAX_SLICE, ROUNDS_PER_SLICE * width),
                        child_cap=max(1, inp.concurrency // 4))
 
-    def cuts(self, share: int) -> int:
-        """How many slices a run's share is cut into: a multiple of the window, each at most `size`,
-        so every place in the window learns the same number of equal slices and they all end at
-        about the same time. Each slice ending costs its place the time until the next one talks
-        to the model (its last commit, its result, the next start), so a run has no more slices
-        than that needs: a share shared out ever finer towards its end cost more of those gaps."""
-        return self.slices * max(1, -(-share // (self.slices * self.size)))
+    def next_count(self, rest: int) -> int:
+        """Near the end the rest is shared out between the window's slices, so one does not learn a
+        full slice alone while the others idle; no slice is smaller than a round of its parallelism."""
+        return min(rest, max(min(self.size, -(-rest // self.slices)), self.width))
 
 
 @workflow.defn(name=contract.POPULATE_WORKFLOW)
@@ -167,9 +164,7 @@ class PopulateBatch:
         A run hands out `items_per_run()` incidents, or fewer once its history passes
         `max_history_events`; then it lets what runs finish and continues as new."""
         window = _Window.of(inp)
-        share = min(inp.items_per_run(), listing.total - inp.cursor)  # what this run hands out, at most
-        cuts = window.cuts(share)
-        started = handed = 0
+        started = 0
         tasks: set[asyncio.Task] = set()
 
         def share_left() -> int:
@@ -192,12 +187,9 @@ class PopulateBatch:
             width = min(window.width, free)
             if (not inp.paused and more and budget > 0 and len(self._slices) < window.slices
                     and width >= max(1, window.width // 2)):
-                # The share left, evenly over the slices left (the last ones of a run stay equal too).
-                count = min(budget, listing.total - inp.cursor, -(-(share - started) // max(1, cuts - handed)))
-                offset = inp.cursor
+                offset, count = inp.cursor, window.next_count(min(listing.total - inp.cursor, budget))
                 inp.cursor += count
                 started += count
-                handed += 1
                 self._slices[offset] = (count, width)
                 tasks.add(asyncio.create_task(self._slice(offset, count, width, listing)))
                 continue
