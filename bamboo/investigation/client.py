@@ -29,7 +29,7 @@ from policy.decisions import DecisionKind, OperatorDecision
 from policy.identity import canonical_identity
 from policy.signing import StatementKind
 
-# Compatibility data, pinned by a test against workflows/names.py (bamboo/ may not import workflows/).
+# Built from the contract's search attributes, so a rename there reaches every front end's query.
 PENDING_QUERY = f"{KIND.name} = '{Kind.INVESTIGATE}' AND {AWAITING_APPROVAL.name} = true AND ExecutionStatus = 'Running'"
 
 DECISION_ALIASES: dict[str, DecisionKind] = {
