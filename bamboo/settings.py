@@ -113,6 +113,8 @@ class Settings(BaseSettings):
         default=None, description="VO the OIDC token is for, sent as the Origin header (panda-client's PANDA_AUTH_VO)")
     panda_x509_proxy: Path | None = None
     mcp_servers_config: Path | None = None
+    command_tools_file: Path | None = Field(
+        default=None, description="TOML file declaring command tools, their rules and credential families")
 
     # --- trust model ------------------------------------------------------------------------
     # Read by the worker only: a session judges every request with the worker's rules and registry, so a

@@ -1,0 +1,130 @@
+"""Run one matched command: argv only, no shell, no stdin, a deadline and an output cap, scrubbed output.
+
+The argv comes from ``policy.commands.evaluate`` and runs exactly as matched. Right before the exec the
+root-bounded paths are resolved once more on the file system, so a symlink planted after the policy decision
+still cannot carry a path out of the root. The child gets its own process group so a deadline or the output
+cap kills everything it started. What it printed is scrubbed before it is returned: first every credential
+value the child was given, literally (short or low-entropy values have no recognisable shape), then the
+project's token-pattern and high-entropy scrubber.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bamboo.commands.credentials import HOME_PREFIX, credential_values
+from bamboo.sandbox.output import CappedStream
+from policy.command_values import within
+from policy.commands import CommandDenied, CommandMatch
+from policy.scrub import scrub_text
+
+CREDENTIAL_REDACTION = "[REDACTED:credential]"
+MIN_LITERAL_SECRET = 4
+EXIT_GRACE_S = 2.0
+
+
+class CommandOutcome(BaseModel):
+    """What a command did, safe to show: its output is already scrubbed and capped."""
+
+    model_config = ConfigDict(frozen=True)
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    truncated: bool
+    duration_s: float
+    timed_out: bool = False
+    redactions: int = Field(default=0, description="how many secrets were scrubbed from stdout and stderr")
+
+
+def confine_paths(match: CommandMatch) -> None:
+    """Refuse when a root-bounded path now resolves (through a symlink) outside the tool's root."""
+    if not match.paths:
+        return
+    if match.root is None:
+        raise CommandDenied(f"rule {match.rule} has path arguments but tool {match.tool} declares no root")
+    root = os.path.realpath(match.root)
+    for path in match.paths:
+        real = os.path.realpath(path)
+        if not within(real, root):
+            raise CommandDenied(f"path {path} resolves through a symlink to {real}, outside the root {match.root}")
+
+
+def scrub_output(text: str, secrets: list[str]) -> tuple[str, int]:
+    """Credential values replaced literally (longest first), then the project's scrubber over the rest."""
+    hits = 0
+    for value in sorted({s for s in secrets if len(s) >= MIN_LITERAL_SECRET}, key=len, reverse=True):
+        count = text.count(value)
+        if count:
+            hits += count
+            text = text.replace(value, CREDENTIAL_REDACTION)
+    result = scrub_text(text)
+    return result.text, hits + len(result.findings)
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+async def run_command(match: CommandMatch, env: dict[str, str], *, timeout_s: float,
+                      output_limit: int) -> CommandOutcome:
+    """Execute ``match.argv`` with ``env`` (from ``clean_environment``); never through a shell.
+
+    ``output_limit`` caps each of stdout and stderr in bytes; a child that goes past it is killed and the
+    outcome says ``truncated``. ``timeout_s`` kills the child's whole process group.
+    """
+    if not match.argv or match.argv[0] != match.executable or not os.path.isabs(match.executable):
+        raise CommandDenied(f"argv[0] must be the tool's absolute executable {match.executable}")
+    if not os.access(match.executable, os.X_OK):
+        raise CommandDenied(f"executable {match.executable} is missing or not executable; fix the tools file")
+    confine_paths(match)
+    home = env.get("HOME")
+    cwd = match.cwd or home or tempfile.gettempdir()
+    started = time.monotonic()
+    timed_out = False
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *match.argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env=env, cwd=cwd, start_new_session=True, close_fds=True,
+        )
+    except OSError as exc:
+        raise CommandDenied(f"could not start {match.executable}: {exc.strerror or exc}") from None
+    try:
+        stdout = CappedStream(output_limit, lambda: _kill_group(proc))
+        stderr = CappedStream(output_limit, lambda: _kill_group(proc))
+        drains = asyncio.gather(stdout.drain(proc.stdout), stderr.drain(proc.stderr))
+        try:
+            await asyncio.wait_for(proc.wait(), timeout=timeout_s)
+        except asyncio.TimeoutError:
+            timed_out = True
+            _kill_group(proc)
+            await proc.wait()
+        _kill_group(proc)  # anything the child left behind in its group holds the pipes open
+        try:
+            await asyncio.wait_for(drains, timeout=EXIT_GRACE_S)
+        except asyncio.TimeoutError:
+            pass
+    except BaseException:
+        _kill_group(proc)
+        raise
+    finally:
+        if home and Path(home).name.startswith(HOME_PREFIX) and Path(home).parent == Path(tempfile.gettempdir()):
+            shutil.rmtree(home, ignore_errors=True)
+    secrets = credential_values(env, match)
+    out_text, out_hits = scrub_output(stdout.text(), secrets)
+    err_text, err_hits = scrub_output(stderr.text(), secrets)
+    return CommandOutcome(
+        exit_code=proc.returncode if proc.returncode is not None else -1, stdout=out_text, stderr=err_text,
+        truncated=stdout.overflowed or stderr.overflowed, duration_s=time.monotonic() - started,
+        timed_out=timed_out, redactions=out_hits + err_hits,
+    )

@@ -1,0 +1,119 @@
+"""What is never allowed, whatever a rule says: shells, command builders, and the dangerous flags of curl and git.
+
+A rule lists what it allows and everything else is already refused, so these tables are a second, fixed line:
+a configuration that declares ``--config`` for curl or ``--upload-pack`` for git does not load, and a request
+that uses one is refused with a reason naming what the flag would do instead of a bare "unknown option".
+
+Pure: stdlib only.
+"""
+
+from __future__ import annotations
+
+# Programs that run other programs or interpret code: never the executable, never an argument a program
+# could hand to exec (git's ``--upload-pack=sh``, a ``find -exec`` style positional).
+COMMAND_BUILDERS = frozenset({
+    # shells
+    "sh", "bash", "dash", "zsh", "ksh", "mksh", "csh", "tcsh", "fish", "ash", "rbash", "busybox", "pwsh",
+    # command builders and wrappers
+    "env", "xargs", "sudo", "su", "doas", "nice", "nohup", "timeout", "time", "stdbuf", "setsid", "chroot",
+    "unshare", "nsenter", "strace", "ltrace", "gdb", "watch", "flock", "ionice", "taskset", "chrt", "script",
+    "expect", "parallel", "runuser", "pkexec", "systemd-run", "firejail", "bwrap", "prlimit", "cpulimit",
+    "setpriv", "capsh", "eatmydata", "fakeroot", "proot", "numactl", "exec", "command", "builtin", "eval",
+    # interpreters
+    "python", "python2", "python3", "perl", "ruby", "node", "nodejs", "php", "lua", "tclsh", "wish", "awk",
+    "gawk", "mawk", "nawk", "osascript", "powershell", "cmd", "cmd.exe",
+})
+
+# curl options that load configuration, write files, reach other endpoints or weaken transport security.
+CURL_DENIED: dict[str, str] = {}
+for _why, _spellings in {
+    "loads a configuration file": ("-K", "--config", "-q", "--disable"),
+    "writes a file": ("-o", "--output", "-O", "--remote-name", "--remote-name-all", "--output-dir", "-J",
+                      "--remote-header-name", "--create-dirs", "-c", "--cookie-jar", "-D", "--dump-header",
+                      "--trace", "--trace-ascii", "--stderr", "--libcurl", "--etag-save", "--hsts", "--alt-svc"),
+    "reads a local file": ("-T", "--upload-file", "-F", "--form", "--form-string", "-b", "--cookie", "-n",
+                           "--netrc", "--netrc-file", "--netrc-optional", "--etag-compare", "-E", "--cert",
+                           "--key", "--cacert", "--capath", "--crlfile", "--pinnedpubkey", "--variable",
+                           "--engine", "--random-file", "--egd-file"),
+    "sends the request through another endpoint": (
+        "-x", "--proxy", "--preproxy", "-U", "--proxy-user", "--socks4", "--socks4a", "--socks5",
+        "--socks5-hostname", "--resolve", "--connect-to", "--dns-servers", "--doh-url", "--interface",
+        "--unix-socket", "--abstract-unix-socket", "-L", "--location", "--location-trusted", "--haproxy-protocol",
+        "--noproxy", "-p", "--proxytunnel"),
+    "starts a second request with fresh options": ("-:", "--next"),
+    "disables transport security": ("-k", "--insecure", "--proxy-insecure", "--doh-insecure"),
+}.items():
+    for _spelling in _spellings:
+        CURL_DENIED[_spelling] = _why
+
+# Prefixes of long curl options that are all denied (every --proxy-* and --socks5-* option).
+CURL_DENIED_PREFIXES: dict[str, str] = {
+    "--proxy-": "sends the request through another endpoint",
+    "--socks": "sends the request through another endpoint",
+    "--expand-": "expands variables from files and the environment",
+}
+
+# Options the dialect places itself, ahead of the request: ``--disable`` must be first so ``~/.curlrc``
+# never loads; no URL globbing; only http(s), also on redirects.
+CURL_LEADING = ("--disable", "--globoff", "--proto", "=http,https", "--proto-redir", "=http,https")
+
+# curl options whose value is a URL; the rest of the dialect requires them to be declared as ``url``.
+CURL_URL_OPTIONS = frozenset({"--url"})
+
+# curl options that send a request body (their presence means POST unless --request says otherwise).
+CURL_BODY_OPTIONS = frozenset({"--data", "--data-raw", "--data-ascii", "--data-binary", "--data-urlencode",
+                               "--json"})
+
+GIT_DENIED: dict[str, str] = {}
+for _why, _spellings in {
+    "sets configuration, which can name programs to run": ("-c", "--config-env", "--config"),
+    "names a program to run": ("--exec-path", "--upload-pack", "--receive-pack", "--exec", "-x",
+                               "--open-files-in-pager", "-O", "--ext-diff", "--textconv", "--extcmd", "--tool"),
+    "writes outside the repository": ("--output", "--template", "--separate-git-dir", "--output-directory"),
+    "contacts another repository": ("--remote",),
+}.items():
+    for _spelling in _spellings:
+        GIT_DENIED[_spelling] = _why
+
+# Sub-commands that run configured or given programs, serve repositories or open a browser.
+GIT_DENIED_SUBCOMMANDS = frozenset({
+    "difftool", "mergetool", "filter-branch", "submodule", "bisect", "rebase", "daemon", "instaweb", "shell",
+    "upload-pack", "receive-pack", "upload-archive", "http-backend", "credential", "credential-store",
+    "credential-cache", "help", "web--browse", "send-email", "imap-send", "archimport", "cvsimport",
+    "cvsserver", "svn", "p4", "quiltimport", "remote-ext", "remote-fd", "hook", "var",
+})
+
+# git sub-commands where ``-u`` means ``--upload-pack``.
+GIT_UPLOAD_PACK_SHORT = frozenset({"clone", "fetch", "pull", "ls-remote", "archive"})
+
+# Configuration sections whose keys name programs, hooks, helpers or transports.
+GIT_CONFIG_SECTIONS = ("core.", "alias.", "include.", "includeif.", "credential.", "filter.", "protocol.",
+                       "uploadpack.", "receivepack.", "url.", "http.", "remote.", "diff.", "merge.", "gpg.",
+                       "sequence.", "pager.", "browser.", "web.", "man.", "submodule.", "safe.")
+
+# Fixed hardening ahead of the request: no hooks, no fsmonitor program, no ext:: or fd:: transports, no pager.
+GIT_LEADING = ("--no-pager", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
+               "-c", "protocol.ext.allow=never", "-c", "protocol.fd.allow=never")
+
+# The git environment: no system or global configuration, no prompts.
+GIT_ENVIRONMENT = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_TERMINAL_PROMPT": "0",
+                   "GIT_PROTOCOL_FROM_USER": "0"}
+
+# git options whose values are paths and must therefore be declared as root-bounded paths.
+GIT_PATH_OPTIONS = frozenset({"-C", "--git-dir", "--work-tree"})
+
+
+def denied_option(dialect: str, spelling: str, subcommand: tuple[str, ...] = ()) -> str | None:
+    """Why ``spelling`` is never allowed for this dialect, or None."""
+    if dialect == "curl":
+        if spelling in CURL_DENIED:
+            return CURL_DENIED[spelling]
+        for prefix, why in CURL_DENIED_PREFIXES.items():
+            if spelling.startswith(prefix):
+                return why
+    if dialect == "git":
+        if spelling in GIT_DENIED:
+            return GIT_DENIED[spelling]
+        if spelling == "-u" and subcommand[:1] and subcommand[0] in GIT_UPLOAD_PACK_SHORT:
+            return "names a program to run (--upload-pack)"
+    return None
