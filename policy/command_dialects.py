@@ -96,8 +96,7 @@ GIT_LEADING = ("--no-pager", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmon
                "-c", "protocol.ext.allow=never", "-c", "protocol.fd.allow=never")
 
 # The git environment: no system or global configuration, no prompts.
-GIT_ENVIRONMENT = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_TERMINAL_PROMPT": "0",
-                   "GIT_PROTOCOL_FROM_USER": "0"}
+GIT_ENVIRONMENT = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_TERMINAL_PROMPT": "0"}
 
 # git options whose values are paths and must therefore be declared as root-bounded paths.
 GIT_PATH_OPTIONS = frozenset({"-C", "--git-dir", "--work-tree"})

@@ -73,6 +73,8 @@ def check_form(what: str, value: str) -> str:
         raise CommandDenied(f"{what} contains a control character; remove it")
     for part in value.split("&"):
         name, eq, content = part.partition("=")
+        if "@" in name or "<" in name:
+            raise CommandDenied(f"{what} part {part!r} reads a file (name@file); pass name=value pairs")
         if not eq or not _FORM_NAME.fullmatch(name):
             raise CommandDenied(f"{what} part {part!r} must be name=value with a plain field name")
         if content.startswith(("@", "<")):

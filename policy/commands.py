@@ -118,7 +118,7 @@ def _screen(tool: CommandTool, argv: list[str]) -> tuple[list[str], list[str]]:
         if normal != arg:
             raise CommandDenied(f"argument {i} {arg!r} contains look-alike characters (it normalises to "
                                 f"{normal!r}); write it in plain ASCII")
-        if not arg.isascii() and (arg[:1] == "-" or unicodedata.category(arg[0]) == "Pd"):
+        if not arg.isascii() and (arg[:1] == "-" or _dash_like(arg[0])):
             raise CommandDenied(f"argument {i} {arg!r} is an option written with non-ASCII characters; "
                                 "option names must be plain ASCII")
     _check_program(tool, argv[0])
@@ -133,9 +133,20 @@ def _screen(tool: CommandTool, argv: list[str]) -> tuple[list[str], list[str]]:
         if _SECRET_MENTION.search(arg):
             raise CommandDenied(f"argument {i} embeds a {{{{secret:...}}}} reference; secrets may only be declared "
                                 "as a whole argument, which injects an environment variable")
+        if arg.startswith("@"):
+            raise CommandDenied(f"argument {i} {arg!r} starts with '@', which programs read as a response file; "
+                                "pass the arguments themselves")
         _check_not_builder(f"argument {i}", arg)
         args.append(arg)
     return args, secrets
+
+
+def _dash_like(char: str) -> bool:
+    """A character a reader takes for the hyphen that starts an option: dashes, minus signs, hyphens."""
+    if unicodedata.category(char) == "Pd":
+        return True
+    name = unicodedata.name(char, "")
+    return any(word in name for word in ("HYPHEN", "DASH", "MINUS"))
 
 
 def _check_program(tool: CommandTool, program: str) -> None:
@@ -275,7 +286,7 @@ def _tokenise(tool: CommandTool, rule: CommandRule, args: list[str], resolve: Re
         if after_dashdash or arg == "-" or not arg.startswith("-"):
             if in_global:  # the first positional is the sub-command
                 if after_dashdash:
-                    raise _Mismatch("the sub-command must come before '--'", 0)
+                    raise _Mismatch("the sub-command must come before '--'; after it every word is positional", 5)
                 _subcommand(tool, rule, parsed, arg)
                 if len(parsed.words) == len(rule.subcommand):
                     in_global = False

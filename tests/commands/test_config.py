@@ -1,0 +1,111 @@
+"""The tools file: executables resolved once at load, a missing one or a shell is a load error, and every
+bad field is reported in one line naming the file and the field."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from bamboo.commands.config import CommandConfigError, load_command_config
+
+GOOD_TOOL = '[[tools]]\nname = "panda_curl"\nexecutable = "curl"\ndialect = "curl"\n'
+GOOD_RULE = ('[[rules]]\nname = "r"\ntool = "panda_curl"\naccess = "read"\nenvironments = ["staging"]\n'
+             'channel = "ro"\nallowed_hosts = ["127.0.0.1"]\npositionals = [{ name = "url", value = "url" }]\n')
+
+
+def _load(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "tools.toml"
+    path.write_text(text)
+    with pytest.raises(CommandConfigError) as caught:
+        load_command_config(path)
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith(str(path)), message
+    return message
+
+
+def test_the_test_tools_file_loads_with_absolute_executables(config):
+    for tool in config.policy.tools:
+        assert os.path.isabs(tool.executable) and os.access(tool.executable, os.X_OK)
+    assert config.policy.credentials["panda_ro"] == ["PANDA_AUTH_TOKEN"]
+
+
+def test_a_missing_executable_is_a_load_error(tmp_path):
+    message = _load(tmp_path, GOOD_TOOL.replace('"curl"\ndialect', '"no-such-program-xyz"\ndialect'))
+    assert "tools[0].executable" in message and "not an executable file" in message
+
+
+@pytest.mark.parametrize("program", ["sh", "bash", "env", "xargs", "/usr/bin/env"])
+def test_a_shell_or_builder_cannot_be_a_tool(tmp_path, program):
+    if not os.path.isabs(program) and not any(os.access(f"{d}/{program}", os.X_OK) for d in ("/usr/bin", "/bin")):
+        pytest.skip(f"{program} is not installed")
+    message = _load(tmp_path, GOOD_TOOL.replace('"curl"\ndialect = "curl"', f'"{program}"'))
+    assert "shell or command builder" in message
+
+
+def test_a_symlink_to_a_shell_is_a_shell(tmp_path):
+    link = tmp_path / "innocent-tool"
+    link.symlink_to(os.path.realpath("/bin/sh"))
+    message = _load(tmp_path, GOOD_TOOL.replace('"curl"\ndialect = "curl"', f'"{link}"'))
+    assert "tools[0].executable" in message and "shell or command builder" in message
+
+
+@pytest.mark.parametrize("change, field", [
+    (('access = "read"', 'access = "admin"'), "rules[0].access"),
+    (('channel = "ro"', 'channel = "prod"'), "rules[0].channel"),
+    (('environments = ["staging"]', "environments = []"), "rules[0].environments"),
+    (('name = "url", value = "url"', 'name = "url", value = "shell"'), "rules[0].positionals[0].value"),
+    (('tool = "panda_curl"', 'tool = "panda_curl"\nunknown_field = 1'), "rules[0].unknown_field"),
+])
+def test_a_bad_field_is_named(tmp_path, change, field):
+    assert field in _load(tmp_path, GOOD_TOOL + GOOD_RULE.replace(*change))
+
+
+@pytest.mark.parametrize("option, because", [
+    ('{ name = "--config", aliases = ["-K"], value = "text" }', "loads a configuration file"),
+    ('{ name = "--output", aliases = ["-o"], value = "text" }', "writes a file"),
+    ('{ name = "--proxy", aliases = ["-x"], value = "text" }', "another endpoint"),
+    ('{ name = "--url", value = "text" }', "value kind url"),
+])
+def test_a_rule_cannot_allow_a_banned_curl_flag(tmp_path, option, because):
+    assert because in _load(tmp_path, GOOD_TOOL + GOOD_RULE + f"options = [{option}]\n")
+
+
+def test_curl_positionals_are_urls_and_paths_need_a_root(tmp_path):
+    assert "value kind url" in _load(tmp_path, GOOD_TOOL + GOOD_RULE.replace('value = "url"', 'value = "text"'))
+    assert "declares no root" in _load(tmp_path, GOOD_TOOL + GOOD_RULE.replace(
+        'positionals = [{ name = "url", value = "url" }]', 'options = [{ name = "--cacert-dir", value = "path" }]'))
+
+
+def test_git_path_options_must_be_paths(tmp_path):
+    tool = '[[tools]]\nname = "g"\nexecutable = "git"\ndialect = "git"\n'
+    rule = ('[[rules]]\nname = "r"\ntool = "g"\naccess = "read"\nenvironments = ["staging"]\nchannel = "ro"\n'
+            'subcommand = ["log"]\nglobal_options = [{ name = "-C", value = "text" }]\n')
+    assert "value kind path" in _load(tmp_path, tool + rule)
+    assert "sets configuration" in _load(tmp_path, tool + rule.replace('"-C", value = "text"', '"-c", value = "text"'))
+
+
+def test_credentials_name_variables_and_are_checked(tmp_path):
+    rule = GOOD_RULE + 'credential = "panda"\n'
+    assert "rules[0].credential" in _load(tmp_path, GOOD_TOOL + rule)
+    bad = '[credentials.panda]\nenv = { PANDA_AUTH_TOKEN = "OPENAI_API_KEY" }\n'
+    assert "credentials.panda.env" in _load(tmp_path, bad + GOOD_TOOL + rule)
+    assert "model-provider key" in _load(tmp_path, bad + GOOD_TOOL + rule)
+
+
+def test_a_write_rule_must_say_what_it_targets(tmp_path):
+    rule = GOOD_RULE.replace('access = "read"', 'access = "write"').replace('channel = "ro"', 'channel = "rw"')
+    assert "targets" in _load(tmp_path, GOOD_TOOL + rule)
+
+
+def test_unreadable_and_invalid_files(tmp_path):
+    assert "not valid TOML" in _load(tmp_path, "[[tools]\n")
+    assert "unknown section" in _load(tmp_path, "[shell]\nx = 1\n")
+    with pytest.raises(CommandConfigError, match="no such file"):
+        load_command_config(tmp_path / "absent.toml")
+
+
+def test_the_root_must_exist(tmp_path):
+    tool = f'[[tools]]\nname = "c"\nexecutable = "cat"\nroot = "{tmp_path}/absent"\n'
+    assert "tools[0].root" in _load(tmp_path, tool)

@@ -1,0 +1,165 @@
+"""curl requests the policy must refuse: configuration files, file writes, other endpoints, file bodies,
+file:// and hosts that are not allow-listed. Each request would do harm if curl ran it."""
+
+from __future__ import annotations
+
+import pytest
+
+from bamboo.commands.config import CommandConfig
+from policy.commands import CommandPolicy, CommandRule, OptionSpec, PositionalSpec
+
+from .helpers import allow, deny
+
+
+@pytest.fixture(scope="module")
+def policy(config: CommandConfig) -> CommandPolicy:
+    return config.policy
+
+
+@pytest.fixture(scope="module")
+def api(simulator) -> str:
+    return f"http://127.0.0.1:{simulator.port}/api/v1/task"
+
+
+def test_an_allowed_get_is_normalised_with_disable_first(policy, api):
+    match = allow(policy, "panda_curl", ["curl", "-sS", f"{api}/get_status?task_id=41234567"])
+    assert match.argv[0] == match.executable and match.executable.endswith("/curl")
+    assert match.argv[1] == "--disable"  # must be first, or curl reads ~/.curlrc
+    assert "--globoff" in match.argv
+    assert match.argv[-3:] == ["--silent", "--show-error", f"{api}/get_status?task_id=41234567"]
+    assert match.targets == ["panda:task:41234567"]
+    assert match.credential == "panda_ro" and match.access == "read"
+
+
+@pytest.mark.parametrize("argv", [
+    ["curl", "-K", "/tmp/evil.cfg", "URL"], ["curl", "--config", "/tmp/evil.cfg", "URL"],
+    ["curl", "--config=/tmp/evil.cfg", "URL"], ["curl", "-sK", "/tmp/evil.cfg", "URL"],
+    ["curl", "-sSK/tmp/evil.cfg", "URL"], ["curl", "-q", "URL"], ["curl", "--disable", "URL"],
+])
+def test_configuration_files_never_load(policy, api, argv):
+    deny(policy, "panda_curl", [a.replace("URL", f"{api}/get_status") for a in argv], "loads a configuration file")
+
+
+@pytest.mark.parametrize("argv", [
+    ["curl", "-o", "/tmp/out", "URL"], ["curl", "--output", "/tmp/out", "URL"], ["curl", "--output=/tmp/out", "URL"],
+    ["curl", "-so", "/tmp/out", "URL"], ["curl", "-so/tmp/out", "URL"], ["curl", "-O", "URL"],
+    ["curl", "--remote-name", "URL"], ["curl", "-D", "/tmp/h", "URL"], ["curl", "--trace", "/tmp/t", "URL"],
+    ["curl", "-c", "/tmp/jar", "URL"], ["curl", "--stderr", "/tmp/e", "URL"],
+])
+def test_nothing_writes_files(policy, api, argv):
+    deny(policy, "panda_curl", [a.replace("URL", f"{api}/get_status") for a in argv], "writes a file")
+
+
+@pytest.mark.parametrize("argv", [
+    ["curl", "--proxy", "http://127.0.0.1:9", "URL"], ["curl", "-x", "http://127.0.0.1:9", "URL"],
+    ["curl", "-sx", "http://127.0.0.1:9", "URL"], ["curl", "--proxy=http://127.0.0.1:9", "URL"],
+    ["curl", "--resolve", "127.0.0.1:80:10.0.0.1", "URL"], ["curl", "--connect-to", "::10.0.0.1:80", "URL"],
+    ["curl", "--preproxy", "socks5://10.0.0.1", "URL"], ["curl", "--socks5", "10.0.0.1:1080", "URL"],
+    ["curl", "--proxy-header", "X: y", "URL"], ["curl", "-L", "URL"], ["curl", "--unix-socket", "/run/x", "URL"],
+])
+def test_no_other_endpoint(policy, api, argv):
+    deny(policy, "panda_curl", [a.replace("URL", f"{api}/get_status") for a in argv], "another endpoint")
+
+
+@pytest.mark.parametrize("argv", [
+    ["curl", "-d", "@/etc/passwd", "URL"], ["curl", "-d@/etc/passwd", "URL"],
+    ["curl", "--data-binary", "@/etc/passwd", "URL"], ["curl", "--data-binary=@/etc/passwd", "URL"],
+    ["curl", "--data-urlencode", "task_id@/etc/passwd", "URL"], ["curl", "-d", "task_id=@/etc/passwd", "URL"],
+    ["curl", "-d", "task_id=<secret.txt", "URL"], ["curl", "-d", "<secret.txt", "URL"],
+])
+def test_bodies_never_come_from_files(policy, api, argv):
+    deny(policy, "panda_curl", [a.replace("URL", f"{api}/kill") for a in argv], "file", channel="rw")
+
+
+@pytest.mark.parametrize("argv", [
+    ["curl", "-T", "/etc/passwd", "URL"], ["curl", "--upload-file", "/etc/passwd", "URL"],
+    ["curl", "-F", "f=@/etc/passwd", "URL"], ["curl", "-b", "/tmp/cookies", "URL"],
+    ["curl", "--netrc-file", "/tmp/n", "URL"], ["curl", "-E", "/tmp/cert.pem", "URL"],
+])
+def test_no_local_file_is_read(policy, api, argv):
+    deny(policy, "panda_curl", [a.replace("URL", f"{api}/kill") for a in argv], "reads a local file", channel="rw")
+
+
+def test_the_next_separator_and_insecure_tls_are_refused(policy, api):
+    deny(policy, "panda_curl", ["curl", f"{api}/get_status", "--next", "http://10.0.0.1/"], "second request")
+    deny(policy, "panda_curl", ["curl", f"{api}/get_status", "-:", "http://10.0.0.1/"], "second request")
+    deny(policy, "panda_curl", ["curl", "-k", f"{api}/get_status"], "transport security")
+
+
+@pytest.mark.parametrize("url", ["file:///etc/passwd", "FILE:///etc/passwd", "file://localhost/etc/passwd"])
+def test_file_urls_are_refused(policy, url):
+    deny(policy, "panda_curl", ["curl", url], "file:// reads local files")
+    deny(policy, "panda_curl", ["curl", "--url", url], "file:// reads local files")
+    deny(policy, "panda_curl", ["curl", f"--url={url}"], "file:// reads local files")
+
+
+@pytest.mark.parametrize("template", [
+    "http://evil.example/api/v1/task/get_status", "http://127.0.0.2:{port}/api/v1/task/get_status",
+    "http://127.0.0.1:1/api/v1/task/get_status", "http://localhost:{port}/api/v1/task/get_status",
+    "https://127.0.0.1/api/v1/task/get_status", "gopher://127.0.0.1:{port}/_x", "dict://127.0.0.1:{port}/x",
+    "ftp://127.0.0.1:{port}/x", "//127.0.0.1:{port}/api/v1/task/get_status", "127.0.0.1:{port}/api/v1/task/x",
+])
+def test_hosts_and_schemes_outside_the_allow_list(policy, simulator, template):
+    url = template.format(port=simulator.port)
+    deny(policy, "panda_curl", ["curl", url], "no rule allows")
+    deny(policy, "panda_curl", ["curl", "--url", url], "no rule allows")
+
+
+@pytest.mark.parametrize("template", [
+    "http://127.0.0.1:{port}@evil.example/api/v1/task/get_status",  # userinfo: curl goes to evil.example
+    "http://evil.example#@127.0.0.1:{port}/api/v1/task/get_status",
+    "http://evil.example\\@127.0.0.1:{port}/api/v1/task/get_status",
+    "http://evil.example?@127.0.0.1:{port}/api/v1/task/get_status",
+    "http://127.0.0.1:{port}/api/v1/task/get_status#frag", "http://127.0.0.1:{port} /api/v1/task/get_status",
+    "http://127.0.0.1:{port}/api/v1/task/{{a,b}}", "http://127.0.0.1:{port}/api/v1/task/[1-9]",
+])
+def test_urls_parsers_could_disagree_about(policy, simulator, template):
+    deny(policy, "panda_curl", ["curl", template.format(port=simulator.port)], "no rule allows")
+
+
+def test_paths_outside_the_rule_are_refused(policy, simulator):
+    base = f"http://127.0.0.1:{simulator.port}"
+    deny(policy, "panda_curl", ["curl", f"{base}/sim/calls"], "is not one this rule allows")
+    deny(policy, "panda_curl", ["curl", f"{base}/api/v1/task/../../sim/calls"], "is not one this rule allows")
+
+
+def test_the_method_must_be_the_rules(policy, api):
+    deny(policy, "panda_curl", ["curl", "-XPOST", f"{api}/get_status"], "POST")
+    deny(policy, "panda_curl", ["curl", "--request=DELETE", f"{api}/get_status"], "DELETE")
+    # a body makes curl POST: no read rule allows it, and the write rule lives on rw only
+    deny(policy, "panda_curl", ["curl", "-d", "task_id=1", f"{api}/kill"], "no rule allows")
+    match = allow(policy, "panda_curl", ["curl", "-sS", "-d", "task_id=41234567", f"{api}/kill"], channel="rw")
+    assert match.access == "write" and match.targets == ["panda:task:41234567"] and match.credential == "panda_rw"
+
+
+def test_a_write_without_its_target_is_refused(policy, api):
+    deny(policy, "panda_curl", ["curl", "-d", "broadcast=1", f"{api}/kill"], "target", channel="rw")
+    deny(policy, "panda_curl", ["curl", "-d", "task_id=12;34", f"{api}/kill"], "target", channel="rw")
+
+
+def test_spellings_curl_would_expand_are_not_the_allowed_ones(policy, api):
+    # curl accepts unique prefixes and any letter case of long options; the policy only exact spellings
+    for spelling in ["--conf", "--out", "--CONFIG", "--Output", "--prox", "--URL", "--Silent"]:
+        deny(policy, "panda_curl", ["curl", spelling, "x", f"{api}/get_status"], "no rule allows")
+
+
+def test_a_rule_that_names_a_banned_flag_is_still_refused(policy, api):
+    """A configuration cannot lift the fixed bans: a rule built without validation that lists -o/--output
+    is refused at evaluation too."""
+    sneaky = CommandRule.model_construct(**{
+        **policy.rules[0].model_dump(), "name": "sneaky",
+        "options": [OptionSpec(name="--silent", aliases=["-s"]),
+                    OptionSpec.model_construct(name="--output", aliases=["-o"], value="text", choices=[],
+                                               pattern=None, max_count=1, joined=False)],
+        "positionals": [PositionalSpec(name="url", value="url")],
+    })
+    loose = CommandPolicy.model_construct(tools=policy.tools, rules=[sneaky], credentials=policy.credentials)
+    deny(loose, "panda_curl", ["curl", "-o", "out", f"{api}/get_status"], "writes a file")
+    deny(loose, "panda_curl", ["curl", "--output=out", f"{api}/get_status"], "writes a file")
+
+
+def test_unknown_tool_environment_and_channel_fail_closed(policy, api):
+    deny(policy, "wget", ["wget", f"{api}/get_status"], "unknown command tool")
+    deny(policy, "panda_curl", ["curl", f"{api}/get_status"], "no rule allows", environment="dev")
+    deny(policy, "panda_curl", ["curl", f"{api}/get_status"], "no rule allows", channel="rw")
+    deny(policy, "panda_curl", ["wget", f"{api}/get_status"], "is not tool")

@@ -1,0 +1,82 @@
+"""git requests the policy must refuse: configuration on the command line, program-naming flags, paths
+outside the root, remote-helper transports, core.*/alias keys and sub-commands that run programs."""
+
+from __future__ import annotations
+
+import pytest
+
+from bamboo.commands.config import CommandConfig
+from policy.commands import CommandPolicy
+
+from .helpers import allow, deny
+
+
+@pytest.fixture(scope="module")
+def policy(config: CommandConfig) -> CommandPolicy:
+    return config.policy
+
+
+def test_an_allowed_log_is_hardened_and_bounded(policy, root):
+    match = allow(policy, "config_git", ["git", "-C", "config.git", "log", "--oneline", "-n", "5"])
+    assert match.argv[1:10] == ["--no-pager", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
+                                "-c", "protocol.ext.allow=never", "-c", "protocol.fd.allow=never"]
+    assert match.argv[10:] == ["-C", f"{root}/config.git", "log", "--oneline", "--max-count", "5"]
+    assert match.targets == [f"git:{root}/config.git"]
+    assert match.paths == [f"{root}/config.git"] and match.cwd == str(root)
+    assert match.environment["GIT_CONFIG_NOSYSTEM"] == "1" and match.environment["GIT_CONFIG_GLOBAL"] == "/dev/null"
+
+
+@pytest.mark.parametrize("argv", [
+    ["git", "-c", "core.pager=touch /tmp/x", "log"], ["git", "-ccore.sshCommand=x", "log"],
+    ["git", "-c", "alias.log=!sh -c id", "log"], ["git", "--config-env=core.pager=EVIL", "log"],
+])
+def test_configuration_on_the_command_line(policy, argv):
+    deny(policy, "config_git", argv, "sets configuration")
+
+
+@pytest.mark.parametrize("argv, because", [
+    (["git", "--exec-path=/tmp/evil", "log"], "names a program"),
+    (["git", "--exec-path", "/tmp/evil", "log"], "names a program"),
+    (["git", "ls-remote", "--upload-pack=touch /tmp/x", "config.git"], "names a program"),
+    (["git", "ls-remote", "--upload-pack", "touch /tmp/x", "config.git"], "names a program"),
+    (["git", "ls-remote", "-u", "touch /tmp/x", "config.git"], "names a program"),
+    (["git", "ls-remote", "--receive-pack=x", "config.git"], "names a program"),
+    (["git", "log", "--output=/tmp/x"], "writes outside"),
+])
+def test_flags_that_run_programs_or_write(policy, argv, because):
+    deny(policy, "config_git", argv, because)
+
+
+@pytest.mark.parametrize("argv", [
+    ["git", "-C", "/etc", "log"], ["git", "-C", "..", "log"], ["git", "-C", "config/../../", "log"],
+    ["git", "-C/etc", "log"], ["git", "--git-dir=/etc/.git", "log"], ["git", "--git-dir", "../x", "log"],
+    ["git", "--work-tree=/", "log"], ["git", "ls-remote", "/tmp"], ["git", "ls-remote", "../../tmp/x.git"],
+])
+def test_paths_outside_the_root(policy, argv):
+    deny(policy, "config_git", argv, "outside the allowed root")
+
+
+def test_dotdot_that_stays_inside_is_resolved(policy, root):
+    match = allow(policy, "config_git", ["git", "-C", "config/../config.git/.", "log"])
+    assert f"{root}/config.git" in match.argv and match.paths == [f"{root}/config.git"]
+
+
+@pytest.mark.parametrize("repository", ["ext::sh -c touch% /tmp/pwned", "ext::sh", "fd::17", "x::y"])
+def test_remote_helper_transports(policy, repository):
+    deny(policy, "config_git", ["git", "ls-remote", repository], "remote-helper transport")
+
+
+def test_core_and_alias_keys_are_refused(policy):
+    allow(policy, "config_git", ["git", "-C", "config.git", "config", "--get", "user.name"])
+    for key in ["core.fsmonitor", "core.sshCommand", "alias.st", "CORE.PAGER", "include.path", "credential.helper"]:
+        deny(policy, "config_git", ["git", "-C", "config.git", "config", "--get", key], "sets configuration")
+
+
+@pytest.mark.parametrize("subcommand", ["submodule", "difftool", "filter-branch", "bisect", "daemon", "help"])
+def test_subcommands_that_run_programs(policy, subcommand):
+    deny(policy, "config_git", ["git", subcommand, "foreach", "id"], "never allowed")
+
+
+def test_subcommands_without_a_rule(policy):
+    deny(policy, "config_git", ["git", "push", "origin", "main"], "no rule allows")
+    deny(policy, "config_git", ["git", "-C", "config", "commit", "-m", "x"], "no rule allows")

@@ -1,0 +1,98 @@
+"""Matched commands run for real: curl against the PanDA simulator on loopback, git on a bare repository in
+the root, a deadline that kills, an output cap, ~/.curlrc never loading, and a symlink planted after the
+policy decision refused before the exec."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from bamboo.commands.config import CommandConfig
+from bamboo.commands.credentials import clean_environment
+from bamboo.commands.runner import run_command
+from policy.commands import CommandDenied
+from tests.panda.incidents import MEMORY_TASK
+
+from .helpers import allow
+
+SOURCE = {"TEST_PANDA_RO_TOKEN": "ro-token-value", "TEST_PANDA_RW_TOKEN": "rw-token-value"}
+
+
+async def _run(config: CommandConfig, match, *, timeout_s: float = 20, output_limit: int = 256 * 1024, env=None):
+    env = env if env is not None else clean_environment(match, config.credentials, SOURCE)
+    return await run_command(match, env, timeout_s=timeout_s, output_limit=output_limit)
+
+
+async def test_curl_get_against_the_panda_simulator(config: CommandConfig, simulator):
+    url = f"http://127.0.0.1:{simulator.port}/api/v1/task/get_status?task_id={MEMORY_TASK}"
+    match = allow(config.policy, "panda_curl", ["curl", "-sS", "-H", "Accept: application/json", url])
+    outcome = await _run(config, match)
+    assert outcome.exit_code == 0, outcome.stderr
+    assert json.loads(outcome.stdout) == {"success": True, "message": "", "data": "failed"}
+    assert match.targets == [f"panda:task:{MEMORY_TASK}"]
+
+
+async def test_a_curlrc_in_the_childs_home_never_loads(config: CommandConfig, simulator, tmp_path):
+    """--disable comes first: a ~/.curlrc that redirects output to a file (and so hides the answer) is ignored."""
+    url = f"http://127.0.0.1:{simulator.port}/api/v1/task/get_status?task_id={MEMORY_TASK}"
+    match = allow(config.policy, "panda_curl", ["curl", "-sS", url])
+    env = clean_environment(match, config.credentials, SOURCE)
+    stolen = tmp_path / "written-by-curlrc"
+    with open(os.path.join(env["HOME"], ".curlrc"), "w") as rc:
+        rc.write(f'output = "{stolen}"\n')
+    outcome = await _run(config, match, env=env)
+    assert "'success': True" in outcome.stdout
+    assert not stolen.exists()
+
+
+async def test_git_log_and_ls_remote_on_the_bare_repository(config: CommandConfig, root):
+    log = allow(config.policy, "config_git", ["git", "-C", "config.git", "log", "--format=%s"])
+    outcome = await _run(config, log)
+    assert outcome.exit_code == 0, outcome.stderr
+    assert outcome.stdout.split("\n")[:2] == ["change 1", "change 0"]
+    refs = allow(config.policy, "config_git", ["git", "ls-remote", "--heads", "config.git"])
+    outcome = await _run(config, refs)
+    assert outcome.exit_code == 0, outcome.stderr
+    assert outcome.stdout.strip().endswith("refs/heads/main")
+    assert refs.targets == [f"git:{root}/config.git"]
+
+
+async def test_a_symlink_planted_after_the_decision_is_refused_before_exec(config: CommandConfig, root):
+    match = allow(config.policy, "file_probe", ["cat", "later/hostname"])  # no resolver: '..' only
+    link = root / "later"
+    link.symlink_to("/etc")
+    try:
+        with pytest.raises(CommandDenied, match="symlink"):
+            await _run(config, match)
+    finally:
+        link.unlink()
+
+
+async def test_the_deadline_kills_the_child(config: CommandConfig):
+    match = allow(config.policy, "sleeper", ["sleep", "30"])
+    outcome = await _run(config, match, timeout_s=0.5)
+    assert outcome.timed_out and outcome.exit_code < 0
+
+
+async def test_output_past_the_cap_is_cut_and_the_child_stopped(config: CommandConfig):
+    match = allow(config.policy, "chatter", ["yes", "spam"])
+    outcome = await _run(config, match, timeout_s=20, output_limit=10_000)
+    assert outcome.truncated and not outcome.timed_out
+    assert len(outcome.stdout.encode()) <= 10_000 and outcome.stdout.startswith("spam\nspam\n")
+
+
+async def test_argv_is_executed_without_a_shell(config: CommandConfig, root):
+    (root / "semi;colon $(id).txt").write_text("plain file\n")
+    # the policy refuses '$(' in text, but a path is a path: cat gets the name as one argument
+    match = allow(config.policy, "file_probe", ["cat", "semi;colon $(id).txt"])
+    outcome = await _run(config, match)
+    assert outcome.stdout == "plain file\n"
+
+
+async def test_a_match_that_was_altered_does_not_run(config: CommandConfig):
+    match = allow(config.policy, "sleeper", ["sleep", "1"])
+    forged = match.model_copy(update={"argv": ["/bin/sh", "-c", "id"]})
+    with pytest.raises(CommandDenied, match="argv\\[0\\] must be"):
+        await _run(config, forged)
