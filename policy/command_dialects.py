@@ -91,9 +91,11 @@ GIT_CONFIG_SECTIONS = ("core.", "alias.", "include.", "includeif.", "credential.
                        "uploadpack.", "receivepack.", "url.", "http.", "remote.", "diff.", "merge.", "gpg.",
                        "sequence.", "pager.", "browser.", "web.", "man.", "submodule.", "safe.")
 
-# Fixed hardening ahead of the request: no hooks, no fsmonitor program, no ext:: or fd:: transports, no pager.
+# Fixed hardening ahead of the request, over whatever a repository's own config says: no hooks, no
+# fsmonitor program, no ext:: or fd:: transports, no pager, no ssh or gpg program.
 GIT_LEADING = ("--no-pager", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
-               "-c", "protocol.ext.allow=never", "-c", "protocol.fd.allow=never")
+               "-c", "protocol.ext.allow=never", "-c", "protocol.fd.allow=never", "-c", "core.sshCommand=false",
+               "-c", "gpg.program=false")
 
 # The git environment: no system or global configuration, no prompts.
 GIT_ENVIRONMENT = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_TERMINAL_PROMPT": "0"}

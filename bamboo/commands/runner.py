@@ -67,6 +67,11 @@ def scrub_output(text: str, secrets: list[str]) -> tuple[str, int]:
         if count:
             hits += count
             text = text.replace(value, CREDENTIAL_REDACTION)
+    for value in secrets:  # the cap may have cut a credential: its head at the very end is still secret
+        for size in range(len(value) - 1, MIN_LITERAL_SECRET - 1, -1):
+            if text.endswith(value[:size]):
+                text, hits = text[:-size] + CREDENTIAL_REDACTION, hits + 1
+                break
     result = scrub_text(text)
     return result.text, hits + len(result.findings)
 

@@ -18,9 +18,10 @@ def policy(config: CommandConfig) -> CommandPolicy:
 
 def test_an_allowed_log_is_hardened_and_bounded(policy, root):
     match = allow(policy, "config_git", ["git", "-C", "config.git", "log", "--oneline", "-n", "5"])
-    assert match.argv[1:10] == ["--no-pager", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
-                                "-c", "protocol.ext.allow=never", "-c", "protocol.fd.allow=never"]
-    assert match.argv[10:] == ["-C", f"{root}/config.git", "log", "--oneline", "--max-count", "5"]
+    assert match.argv[1:14] == ["--no-pager", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
+                                "-c", "protocol.ext.allow=never", "-c", "protocol.fd.allow=never",
+                                "-c", "core.sshCommand=false", "-c", "gpg.program=false"]
+    assert match.argv[14:] == ["-C", f"{root}/config.git", "log", "--oneline", "--max-count", "5"]
     assert match.targets == [f"git:{root}/config.git"]
     assert match.paths == [f"{root}/config.git"] and match.cwd == str(root)
     assert match.environment["GIT_CONFIG_NOSYSTEM"] == "1" and match.environment["GIT_CONFIG_GLOBAL"] == "/dev/null"

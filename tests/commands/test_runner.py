@@ -96,3 +96,32 @@ async def test_a_match_that_was_altered_does_not_run(config: CommandConfig):
     forged = match.model_copy(update={"argv": ["/bin/sh", "-c", "id"]})
     with pytest.raises(CommandDenied, match="argv\\[0\\] must be"):
         await _run(config, forged)
+
+
+async def test_a_repositorys_fsmonitor_program_never_runs(config: CommandConfig, root, tmp_path):
+    """Repository-local configuration is content too: a work tree whose config names an fsmonitor program
+    (git status would run it) runs nothing under the dialect's fixed hardening."""
+    import shutil
+    import subprocess
+
+    evil = root / "evil"
+    shutil.copytree(root / "config", evil)
+    marker = tmp_path / "ran"
+    script = tmp_path / "fsmon.sh"
+    script.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    script.chmod(0o755)
+    subprocess.run(["git", "-C", str(evil), "config", "core.fsmonitor", str(script)], check=True,
+                   env={"GIT_CONFIG_NOSYSTEM": "1", "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    try:
+        match = allow(config.policy, "config_git", ["git", "-C", "evil", "status", "-s"])
+        outcome = await _run(config, match)
+        assert outcome.exit_code == 0, outcome.stderr
+        assert not marker.exists()
+    finally:
+        shutil.rmtree(evil)
+
+
+def test_a_credential_cut_by_the_cap_is_still_scrubbed():
+    from bamboo.commands.runner import scrub_output
+    text, hits = scrub_output("answer: hunter2-pan", ["hunter2-panda-ro"])
+    assert "hunter2" not in text and hits == 1
