@@ -21,6 +21,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from policy.command_dialects import COMMAND_BUILDERS, CURL_URL_OPTIONS, GIT_PATH_OPTIONS, denied_option
+from policy.secret_names import is_secret_name
 
 Access = Literal["read", "write"]
 Dialect = Literal["generic", "curl", "git"]
@@ -291,6 +292,9 @@ def tool_problem(tool: CommandTool) -> str | None:
     base = tool.executable.rsplit("/", 1)[-1]
     if base in COMMAND_BUILDERS:
         return f"{base} is a shell or command builder and cannot be a command tool"
+    for name in tool.environment:
+        if name in ("PATH", "HOME", "LANG", "LC_ALL", "TZ") or is_secret_name(name):
+            return f"environment sets {name}; secrets belong in a credential family, runtime variables to the executor"
     return None
 
 

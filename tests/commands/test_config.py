@@ -109,3 +109,10 @@ def test_unreadable_and_invalid_files(tmp_path):
 def test_the_root_must_exist(tmp_path):
     tool = f'[[tools]]\nname = "c"\nexecutable = "cat"\nroot = "{tmp_path}/absent"\n'
     assert "tools[0].root" in _load(tmp_path, tool)
+
+
+@pytest.mark.parametrize("name", ["API_TOKEN", "DB_PASSWORD", "PATH", "HOME"])
+def test_a_tools_fixed_environment_carries_no_secret_or_runtime_variable(tmp_path, name):
+    tool = GOOD_TOOL + f'environment = {{ {name} = "x" }}\n'
+    message = _load(tmp_path, tool)
+    assert name in message and "credential family" in message
