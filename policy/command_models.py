@@ -31,8 +31,9 @@ Dialect = Literal["generic", "curl", "git"]
 # tool's root and refused when it leaves it; integer: decimal digits; enum: one of ``choices``; text: free text
 # that does not start with ``@`` and carries no control or command-substitution characters (optionally
 # ``pattern``); form: ``name=value`` pairs joined by ``&`` (curl ``-d``), no ``@`` or ``<`` file references;
-# word: one of ``choices`` used as a sub-command word.
-ValueKind = Literal["switch", "url", "path", "integer", "enum", "text", "form"]
+# json: a JSON object of scalars or lists of scalars (curl ``--json``), re-encoded canonically so the server
+# reads exactly what was checked.
+ValueKind = Literal["switch", "url", "path", "integer", "enum", "text", "form", "json"]
 
 _OPTION_NAME = re.compile(r"^(-[A-Za-z0-9]|--[A-Za-z0-9][A-Za-z0-9-]*)$")
 _FAMILY_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
@@ -101,13 +102,14 @@ class PositionalSpec(_Strict):
 class TargetSpec(_Strict):
     """Where the canonical target of a command comes from, so grants and envelopes can name it.
 
-    ``form``: a field of the request body (curl ``-d task_id=123``); ``query``: a URL query parameter;
+    ``form``: a field of a form body (curl ``-d task_id=123``); ``json``: a top-level field of a JSON body
+    (curl ``--json '{"task_id": 123}'``); ``query``: a URL query parameter;
     ``url_path``: a regex group over the URL path; ``option``: the value of an option (git ``-C <repo>``);
     ``positional``: the positional at ``index``. The extracted value must match ``value_pattern`` whole and is
     put into ``template`` at ``{value}``: ``panda:task:{value}``, ``git:{value}``.
     """
 
-    source: Literal["form", "query", "url_path", "option", "positional"]
+    source: Literal["form", "json", "query", "url_path", "option", "positional"]
     field: str = Field(default="", description="form/query field name, option name, or url_path regex")
     index: int = Field(default=0, ge=0, description="positional index for source=positional")
     template: str = "{value}"
@@ -122,7 +124,7 @@ class TargetSpec(_Strict):
         if self.source == "url_path":
             if re.compile(self.field).groups < 1:
                 raise ValueError(f"url_path target regex {self.field!r} needs a capture group")
-        elif self.source in ("form", "query", "option") and not self.field:
+        elif self.source in ("form", "json", "query", "option") and not self.field:
             raise ValueError(f"a {self.source} target needs a field")
         return self
 

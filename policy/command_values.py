@@ -10,6 +10,7 @@ Pure: stdlib only, no I/O of its own.
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 from collections.abc import Callable
@@ -82,6 +83,45 @@ def check_form(what: str, value: str) -> str:
     return value
 
 
+def _scalar(value: object) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+def check_json(what: str, value: str) -> str:
+    """A JSON object of scalars (or lists of scalars), returned re-encoded: sorted keys, no duplicates, compact.
+
+    Re-encoding means a duplicate key the policy read one way cannot reach a server that reads it the other.
+    """
+    if value.lstrip().startswith("@"):
+        raise CommandDenied(f"{what} starts with '@', which reads a file; pass the JSON itself")
+    pairs_seen: list[str] = []
+
+    def no_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
+        keys = [k for k, _ in pairs]
+        if len(set(keys)) != len(keys):
+            pairs_seen.append(next(k for k in keys if keys.count(k) > 1))
+        return dict(pairs)
+
+    try:
+        body = json.loads(value, object_pairs_hook=no_duplicates)
+    except ValueError:
+        raise CommandDenied(f"{what} is not valid JSON; pass one JSON object") from None
+    if pairs_seen:
+        raise CommandDenied(f"{what} repeats the key {pairs_seen[0]!r}; give each field once")
+    if not isinstance(body, dict):
+        raise CommandDenied(f"{what} must be a JSON object")
+    for key, item in body.items():
+        if not _FORM_NAME.fullmatch(key):
+            raise CommandDenied(f"{what} field {key!r} is not a plain field name")
+        if not (_scalar(item) or isinstance(item, list) and all(_scalar(i) for i in item)):
+            raise CommandDenied(f"{what} field {key} must be a scalar or a list of scalars")
+        for text in [item] if isinstance(item, str) else [i for i in item if isinstance(i, str)] if isinstance(
+                item, list) else []:
+            if has_control(text) or any(m in text for m in _SUBSTITUTION):
+                raise CommandDenied(f"{what} field {key} contains control or command-substitution characters")
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
 def parse_url(value: str) -> tuple[str, str, int, str, str]:
     """(scheme, host, port, path, query) of a URL the strict grammar accepts."""
     m = _URL.fullmatch(value)
@@ -149,4 +189,6 @@ def check_value(kind: ValueKind, what: str, value: str, *, choices: list[str], p
         return check_enum(what, value, choices)
     if kind == "form":
         return check_form(what, value)
+    if kind == "json":
+        return check_json(what, value)
     return check_text(what, value, pattern)

@@ -202,6 +202,8 @@ def _match(policy: CommandPolicy, tool: CommandTool, rule: CommandRule, args: li
     elif tool.dialect == "git":
         _check_git(parsed)
     targets = _targets(rule, parsed)
+    if rule.access == "write" and not targets:
+        raise _Mismatch("a write must name its target; the request names none this rule can extract", 3)
     leading = _leading(tool)
     argv = [tool.executable, *leading, *parsed.out]
     dry = None
@@ -448,6 +450,16 @@ def _target_values(spec: TargetSpec, parsed: _Parsed) -> list[str]:
         for option, value in parsed.options:
             if option.value == "form" and value is not None:
                 out += [v for k, v in parse_qsl(value, keep_blank_values=True) if k == spec.field]
+        return out
+    if spec.source == "json":
+        out = []
+        for option, value in parsed.options:
+            if option.value == "json" and value is not None:
+                item = json.loads(value).get(spec.field)
+                if isinstance(item, (str, int)) and not isinstance(item, bool):
+                    out.append(str(item))
+                elif isinstance(item, list):
+                    out += [str(i) for i in item if isinstance(i, (str, int)) and not isinstance(i, bool)]
         return out
     if spec.source == "query":
         return [v for url in parsed.urls for k, v in parse_qsl(parse_url(url)[4], keep_blank_values=True)

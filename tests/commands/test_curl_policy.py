@@ -132,9 +132,26 @@ def test_the_method_must_be_the_rules(policy, api):
     assert match.access == "write" and match.targets == ["panda:task:41234567"] and match.credential == "panda_rw"
 
 
+@pytest.mark.parametrize("body, because", [
+    ('@/etc/passwd', "starts with '@'"), ('{"task_id": 1, "task_id": 2}', "repeats the key"),
+    ('[1]', "JSON object"), ('{"task_id": {"$ne": 1}}', "scalar"), ('{"task_id": 1', "not valid JSON"),
+    ('{"comment": "$(id)", "task_id": 1}', "command-substitution"),
+])
+def test_json_bodies_are_checked_and_re_encoded(policy, api, body, because):
+    deny(policy, "panda_curl", ["curl", "--json", body, f"{api}/kill"], because, channel="rw")
+    deny(policy, "panda_curl", ["curl", f"--json={body}", f"{api}/kill"], because, channel="rw")
+
+
+def test_a_json_body_is_canonical(policy, api):
+    match = allow(policy, "panda_curl", ["curl", "--json", '{ "task_id" : 7 , "broadcast": false }', f"{api}/kill"],
+                  channel="rw")
+    assert '{"broadcast":false,"task_id":7}' in match.argv and match.targets == ["panda:task:7"]
+
+
 def test_a_write_without_its_target_is_refused(policy, api):
     deny(policy, "panda_curl", ["curl", "-d", "broadcast=1", f"{api}/kill"], "target", channel="rw")
     deny(policy, "panda_curl", ["curl", "-d", "task_id=12;34", f"{api}/kill"], "target", channel="rw")
+    deny(policy, "panda_curl", ["curl", "--json", '{"task_id": true}', f"{api}/kill"], "target", channel="rw")
 
 
 def test_spellings_curl_would_expand_are_not_the_allowed_ones(policy, api):

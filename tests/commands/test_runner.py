@@ -125,3 +125,22 @@ def test_a_credential_cut_by_the_cap_is_still_scrubbed():
     from bamboo.commands.runner import scrub_output
     text, hits = scrub_output("answer: hunter2-pan", ["hunter2-panda-ro"])
     assert "hunter2" not in text and hits == 1
+
+
+async def test_a_kill_post_on_the_rw_rule_reaches_the_simulator_once(config: CommandConfig, simulator):
+    """The write rule's shape runs for real: one POST, with the target the policy extracted, counted by the server."""
+    import httpx
+
+    from tests.panda.incidents import RUNNING_TASK
+
+    before = [c for c in httpx.get(f"{simulator.base_url}/sim/calls").json() if c["endpoint"] == "task/kill"]
+    url = f"http://127.0.0.1:{simulator.port}/api/v1/task/kill"
+    # the API takes typed JSON (a form's task_id would arrive as a string and be refused)
+    match = allow(config.policy, "panda_curl", ["curl", "-sS", "--json", f'{{"task_id": {RUNNING_TASK}}}', url],
+                  channel="rw")
+    assert '{"task_id":%d}' % RUNNING_TASK in match.argv
+    assert match.targets == [f"panda:task:{RUNNING_TASK}"] and match.credential == "panda_rw"
+    outcome = await _run(config, match)
+    assert outcome.exit_code == 0, outcome.stderr
+    after = [c for c in httpx.get(f"{simulator.base_url}/sim/calls").json() if c["endpoint"] == "task/kill"]
+    assert len(after) == len(before) + 1 and after[-1]["task_id"] == RUNNING_TASK and after[-1]["accepted"]
