@@ -87,9 +87,7 @@ def evaluate(policy: CommandPolicy, tool: str, argv: list[str], *, environment: 
             return _match(policy, declared, rule, args, secrets, resolve_path)
         except _Mismatch as miss:
             reasons.append((miss.depth, rule.name, miss.reason))
-        except CommandDenied:
-            raise
-    depth, name, reason = max(reasons, key=lambda r: r[0])
+    _, name, reason = max(reasons, key=lambda r: r[0])
     raise CommandDenied(f"no rule allows this {tool} command (closest rule {name!r}: {reason})")
 
 
@@ -259,11 +257,10 @@ def _tokenise(tool: CommandTool, rule: CommandRule, args: list[str], resolve: Re
         counts[spec.name] = counts.get(spec.name, 0) + 1
         if counts[spec.name] > spec.max_count:
             raise _Mismatch(f"option {spec.name} may appear at most {spec.max_count} time(s)", 3)
-        why = denied_option(tool.dialect, spec.name, tuple(parsed.words)) or next(
-            (denied_option(tool.dialect, s, tuple(parsed.words)) for s in spec.aliases
-             if denied_option(tool.dialect, s, tuple(parsed.words))), None)
-        if why:
-            raise CommandDenied(f"{tool.dialect} option {spec.name} {why}; it is never allowed")
+        for spelling in spec.spellings:  # a rule cannot lift a fixed ban, even one built without validation
+            why = denied_option(tool.dialect, spelling, tuple(parsed.words))
+            if why:
+                raise CommandDenied(f"{tool.dialect} option {spelling} {why}; it is never allowed")
         if spec.value == "switch":
             parsed.options.append((spec, None))
             parsed.out.append(spec.name)

@@ -69,8 +69,7 @@ def clean_environment(match: CommandMatch, families: dict[str, CredentialFamily]
     Raises ``CommandDenied`` when the family is unknown or one of its variables is unset in ``source``.
     """
     tz = source.get("TZ", "UTC")
-    env = {"PATH": SAFE_PATH, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": private_home(),
-           "TZ": tz if _SAFE_TZ.fullmatch(tz) else "UTC"}
+    env = {"PATH": SAFE_PATH, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": tz if _SAFE_TZ.fullmatch(tz) else "UTC"}
     for name, value in match.environment.items():
         if name in RUNTIME_VARIABLES or is_secret_name(name) or is_model_provider_variable(name):
             raise CommandDenied(f"tool {match.tool} sets {name}, which only the executor or a credential family may set")
@@ -79,6 +78,7 @@ def clean_environment(match: CommandMatch, families: dict[str, CredentialFamily]
         if match.secrets:
             raise CommandDenied(f"rule {match.rule} has no credential family, yet the request declares "
                                 f"{', '.join(match.secrets)}")
+        env["HOME"] = private_home()
         return env
     family = families.get(match.credential)
     if family is None:
@@ -91,6 +91,7 @@ def clean_environment(match: CommandMatch, families: dict[str, CredentialFamily]
         if not value:
             raise CommandDenied(f"credential family {family.name} needs {holder} in the executor's environment; set it")
         env[child] = value
+    env["HOME"] = private_home()  # last: a refused environment leaves no directory behind
     return env
 
 

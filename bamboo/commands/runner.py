@@ -88,40 +88,9 @@ async def run_command(match: CommandMatch, env: dict[str, str], *, timeout_s: fl
     ``output_limit`` caps each of stdout and stderr in bytes; a child that goes past it is killed and the
     outcome says ``truncated``. ``timeout_s`` kills the child's whole process group.
     """
-    if not match.argv or match.argv[0] != match.executable or not os.path.isabs(match.executable):
-        raise CommandDenied(f"argv[0] must be the tool's absolute executable {match.executable}")
-    if not os.access(match.executable, os.X_OK):
-        raise CommandDenied(f"executable {match.executable} is missing or not executable; fix the tools file")
-    confine_paths(match)
     home = env.get("HOME")
-    cwd = match.cwd or home or tempfile.gettempdir()
-    started = time.monotonic()
-    timed_out = False
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *match.argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, env=env, cwd=cwd, start_new_session=True, close_fds=True,
-        )
-    except OSError as exc:
-        raise CommandDenied(f"could not start {match.executable}: {exc.strerror or exc}") from None
-    try:
-        stdout = CappedStream(output_limit, lambda: _kill_group(proc))
-        stderr = CappedStream(output_limit, lambda: _kill_group(proc))
-        drains = asyncio.gather(stdout.drain(proc.stdout), stderr.drain(proc.stderr))
-        try:
-            await asyncio.wait_for(proc.wait(), timeout=timeout_s)
-        except asyncio.TimeoutError:
-            timed_out = True
-            _kill_group(proc)
-            await proc.wait()
-        _kill_group(proc)  # anything the child left behind in its group holds the pipes open
-        try:
-            await asyncio.wait_for(drains, timeout=EXIT_GRACE_S)
-        except asyncio.TimeoutError:
-            pass
-    except BaseException:
-        _kill_group(proc)
-        raise
+        proc, stdout, stderr, timed_out, duration = await _execute(match, env, home, timeout_s, output_limit)
     finally:
         if home and Path(home).name.startswith(HOME_PREFIX) and Path(home).parent == Path(tempfile.gettempdir()):
             shutil.rmtree(home, ignore_errors=True)
@@ -130,6 +99,44 @@ async def run_command(match: CommandMatch, env: dict[str, str], *, timeout_s: fl
     err_text, err_hits = scrub_output(stderr.text(), secrets)
     return CommandOutcome(
         exit_code=proc.returncode if proc.returncode is not None else -1, stdout=out_text, stderr=err_text,
-        truncated=stdout.overflowed or stderr.overflowed, duration_s=time.monotonic() - started,
+        truncated=stdout.overflowed or stderr.overflowed, duration_s=duration,
         timed_out=timed_out, redactions=out_hits + err_hits,
     )
+
+
+async def _execute(match: CommandMatch, env: dict[str, str], home: str | None, timeout_s: float,
+                   output_limit: int) -> tuple[asyncio.subprocess.Process, CappedStream, CappedStream, bool, float]:
+    if not match.argv or match.argv[0] != match.executable or not os.path.isabs(match.executable):
+        raise CommandDenied(f"argv[0] must be the tool's absolute executable {match.executable}")
+    if not os.access(match.executable, os.X_OK):
+        raise CommandDenied(f"executable {match.executable} is missing or not executable; fix the tools file")
+    confine_paths(match)
+    started = time.monotonic()
+    timed_out = False
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *match.argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env=env, cwd=match.cwd or home or tempfile.gettempdir(),
+            start_new_session=True, close_fds=True,
+        )
+    except OSError as exc:
+        raise CommandDenied(f"could not start {match.executable}: {exc.strerror or exc}") from None
+    stdout = CappedStream(output_limit, lambda: _kill_group(proc))
+    stderr = CappedStream(output_limit, lambda: _kill_group(proc))
+    try:
+        drains = asyncio.gather(stdout.drain(proc.stdout), stderr.drain(proc.stderr))
+        try:
+            await asyncio.wait_for(proc.wait(), timeout=timeout_s)
+        except asyncio.TimeoutError:
+            timed_out = True
+            _kill_group(proc)
+            await proc.wait()
+        _kill_group(proc)  # anything the child left behind in its group would hold the pipes open
+        try:
+            await asyncio.wait_for(drains, timeout=EXIT_GRACE_S)
+        except asyncio.TimeoutError:
+            pass
+    except BaseException:
+        _kill_group(proc)
+        raise
+    return proc, stdout, stderr, timed_out, time.monotonic() - started

@@ -5,6 +5,7 @@ policy decision refused before the exec."""
 from __future__ import annotations
 
 import json
+import signal
 import os
 
 import pytest
@@ -73,7 +74,7 @@ async def test_a_symlink_planted_after_the_decision_is_refused_before_exec(confi
 async def test_the_deadline_kills_the_child(config: CommandConfig):
     match = allow(config.policy, "sleeper", ["sleep", "30"])
     outcome = await _run(config, match, timeout_s=0.5)
-    assert outcome.timed_out and outcome.exit_code < 0
+    assert outcome.timed_out and outcome.exit_code == -signal.SIGKILL
 
 
 async def test_output_past_the_cap_is_cut_and_the_child_stopped(config: CommandConfig):
