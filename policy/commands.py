@@ -222,18 +222,17 @@ def _leading(tool: CommandTool) -> list[str]:
 
 
 def _check_secrets(policy: CommandPolicy, rule: CommandRule, secrets: list[str]) -> None:
-    if not secrets:
-        return
+    """Every declared ``{{secret:NAME}}`` must be a variable of this rule's one family (another rule may differ)."""
     own = set(policy.credentials.get(rule.credential, [])) if rule.credential else set()
     for name in secrets:
         if name in own:
             continue
         other = [family for family, names in policy.credentials.items() if name in names]
         if other:
-            raise CommandDenied(f"{{{{secret:{name}}}}} belongs to credential family {other[0]!r}, but rule "
-                                f"{rule.name!r} runs with {rule.credential or 'no credential'}; one family per command")
-        raise CommandDenied(f"{{{{secret:{name}}}}} is not a variable of credential family "
-                            f"{rule.credential or '(none)'} of rule {rule.name!r}")
+            raise _Mismatch(f"{{{{secret:{name}}}}} belongs to credential family {other[0]!r}, but the rule runs "
+                            f"with {rule.credential or 'no credential'}; one family per command", 6)
+        raise _Mismatch(f"{{{{secret:{name}}}}} is not a variable of credential family "
+                        f"{rule.credential or '(none)'}", 6)
 
 
 def _lookup(specs: list[OptionSpec], spelling: str) -> OptionSpec | None:

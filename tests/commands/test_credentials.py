@@ -115,3 +115,18 @@ def test_a_family_variable_missing_from_the_executor_is_refused(config: CommandC
 def test_a_family_cannot_carry_provider_keys_or_runtime_variables(env):
     with pytest.raises(ValueError):
         CredentialFamily(name="bad", env=env)
+
+
+def test_a_declaration_picks_among_rules_but_never_two_families(config):
+    """Two rules for one tool with different families: the declaration selects the rule whose family holds
+    the variable; it cannot add the other family."""
+    from policy.commands import CommandPolicy
+
+    policy = config.policy
+    rucio = policy.rules[[r.name for r in policy.rules].index("env_probe_ro")].model_copy(
+        update={"name": "env_probe_rucio", "credential": "rucio_ro"})
+    both = CommandPolicy(tools=policy.tools, rules=[*policy.rules, rucio], credentials=policy.credentials)
+    match = allow(both, "env_probe", ["printenv", "{{secret:RUCIO_AUTH_TOKEN}}"])
+    assert match.rule == "env_probe_rucio" and match.credential == "rucio_ro"
+    deny(both, "env_probe", ["printenv", "{{secret:RUCIO_AUTH_TOKEN}}", "{{secret:PANDA_AUTH_TOKEN}}"],
+         "one family per command")
