@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bamboo.commands.credentials import SAFE_PATH, CredentialFamily
+from bamboo.settings import Settings
 from policy.command_models import CommandTool, tool_problem
 from policy.commands import CommandPolicy
 
@@ -120,3 +121,10 @@ def load_command_config(path: str | Path) -> CommandConfig:
             raise CommandConfigError(f"{file}: rules[{i}].credential: family {rule.credential!r} is not declared "
                                      "under [credentials]")
     return CommandConfig(policy=policy, credentials=families)
+
+
+def configured_command_tools(settings: Settings) -> CommandConfig | None:
+    """The tools file named by ``BAMBOO_COMMAND_TOOLS_FILE``, loaded; None when no file is configured."""
+    if settings.command_tools_file is None:
+        return None
+    return load_command_config(settings.command_tools_file)

@@ -116,3 +116,14 @@ def test_a_tools_fixed_environment_carries_no_secret_or_runtime_variable(tmp_pat
     tool = GOOD_TOOL + f'environment = {{ {name} = "x" }}\n'
     message = _load(tmp_path, tool)
     assert name in message and "credential family" in message
+
+
+def test_the_setting_names_the_file(tools_file, monkeypatch):
+    from bamboo.commands.config import configured_command_tools
+    from bamboo.settings import Settings
+
+    monkeypatch.delenv("BAMBOO_COMMAND_TOOLS_FILE", raising=False)
+    assert configured_command_tools(Settings(_env_file=None)) is None
+    monkeypatch.setenv("BAMBOO_COMMAND_TOOLS_FILE", str(tools_file))
+    config = configured_command_tools(Settings(_env_file=None))
+    assert config is not None and {t.name for t in config.policy.tools} >= {"panda_curl", "config_git"}
