@@ -204,9 +204,7 @@ def _match(policy: CommandPolicy, tool: CommandTool, rule: CommandRule, args: li
         raise _Mismatch("a write must name its target; the request names none this rule can extract", 3)
     leading = _leading(tool)
     argv = [tool.executable, *leading, *parsed.out]
-    dry = None
-    if rule.supports_dry_run and rule.dry_run_flag:
-        dry = [*argv, *rule.dry_run_flag.split()]
+    dry = _dry_run_argv(argv, len(argv) - len(parsed.out), parsed.out, rule)
     env = dict(GIT_ENVIRONMENT) if tool.dialect == "git" else {}
     env.update(tool.environment)
     return CommandMatch(
@@ -214,6 +212,17 @@ def _match(policy: CommandPolicy, tool: CommandTool, rule: CommandRule, args: li
         credential=rule.credential, targets=targets, dry_run_argv=dry, root=tool.root, paths=parsed.paths,
         secrets=secrets, environment=env, cwd=tool.root,
     )
+
+
+def _dry_run_argv(argv: list[str], start: int, out: list[str], rule: CommandRule) -> list[str] | None:
+    """The argv of the server-side dry run: the rule's flag added among the options, never behind '--'."""
+    if not (rule.supports_dry_run and rule.dry_run_flag):
+        return None
+    flag = rule.dry_run_flag.split()
+    if "--" in out:
+        at = start + out.index("--")
+        return [*argv[:at], *flag, *argv[at:]]
+    return [*argv, *flag]
 
 
 def _leading(tool: CommandTool) -> list[str]:

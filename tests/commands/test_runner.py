@@ -56,7 +56,7 @@ async def test_git_log_and_ls_remote_on_the_bare_repository(config: CommandConfi
     refs = allow(config.policy, "config_git", ["git", "ls-remote", "--heads", "config.git"])
     outcome = await _run(config, refs)
     assert outcome.exit_code == 0, outcome.stderr
-    assert outcome.stdout.strip().endswith("refs/heads/main")
+    assert "refs/heads/main" in outcome.stdout.split()
     assert refs.targets == [f"git:{root}/config.git"]
 
 
@@ -145,3 +145,31 @@ async def test_a_kill_post_on_the_rw_rule_reaches_the_simulator_once(config: Com
     assert outcome.exit_code == 0, outcome.stderr
     after = [c for c in httpx.get(f"{simulator.base_url}/sim/calls").json() if c["endpoint"] == "task/kill"]
     assert len(after) == len(before) + 1 and after[-1]["task_id"] == RUNNING_TASK and after[-1]["accepted"]
+
+
+async def test_the_dry_run_argv_changes_nothing_and_the_real_one_does(config: CommandConfig, root):
+    """A write rule with a server-side dry run: the dry-run argv runs for real and leaves the bare repository as
+    it was; the argv itself then pushes the branch."""
+    import subprocess
+
+    git = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "HOME": str(root), "PATH": "/usr/bin:/bin"}
+    subprocess.run(["git", "-C", str(root / "config"), "branch", "-f", "feature-x"], check=True, env=git)
+    heads = lambda: subprocess.run(["git", "--git-dir", str(root / "config.git"), "branch", "--list"],  # noqa: E731
+                                   check=True, env=git, capture_output=True, text=True).stdout
+    match = allow(config.policy, "config_git", ["git", "-C", "config", "push", "config.git", "feature-x"],
+                  channel="rw")
+    assert match.access == "write" and match.targets == [f"git:{root}/config.git"]
+    assert match.dry_run_argv == [*match.argv, "--dry-run"]
+    dry = await _run(config, match.model_copy(update={"argv": match.dry_run_argv}))
+    assert dry.exit_code == 0, dry.stderr
+    assert "feature-x" in dry.stderr and "feature-x" not in heads()
+    real = await _run(config, match)
+    assert real.exit_code == 0, real.stderr
+    assert "feature-x" in heads()
+
+
+def test_the_dry_run_flag_stays_in_front_of_double_dash(config: CommandConfig):
+    match = allow(config.policy, "config_git", ["git", "-C", "config", "push", "--", "config.git", "main"],
+                  channel="rw")
+    assert match.dry_run_argv is not None
+    assert match.dry_run_argv.index("--dry-run") < match.dry_run_argv.index("--")
