@@ -24,6 +24,23 @@ COMMAND_BUILDERS = frozenset({
     "gawk", "mawk", "nawk", "osascript", "powershell", "cmd", "cmd.exe",
 })
 
+# Model-provider keys: never given to an infrastructure command, whatever a family or a tool says.
+MODEL_PROVIDER_VARIABLES = frozenset({
+    "OPENAI_API_KEY", "BAMBOO_LLM_API_KEY", "ANTHROPIC_API_KEY", "AZURE_OPENAI_API_KEY", "GEMINI_API_KEY",
+    "GOOGLE_API_KEY", "MISTRAL_API_KEY", "COHERE_API_KEY", "GROQ_API_KEY", "HF_TOKEN", "HUGGINGFACE_API_KEY",
+    "OPENROUTER_API_KEY", "TOGETHER_API_KEY", "DEEPSEEK_API_KEY", "XAI_API_KEY",
+})
+MODEL_PROVIDER_PREFIXES = ("BAMBOO_LLM_", "OPENAI_", "ANTHROPIC_")
+
+# Variables the executor sets itself for every child.
+RUNTIME_VARIABLES = frozenset({"PATH", "LANG", "LC_ALL", "HOME", "TZ"})
+
+
+def is_model_provider_variable(name: str) -> bool:
+    upper = name.upper()
+    return upper in MODEL_PROVIDER_VARIABLES or upper.startswith(MODEL_PROVIDER_PREFIXES)
+
+
 # curl options that load configuration, write files, reach other endpoints or weaken transport security.
 CURL_DENIED: dict[str, str] = {}
 for _why, _spellings in {

@@ -20,8 +20,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from policy.command_dialects import COMMAND_BUILDERS, CURL_URL_OPTIONS, GIT_PATH_OPTIONS, denied_option
-from policy.secret_names import is_secret_name
+from policy.command_dialects import (
+    COMMAND_BUILDERS, CURL_URL_OPTIONS, GIT_PATH_OPTIONS, RUNTIME_VARIABLES, denied_option, is_model_provider_variable,
+)
+from policy.scrub import find_secrets
 
 Access = Literal["read", "write"]
 Dialect = Literal["generic", "curl", "git"]
@@ -294,9 +296,12 @@ def tool_problem(tool: CommandTool) -> str | None:
     base = tool.executable.rsplit("/", 1)[-1]
     if base in COMMAND_BUILDERS:
         return f"{base} is a shell or command builder and cannot be a command tool"
-    for name in tool.environment:
-        if name in ("PATH", "HOME", "LANG", "LC_ALL", "TZ") or is_secret_name(name):
-            return f"environment sets {name}; secrets belong in a credential family, runtime variables to the executor"
+    for name, value in tool.environment.items():
+        if name in RUNTIME_VARIABLES or is_model_provider_variable(name):
+            return f"environment sets {name}, which only the executor sets (and provider keys never reach a command)"
+        if find_secrets(value):
+            return (f"environment value of {name} looks like a secret; the file names credentials, it never holds "
+                    "them: declare a credential family")
     return None
 
 

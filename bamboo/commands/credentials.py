@@ -13,26 +13,16 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from policy.command_dialects import MODEL_PROVIDER_VARIABLES, RUNTIME_VARIABLES, is_model_provider_variable
 from policy.commands import CommandDenied, CommandMatch
-from policy.secret_names import is_secret_name
+
+__all__ = ["MODEL_PROVIDER_VARIABLES", "RUNTIME_VARIABLES", "CredentialFamily", "clean_environment",
+           "credential_values", "is_model_provider_variable", "private_home"]
 
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 HOME_PREFIX = "bamboo-cmd-home-"
-RUNTIME_VARIABLES = frozenset({"PATH", "LANG", "LC_ALL", "HOME", "TZ"})
-
-# Model-provider keys: never a credential of an infrastructure command, whatever a family says.
-MODEL_PROVIDER_VARIABLES = frozenset({
-    "OPENAI_API_KEY", "BAMBOO_LLM_API_KEY", "ANTHROPIC_API_KEY", "AZURE_OPENAI_API_KEY", "GEMINI_API_KEY",
-    "GOOGLE_API_KEY", "MISTRAL_API_KEY", "COHERE_API_KEY", "GROQ_API_KEY", "HF_TOKEN", "HUGGINGFACE_API_KEY",
-    "OPENROUTER_API_KEY", "TOGETHER_API_KEY", "DEEPSEEK_API_KEY", "XAI_API_KEY",
-})
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SAFE_TZ = re.compile(r"[A-Za-z0-9_+\-/]{1,64}")
-
-
-def is_model_provider_variable(name: str) -> bool:
-    upper = name.upper()
-    return upper in MODEL_PROVIDER_VARIABLES or upper.startswith(("BAMBOO_LLM_", "OPENAI_", "ANTHROPIC_"))
 
 
 class CredentialFamily(BaseModel):
@@ -71,8 +61,8 @@ def clean_environment(match: CommandMatch, families: dict[str, CredentialFamily]
     tz = source.get("TZ", "UTC")
     env = {"PATH": SAFE_PATH, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": tz if _SAFE_TZ.fullmatch(tz) else "UTC"}
     for name, value in match.environment.items():
-        if name in RUNTIME_VARIABLES or is_secret_name(name) or is_model_provider_variable(name):
-            raise CommandDenied(f"tool {match.tool} sets {name}, which only the executor or a credential family may set")
+        if name in RUNTIME_VARIABLES or is_model_provider_variable(name):
+            raise CommandDenied(f"tool {match.tool} sets {name}, which only the executor may set")
         env[name] = value
     if match.credential is None:
         if match.secrets:

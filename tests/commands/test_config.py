@@ -111,11 +111,21 @@ def test_the_root_must_exist(tmp_path):
     assert "tools[0].root" in _load(tmp_path, tool)
 
 
-@pytest.mark.parametrize("name", ["API_TOKEN", "DB_PASSWORD", "PATH", "HOME"])
-def test_a_tools_fixed_environment_carries_no_secret_or_runtime_variable(tmp_path, name):
-    tool = GOOD_TOOL + f'environment = {{ {name} = "x" }}\n'
-    message = _load(tmp_path, tool)
-    assert name in message and "credential family" in message
+@pytest.mark.parametrize("name, value, because", [
+    ("API_TOKEN", "ghp_R7x2Lk9Qm4Tz8Wc1Vb6Ny3Hd5Js0Fg2Pa7Ue", "looks like a secret"),
+    ("PANDA_AUTH_VO", "AKIAIOSFODNN7EXAMPLE", "looks like a secret"),
+    ("PATH", "/tmp", "only the executor sets"), ("HOME", "/root", "only the executor sets"),
+    ("OPENAI_API_KEY", "x", "only the executor sets"),
+])
+def test_a_tools_fixed_environment_carries_no_secret_or_runtime_variable(tmp_path, name, value, because):
+    message = _load(tmp_path, GOOD_TOOL + f'environment = {{ {name} = "{value}" }}\n')
+    assert name in message and because in message
+
+
+def test_a_setting_with_a_secret_sounding_name_is_a_setting(tmp_path):
+    path = tmp_path / "tools.toml"
+    path.write_text(GOOD_TOOL + 'environment = { PANDA_AUTH = "oidc", PANDA_AUTH_VO = "atlas" }\n')
+    assert load_command_config(path).policy.tools[0].environment == {"PANDA_AUTH": "oidc", "PANDA_AUTH_VO": "atlas"}
 
 
 def test_the_setting_names_the_file(tools_file, monkeypatch):
