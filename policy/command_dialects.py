@@ -121,6 +121,25 @@ GIT_ENVIRONMENT = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
 GIT_PATH_OPTIONS = frozenset({"-C", "--git-dir", "--work-tree"})
 
 
+# Variables that make a dynamic loader, a shell or an interpreter run code of their choosing: never in a tool's
+# fixed environment (bash wrappers such as panda-client's launchers read BASH_ENV before their first line).
+_CODE_VARIABLES = frozenset({"BASH_ENV", "ENV", "PYTHONSTARTUP", "PYTHONINSPECT", "PERL5OPT", "PERL5DB", "RUBYOPT",
+                             "NODE_OPTIONS", "PROMPT_COMMAND", "PS4", "SHELLOPTS", "BASHOPTS", "IFS", "CDPATH"})
+_CODE_PREFIXES = ("LD_", "DYLD_", "BASH_FUNC_")
+
+
+def denied_environment(dialect: str, name: str) -> str | None:
+    """Why a tool's fixed environment may not set ``name``, or None."""
+    upper = name.upper()
+    if upper in _CODE_VARIABLES or upper.startswith(_CODE_PREFIXES):
+        return "makes the loader, a shell or an interpreter run other code"
+    if dialect == "curl" and (upper.endswith("_PROXY") or upper in ("CURL_HOME", "SSLKEYLOGFILE", "NO_PROXY")):
+        return "changes where curl connects, what configuration it reads or where it writes TLS keys"
+    if dialect == "git" and upper.startswith("GIT_"):
+        return "overrides git's configuration, programs or repository; the git dialect sets its own"
+    return None
+
+
 def denied_option(dialect: str, spelling: str, subcommand: tuple[str, ...] = ()) -> str | None:
     """Why ``spelling`` is never allowed for this dialect, or None."""
     if dialect == "curl":

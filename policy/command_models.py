@@ -21,7 +21,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from policy.command_dialects import (
-    COMMAND_BUILDERS, CURL_URL_OPTIONS, GIT_PATH_OPTIONS, RUNTIME_VARIABLES, denied_option, is_model_provider_variable,
+    COMMAND_BUILDERS, CURL_URL_OPTIONS, GIT_PATH_OPTIONS, RUNTIME_VARIABLES, denied_environment, denied_option,
+    is_model_provider_variable,
 )
 from policy.scrub import find_secrets
 
@@ -296,7 +297,14 @@ def tool_problem(tool: CommandTool) -> str | None:
     base = tool.executable.rsplit("/", 1)[-1]
     if base in COMMAND_BUILDERS:
         return f"{base} is a shell or command builder and cannot be a command tool"
+    for arg in tool.leading_args:
+        why = denied_option(tool.dialect, arg.split("=", 1)[0])
+        if why:
+            return f"leading argument {arg} {why} and is never allowed for {tool.dialect}"
     for name, value in tool.environment.items():
+        why = denied_environment(tool.dialect, name)
+        if why:
+            return f"environment variable {name} {why}"
         if name in RUNTIME_VARIABLES or is_model_provider_variable(name):
             return f"environment sets {name}, which only the executor sets (and provider keys never reach a command)"
         if find_secrets(value):

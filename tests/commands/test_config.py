@@ -122,6 +122,21 @@ def test_a_tools_fixed_environment_carries_no_secret_or_runtime_variable(tmp_pat
     assert name in message and because in message
 
 
+@pytest.mark.parametrize("tool, line, because", [
+    ("curl", 'environment = { LD_PRELOAD = "/tmp/x.so" }', "run other code"),
+    ("curl", 'environment = { BASH_ENV = "/tmp/x.sh" }', "run other code"),
+    ("curl", 'environment = { https_proxy = "http://10.0.0.1:3128" }', "where curl connects"),
+    ("curl", 'environment = { CURL_HOME = "/tmp" }', "configuration it reads"),
+    ("git", 'environment = { GIT_SSH_COMMAND = "id" }', "overrides git"),
+    ("curl", 'leading_args = ["-K", "/tmp/x"]', "loads a configuration file"),
+    ("curl", 'leading_args = ["--output=/tmp/x"]', "writes a file"),
+    ("git", 'leading_args = ["--exec-path=/tmp"]', "names a program"),
+])
+def test_a_tools_fixed_arguments_and_environment_cannot_lift_the_bans(tmp_path, tool, line, because):
+    declared = f'[[tools]]\nname = "t"\nexecutable = "{tool}"\ndialect = "{tool}"\n{line}\n'
+    assert because in _load(tmp_path, declared)
+
+
 def test_a_setting_with_a_secret_sounding_name_is_a_setting(tmp_path):
     path = tmp_path / "tools.toml"
     path.write_text(GOOD_TOOL + 'environment = { PANDA_AUTH = "oidc", PANDA_AUTH_VO = "atlas" }\n')
