@@ -144,3 +144,9 @@ def test_control_characters_and_oversize(policy, api):
     deny(policy, "panda_curl", ["curl", "-H", "Accept: x\r\nX-Evil: 1", f"{api}/get_status"], "control character")
     deny(policy, "panda_curl", ["curl", f"{api}/get_status\x00"], "NUL")
     deny(policy, "panda_curl", ["curl", "-s" * 5000, f"{api}/get_status"], "over the limit")
+
+
+@pytest.mark.parametrize("value", ["/etc/passwd", "~/.ssh/id_rsa", "../outside", "a/../../b", ".."])
+def test_free_text_cannot_carry_an_unbounded_path(policy, value):
+    """A path must be declared as a root-bounded path; free text that looks like one is refused."""
+    deny(policy, "config_git", ["git", "-C", "config.git", "log", "--", value], "looks like a path")
