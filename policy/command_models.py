@@ -155,8 +155,11 @@ class CommandTool(_Strict):
     @field_validator("root")
     @classmethod
     def _root_absolute(cls, value: str | None) -> str | None:
-        if value is not None and (not value.startswith("/") or value != value.rstrip("/") and value != "/"):
-            raise ValueError(f"root {value!r} must be an absolute path without a trailing slash")
+        if value is None:
+            return None
+        if value == "/" or not value.startswith("/") or value.endswith("/"):
+            raise ValueError(f"root {value!r} must be an absolute directory below / without a trailing slash; "
+                             "'/' would leave paths unbounded")
         return value
 
     @field_validator("environment")

@@ -53,6 +53,9 @@ def confine_paths(match: CommandMatch) -> None:
     if match.root is None:
         raise CommandDenied(f"rule {match.rule} has path arguments but tool {match.tool} declares no root")
     root = os.path.realpath(match.root)
+    if root != match.root:
+        raise CommandDenied(f"the root {match.root} now resolves to {root}; it was replaced after the tools file "
+                            "loaded, reload it")
     for path in match.paths:
         real = os.path.realpath(path)
         if not within(real, root):

@@ -152,3 +152,8 @@ def test_the_setting_names_the_file(tools_file, monkeypatch):
     monkeypatch.setenv("BAMBOO_COMMAND_TOOLS_FILE", str(tools_file))
     config = configured_command_tools(Settings(_env_file=None))
     assert config is not None and {t.name for t in config.policy.tools} >= {"panda_curl", "config_git"}
+
+
+def test_the_root_cannot_be_the_whole_file_system(tmp_path):
+    tool = '[[tools]]\nname = "c"\nexecutable = "cat"\nroot = "/"\n'
+    assert "unbounded" in _load(tmp_path, tool)

@@ -173,3 +173,22 @@ def test_the_dry_run_flag_stays_in_front_of_double_dash(config: CommandConfig):
                   channel="rw")
     assert match.dry_run_argv is not None
     assert match.dry_run_argv.index("--dry-run") < match.dry_run_argv.index("--")
+
+
+async def test_a_root_replaced_by_a_symlink_after_load_is_refused(tmp_path):
+    """The root is resolved once at load; if the directory is later swapped for a link elsewhere, nothing runs."""
+    from bamboo.commands.config import load_command_config
+
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "hostname").write_text("inside\n")
+    path = tmp_path / "tools.toml"
+    path.write_text(f'[[tools]]\nname = "c"\nexecutable = "cat"\nroot = "{root}"\n'
+                    '[[rules]]\nname = "r"\ntool = "c"\naccess = "read"\nenvironments = ["staging"]\nchannel = "ro"\n'
+                    'positionals = [{ name = "file", value = "path" }]\n')
+    config = load_command_config(path)
+    match = allow(config.policy, "c", ["cat", "hostname"])
+    root.rename(tmp_path / "moved")
+    root.symlink_to("/etc")
+    with pytest.raises(CommandDenied, match="was replaced"):
+        await _run(config, match)
