@@ -74,6 +74,8 @@ class OptionSpec(_Strict):
             re.compile(self.pattern)
         if self.joined and self.value == "switch":
             raise ValueError(f"switch {self.name} has no value to join")
+        if self.joined and not self.name.startswith("--"):
+            raise ValueError(f"only a long option can be emitted joined; {self.name} is short")
         return self
 
     @property

@@ -157,3 +157,8 @@ def test_the_setting_names_the_file(tools_file, monkeypatch):
 def test_the_root_cannot_be_the_whole_file_system(tmp_path):
     tool = '[[tools]]\nname = "c"\nexecutable = "cat"\nroot = "/"\n'
     assert "unbounded" in _load(tmp_path, tool)
+
+
+def test_only_long_options_are_emitted_joined(tmp_path):
+    rule = GOOD_RULE + 'options = [{ name = "-m", value = "integer", joined = true }]\n'
+    assert "only a long option" in _load(tmp_path, GOOD_TOOL + rule)
