@@ -1,0 +1,206 @@
+"""Decision envelopes: what the agent side signs so a remote executor runs exactly one approved command.
+
+An executor runs commands with infrastructure credentials the agent never holds, so it must not trust the
+request it is handed. The agent side signs a short-lived Ed25519 envelope naming the run and tool call, the
+environment and channel it is meant for, the executable, the digest of the exact argv, the target set, the
+phase it was produced in, an expiry, a nonce and the key id; a production write also carries the signed
+operator decision that approved it. The executor verifies the signature against its own configured keys
+and asserts every claim against its fixed environment and channel and the request before anything runs.
+
+Verification here is pure. Replay protection needs durable state: the executor records every nonce in
+Postgres (``bamboo.store.executor_state``) after the signature checks out, so a replayed envelope is refused
+even by another executor process.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from collections.abc import Mapping
+from datetime import datetime, timedelta, timezone
+from enum import Enum
+from typing import Literal
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from policy.decisions import OperatorDecision
+from policy.identity import Identity
+from policy.signing import NONCE_PATTERN, SIGNATURE_BYTES, decode_public_key
+
+DOMAIN = b"bamboo-decision-envelope-v1\n"
+DEFAULT_MAX_ENVELOPE_TTL_S = 5 * 60
+NAME_PATTERN = r"^[a-z][a-z0-9-]{0,31}$"
+DIGEST_PATTERN = r"^[0-9a-f]{64}$"
+
+Channel = Literal["ro", "rw"]
+EnvelopePhase = Literal["automatic", "interactive"]
+
+
+class EnvelopeClaims(BaseModel):
+    """Everything the signature covers. ``argv_digest`` is ``policy.commands.argv_digest`` of the normalised
+    argv the executor will run; ``targets`` is the canonical target set the policy extracted from it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: str = Field(min_length=1, max_length=200)
+    tool_call_id: str = Field(min_length=1, max_length=200)
+    environment: str = Field(pattern=NAME_PATTERN)
+    channel: Channel
+    phase: EnvelopePhase
+    tool: str = Field(min_length=1, max_length=100)
+    executable: str = Field(min_length=1, max_length=4096)
+    argv_digest: str = Field(pattern=DIGEST_PATTERN)
+    targets: tuple[str, ...] = ()
+    requester: Identity
+    expires_at: datetime
+    nonce: str = Field(pattern=NONCE_PATTERN.pattern)
+    key_id: str = Field(pattern=r"^[0-9a-f]{16}$")
+    # The operator's signed decision approving this command (gate 6 of a production write).
+    approval: OperatorDecision | None = None
+
+    @field_validator("expires_at")
+    @classmethod
+    def _aware_whole_seconds(cls, value: datetime) -> datetime:
+        if value.tzinfo is None:
+            raise ValueError("expires_at needs a time zone (use UTC)")
+        return value.astimezone(timezone.utc).replace(microsecond=0)
+
+    @field_validator("targets")
+    @classmethod
+    def _sorted_unique(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(sorted(set(value)))
+
+
+class DecisionEnvelope(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    claims: EnvelopeClaims
+    signature: str = Field(max_length=128)
+
+
+def envelope_bytes(claims: EnvelopeClaims) -> bytes:
+    """The exact bytes signed: a domain tag (so no other signed statement can pass for an envelope), then
+    canonical JSON of the claims (sorted keys, no spaces, ASCII, expiry as epoch seconds)."""
+    payload = claims.model_dump(mode="json")
+    payload["expires_at"] = int(claims.expires_at.timestamp())
+    return DOMAIN + json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+
+
+class EnvelopeRefusal(str, Enum):
+    UNKNOWN_KEY = "unknown_key"
+    BAD_SIGNATURE = "bad_signature"
+    EXPIRED = "expired"
+    EXPIRY_TOO_FAR = "expiry_too_far"
+    WRONG_ENVIRONMENT = "wrong_environment"
+    WRONG_CHANNEL = "wrong_channel"
+    TOOL_MISMATCH = "tool_mismatch"
+    ARGV_MISMATCH = "argv_mismatch"
+    EXECUTABLE_MISMATCH = "executable_mismatch"
+    TARGET_MISMATCH = "target_mismatch"
+    REPLAYED = "replayed"
+
+
+class EnvelopeVerdict(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    ok: bool
+    refusal: EnvelopeRefusal | None = None
+    detail: str = ""
+
+    @classmethod
+    def refuse(cls, refusal: EnvelopeRefusal, detail: str) -> "EnvelopeVerdict":
+        return cls(ok=False, refusal=refusal, detail=detail)
+
+
+def signature_matches(public_key: str, claims: EnvelopeClaims, signature: str) -> bool:
+    try:
+        raw = base64.b64decode(signature, validate=True)
+        if len(raw) != SIGNATURE_BYTES:
+            return False
+        Ed25519PublicKey.from_public_bytes(decode_public_key(public_key)).verify(raw, envelope_bytes(claims))
+    except (InvalidSignature, binascii.Error, ValueError):
+        return False
+    return True
+
+
+def verify_envelope(
+    envelope: DecisionEnvelope,
+    *,
+    keys: Mapping[str, str],
+    environment: str,
+    channel: str,
+    now: datetime,
+    max_ttl_s: int = DEFAULT_MAX_ENVELOPE_TTL_S,
+) -> EnvelopeVerdict:
+    """The signature, its freshness and the executor-fixed claims (environment, channel).
+
+    ``keys`` maps key id to base64 public key: the executor's configured verification keys, never a key the
+    request names. Claims about the command itself are compared with ``verify_request`` once the executor
+    has evaluated the argv it received.
+    """
+    claims = envelope.claims
+    public_key = keys.get(claims.key_id)
+    if public_key is None:
+        return EnvelopeVerdict.refuse(
+            EnvelopeRefusal.UNKNOWN_KEY,
+            f"envelope signed by key {claims.key_id}, which this executor does not trust; sign with a configured "
+            "agent key or add its public key to the executor's verification keys")
+    if not signature_matches(public_key, claims, envelope.signature):
+        return EnvelopeVerdict.refuse(
+            EnvelopeRefusal.BAD_SIGNATURE,
+            f"the envelope's signature does not match key {claims.key_id} for these claims; it was altered or "
+            "signed for something else")
+    if claims.expires_at <= now:
+        return EnvelopeVerdict.refuse(
+            EnvelopeRefusal.EXPIRED, f"the envelope expired at {claims.expires_at.isoformat()}; sign a new one")
+    if claims.expires_at > now + timedelta(seconds=max_ttl_s):
+        return EnvelopeVerdict.refuse(
+            EnvelopeRefusal.EXPIRY_TOO_FAR,
+            f"the envelope is valid for more than {max_ttl_s} s; sign it with a shorter expiry")
+    if claims.environment != environment:
+        return EnvelopeVerdict.refuse(
+            EnvelopeRefusal.WRONG_ENVIRONMENT,
+            f"the envelope is for environment {claims.environment!r}, this executor serves {environment!r}; "
+            f"send it to exec.{claims.environment}.{claims.channel}")
+    if claims.channel != channel:
+        return EnvelopeVerdict.refuse(
+            EnvelopeRefusal.WRONG_CHANNEL,
+            f"the envelope is for channel {claims.channel!r}, this executor serves {channel!r}; "
+            f"send it to exec.{claims.environment}.{claims.channel}")
+    return EnvelopeVerdict(ok=True)
+
+
+def verify_request(
+    claims: EnvelopeClaims, *, tool: str, executable: str, argv_digest: str, targets: list[str] | tuple[str, ...],
+) -> EnvelopeVerdict:
+    """The command claims against what the executor itself derived from the request it will run."""
+    if claims.tool != tool:
+        return EnvelopeVerdict.refuse(
+            EnvelopeRefusal.TOOL_MISMATCH, f"the envelope approves tool {claims.tool!r}, the request asks for {tool!r}")
+    if claims.argv_digest != argv_digest:
+        return EnvelopeVerdict.refuse(
+            EnvelopeRefusal.ARGV_MISMATCH,
+            "the argv this executor would run does not match the envelope's argv digest; sign the exact command")
+    if claims.executable != executable:
+        return EnvelopeVerdict.refuse(
+            EnvelopeRefusal.EXECUTABLE_MISMATCH,
+            f"the envelope names executable {claims.executable!r}, this executor resolves {executable!r}")
+    if tuple(sorted(set(targets))) != claims.targets:
+        return EnvelopeVerdict.refuse(
+            EnvelopeRefusal.TARGET_MISMATCH,
+            f"the envelope names targets {list(claims.targets)}, the command acts on {sorted(set(targets))}")
+    return EnvelopeVerdict(ok=True)
+
+
+def command_review_hash(claims: EnvelopeClaims) -> str:
+    """What an operator's decision on a command names as its ``code_hash``: a SHA-256 over the environment,
+    channel, tool, executable, argv digest and targets, so a signed approval covers exactly one normalised
+    command line in one environment, and cannot be carried over to another."""
+    subject = {"environment": claims.environment, "channel": claims.channel, "tool": claims.tool,
+               "executable": claims.executable, "argv_digest": claims.argv_digest, "targets": list(claims.targets)}
+    canonical = json.dumps(subject, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
