@@ -1,0 +1,1 @@
+"""Remote executors: one Temporal worker per (environment, channel) that runs approved command tools."""

@@ -1,0 +1,51 @@
+"""The agent side of a remote command: evaluate it as the executor will, have it approved, sign the envelope.
+
+The signer evaluates the command with the same policy the executor holds, so the envelope names the
+normalised argv's digest, the resolved executable and the targets the executor will derive; a policy that
+differs between the two sides makes the executor refuse, never run something else. An operator's approval
+(``approve``) signs the command's review hash (``policy.envelopes.command_review_hash``) as a decision of the
+run's session, with the operator's registered key, exactly as a code review is approved.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+from datetime import datetime, timedelta, timezone
+
+from bamboo.approvals.keys import LocalKey
+from policy.commands import CommandMatch, CommandPolicy, argv_digest, evaluate
+from policy.decisions import DecisionKind, OperatorDecision
+from policy.envelopes import Channel, DecisionEnvelope, EnvelopeClaims, EnvelopePhase, command_review_hash, envelope_bytes
+from policy.signing import StatementKind
+
+DEFAULT_ENVELOPE_TTL_S = 120
+DEFAULT_APPROVAL_TTL_S = 15 * 60
+
+
+def command_claims(policy: CommandPolicy, tool: str, argv: list[str], *, run_id: str, tool_call_id: str,
+                   environment: str, channel: Channel, phase: EnvelopePhase, requester: str, key: LocalKey,
+                   ttl_s: float = DEFAULT_ENVELOPE_TTL_S, now: datetime | None = None) -> EnvelopeClaims:
+    """The unsigned claims for ``tool argv`` (raises ``CommandDenied`` when the policy refuses it here)."""
+    match: CommandMatch = evaluate(policy, tool, argv, environment=environment, channel=channel)
+    expires = (now or datetime.now(timezone.utc)) + timedelta(seconds=ttl_s)
+    return EnvelopeClaims(run_id=run_id, tool_call_id=tool_call_id, environment=environment, channel=channel,
+                          phase=phase, tool=match.tool, executable=match.executable,
+                          argv_digest=argv_digest(match.argv), targets=tuple(match.targets), requester=requester,
+                          expires_at=expires, nonce=secrets.token_hex(16), key_id=key.key_id)
+
+
+def approve(claims: EnvelopeClaims, approver: LocalKey, *, kind: DecisionKind = DecisionKind.RUN_ONCE,
+            ttl_s: float = DEFAULT_APPROVAL_TTL_S, now: datetime | None = None) -> OperatorDecision:
+    """``approver``'s signed decision approving exactly the command ``claims`` describe, in its run."""
+    unsigned = OperatorDecision(turn=0, code_hash=command_review_hash(claims), kind=kind, approver=approver.identity)
+    auth = approver.authorize(StatementKind.DECISION, claims.run_id, unsigned.signed_body(), ttl_s=ttl_s, now=now)
+    return unsigned.model_copy(update={"auth": auth})
+
+
+def sign(claims: EnvelopeClaims, key: LocalKey) -> DecisionEnvelope:
+    """The envelope: ``key``'s Ed25519 signature over the canonical claims (the key id must be ``key``'s)."""
+    if claims.key_id != key.key_id:
+        claims = claims.model_copy(update={"key_id": key.key_id})
+    signature = base64.b64encode(key.private_key.sign(envelope_bytes(claims))).decode("ascii")
+    return DecisionEnvelope(claims=claims, signature=signature)

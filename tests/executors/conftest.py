@@ -1,0 +1,254 @@
+"""Real executors for the tests: a Temporal dev server, Postgres, the PanDA simulator on loopback, real
+``curl`` and ``git``, operators' keys registered in the approver registry, and an in-process executor
+worker per test polling ``exec.<environment>.<channel>`` with the configuration the test gives it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import subprocess
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import Worker
+
+from bamboo.approvals.keys import KeyStore, LocalKey
+from bamboo.approvals.registry import ApproverRegistry
+from bamboo.commands.credentials import CredentialFamily
+from bamboo.executors import signer
+from bamboo.executors.activity import CommandExecutor
+from bamboo.executors.config import ExecutorConfig
+from bamboo.executors.contract import ExecRequest, ExecResult
+from bamboo.panda.simulator import PandaSimulator
+from bamboo.store.audit_log import PostgresAuditLog
+from bamboo.store.db import open_pool
+from bamboo.store.executor_state import ExecutorState
+from bamboo.temporal_client import connect
+from policy.approvers import ApprovalRules, Role
+from policy.commands import CommandPolicy, CommandRule, CommandTool, OptionSpec, PositionalSpec, TargetSpec
+from policy.envelopes import DecisionEnvelope, EnvelopeClaims
+from tests.panda.incidents import RUNNING_TASK, write_incidents
+from worker.registry import workflow_runner
+from workflows.exec_command import ExecCall, ExecCommand
+
+CURL = str(Path(shutil.which("curl") or "/usr/bin/curl").resolve())
+GIT = str(Path(shutil.which("git") or "/usr/bin/git").resolve())
+PANDA_FAMILY = CredentialFamily(name="panda_prod_rw", env={"PANDA_AUTH_TOKEN": "EXEC_PANDA_PROD_RW_TOKEN"})
+GIT_FAMILY = CredentialFamily(name="git_prod_rw", env={"GIT_PUSH_TOKEN": "EXEC_GIT_PROD_RW_TOKEN"})
+SOURCE_ENV = {"PATH": "/usr/bin:/bin", "EXEC_PANDA_PROD_RW_TOKEN": "panda-prod-rw-value",
+              "EXEC_GIT_PROD_RW_TOKEN": "git-prod-rw-value", "OPENAI_API_KEY": "sk-model-provider-key"}
+TASK = RUNNING_TASK
+
+
+def kill_target(task: int = TASK) -> str:
+    return f'panda:task-kill:{{"task_id":{task}}}'
+
+
+def command_policy(panda_host: str, repos: Path, *, with_write_rules: bool = True) -> CommandPolicy:
+    """curl against the PanDA API (GET on ro in staging and prod, task kill POST on rw in prod) and git on
+    repositories under ``repos`` (log on ro, push with a mandatory dry run on rw in prod)."""
+    silent = OptionSpec(name="--silent", aliases=["-s"])
+    fail = OptionSpec(name="--fail", aliases=["-f"])
+    # The PanDA API takes a JSON body (a form's task_id arrives as text and is refused), and a JSON field is not
+    # a target source of its own: the rule pins the body's whole shape, and the target is that exact body.
+    kill_body = r'\{"task_id":[0-9]+\}'
+    task_id = TargetSpec(source="option", field="--json", template="panda:task-kill:{value}", value_pattern=kill_body)
+    rules = [
+        CommandRule(name="panda_get_status", tool="panda_curl", access="read", environments=["staging", "prod"],
+                    channel="ro", method="GET", options=[silent, fail], positionals=[PositionalSpec(name="url", value="url")],
+                    allowed_hosts=[panda_host], url_paths=[r"/api/v1/task/get_status"],
+                    targets=[TargetSpec(source="query", field="task_id", template="panda:task:{value}",
+                                        value_pattern=r"[0-9]+")]),
+        CommandRule(name="git_log", tool="config_git", access="read", environments=["staging", "prod"], channel="ro",
+                    global_options=[OptionSpec(name="-C", value="path")], subcommand=["log"],
+                    options=[OptionSpec(name="--oneline")],
+                    targets=[TargetSpec(source="option", field="-C", template="git:{value}")]),
+    ]
+    if with_write_rules:
+        rules += [
+            CommandRule(name="panda_task_kill", tool="panda_curl", access="write", environments=["prod"], channel="rw",
+                        credential="panda_prod_rw", method="POST",
+                        options=[silent, fail, OptionSpec(name="--json", value="text", pattern=kill_body)],
+                        positionals=[PositionalSpec(name="url", value="url")], allowed_hosts=[panda_host],
+                        url_paths=[r"/api/v1/task/kill"], targets=[task_id]),
+            CommandRule(name="git_push", tool="config_git", access="write", environments=["prod"], channel="rw",
+                        credential="git_prod_rw", supports_dry_run=True, dry_run_flag="--dry-run",
+                        global_options=[OptionSpec(name="-C", value="path")], subcommand=["push"],
+                        positionals=[PositionalSpec(name="remote", value="enum", choices=["origin"]),
+                                     PositionalSpec(name="refspec", value="enum", choices=["main"])],
+                        targets=[TargetSpec(source="option", field="-C", template="git:{value}")]),
+        ]
+    tools = [CommandTool(name="panda_curl", executable=CURL, dialect="curl", description="curl against PanDA"),
+             CommandTool(name="config_git", executable=GIT, dialect="git", root=str(repos),
+                         description="git on configuration repositories")]
+    return CommandPolicy(tools=tools, rules=rules,
+                         credentials={"panda_prod_rw": ["PANDA_AUTH_TOKEN"], "git_prod_rw": ["GIT_PUSH_TOKEN"]})
+
+
+def refusal_of(exc: BaseException) -> ApplicationError:
+    """The executor's ApplicationError inside the workflow failure (workflow -> activity -> application)."""
+    cause: BaseException | None = exc
+    while cause is not None and not (isinstance(cause, ApplicationError) and cause.type):
+        cause = cause.__cause__ or getattr(cause, "cause", None)
+    assert isinstance(cause, ApplicationError), f"no typed ApplicationError in {exc!r}"
+    return cause
+
+
+@dataclass
+class Harness:
+    client: Client
+    pool: Any
+    state: ExecutorState
+    audit: PostgresAuditLog
+    registry: ApproverRegistry
+    policy: CommandPolicy
+    agent: LocalKey
+    requester: LocalKey
+    approver: LocalKey
+    bystander: LocalKey
+    simulator: PandaSimulator
+    repos: Path
+    queue: str
+    tasks: list[asyncio.Task] = field(default_factory=list)
+
+    def url(self, path: str) -> str:
+        return f"{self.simulator.api_url}{path}"
+
+    def kill_argv(self, task: int = TASK) -> list[str]:
+        return ["curl", "-s", "-f", "--json", f'{{"task_id":{task}}}', self.url("/task/kill")]
+
+    def status_argv(self, task: int = TASK) -> list[str]:
+        return ["curl", "-s", "-f", self.url(f"/task/get_status?task_id={task}")]
+
+    def kills_on_server(self, task: int = TASK) -> int:
+        calls = httpx.get(f"{self.simulator.base_url}/sim/calls").json()
+        return sum(1 for c in calls if c["endpoint"] == "task/kill" and c["task_id"] == task)
+
+    def config(self, environment: str, channel: str, **changes: Any) -> ExecutorConfig:
+        values: dict[str, Any] = dict(
+            environment=environment, channel=channel, policy=self.policy,
+            credentials={"panda_prod_rw": PANDA_FAMILY} if channel == "rw" else {},
+            held_credential="panda_prod_rw" if channel == "rw" else None,
+            verification_keys={self.agent.key_id: self.agent.public_key}, approval_rules=ApprovalRules())
+        values.update(changes)
+        return ExecutorConfig(**values)
+
+    @contextlib.asynccontextmanager
+    async def executor(self, config: ExecutorConfig, source: dict[str, str] | None = None):
+        """An executor worker polling exec.<environment>.<channel> with ``config``, for the block's length."""
+        from bamboo.executors.contract import executor_queue
+
+        impl = CommandExecutor(config, self.state, self.audit, self.registry,
+                               source=SOURCE_ENV if source is None else source)
+        async with Worker(self.client, task_queue=executor_queue(config.environment, config.channel),
+                          activities=[impl.run_command]):
+            yield impl
+
+    def claims(self, environment: str, channel: str, argv: list[str], *, tool: str = "panda_curl",
+               phase: str = "interactive", ttl_s: float = 120, now: datetime | None = None,
+               policy: CommandPolicy | None = None) -> EnvelopeClaims:
+        return signer.command_claims(policy or self.policy, tool, argv, run_id=f"run-{uuid.uuid4().hex[:8]}",
+                                     tool_call_id=f"call-{uuid.uuid4().hex[:8]}", environment=environment,
+                                     channel=channel, phase=phase, requester=self.requester.identity,
+                                     key=self.agent, ttl_s=ttl_s, now=now)
+
+    def approved(self, claims: EnvelopeClaims, approver: LocalKey | None = None) -> EnvelopeClaims:
+        decision = signer.approve(claims, approver or self.approver)
+        return claims.model_copy(update={"approval": decision})
+
+    def sign(self, claims: EnvelopeClaims, key: LocalKey | None = None) -> DecisionEnvelope:
+        return signer.sign(claims, key or self.agent)
+
+    async def grant(self, targets: list[str], *, rule: str = "panda_task_kill", tool: str = "panda_curl",
+                    executions: int = 1, repetitions: int = 1, ttl_s: float = 3600):
+        return await self.state.create_grant(
+            environment="prod", tool=tool, rule=rule, targets=targets, max_executions=executions,
+            max_repetitions=repetitions, expires_at=datetime.now(timezone.utc) + timedelta(seconds=ttl_s),
+            granted_by=self.approver.identity)
+
+    async def call(self, environment: str, channel: str, tool: str, argv: list[str],
+                   envelope: DecisionEnvelope) -> ExecResult:
+        call = ExecCall(environment=environment, channel=channel,
+                        request=ExecRequest(tool=tool, argv=argv, envelope=envelope))
+        return await self.client.execute_workflow(ExecCommand.run, call, id=f"exec-{uuid.uuid4().hex}",
+                                                  task_queue=self.queue)
+
+    async def refusal(self, environment: str, channel: str, tool: str, argv: list[str],
+                      envelope: DecisionEnvelope) -> ApplicationError:
+        with pytest.raises(WorkflowFailureError) as failed:
+            await self.call(environment, channel, tool, argv, envelope)
+        return refusal_of(failed.value)
+
+    async def audit_kinds(self) -> list[tuple[str, str]]:
+        async with self.pool.connection() as conn:
+            rows = await (await conn.execute(
+                "SELECT kind, body->>'refusal' FROM audit WHERE kind LIKE 'executor_%%' ORDER BY seq")).fetchall()
+        return [(k, r) for k, r in rows]
+
+
+@pytest.fixture(scope="session")
+def simulator(tmp_path_factory: pytest.TempPathFactory):
+    with PandaSimulator(write_incidents(tmp_path_factory.mktemp("incidents"))) as sim:
+        yield sim
+
+
+def _git(*args: str, cwd: Path | None = None) -> str:
+    env = {"PATH": "/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.org"}
+    return subprocess.run([GIT, *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def repos(tmp_path: Path) -> Path:
+    """A bare repository (the server, with a post-receive hook counting pushes) and a clone under the root."""
+    root = tmp_path.resolve() / "repos"
+    root.mkdir()
+    server = tmp_path.resolve() / "server.git"
+    _git("init", "--bare", "-b", "main", str(server))
+    hook = server / "hooks" / "post-receive"
+    hook.write_text("#!/bin/sh\necho push >> \"$(dirname \"$0\")/../pushes\"\n")
+    hook.chmod(0o755)
+    clone = root / "config"
+    _git("init", "-b", "main", str(clone))
+    (clone / "site.yaml").write_text("site: SIM-SITE-A\n")
+    _git("add", "site.yaml", cwd=clone)
+    _git("commit", "-m", "first", cwd=clone)
+    _git("remote", "add", "origin", str(server), cwd=clone)
+    _git("push", "origin", "main", cwd=clone)
+    (server / "pushes").unlink(missing_ok=True)
+    return root
+
+
+def pushes_on_server(repos: Path) -> int:
+    counter = repos.parent / "server.git" / "pushes"
+    return len(counter.read_text().splitlines()) if counter.exists() else 0
+
+
+@pytest.fixture
+async def harness(stack, database_url, simulator, repos, tmp_path):
+    pool = await open_pool(database_url, 384, "scripted-embedding", max_size=4)
+    audit = PostgresAuditLog(pool)
+    registry = ApproverRegistry(pool, audit)
+    keys = KeyStore(tmp_path / "keys")
+    agent, requester, approver, bystander = (keys.create(n) for n in ("agent", "alice", "bob", "carol"))
+    await registry.register("alice", requester.public_key, [Role.REQUEST, Role.APPROVE_STATE_CHANGING], "deploy")
+    await registry.register("bob", approver.public_key, [Role.APPROVE_STATE_CHANGING], "deploy")
+    await registry.register("carol", bystander.public_key, [Role.APPROVE], "deploy")
+    client = await connect(stack.settings(database_url, "http://127.0.0.1:9"))
+    queue = f"exec-test-{uuid.uuid4().hex[:8]}"
+    httpx.delete(f"{simulator.base_url}/sim/calls")
+    h = Harness(client=client, pool=pool, state=ExecutorState(pool), audit=audit, registry=registry,
+                policy=command_policy(f"{simulator.host}:{simulator.port}", repos), agent=agent, requester=requester,
+                approver=approver, bystander=bystander, simulator=simulator, repos=repos, queue=queue)
+    async with Worker(client, task_queue=queue, workflows=[ExecCommand], workflow_runner=workflow_runner()):
+        yield h
+    await pool.close()

@@ -1,0 +1,84 @@
+"""A remote executor: ``python -m worker.executor --environment prod --channel rw``.
+
+A process of its own, deployed where the environment's infrastructure credential lives and nowhere else:
+it polls only ``exec.<environment>.<channel>``, holds one credential family (``BAMBOO_EXECUTOR_CREDENTIAL``,
+whose values are in its own environment) and the agent's verification key(s), and runs nothing but the
+command tools the command-tools file declares. It needs Temporal and the store (nonces, grants, the
+approver registry, the audit log); it needs no model endpoint and no sandbox.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Mapping
+
+from temporalio.worker import Worker
+
+from bamboo.approvals.registry import ApproverRegistry
+from bamboo.executors.activity import CommandExecutor
+from bamboo.executors.config import ExecutorConfig, ExecutorConfigError, ExecutorSettings, load_executor_config
+from bamboo.executors.contract import ExecutorAddressError, executor_queue
+from bamboo.settings import Settings, get_settings
+from bamboo.store.audit_log import PostgresAuditLog
+from bamboo.store.db import open_pool
+from bamboo.store.executor_state import ExecutorState
+from bamboo.temporal_client import connect
+
+log = logging.getLogger("bamboo.executor")
+
+
+async def run_executor(settings: Settings, config: ExecutorConfig, *, stop: asyncio.Event,
+                       source: Mapping[str, str] | None = None, ready: asyncio.Event | None = None) -> None:
+    """Poll the executor's one queue until ``stop`` is set."""
+    if not settings.database_url:
+        raise ExecutorConfigError("an executor needs the store: set BAMBOO_DATABASE_URL")
+    queue = executor_queue(config.environment, config.channel)
+    pool = await open_pool(settings.database_url, settings.embedding_dim, settings.embedding_model, max_size=4,
+                           owner_url=settings.database_owner_url)
+    try:
+        audit = PostgresAuditLog(pool)
+        executor = CommandExecutor(config, ExecutorState(pool), audit, ApproverRegistry(pool, audit), source=source)
+        client = await connect(settings, service=f"bamboo-executor-{config.environment}-{config.channel}")
+        async with Worker(client, task_queue=queue, activities=[executor.run_command], max_concurrent_activities=4):
+            log.info("executor polling %s (credential %s, %d verification key(s))", queue,
+                     config.held_credential or "none", len(config.verification_keys))
+            if ready is not None:
+                ready.set()
+            await stop.wait()
+    finally:
+        await pool.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m worker.executor", description=__doc__.splitlines()[0])
+    parser.add_argument("--environment", required=True, help="e.g. staging or prod")
+    parser.add_argument("--channel", required=True, choices=["ro", "rw"])
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = get_settings()
+    exec_settings = ExecutorSettings()
+    try:
+        executor_queue(args.environment, args.channel)
+        if settings.command_tools_file is None:
+            raise ExecutorConfigError("set BAMBOO_COMMAND_TOOLS_FILE to the command-tools file this executor runs")
+        config = load_executor_config(args.environment, args.channel, tools_file=settings.command_tools_file,
+                                      settings=exec_settings, approval_rules=settings.approval_rules())
+    except (ExecutorConfigError, ExecutorAddressError, ValueError) as exc:
+        sys.exit(f"error: {str(exc).splitlines()[0]}")
+    stop = asyncio.Event()
+
+    async def _run() -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await run_executor(settings, config, stop=stop)
+
+    asyncio.run(_run())
+
+
+if __name__ == "__main__":
+    main()
