@@ -1,0 +1,244 @@
+"""A production write missing each of the seven gates in turn is refused, naming the gate; with all seven it
+runs exactly once, counted on the server (the PanDA simulator's record of kill calls; the bare repository's
+branch for git)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio.client import WorkflowFailureError
+
+from tests.executors.conftest import GIT_FAMILY, TASK, _git, command_policy, kill_target, refusal_of
+from tests.panda.incidents import MEMORY_TASK
+
+
+def assert_gate(err, number: int, name: str) -> None:
+    assert err.type == f"gate.{name}", f"{err.type}: {err}"
+    assert f"gate {number} ({name})" in str(err), str(err)
+
+
+async def test_with_all_seven_gates_the_write_runs_exactly_once(harness):
+    h = harness
+    grant = await h.grant([kill_target()])
+    envelope = h.sign(h.approved(h.claims("prod", "rw", h.kill_argv())))
+    async with h.executor(h.config("prod", "rw")):
+        result = await h.call("prod", "rw", "panda_curl", h.kill_argv(), envelope)
+    assert result.outcome.exit_code == 0, result.outcome.stderr
+    assert '"success": true' in result.outcome.stdout.lower() or "'success': True" in result.outcome.stdout
+    assert result.rule == "panda_task_kill" and result.grant_id == grant.grant_id
+    assert h.kills_on_server() == 1
+    assert (await h.state.grant(grant.grant_id)).executions_used == 1
+    assert ("executor_ran", None) in await h.audit_kinds()
+
+
+async def test_gate_1_no_explicit_write_rule(harness):
+    h = harness
+    await h.grant([kill_target()])
+    envelope = h.sign(h.approved(h.claims("prod", "rw", h.kill_argv())))
+    reads_only = command_policy(f"{h.simulator.host}:{h.simulator.port}", h.repos, with_write_rules=False)
+    async with h.executor(h.config("prod", "rw", policy=reads_only)):
+        err = await h.refusal("prod", "rw", "panda_curl", h.kill_argv(), envelope)
+    assert_gate(err, 1, "write_rule")
+    assert h.kills_on_server() == 0
+
+
+async def test_gate_2_no_write_credential_held(harness):
+    h = harness
+    await h.grant([kill_target()])
+    envelope = h.sign(h.approved(h.claims("prod", "rw", h.kill_argv())))
+    async with h.executor(h.config("prod", "rw", credentials={}, held_credential=None)):
+        err = await h.refusal("prod", "rw", "panda_curl", h.kill_argv(), envelope)
+    assert_gate(err, 2, "write_credential")
+    assert h.kills_on_server() == 0
+
+
+async def test_gate_2_write_credential_without_a_value(harness):
+    h = harness
+    await h.grant([kill_target()])
+    envelope = h.sign(h.approved(h.claims("prod", "rw", h.kill_argv())))
+    async with h.executor(h.config("prod", "rw"), source={"PATH": "/usr/bin:/bin"}):
+        err = await h.refusal("prod", "rw", "panda_curl", h.kill_argv(), envelope)
+    assert_gate(err, 2, "write_credential")
+    assert h.kills_on_server() == 0
+
+
+async def test_gate_3_no_grant_for_the_exact_target_set(harness):
+    h = harness
+    await h.grant([kill_target(TASK), kill_target(MEMORY_TASK)])  # a superset is not this set
+    await h.grant([kill_target(MEMORY_TASK)])  # another target
+    envelope = h.sign(h.approved(h.claims("prod", "rw", h.kill_argv())))
+    async with h.executor(h.config("prod", "rw")):
+        err = await h.refusal("prod", "rw", "panda_curl", h.kill_argv(), envelope)
+    assert_gate(err, 3, "capability_grant")
+    assert h.kills_on_server() == 0
+
+
+async def test_gate_4_expired_grant(harness):
+    h = harness
+    await h.grant([kill_target()], ttl_s=-1)
+    envelope = h.sign(h.approved(h.claims("prod", "rw", h.kill_argv())))
+    async with h.executor(h.config("prod", "rw")):
+        err = await h.refusal("prod", "rw", "panda_curl", h.kill_argv(), envelope)
+    assert_gate(err, 4, "grant_capacity")
+    assert "expired" in str(err)
+    assert h.kills_on_server() == 0
+
+
+async def test_gate_4_repetition_capacity_spent(harness):
+    h = harness
+    await h.grant([kill_target()], executions=2, repetitions=1)
+    async with h.executor(h.config("prod", "rw")):
+        first = h.sign(h.approved(h.claims("prod", "rw", h.kill_argv())))
+        await h.call("prod", "rw", "panda_curl", h.kill_argv(), first)
+        again = h.sign(h.approved(h.claims("prod", "rw", h.kill_argv())))  # fresh envelope and approval
+        err = await h.refusal("prod", "rw", "panda_curl", h.kill_argv(), again)
+    assert_gate(err, 4, "grant_capacity")
+    assert "already ran 1" in str(err)
+    assert h.kills_on_server() == 1
+
+
+async def test_gate_4_the_last_execution_is_spent_once_under_a_race(harness):
+    h = harness
+    await h.grant([kill_target()], executions=1, repetitions=1)
+    envelopes = [h.sign(h.approved(h.claims("prod", "rw", h.kill_argv()))) for _ in range(3)]
+    async with h.executor(h.config("prod", "rw")):
+        outcomes = await asyncio.gather(*(h.call("prod", "rw", "panda_curl", h.kill_argv(), e) for e in envelopes),
+                                        return_exceptions=True)
+    ran = [o for o in outcomes if not isinstance(o, BaseException)]
+    refused = [refusal_of(o) for o in outcomes if isinstance(o, WorkflowFailureError)]
+    assert len(ran) == 1 and len(refused) == 2, outcomes
+    assert all(r.type == "gate.grant_capacity" for r in refused)
+    assert h.kills_on_server() == 1
+
+
+def _git_setup(h):
+    clone = h.repos / "config"
+    server = h.repos.parent / "server.git"
+    return clone, server, ["git", "-C", str(clone), "push", "origin", "main"]
+
+
+def _git_config(h):
+    return h.config("prod", "rw", credentials={"git_prod_rw": GIT_FAMILY}, held_credential="git_prod_rw")
+
+
+async def test_gate_5_a_failing_dry_run_refuses_and_nothing_is_pushed(harness, tmp_path):
+    h = harness
+    clone, server, argv = _git_setup(h)
+    # Someone else pushed first: the operator's push is not a fast-forward, and the dry run says so.
+    other = tmp_path / "other"
+    _git("clone", str(server), str(other))
+    (other / "site.yaml").write_text("site: SIM-SITE-B\n")
+    _git("commit", "-am", "theirs", cwd=other)
+    _git("push", "origin", "main", cwd=other)
+    theirs = _git("rev-parse", "main", cwd=server).strip()
+    (clone / "site.yaml").write_text("site: SIM-SITE-C\n")
+    _git("commit", "-am", "ours", cwd=clone)
+    await h.grant([f"git:{clone}"], rule="git_push", tool="config_git")
+    envelope = h.sign(h.approved(h.claims("prod", "rw", argv, tool="config_git")))
+    async with h.executor(_git_config(h)):
+        err = await h.refusal("prod", "rw", "config_git", argv, envelope)
+    assert_gate(err, 5, "dry_run")
+    assert "rejected" in str(err) or "fetch first" in str(err), str(err)
+    assert _git("rev-parse", "main", cwd=server).strip() == theirs
+
+
+async def test_with_all_seven_gates_a_git_push_runs_after_its_dry_run(harness):
+    h = harness
+    clone, server, argv = _git_setup(h)
+    (clone / "site.yaml").write_text("site: SIM-SITE-D\n")
+    _git("commit", "-am", "fix the site", cwd=clone)
+    ours = _git("rev-parse", "main", cwd=clone).strip()
+    await h.grant([f"git:{clone}"], rule="git_push", tool="config_git")
+    envelope = h.sign(h.approved(h.claims("prod", "rw", argv, tool="config_git")))
+    async with h.executor(_git_config(h)):
+        result = await h.call("prod", "rw", "config_git", argv, envelope)
+    assert result.dry_run is not None and result.dry_run.exit_code == 0
+    assert result.outcome.exit_code == 0, result.outcome.stderr
+    assert _git("rev-parse", "main", cwd=server).strip() == ours
+
+
+async def test_gate_6_no_approval(harness):
+    h = harness
+    await h.grant([kill_target()])
+    envelope = h.sign(h.claims("prod", "rw", h.kill_argv()))
+    async with h.executor(h.config("prod", "rw")):
+        err = await h.refusal("prod", "rw", "panda_curl", h.kill_argv(), envelope)
+    assert_gate(err, 6, "approval")
+    assert h.kills_on_server() == 0
+
+
+async def test_gate_6_the_requester_cannot_approve_their_own_write(harness):
+    h = harness
+    await h.grant([kill_target()])
+    claims = h.claims("prod", "rw", h.kill_argv())
+    envelope = h.sign(h.approved(claims, h.requester))  # alice holds the role, but she asked for it
+    async with h.executor(h.config("prod", "rw")):
+        err = await h.refusal("prod", "rw", "panda_curl", h.kill_argv(), envelope)
+    assert_gate(err, 6, "approval")
+    assert "approver_is_requester" in str(err)
+    assert h.kills_on_server() == 0
+
+
+async def test_gate_6_an_identity_without_the_approver_role(harness):
+    h = harness
+    await h.grant([kill_target()])
+    envelope = h.sign(h.approved(h.claims("prod", "rw", h.kill_argv()), h.bystander))
+    async with h.executor(h.config("prod", "rw")):
+        err = await h.refusal("prod", "rw", "panda_curl", h.kill_argv(), envelope)
+    assert_gate(err, 6, "approval")
+    assert "approver_not_authorised" in str(err)
+
+
+async def test_gate_6_an_approval_of_another_command(harness):
+    h = harness
+    await h.grant([kill_target()])
+    other = h.approved(h.claims("prod", "rw", h.kill_argv(MEMORY_TASK)))
+    claims = h.claims("prod", "rw", h.kill_argv()).model_copy(update={"approval": other.approval})
+    async with h.executor(h.config("prod", "rw")):
+        err = await h.refusal("prod", "rw", "panda_curl", h.kill_argv(), h.sign(claims))
+    assert_gate(err, 6, "approval")
+    assert h.kills_on_server() == 0
+
+
+async def test_gate_6_an_approval_is_used_once(harness):
+    h = harness
+    await h.grant([kill_target()], executions=2, repetitions=2)
+    approved = h.approved(h.claims("prod", "rw", h.kill_argv()))
+    async with h.executor(h.config("prod", "rw")):
+        await h.call("prod", "rw", "panda_curl", h.kill_argv(), h.sign(approved))
+        # a new envelope (new nonce) around the same signed approval
+        reused = approved.model_copy(update={"nonce": "ab" * 16})
+        err = await h.refusal("prod", "rw", "panda_curl", h.kill_argv(), h.sign(reused))
+    assert_gate(err, 6, "approval")
+    assert h.kills_on_server() == 1
+
+
+async def test_gate_7_an_altered_envelope(harness):
+    h = harness
+    await h.grant([kill_target()])
+    envelope = h.sign(h.approved(h.claims("prod", "rw", h.kill_argv())))
+    altered = envelope.model_copy(update={"claims": envelope.claims.model_copy(update={"requester": "mallory"})})
+    async with h.executor(h.config("prod", "rw")):
+        err = await h.refusal("prod", "rw", "panda_curl", h.kill_argv(), altered)
+    assert err.type == "envelope.bad_signature"
+    assert "gate 7 (executor_signature)" in str(err)
+    assert h.kills_on_server() == 0
+
+
+async def test_a_write_never_runs_in_an_automatic_phase(harness):
+    h = harness
+    await h.grant([kill_target()])
+    envelope = h.sign(h.approved(h.claims("prod", "rw", h.kill_argv(), phase="automatic")))
+    async with h.executor(h.config("prod", "rw")):
+        err = await h.refusal("prod", "rw", "panda_curl", h.kill_argv(), envelope)
+    assert err.type == "phase.automatic_write"
+    assert h.kills_on_server() == 0
+
+
+async def test_a_read_sent_to_prod_rw_is_not_a_write(harness):
+    """prod.rw runs only writes through the gates; a GET belongs on prod.ro."""
+    h = harness
+    argv = h.status_argv()
+    async with h.executor(h.config("prod", "rw")):
+        err = await h.refusal("prod", "rw", "panda_curl", argv, h.sign(h.claims("prod", "ro", argv)))
+    assert err.type == "envelope.wrong_channel"
