@@ -42,6 +42,21 @@ async def test_gate_1_no_explicit_write_rule(harness):
     assert h.kills_on_server() == 0
 
 
+async def test_gate_1_a_read_rule_on_the_write_channel_is_not_a_write_rule(harness):
+    """A kill declared (wrongly) as a read on rw matches, but only an explicit write rule lets it through."""
+    h = harness
+    policy = command_policy(f"{h.simulator.host}:{h.simulator.port}", h.repos)
+    misdeclared = policy.model_copy(update={"rules": [
+        r.model_copy(update={"access": "read"}) if r.name == "panda_task_kill" else r for r in policy.rules]})
+    await h.grant([kill_target()])
+    envelope = h.sign(h.approved(h.claims("prod", "rw", h.kill_argv(), policy=misdeclared)))
+    async with h.executor(h.config("prod", "rw", policy=misdeclared)):
+        err = await h.refusal("prod", "rw", "panda_curl", h.kill_argv(), envelope)
+    assert_gate(err, 1, "write_rule")
+    assert "allows only reads" in str(err)
+    assert h.kills_on_server() == 0
+
+
 async def test_gate_2_no_write_credential_held(harness):
     h = harness
     await h.grant([kill_target()])
