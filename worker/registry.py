@@ -12,6 +12,7 @@ from activities.accumulate import AccumulateActivities
 from bamboo.services import Services
 from workflows.accumulate import AccumulateIncident
 from workflows.analyze import AnalyzeTask, BatchAnalyze
+from workflows.exec_command import ExecCommand
 from workflows.investigation import Investigation
 from workflows.populate import PopulateBatch
 from bamboo.contract import Queue
@@ -30,6 +31,7 @@ def workflow_runner() -> SandboxedWorkflowRunner:
 WORKFLOWS: list[type] = [AccumulateIncident, PopulateBatch]
 WORKFLOWS += [AnalyzeTask, BatchAnalyze]
 WORKFLOWS += [Investigation]
+WORKFLOWS += [ExecCommand]
 
 
 @dataclass

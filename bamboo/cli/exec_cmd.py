@@ -1,0 +1,191 @@
+"""`bamboo exec`: run a command tool on a remote executor, approve one, grant capacity for production writes.
+
+    bamboo exec run --environment staging --channel ro TOOL -- ARGV...        a read, signed with your key
+    bamboo exec approve --run RUN --environment prod --channel rw --as bob TOOL -- ARGV... > approval.json
+    bamboo exec grant --environment prod --tool TOOL --rule RULE --target T --as bob
+    bamboo exec run --environment prod --channel rw --run RUN --approval approval.json TOOL -- ARGV...
+
+The CLI evaluates the command with the deployment's command-tools file (``BAMBOO_COMMAND_TOOLS_FILE``) exactly
+as the executor will, shows the normalised argv, signs the decision envelope with the caller's key
+(``BAMBOO_KEYS_DIR``; the executor must list its public key in its verification keys) and routes the call to
+``exec.<environment>.<channel>`` through the ``ExecCommand`` workflow. An approver evaluates the command
+themselves before signing, so what they approve is what they saw.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import typer
+
+from bamboo.cli.common import console, fail, run
+from bamboo.settings import Settings, get_settings
+
+exec_app = typer.Typer(help="Command tools on remote executors: run, approve, grant.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(exec_app, name="exec")
+
+
+def _policy(settings: Settings):
+    from bamboo.commands.config import CommandConfigError, load_command_config
+
+    if settings.command_tools_file is None:
+        fail("set BAMBOO_COMMAND_TOOLS_FILE to the deployment's command-tools file")
+    try:
+        return load_command_config(settings.command_tools_file).policy
+    except CommandConfigError as exc:
+        fail(str(exc))
+
+
+def _key(settings: Settings, identity: str | None):
+    from bamboo.approvals.keys import KeyStore, SigningKeyError
+    from bamboo.cli.keys_cmd import _identity
+
+    try:
+        return KeyStore(settings.resolved_keys_dir()).load(_identity(identity))
+    except SigningKeyError as exc:
+        fail(str(exc))
+
+
+def _claims(settings: Settings, key, tool: str, argv: list[str], environment: str, channel: str, run_id: str):
+    from bamboo.executors import signer
+    from policy.commands import CommandDenied
+
+    if channel not in ("ro", "rw"):
+        fail(f"channel {channel!r} is not ro or rw")
+    try:
+        return signer.command_claims(_policy(settings), tool, argv, run_id=run_id,
+                                     tool_call_id=f"cli-{uuid.uuid4().hex[:12]}", environment=environment,
+                                     channel=channel, phase="interactive", requester=key.identity, key=key)
+    except CommandDenied as exc:
+        fail(f"command refused: {exc.reason}")
+    except ValueError as exc:
+        fail(str(exc))
+
+
+ENVIRONMENT = typer.Option(..., "--environment", help="e.g. staging or prod")
+CHANNEL = typer.Option(..., "--channel", help="ro or rw")
+AS = typer.Option(None, "--as", help="whose key signs (default: $BAMBOO_OPERATOR or your login)")
+
+
+@exec_app.command("run")
+def exec_run(
+    tool: str = typer.Argument(..., help="the declared command tool"),
+    argv: list[str] = typer.Argument(..., help="the command, program name first (after --)"),
+    environment: str = ENVIRONMENT,
+    channel: str = CHANNEL,
+    run_id: str | None = typer.Option(None, "--run", help="the run this call belongs to (an approval names it)"),
+    approval: Path | None = typer.Option(None, "--approval", help="an approver's `bamboo exec approve` output"),
+    identity: str | None = AS,
+    as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
+) -> None:
+    """Sign an envelope for TOOL ARGV and run it on the executor of ENVIRONMENT.CHANNEL."""
+    from bamboo.executors import signer
+    from bamboo.executors.contract import ExecRequest
+    from bamboo.temporal_client import connect
+    from policy.decisions import OperatorDecision
+    from temporalio.client import WorkflowFailureError
+    from workflows.exec_command import ExecCall, ExecCommand
+
+    settings = get_settings()
+    key = _key(settings, identity)
+    claims = _claims(settings, key, tool, argv, environment, channel, run_id or f"cli-run-{uuid.uuid4().hex[:12]}")
+    if approval is not None:
+        try:
+            decision = OperatorDecision.model_validate_json(approval.read_text())
+        except (OSError, ValueError) as exc:
+            fail(f"{approval} is not an approval written by `bamboo exec approve`: {str(exc).splitlines()[0]}")
+        claims = claims.model_copy(update={"approval": decision})
+    envelope = signer.sign(claims, key)
+    call = ExecCall(environment=environment, channel=channel, request=ExecRequest(tool=tool, argv=argv, envelope=envelope))
+
+    async def go():
+        client = await connect(settings)
+        return await client.execute_workflow(ExecCommand.run, call, id=f"exec-{claims.run_id}-{claims.tool_call_id}",
+                                             task_queue="bamboo")
+
+    try:
+        result = run(go())
+    except WorkflowFailureError as exc:
+        cause = exc.cause
+        while getattr(cause, "cause", None) is not None:
+            cause = cause.cause
+        fail(f"{getattr(cause, 'message', None) or cause}")
+        return
+    if as_json:
+        print(result.model_dump_json())
+        return
+    console.print(f"[bold]{result.tool}[/] rule {result.rule} on exec.{result.environment}.{result.channel}: "
+                  f"exit {result.outcome.exit_code}", highlight=False)
+    if result.outcome.stdout:
+        print(result.outcome.stdout, end="" if result.outcome.stdout.endswith("\n") else "\n")
+    if result.outcome.stderr:
+        console.print(result.outcome.stderr, style="dim", highlight=False)
+    if result.outcome.exit_code != 0:
+        raise typer.Exit(1)
+
+
+@exec_app.command("approve")
+def exec_approve(
+    tool: str = typer.Argument(..., help="the declared command tool"),
+    argv: list[str] = typer.Argument(..., help="the command as the requester will run it (after --)"),
+    environment: str = ENVIRONMENT,
+    channel: str = CHANNEL,
+    run_id: str = typer.Option(..., "--run", help="the requester's run id (`bamboo exec run --run`)"),
+    identity: str | None = AS,
+) -> None:
+    """Sign your approval of exactly this command in this run; prints the approval JSON for `exec run --approval`."""
+    import sys
+
+    from bamboo.executors import signer
+
+    settings = get_settings()
+    key = _key(settings, identity)
+    claims = _claims(settings, key, tool, argv, environment, channel, run_id)
+    decision = signer.approve(claims, key)
+    print(f"approving on exec.{environment}.{channel}: {json.dumps(claims.targets and list(claims.targets))} "
+          f"digest {claims.argv_digest[:16]}", file=sys.stderr)
+    print(decision.model_dump_json())
+
+
+@exec_app.command("grant")
+def exec_grant(
+    environment: str = ENVIRONMENT,
+    tool: str = typer.Option(..., "--tool"),
+    rule: str = typer.Option(..., "--rule", help="the write rule (command shape) the grant is for"),
+    target: list[str] = typer.Option(..., "--target", help="a canonical target; repeat for the exact set"),
+    executions: int = typer.Option(1, "--executions", min=1, help="how many runs in total"),
+    repetitions: int = typer.Option(1, "--repetitions", min=1, help="how often the same command may repeat"),
+    ttl_s: int = typer.Option(3600, "--ttl", min=60, help="seconds until the grant expires"),
+    identity: str | None = AS,
+) -> None:
+    """Grant capacity for production writes on an exact target set (audited)."""
+    from bamboo.audit import AuditEvent
+    from bamboo.cli.keys_cmd import _identity
+    from bamboo.cli.store_access import opened_store
+    from bamboo.store.executor_state import ExecutorState
+
+    settings = get_settings()
+    who = _identity(identity)
+    if repetitions > executions:
+        fail("--repetitions cannot exceed --executions")
+
+    async def go():
+        async with opened_store(settings) as store:
+            grant = await ExecutorState(store.pool).create_grant(
+                environment=environment, tool=tool, rule=rule, targets=target, max_executions=executions,
+                max_repetitions=repetitions, expires_at=datetime.now(timezone.utc) + timedelta(seconds=ttl_s),
+                granted_by=who)
+            await store.audit.append(AuditEvent(kind="capability_granted", actor=who,
+                                                body=grant.model_dump(mode="json")))
+            return grant
+
+    grant = run(go())
+    console.print(f"grant {grant.grant_id}: {tool}/{rule} on {list(grant.targets)} in {environment}, "
+                  f"{executions} execution(s), {repetitions} repetition(s), until {grant.expires_at.isoformat()}",
+                  highlight=False)

@@ -1,0 +1,147 @@
+"""The deployed shape: `python -m worker.executor` processes on their own queues, configured from a
+command-tools file, and `bamboo exec run / approve / grant` signing with operators' keys on disk."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from temporalio.worker import Worker
+
+from tests.executors.conftest import CURL, TASK
+from tests.services import ROOT
+from worker.registry import workflow_runner
+from workflows.exec_command import ExecCommand
+
+TOOLS_TOML = """
+[[tools]]
+name = "panda_curl"
+executable = "{curl}"
+dialect = "curl"
+description = "curl against the PanDA API"
+
+[credentials.panda_prod_rw]
+env = {{ PANDA_AUTH_TOKEN = "EXEC_PANDA_PROD_RW_TOKEN" }}
+
+[[rules]]
+name = "panda_get_status"
+tool = "panda_curl"
+access = "read"
+environments = ["staging", "prod"]
+channel = "ro"
+method = "GET"
+options = [{{ name = "--silent", aliases = ["-s"] }}]
+positionals = [{{ name = "url", value = "url" }}]
+allowed_hosts = ["{host}"]
+url_paths = ["/api/v1/task/get_status"]
+targets = [{{ source = "query", field = "task_id", template = "panda:task:{{value}}", value_pattern = "[0-9]+" }}]
+
+[[rules]]
+name = "panda_task_kill"
+tool = "panda_curl"
+access = "write"
+environments = ["prod"]
+channel = "rw"
+credential = "panda_prod_rw"
+method = "POST"
+options = [{{ name = "--silent", aliases = ["-s"] }},
+           {{ name = "--json", value = "text", pattern = '\\{{"task_id":[0-9]+\\}}' }}]
+positionals = [{{ name = "url", value = "url" }}]
+allowed_hosts = ["{host}"]
+url_paths = ["/api/v1/task/kill"]
+targets = [{{ source = "option", field = "--json", template = "panda-task-kill:{{value}}", value_pattern = '\\{{"task_id":[0-9]+\\}}' }}]
+"""
+
+
+@pytest.fixture
+def deployment(harness, stack, database_url, llm_server, tmp_path: Path) -> dict[str, str]:
+    h = harness
+    tools = tmp_path / "command-tools.toml"
+    tools.write_text(TOOLS_TOML.format(curl=CURL, host=f"{h.simulator.host}:{h.simulator.port}"))
+    keys_dir = tmp_path / "keys"  # alice, bob, carol and agent, created by the harness
+    verify = tmp_path / "executor-verify.keys"
+    verify.write_text(f"{h.requester.public_key}\n")  # the CLI signs envelopes with the caller's (alice's) key
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BAMBOO_")}
+    env.update({
+        "BAMBOO_TEMPORAL_ADDRESS": stack.temporal_address, "BAMBOO_DATABASE_URL": database_url,
+        "BAMBOO_EMBEDDING_MODEL": "scripted-embedding", "BAMBOO_EMBEDDING_BASE_URL": llm_server.base_url,
+        "BAMBOO_COMMAND_TOOLS_FILE": str(tools),
+        "BAMBOO_EXECUTOR_VERIFY_KEYS_FILE": str(verify), "BAMBOO_KEYS_DIR": str(keys_dir),
+        "PYTHONPATH": str(ROOT),
+    })
+    return env
+
+
+@contextlib.asynccontextmanager
+async def executor_process(env: dict[str, str], environment: str, channel: str, log: Path, **extra: str):
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "worker.executor", "--environment", environment, "--channel", channel, cwd=ROOT,
+        env={**env, **extra}, stdout=open(log, "ab"), stderr=asyncio.subprocess.STDOUT)
+    try:
+        for _ in range(300):
+            if "executor polling" in log.read_text():
+                break
+            if proc.returncode is not None:
+                raise AssertionError(f"executor exited: {log.read_text()[-2000:]}")
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError(f"executor did not start: {log.read_text()[-2000:]}")
+        yield proc
+    finally:
+        proc.terminate()
+        await proc.wait()
+
+
+async def bamboo(env: dict[str, str], *args: str, operator: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "from bamboo.cli.main import main; main()", *args, cwd=ROOT,
+        env={**env, "BAMBOO_OPERATOR": operator}, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await proc.communicate()
+    return proc.returncode, out.decode(), err.decode()
+
+
+@contextlib.asynccontextmanager
+async def main_queue(h):
+    async with Worker(h.client, task_queue="bamboo", workflows=[ExecCommand], workflow_runner=workflow_runner()):
+        yield
+
+
+async def test_exec_run_reads_through_a_staging_ro_executor_process(harness, deployment, tmp_path):
+    h = harness
+    async with main_queue(h), executor_process(deployment, "staging", "ro", tmp_path / "ro.log"):
+        code, out, err = await bamboo(deployment, "exec", "run", "--environment", "staging", "--channel", "ro",
+                                      "panda_curl", "--", *h.status_argv()[:1], "-s", h.status_argv()[-1],
+                                      operator="alice")
+    assert code == 0, err
+    assert "running" in out
+
+
+async def test_a_production_write_through_the_cli_runs_once_with_grant_and_approval(harness, deployment, tmp_path):
+    h = harness
+    argv = ["curl", "-s", "--json", f'{{"task_id":{TASK}}}', h.url("/task/kill")]
+    run = ["--environment", "prod", "--channel", "rw", "--run", "cli-run-1"]
+    async with main_queue(h), executor_process(deployment, "prod", "rw", tmp_path / "rw.log",
+                                               BAMBOO_EXECUTOR_CREDENTIAL="panda_prod_rw",
+                                               EXEC_PANDA_PROD_RW_TOKEN="prod-token-value"):
+        # without approval or grant: refused at the first missing gate, nothing reaches the server
+        code, _, err = await bamboo(deployment, "exec", "run", *run, "panda_curl", "--", *argv, operator="alice")
+        assert code == 1 and "gate 3 (capability_grant)" in err, err
+        target = 'panda-task-kill:{"task_id":%d}' % TASK
+        code, out, err = await bamboo(deployment, "exec", "grant", "--environment", "prod", "--tool", "panda_curl",
+                                      "--rule", "panda_task_kill", "--target", target, operator="bob")
+        assert code == 0, err
+        code, approval, err = await bamboo(deployment, "exec", "approve", *run, "panda_curl", "--", *argv,
+                                           operator="bob")
+        assert code == 0, err
+        (tmp_path / "approval.json").write_text(approval)
+        code, out, err = await bamboo(deployment, "exec", "run", *run, "--approval", str(tmp_path / "approval.json"),
+                                      "panda_curl", "--", *argv, operator="alice")
+        assert code == 0, err
+        again = await bamboo(deployment, "exec", "run", *run, "--approval", str(tmp_path / "approval.json"),
+                             "panda_curl", "--", *argv, operator="alice")
+    assert again[0] == 1 and "gate 6 (approval)" in again[2], again
+    assert h.kills_on_server() == 1
