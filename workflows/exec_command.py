@@ -13,11 +13,12 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from bamboo.executors import contract
+    from policy.envelopes import Channel
 
 
 class ExecCall(BaseModel):
     environment: str
-    channel: str
+    channel: Channel
     request: contract.ExecRequest
 
 

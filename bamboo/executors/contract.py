@@ -23,6 +23,9 @@ from policy.envelopes import NAME_PATTERN, Channel, DecisionEnvelope
 QUEUE_PREFIX = "exec"
 EXEC_RETRY = RetryPolicy(maximum_attempts=1)
 EXEC_TIMEOUT = timedelta(minutes=5)
+# No executor polling the queue is an answer too: the caller hears it instead of waiting for ever (and an
+# envelope that waited longer than its expiry would be refused anyway).
+EXEC_SCHEDULE_TIMEOUT = timedelta(minutes=2)
 _NAME = re.compile(NAME_PATTERN)
 
 
@@ -43,7 +46,8 @@ def executor_queue(environment: str, channel: str) -> str:
 def exec_options(environment: str, channel: str, **overrides: Any) -> dict[str, Any]:
     """Keyword arguments for ``execute_activity(run_command, ...)`` routed to that executor."""
     values: dict[str, Any] = {"task_queue": executor_queue(environment, channel),
-                              "start_to_close_timeout": EXEC_TIMEOUT, "retry_policy": EXEC_RETRY}
+                              "start_to_close_timeout": EXEC_TIMEOUT,
+                              "schedule_to_start_timeout": EXEC_SCHEDULE_TIMEOUT, "retry_policy": EXEC_RETRY}
     values.update(overrides)
     return values
 

@@ -49,7 +49,7 @@ TASK = RUNNING_TASK
 
 
 def kill_target(task: int = TASK) -> str:
-    return f'panda:task-kill:{{"task_id":{task}}}'
+    return f"panda:task:{task}"
 
 
 def command_policy(panda_host: str, repos: Path, *, with_write_rules: bool = True) -> CommandPolicy:
@@ -57,10 +57,8 @@ def command_policy(panda_host: str, repos: Path, *, with_write_rules: bool = Tru
     repositories under ``repos`` (log on ro, push with a mandatory dry run on rw in prod)."""
     silent = OptionSpec(name="--silent", aliases=["-s"])
     fail = OptionSpec(name="--fail", aliases=["-f"])
-    # The PanDA API takes a JSON body (a form's task_id arrives as text and is refused), and a JSON field is not
-    # a target source of its own: the rule pins the body's whole shape, and the target is that exact body.
-    kill_body = r'\{"task_id":[0-9]+\}'
-    task_id = TargetSpec(source="option", field="--json", template="panda:task-kill:{value}", value_pattern=kill_body)
+    # The PanDA API takes a typed JSON body (a form's task_id arrives as text and is refused).
+    task_id = TargetSpec(source="json", field="task_id", template="panda:task:{value}", value_pattern=r"[0-9]+")
     rules = [
         CommandRule(name="panda_get_status", tool="panda_curl", access="read", environments=["staging", "prod"],
                     channel="ro", method="GET", options=[silent, fail], positionals=[PositionalSpec(name="url", value="url")],
@@ -76,7 +74,7 @@ def command_policy(panda_host: str, repos: Path, *, with_write_rules: bool = Tru
         rules += [
             CommandRule(name="panda_task_kill", tool="panda_curl", access="write", environments=["prod"], channel="rw",
                         credential="panda_prod_rw", method="POST",
-                        options=[silent, fail, OptionSpec(name="--json", value="text", pattern=kill_body)],
+                        options=[silent, fail, OptionSpec(name="--json", value="json")],
                         positionals=[PositionalSpec(name="url", value="url")], allowed_hosts=[panda_host],
                         url_paths=[r"/api/v1/task/kill"], targets=[task_id]),
             CommandRule(name="git_push", tool="config_git", access="write", environments=["prod"], channel="rw",

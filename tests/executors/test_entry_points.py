@@ -48,12 +48,11 @@ environments = ["prod"]
 channel = "rw"
 credential = "panda_prod_rw"
 method = "POST"
-options = [{{ name = "--silent", aliases = ["-s"] }},
-           {{ name = "--json", value = "text", pattern = '\\{{"task_id":[0-9]+\\}}' }}]
+options = [{{ name = "--silent", aliases = ["-s"] }}, {{ name = "--json", value = "json" }}]
 positionals = [{{ name = "url", value = "url" }}]
 allowed_hosts = ["{host}"]
 url_paths = ["/api/v1/task/kill"]
-targets = [{{ source = "option", field = "--json", template = "panda-task-kill:{{value}}", value_pattern = '\\{{"task_id":[0-9]+\\}}' }}]
+targets = [{{ source = "json", field = "task_id", template = "panda:task:{{value}}", value_pattern = "[0-9]+" }}]
 """
 
 
@@ -130,7 +129,7 @@ async def test_a_production_write_through_the_cli_runs_once_with_grant_and_appro
         # without approval or grant: refused at the first missing gate, nothing reaches the server
         code, _, err = await bamboo(deployment, "exec", "run", *run, "panda_curl", "--", *argv, operator="alice")
         assert code == 1 and "gate 3 (capability_grant)" in err, err
-        target = 'panda-task-kill:{"task_id":%d}' % TASK
+        target = f"panda:task:{TASK}"
         code, out, err = await bamboo(deployment, "exec", "grant", "--environment", "prod", "--tool", "panda_curl",
                                       "--rule", "panda_task_kill", "--target", target, operator="bob")
         assert code == 0, err
@@ -145,3 +144,26 @@ async def test_a_production_write_through_the_cli_runs_once_with_grant_and_appro
                              "panda_curl", "--", *argv, operator="alice")
     assert again[0] == 1 and "gate 6 (approval)" in again[2], again
     assert h.kills_on_server() == 1
+
+
+@pytest.mark.parametrize("case", ["no tools file", "no verification keys", "bad environment"])
+def test_a_misconfigured_executor_exits_with_one_line(case, tmp_path):
+    import subprocess
+
+    tools = tmp_path / "tools.toml"
+    tools.write_text(TOOLS_TOML.format(curl=CURL, host="127.0.0.1:1"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BAMBOO_")} | {"PYTHONPATH": str(ROOT)}
+    environment = "prod"
+    if case != "no tools file":
+        env["BAMBOO_COMMAND_TOOLS_FILE"] = str(tools)
+    if case == "bad environment":
+        environment = "Prod;rm"
+        env["BAMBOO_EXECUTOR_VERIFY_KEYS_FILE"] = str(tmp_path / "missing.keys")
+    proc = subprocess.run([sys.executable, "-m", "worker.executor", "--environment", environment, "--channel", "rw"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    expected = {"no tools file": "BAMBOO_COMMAND_TOOLS_FILE", "no verification keys": "BAMBOO_EXECUTOR_VERIFY_KEYS_FILE",
+                "bad environment": "is not a valid name"}[case]
+    assert expected in lines[0]
