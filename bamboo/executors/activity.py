@@ -99,7 +99,7 @@ class CommandExecutor:
             await self._refuse(request, contract.ExecRefusalType.CREDENTIAL,
                                f"rule {match.rule!r} needs credential {match.credential!r}, which this executor does "
                                f"not hold; route the call to the executor that holds it", match)
-        outcome = await self._run(match, match.argv)
+        outcome = await self._run(request, match, match.argv)
         result = contract.ExecResult(environment=cfg.environment, channel=cfg.channel, tool=match.tool, rule=match.rule,
                                      access=match.access, targets=list(match.targets), outcome=outcome,
                                      dry_run=dry_run, grant_id=grant_id)
@@ -131,7 +131,7 @@ class CommandExecutor:
             await self._refuse(request, f"{contract.ExecRefusalType.GATE}.{judged.gate.value}", judged.message, match)
         dry_run = None
         if match.dry_run_argv is not None:
-            dry_run = await self._run(match, match.dry_run_argv)
+            dry_run = await self._run(request, match, match.dry_run_argv)
             if dry_run.exit_code != 0:
                 refusal = GateRefusal(gate=Gate.DRY_RUN, detail=f"the server-side dry run exited {dry_run.exit_code}: "
                                                                 f"{(dry_run.stderr or dry_run.stdout)[:300].strip()}")
@@ -154,11 +154,14 @@ class CommandExecutor:
         spec = self.config.credentials.get(family)
         return spec is not None and bool(spec.env) and all(self.source.get(name) for name in spec.env.values())
 
-    async def _run(self, match: CommandMatch, argv: list[str]) -> contract.StepOutcome:
+    async def _run(self, request: contract.ExecRequest, match: CommandMatch, argv: list[str]) -> contract.StepOutcome:
         cfg = self.config
-        env = clean_environment(match, cfg.credentials, self.source)
         step = match.model_copy(update={"argv": argv})
-        outcome = await run_subprocess(step, env, timeout_s=cfg.timeout_s, output_limit=cfg.output_limit)
+        try:
+            env = clean_environment(match, cfg.credentials, self.source)
+            outcome = await run_subprocess(step, env, timeout_s=cfg.timeout_s, output_limit=cfg.output_limit)
+        except CommandDenied as denied:  # a family unset here, a path that now leaves the root through a symlink
+            await self._refuse(request, contract.ExecRefusalType.POLICY, f"command refused: {denied.reason}", match)
         return contract.StepOutcome(exit_code=outcome.exit_code, stdout=outcome.stdout, stderr=outcome.stderr,
                                     truncated=outcome.truncated, duration_s=outcome.duration_s)
 

@@ -28,6 +28,7 @@ from bamboo.executors.activity import CommandExecutor
 from bamboo.executors.config import ExecutorConfig
 from bamboo.executors.contract import ExecRequest, ExecResult
 from bamboo.panda.simulator import PandaSimulator
+from bamboo.panda.simulator.world import build_world
 from bamboo.store.audit_log import PostgresAuditLog
 from bamboo.store.db import open_pool
 from bamboo.store.executor_state import ExecutorState
@@ -196,9 +197,22 @@ class Harness:
 
 
 @pytest.fixture(scope="session")
-def simulator(tmp_path_factory: pytest.TempPathFactory):
-    with PandaSimulator(write_incidents(tmp_path_factory.mktemp("incidents"))) as sim:
+def incidents(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_incidents(tmp_path_factory.mktemp("incidents"))
+
+
+@pytest.fixture(scope="session")
+def panda_server(incidents: Path):
+    with PandaSimulator(incidents) as sim:
         yield sim
+
+
+@pytest.fixture
+def simulator(panda_server: PandaSimulator, incidents: Path) -> PandaSimulator:
+    """The simulator with its world as the incidents describe it and no calls recorded: a kill an earlier
+    test made (JEDI aborts the task a few seconds later) does not leak into the next."""
+    panda_server.state.reset(build_world(incidents))
+    return panda_server
 
 
 def _git(*args: str, cwd: Path | None = None) -> str:
@@ -237,7 +251,6 @@ async def harness(stack, database_url, simulator, repos, tmp_path):
     await registry.register("carol", bystander.public_key, [Role.APPROVE], "deploy")
     client = await connect(stack.settings(database_url, "http://127.0.0.1:9"))
     queue = f"exec-test-{uuid.uuid4().hex[:8]}"
-    httpx.delete(f"{simulator.base_url}/sim/calls")
     h = Harness(client=client, pool=pool, state=ExecutorState(pool), audit=audit, registry=registry,
                 policy=command_policy(f"{simulator.host}:{simulator.port}", repos), agent=agent, requester=requester,
                 approver=approver, bystander=bystander, simulator=simulator, repos=repos, queue=queue)

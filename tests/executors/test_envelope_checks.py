@@ -131,3 +131,26 @@ async def test_every_refusal_is_audited(harness):
     async with h.executor(h.config("prod", "rw")):
         await h.refusal("prod", "rw", "panda_curl", argv, h.sign(h.claims("staging", "ro", argv)))
     assert ("executor_refused", "envelope.wrong_environment") in await h.audit_kinds()
+
+
+async def test_a_git_read_on_prod_ro_runs_with_no_credential(harness):
+    h = harness
+    argv = ["git", "-C", str(h.repos / "config"), "log", "--oneline"]
+    async with h.executor(h.config("prod", "ro")):
+        result = await h.call("prod", "ro", "config_git", argv, h.sign(h.claims("prod", "ro", argv, tool="config_git")))
+    assert result.outcome.exit_code == 0, result.outcome.stderr
+    assert "first" in result.outcome.stdout
+    assert result.grant_id is None and result.dry_run is None
+
+
+async def test_a_rule_needing_a_credential_this_executor_does_not_hold_is_refused(harness):
+    """An executor runs only with the one family it holds; a rule naming another is routed elsewhere."""
+    h = harness
+    policy = h.policy.model_copy(update={
+        "credentials": {**h.policy.credentials, "panda_prod_ro": ["PANDA_AUTH_TOKEN"]},
+        "rules": [r.model_copy(update={"credential": "panda_prod_ro"}) if r.name == "panda_get_status" else r
+                  for r in h.policy.rules]})
+    argv = h.status_argv()
+    async with h.executor(h.config("prod", "ro", policy=policy)):
+        err = await h.refusal("prod", "ro", "panda_curl", argv, h.sign(h.claims("prod", "ro", argv, policy=policy)))
+    assert err.type == "credential.not_held"
