@@ -121,7 +121,7 @@ class CommandExecutor:
         facts = WriteFacts(
             environment=cfg.environment, tool=match.tool, rule=match.rule, access=match.access,
             credential=match.credential, held_credential=cfg.held_credential,
-            credential_values_present=self._credential_present(match.credential),
+            credential_values_present=self._held_credential_present(),
             targets=tuple(match.targets), argv_digest=digest, grants=tuple(grants), repetitions=repetitions,
             approval_refusal=approval_refusal(claims, policy, now=now),
             envelope=verdict, envelope_channel=claims.channel, executor_channel=cfg.channel,
@@ -148,10 +148,10 @@ class CommandExecutor:
     async def _deployment_policy(self) -> DeploymentPolicy:
         return await self.registry.policy(self.config.approval_rules)
 
-    def _credential_present(self, family: str | None) -> bool:
-        if family is None or family != self.config.held_credential:
-            return False
-        spec = self.config.credentials.get(family)
+    def _held_credential_present(self) -> bool:
+        """Whether every variable of the family this executor holds has a value in its own environment."""
+        held = self.config.held_credential
+        spec = self.config.credentials.get(held) if held else None
         return spec is not None and bool(spec.env) and all(self.source.get(name) for name in spec.env.values())
 
     async def _run(self, request: contract.ExecRequest, match: CommandMatch, argv: list[str]) -> contract.StepOutcome:

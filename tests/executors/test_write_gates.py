@@ -61,9 +61,11 @@ async def test_gate_2_no_write_credential_held(harness):
     h = harness
     await h.grant([kill_target()])
     envelope = h.sign(h.approved(h.claims("prod", "rw", h.kill_argv())))
-    async with h.executor(h.config("prod", "rw", credentials={}, held_credential=None)):
+    # this executor holds a production write family, with its values, but not the one the kill rule names
+    async with h.executor(h.config("prod", "rw", credentials={"git_prod_rw": GIT_FAMILY}, held_credential="git_prod_rw")):
         err = await h.refusal("prod", "rw", "panda_curl", h.kill_argv(), envelope)
     assert_gate(err, 2, "write_credential")
+    assert "this executor holds git_prod_rw" in str(err)
     assert h.kills_on_server() == 0
 
 
@@ -74,6 +76,21 @@ async def test_gate_2_write_credential_without_a_value(harness):
     async with h.executor(h.config("prod", "rw"), source={"PATH": "/usr/bin:/bin"}):
         err = await h.refusal("prod", "rw", "panda_curl", h.kill_argv(), envelope)
     assert_gate(err, 2, "write_credential")
+    assert "has no value" in str(err)
+    assert h.kills_on_server() == 0
+
+
+async def test_gate_2_a_write_rule_without_a_credential(harness):
+    """A write rule that names no credential would run with none: a production write needs its own."""
+    h = harness
+    policy = h.policy.model_copy(update={"rules": [
+        r.model_copy(update={"credential": None}) if r.name == "panda_task_kill" else r for r in h.policy.rules]})
+    await h.grant([kill_target()])
+    envelope = h.sign(h.approved(h.claims("prod", "rw", h.kill_argv(), policy=policy)))
+    async with h.executor(h.config("prod", "rw", policy=policy)):
+        err = await h.refusal("prod", "rw", "panda_curl", h.kill_argv(), envelope)
+    assert_gate(err, 2, "write_credential")
+    assert "names no write credential" in str(err)
     assert h.kills_on_server() == 0
 
 
