@@ -8,6 +8,7 @@ import asyncio
 
 from temporalio.client import WorkflowFailureError
 
+from policy.approvers import ApprovalRules
 from tests.executors.conftest import GIT_FAMILY, TASK, _git, command_policy, kill_target, refusal_of
 from tests.panda.incidents import MEMORY_TASK
 
@@ -199,12 +200,42 @@ async def test_gate_6_no_approval(harness):
     assert h.kills_on_server() == 0
 
 
+async def test_gate_6_an_unsigned_approval_even_where_reviews_need_no_signature(harness):
+    """A deployment may accept unsigned review answers; a production write still needs a signed approval."""
+    h = harness
+    await h.grant([kill_target()])
+    approved = h.approved(h.claims("prod", "rw", h.kill_argv()))
+    unsigned = approved.model_copy(update={"approval": approved.approval.model_copy(update={"auth": None})})
+    async with h.executor(h.config("prod", "rw", approval_rules=ApprovalRules(require_signatures=False))):
+        err = await h.refusal("prod", "rw", "panda_curl", h.kill_argv(), h.sign(unsigned))
+    assert_gate(err, 6, "approval")
+    assert "unsigned" in str(err)
+    assert h.kills_on_server() == 0
+
+
+async def test_gate_6_a_signed_reject_is_not_an_approval(harness):
+    from bamboo.executors import signer
+    from policy.decisions import DecisionKind
+
+    h = harness
+    await h.grant([kill_target()])
+    claims = h.claims("prod", "rw", h.kill_argv())
+    rejected = claims.model_copy(update={"approval": signer.approve(claims, h.approver, kind=DecisionKind.REJECT)})
+    async with h.executor(h.config("prod", "rw")):
+        err = await h.refusal("prod", "rw", "panda_curl", h.kill_argv(), h.sign(rejected))
+    assert_gate(err, 6, "approval")
+    assert "does not approve" in str(err)
+    assert h.kills_on_server() == 0
+
+
 async def test_gate_6_the_requester_cannot_approve_their_own_write(harness):
     h = harness
     await h.grant([kill_target()])
     claims = h.claims("prod", "rw", h.kill_argv())
     envelope = h.sign(h.approved(claims, h.requester))  # alice holds the role, but she asked for it
-    async with h.executor(h.config("prod", "rw")):
+    # even where the deployment lets a requester approve their own reviewed code
+    relaxed = ApprovalRules(require_distinct_approver=False)
+    async with h.executor(h.config("prod", "rw", approval_rules=relaxed)):
         err = await h.refusal("prod", "rw", "panda_curl", h.kill_argv(), envelope)
     assert_gate(err, 6, "approval")
     assert "approver_is_requester" in str(err)
