@@ -86,11 +86,9 @@ def exec_run(
 ) -> None:
     """Sign an envelope for TOOL ARGV and run it on the executor of ENVIRONMENT.CHANNEL."""
     from bamboo.executors import signer
-    from bamboo.executors.contract import ExecRequest
+    from bamboo.executors.client import ExecRefused, execute
     from bamboo.temporal_client import connect
     from policy.decisions import OperatorDecision
-    from temporalio.client import WorkflowFailureError
-    from workflows.exec_command import ExecCall, ExecCommand
 
     settings = get_settings()
     key = _key(settings, identity)
@@ -102,20 +100,14 @@ def exec_run(
             fail(f"{approval} is not an approval written by `bamboo exec approve`: {str(exc).splitlines()[0]}")
         claims = claims.model_copy(update={"approval": decision})
     envelope = signer.sign(claims, key)
-    call = ExecCall(environment=environment, channel=channel, request=ExecRequest(tool=tool, argv=argv, envelope=envelope))
 
     async def go():
-        client = await connect(settings)
-        return await client.execute_workflow(ExecCommand.run, call, id=f"exec-{claims.run_id}-{claims.tool_call_id}",
-                                             task_queue="bamboo")
+        return await execute(await connect(settings), tool=tool, argv=argv, envelope=envelope)
 
     try:
         result = run(go())
-    except WorkflowFailureError as exc:
-        cause = exc.cause
-        while getattr(cause, "cause", None) is not None:
-            cause = cause.cause
-        fail(f"{getattr(cause, 'message', None) or cause}")
+    except ExecRefused as refused:
+        fail(refused.message)
         return
     if as_json:
         print(result.model_dump_json())

@@ -17,7 +17,6 @@ from typing import Any
 import httpx
 import pytest
 from temporalio.client import Client, WorkflowFailureError
-from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from bamboo.approvals.keys import KeyStore, LocalKey
@@ -26,6 +25,7 @@ from bamboo.commands.credentials import CredentialFamily
 from bamboo.executors import signer
 from bamboo.executors.activity import CommandExecutor
 from bamboo.executors.config import ExecutorConfig
+from bamboo.executors.client import ExecRefused, refusal_of
 from bamboo.executors.contract import ExecRequest, ExecResult
 from bamboo.panda.simulator import PandaSimulator
 from bamboo.panda.simulator.world import build_world
@@ -93,15 +93,6 @@ def command_policy(panda_host: str, repos: Path, *, with_write_rules: bool = Tru
                          description="git on configuration repositories")]
     return CommandPolicy(tools=tools, rules=rules,
                          credentials={"panda_prod_rw": ["PANDA_AUTH_TOKEN"], "git_prod_rw": ["GIT_PUSH_TOKEN"]})
-
-
-def refusal_of(exc: BaseException) -> ApplicationError:
-    """The executor's ApplicationError inside the workflow failure (workflow -> activity -> application)."""
-    cause: BaseException | None = exc
-    while cause is not None and not (isinstance(cause, ApplicationError) and cause.type):
-        cause = cause.__cause__ or getattr(cause, "cause", None)
-    assert isinstance(cause, ApplicationError), f"no typed ApplicationError in {exc!r}"
-    return cause
 
 
 @dataclass
@@ -178,16 +169,25 @@ class Harness:
 
     async def call(self, environment: str, channel: str, tool: str, argv: list[str],
                    envelope: DecisionEnvelope) -> ExecResult:
+        """Through ExecCommand to the executor the envelope names (``environment``/``channel`` document the
+        route the test expects; a misrouted envelope is the executor's to refuse, see ``route``)."""
+        return await self.route(environment, channel, tool, argv, envelope)
+
+    async def route(self, environment: str, channel: str, tool: str, argv: list[str],
+                    envelope: DecisionEnvelope) -> ExecResult:
         call = ExecCall(environment=environment, channel=channel,
                         request=ExecRequest(tool=tool, argv=argv, envelope=envelope))
-        return await self.client.execute_workflow(ExecCommand.run, call, id=f"exec-{uuid.uuid4().hex}",
-                                                  task_queue=self.queue)
+        try:
+            return await self.client.execute_workflow(ExecCommand.run, call, id=f"exec-{uuid.uuid4().hex}",
+                                                      task_queue=self.queue)
+        except WorkflowFailureError as exc:
+            raise refusal_of(exc) from None
 
     async def refusal(self, environment: str, channel: str, tool: str, argv: list[str],
-                      envelope: DecisionEnvelope) -> ApplicationError:
-        with pytest.raises(WorkflowFailureError) as failed:
+                      envelope: DecisionEnvelope) -> ExecRefused:
+        with pytest.raises(ExecRefused) as refused:
             await self.call(environment, channel, tool, argv, envelope)
-        return refusal_of(failed.value)
+        return refused.value
 
     async def audit_kinds(self) -> list[tuple[str, str]]:
         async with self.pool.connection() as conn:

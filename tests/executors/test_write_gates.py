@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import asyncio
 
-from temporalio.client import WorkflowFailureError
-
+from bamboo.executors.client import ExecRefused
 from policy.approvers import ApprovalRules
-from tests.executors.conftest import GIT_FAMILY, TASK, _git, command_policy, kill_target, refusal_of
+from tests.executors.conftest import GIT_FAMILY, TASK, _git, command_policy, kill_target
 from tests.panda.incidents import MEMORY_TASK
 
 
@@ -138,7 +137,7 @@ async def test_gate_4_the_last_execution_is_spent_once_under_a_race(harness):
         outcomes = await asyncio.gather(*(h.call("prod", "rw", "panda_curl", h.kill_argv(), e) for e in envelopes),
                                         return_exceptions=True)
     ran = [o for o in outcomes if not isinstance(o, BaseException)]
-    refused = [refusal_of(o) for o in outcomes if isinstance(o, WorkflowFailureError)]
+    refused = [o for o in outcomes if isinstance(o, ExecRefused)]
     assert len(ran) == 1 and len(refused) == 2, outcomes
     assert all(r.type == "gate.grant_capacity" for r in refused)
     assert h.kills_on_server() == 1
