@@ -86,10 +86,8 @@ def command_policy(panda_host: str, repos: Path, *, with_write_rules: bool = Tru
                         targets=[TargetSpec(source="option", field="-C", template="git:{value}")]),
         ]
     tools = [CommandTool(name="panda_curl", executable=CURL, dialect="curl", description="curl against PanDA"),
-             # The configuration repository's server is a bare repository on this host, reached by path: the
-             # deployment allows git's file transport for this tool (the dialect refuses it by default).
+             # The configuration repository's server is a bare repository on this host, the clone's origin.
              CommandTool(name="config_git", executable=GIT, dialect="git", root=str(repos),
-                         leading_args=["-c", "protocol.file.allow=always"],
                          description="git on configuration repositories")]
     return CommandPolicy(tools=tools, rules=rules,
                          credentials={"panda_prod_rw": ["PANDA_AUTH_TOKEN"], "git_prod_rw": ["GIT_PUSH_TOKEN"]})
