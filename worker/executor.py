@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from temporalio.worker import Worker
 
 from bamboo.approvals.registry import ApproverRegistry
-from bamboo.executors.activity import CommandExecutor
+from activities.executor import ExecutorActivities
+from bamboo.executors.service import CommandExecutor
 from bamboo.executors.config import ExecutorConfig, ExecutorConfigError, ExecutorSettings, load_executor_config
 from bamboo.executors.contract import ExecutorAddressError, executor_queue
 from bamboo.settings import Settings, get_settings
@@ -43,7 +44,7 @@ async def run_executor(settings: Settings, config: ExecutorConfig, *, stop: asyn
         audit = PostgresAuditLog(pool)
         executor = CommandExecutor(config, ExecutorState(pool), audit, ApproverRegistry(pool, audit), source=source)
         client = await connect(settings, service=f"bamboo-executor-{config.environment}-{config.channel}")
-        async with Worker(client, task_queue=queue, activities=[executor.run_command], max_concurrent_activities=4):
+        async with Worker(client, task_queue=queue, activities=[ExecutorActivities(executor).run_command], max_concurrent_activities=4):
             log.info("executor polling %s (credential %s, %d verification key(s))", queue,
                      config.held_credential or "none", len(config.verification_keys))
             if ready is not None:

@@ -23,7 +23,8 @@ from bamboo.approvals.keys import KeyStore, LocalKey
 from bamboo.approvals.registry import ApproverRegistry
 from bamboo.commands.credentials import CredentialFamily
 from bamboo.executors import signer
-from bamboo.executors.activity import CommandExecutor
+from activities.executor import ExecutorActivities
+from bamboo.executors.service import CommandExecutor
 from bamboo.executors.config import ExecutorConfig
 from bamboo.executors.client import ExecRefused, refusal_of
 from bamboo.executors.contract import ExecRequest, ExecResult
@@ -140,7 +141,7 @@ class Harness:
         impl = CommandExecutor(config, self.state, self.audit, self.registry,
                                source=SOURCE_ENV if source is None else source)
         async with Worker(self.client, task_queue=executor_queue(config.environment, config.channel),
-                          activities=[impl.run_command]):
+                          activities=[ExecutorActivities(impl).run_command]):
             yield impl
 
     def claims(self, environment: str, channel: str, argv: list[str], *, tool: str = "panda_curl",

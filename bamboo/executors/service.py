@@ -1,6 +1,7 @@
-"""The executor's activity: verify, evaluate, gate, run once, scrub, audit.
+"""The executor itself: verify, evaluate, gate, run once, scrub, audit.
 
-Order matters, and each step refuses with a non-retryable ``ApplicationError`` whose type names it:
+Order matters, and each step refuses with an ``ExecRefusal`` whose type names it (the activity,
+``activities/executor.py``, turns it into a non-retryable ``ApplicationError`` of that type):
 
 1. the envelope's signature, freshness, environment and channel (``envelope.<reason>``), then its nonces are
    recorded so the same envelope or approval is never accepted twice (``envelope.replayed``);
@@ -22,13 +23,10 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any, NoReturn
 
-from temporalio.exceptions import ApplicationError
-
 from bamboo.approvals.registry import ApproverRegistry
 from bamboo.audit import AuditEvent
 from bamboo.commands.credentials import clean_environment
 from bamboo.commands.runner import run_command as run_subprocess
-from bamboo.contract import implements
 from bamboo.executors import contract
 from bamboo.executors.config import ExecutorConfig
 from bamboo.store.audit_log import PostgresAuditLog
@@ -40,8 +38,17 @@ from policy.write_gates import (Gate, GateRefusal, WriteFacts, approval_refusal,
                                 phase_refusal)
 
 
+class ExecRefusal(Exception):
+    """A refused call; ``type`` names the check (``envelope.replayed``, ``gate.approval``, ...)."""
+
+    def __init__(self, type_: str, message: str) -> None:
+        super().__init__(message)
+        self.type = type_
+        self.message = message
+
+
 class CommandExecutor:
-    """One executor's activities; ``config`` is fixed for the process's life."""
+    """One executor: ``config`` is fixed for the process's life; ``run`` serves one call."""
 
     def __init__(self, config: ExecutorConfig, state: ExecutorState, audit: PostgresAuditLog,
                  registry: ApproverRegistry, *, source: Mapping[str, str] | None = None) -> None:
@@ -51,8 +58,7 @@ class CommandExecutor:
         self.registry = registry
         self.source = dict(os.environ if source is None else source)
 
-    @implements(contract.run_command)
-    async def run_command(self, request: contract.ExecRequest) -> contract.ExecResult:
+    async def run(self, request: contract.ExecRequest) -> contract.ExecResult:
         cfg = self.config
         claims = request.envelope.claims
         now = datetime.now(timezone.utc)
@@ -179,4 +185,4 @@ class CommandExecutor:
             body.update(rule=match.rule, targets=list(match.targets))
         await self.audit.append(AuditEvent(kind="executor_refused", actor=self.config.actor,
                                            run_id=request.envelope.claims.run_id, body=body))
-        raise ApplicationError(message, type=kind, non_retryable=True)
+        raise ExecRefusal(kind, message)
