@@ -154,3 +154,31 @@ async def test_a_rule_needing_a_credential_this_executor_does_not_hold_is_refuse
     async with h.executor(h.config("prod", "ro", policy=policy)):
         err = await h.refusal("prod", "ro", "panda_curl", argv, h.sign(h.claims("prod", "ro", argv, policy=policy)))
     assert err.type == "credential.not_held"
+
+
+async def test_the_same_envelope_sent_twice_at_once_runs_once(harness):
+    """Two deliveries racing: the nonce's primary key lets exactly one through."""
+    import asyncio
+
+    from bamboo.executors.client import ExecRefused
+
+    h = harness
+    claims = await _all_gates(h, h.kill_argv())
+    await h.grant([kill_target()])
+    envelope = h.sign(claims)
+    async with h.executor(h.config("prod", "rw")):
+        outcomes = await asyncio.gather(*(h.call("prod", "rw", "panda_curl", h.kill_argv(), envelope)
+                                          for _ in range(3)), return_exceptions=True)
+    refused = [o for o in outcomes if isinstance(o, ExecRefused)]
+    assert len(refused) == 2 and all(r.type == "envelope.replayed" for r in refused), outcomes
+    assert h.kills_on_server() == 1
+
+
+async def test_an_envelope_for_one_tool_does_not_run_another(harness):
+    h = harness
+    status = h.status_argv()
+    envelope = h.sign(h.claims("prod", "ro", status))
+    git_log = ["git", "-C", str(h.repos / "config"), "log", "--oneline"]
+    async with h.executor(h.config("prod", "ro")):
+        err = await h.refusal("prod", "ro", "config_git", git_log, envelope)
+    assert err.type == "envelope.tool_mismatch"
