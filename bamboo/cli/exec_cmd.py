@@ -181,3 +181,27 @@ def exec_grant(
     console.print(f"grant {grant.grant_id}: {tool}/{rule} on {list(grant.targets)} in {environment}, "
                   f"{executions} execution(s), {repetitions} repetition(s), until {grant.expires_at.isoformat()}",
                   highlight=False)
+
+
+@exec_app.command("revoke")
+def exec_revoke(grant_id: str = typer.Argument(..., help="the grant's id, as `bamboo exec grant` printed it"),
+                identity: str | None = AS) -> None:
+    """Revoke a capability grant now (audited); writes under it are refused at gate 3 from then on."""
+    from bamboo.audit import AuditEvent
+    from bamboo.cli.keys_cmd import _identity
+    from bamboo.cli.store_access import opened_store
+    from bamboo.store.executor_state import ExecutorState
+
+    settings = get_settings()
+    who = _identity(identity)
+
+    async def go() -> bool:
+        async with opened_store(settings) as store:
+            revoked = await ExecutorState(store.pool).revoke_grant(grant_id)
+            if revoked:
+                await store.audit.append(AuditEvent(kind="capability_revoked", actor=who, body={"grant_id": grant_id}))
+            return revoked
+
+    if not run(go()):
+        fail(f"no active grant {grant_id}; list the audit log's capability_granted rows for the ids")
+    console.print(f"grant {grant_id} revoked", highlight=False)

@@ -105,6 +105,17 @@ async def test_gate_3_no_grant_for_the_exact_target_set(harness):
     assert h.kills_on_server() == 0
 
 
+async def test_gate_3_a_revoked_grant_covers_nothing(harness):
+    h = harness
+    grant = await h.grant([kill_target()])
+    assert await h.state.revoke_grant(grant.grant_id)
+    envelope = h.sign(h.approved(h.claims("prod", "rw", h.kill_argv())))
+    async with h.executor(h.config("prod", "rw")):
+        err = await h.refusal("prod", "rw", "panda_curl", h.kill_argv(), envelope)
+    assert_gate(err, 3, "capability_grant")
+    assert h.kills_on_server() == 0
+
+
 async def test_gate_4_expired_grant(harness):
     h = harness
     await h.grant([kill_target()], ttl_s=-1)
