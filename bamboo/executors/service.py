@@ -140,7 +140,7 @@ class CommandExecutor:
             dry_run = await self._run(request, match, match.dry_run_argv)
             if dry_run.exit_code != 0:
                 refusal = GateRefusal(gate=Gate.DRY_RUN, detail=f"the server-side dry run exited {dry_run.exit_code}: "
-                                                                f"{(dry_run.stderr or dry_run.stdout)[:300].strip()}")
+                                                                f"{' '.join((dry_run.stderr or dry_run.stdout)[:300].split())}")
                 await self._refuse(request, f"{contract.ExecRefusalType.GATE}.{Gate.DRY_RUN.value}", refusal.message,
                                    match)
         try:
