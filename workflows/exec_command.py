@@ -8,21 +8,16 @@ caller (the CLI, or an investigation's command-tool call) sees which check refus
 
 from __future__ import annotations
 
-from pydantic import BaseModel
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from bamboo.executors import contract
-    from policy.envelopes import Channel
+    from bamboo.executors.contract import ExecCall
+
+__all__ = ["ExecCall", "ExecCommand"]
 
 
-class ExecCall(BaseModel):
-    environment: str
-    channel: Channel
-    request: contract.ExecRequest
-
-
-@workflow.defn(name="ExecCommand")
+@workflow.defn(name=contract.EXEC_WORKFLOW)
 class ExecCommand:
     @workflow.run
     async def run(self, call: ExecCall) -> contract.ExecResult:

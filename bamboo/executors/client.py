@@ -8,7 +8,7 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from bamboo.contract import Queue
-from bamboo.executors.contract import ExecRequest, ExecResult
+from bamboo.executors.contract import EXEC_WORKFLOW, ExecCall, ExecRequest, ExecResult
 from policy.envelopes import DecisionEnvelope
 
 
@@ -36,13 +36,11 @@ def refusal_of(exc: BaseException) -> ExecRefused:
 async def execute(client: Client, *, tool: str, argv: list[str], envelope: DecisionEnvelope,
                   task_queue: str = Queue.MAIN.value) -> ExecResult:
     """Run ``tool argv`` under ``envelope`` on the executor the envelope names; ExecRefused when refused."""
-    from workflows.exec_command import ExecCall, ExecCommand
-
     claims = envelope.claims
     call = ExecCall(environment=claims.environment, channel=claims.channel,
                     request=ExecRequest(tool=tool, argv=argv, envelope=envelope))
     try:
-        return await client.execute_workflow(ExecCommand.run, call, id=f"exec-{claims.run_id}-{claims.tool_call_id}",
-                                             task_queue=task_queue)
+        return await client.execute_workflow(EXEC_WORKFLOW, call, id=f"exec-{claims.run_id}-{claims.tool_call_id}",
+                                             task_queue=task_queue, result_type=ExecResult)
     except WorkflowFailureError as exc:
         raise refusal_of(exc) from None

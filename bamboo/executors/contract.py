@@ -62,6 +62,18 @@ class ExecRequest(BaseModel):
     envelope: DecisionEnvelope
 
 
+# The workflow that carries a call to its executor (workflows/exec_command.py); clients name it, never import it.
+EXEC_WORKFLOW = "ExecCommand"
+
+
+class ExecCall(BaseModel):
+    """ExecCommand's input: where to route the request, and the request."""
+
+    environment: str
+    channel: Channel
+    request: "ExecRequest"
+
+
 class StepOutcome(BaseModel):
     """One subprocess run (the command, or its dry run), output already scrubbed."""
 
