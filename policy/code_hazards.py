@@ -48,7 +48,7 @@ def _spelled(char: str) -> str:
 
 
 def visible(code: str) -> str:
-    """The code with every invisible, control or unusual whitespace character written as ``⟨U+XXXX⟩``
+    """The code with every invisible, control or unusual whitespace character written as ``⟨U+200B⟩`` (its code point)
     (tabs stay tabs; lines stay lines), for display only: the hashed code is unchanged."""
     out = []
     for char in code:

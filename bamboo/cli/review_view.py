@@ -1,7 +1,7 @@
 """How a pending review is shown in a terminal: the exact hashed code, never cropped, with what to look at.
 
 Lines are wrapped (never cut), numbered, and state-changing lines highlighted; invisible or unusual
-characters are spelled out as ``⟨U+XXXX⟩``; the review's hazards (long lines, statements pushed out of view,
+characters are spelled out as ``⟨U+200B⟩`` (its code point); the review's hazards (long lines, statements pushed out of view,
 several statements on a line, non-ASCII letters) are listed under the code; every procedure the code replays
 is shown with its body and, when it changed since it was granted, the diff. What is rendered is the code the
 workflow hashed and will run; only the spelling of invisible characters differs.

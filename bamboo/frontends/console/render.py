@@ -26,7 +26,7 @@ def _formatter(highlight_lines: set[int] | None = None) -> HtmlFormatter:
 
 def _spelled_by_placeholders(text: str) -> tuple[str, dict[str, str]]:
     """Each character ``visible`` would spell, replaced by one private-use placeholder, so the lexer sees
-    one character where the reader will see ``⟨U+XXXX⟩`` (and a lone carriage return stays on its line)."""
+    one character where the reader will see ``⟨U+200B⟩`` (its code point) (and a lone carriage return stays on its line)."""
     placeholders: dict[str, str] = {}
     out = []
     for char in text:
