@@ -42,9 +42,7 @@ class AnalyzeActivities:
 
     async def _metered(self, work):
         """A model step: its token usage priced into the result's ``spend``."""
-        with self.meter.metered() as metering:
-            result = await with_heartbeats(work)
-        return result.model_copy(update={"spend": metering.spend})
+        return await self.meter.step(with_heartbeats(work))
 
     @implements(contract.gather_evidence)
     async def gather_evidence(self, inp: AnalyzeInput) -> Evidence:

@@ -50,9 +50,8 @@ class InvestigationActivities:
 
     async def _llm(self, work):
         """A model step: its failures as Temporal errors, its token usage priced into the result's ``spend``."""
-        with as_activity_error(), self.meter.metered() as metering:
-            result = await with_heartbeats(work)
-        return result.model_copy(update={"spend": metering.spend})
+        with as_activity_error():
+            return await self.meter.step(with_heartbeats(work))
 
     @implements(contract.intent)
     async def intent(self, inp: IntentInput) -> IntentResult:

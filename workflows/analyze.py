@@ -36,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.batching import innermost_reason, run_bounded_children
     from bamboo.analysis import contract
     from bamboo.contract import BATCH, KIND, SPEND_USD, TASK_ID, Kind
-    from bamboo.models.spend import Spend, over_budget
+    from bamboo.models.spend import BudgetSpent, Spend, over_budget
     from workflows.sandbox_steps import execute_code, findings
 
 
@@ -67,10 +67,6 @@ def override_reason(diagnosis: Diagnosis) -> str:
     if diagnosis.cause_source == "model_override" and diagnosis.model is not None:
         return diagnosis.model.reason
     return ""
-
-
-class BudgetSpent(Exception):
-    """A model step was not started: the run's budget is spent."""
 
 
 I = TypeVar("I", bound=BaseModel)

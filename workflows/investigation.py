@@ -60,12 +60,8 @@ with workflow.unsafe.imports_passed_through():
     from policy.review import ReviewDecision, CodeVerdict, ReviewRequest, decide_review
     from policy.revocation import plan_revocation
     from bamboo.contract import AWAITING_APPROVAL, KIND, SPEND_USD, TASK_ID, Kind
-    from bamboo.models.spend import Spend, over_budget
+    from bamboo.models.spend import BudgetSpent, Spend, over_budget
     from bamboo.investigation import contract
-
-
-class BudgetSpent(Exception):
-    """A model step was not started: the run's or the session's budget is spent."""
 
 
 I = TypeVar("I", bound=BaseModel)

@@ -3,12 +3,14 @@ never mix their counts. ``LLMClient`` records every completion's usage; ``metere
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, TypeVar
 
 from bamboo.models.spend import Budget, PriceTable, Spend
+
+R = TypeVar("R")
 
 
 class _Meter:
@@ -70,3 +72,9 @@ class SpendMeter:
 
     def metered(self):
         return metered(self.prices, self.model, self.budget)
+
+    async def step(self, work: Awaitable[R]) -> R:
+        """Await a model step and return its result with ``spend`` set to the calls it made."""
+        with self.metered() as metering:
+            result = await work
+        return result.model_copy(update={"spend": metering.spend})

@@ -76,3 +76,7 @@ class PriceTable(BaseModel):
 
 def over_budget(spent: float, limit: float | None) -> bool:
     return limit is not None and spent >= limit
+
+
+class BudgetSpent(Exception):
+    """Raised by a workflow, never sent anywhere: a model step was not started because a budget is spent."""
