@@ -26,7 +26,8 @@ import weakref
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, TypeVar
 
 from bamboo.sandbox.bridge import ToolBridge
 from bamboo.sandbox.errors import SandboxUnavailable
@@ -52,6 +53,29 @@ SHARED_TMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 Ending = Literal["done", "exited", "timeout", "output_limit", "memory_limit", "call_limit", "protocol_error"]
 __all__ = ["ChildOutcome", "SandboxRunner", "SandboxUnavailable"]
 
+T = TypeVar("T")
+
+
+async def _to_the_end(work: Awaitable[T], *, undo: Callable[[T], Awaitable[None]] | None = None) -> T:
+    """Await ``work`` to its end even if the caller is cancelled meanwhile, then re-raise the cancellation
+    (after ``undo`` of the result, when given).
+
+    For the runner's starts and teardowns, which are bounded and must not stop half-way: a teardown cut
+    short by an activity's cancellation kept the run's uid lease for the worker's lifetime; a start cut short
+    is described at ``SandboxRunner._spawn``."""
+    task = asyncio.ensure_future(work)
+    interrupted = False
+    while not task.done():
+        try:
+            await asyncio.wait([task])
+        except asyncio.CancelledError:
+            interrupted = True
+    if not interrupted:
+        return task.result()
+    if undo is not None and not task.cancelled() and task.exception() is None:
+        await _to_the_end(undo(task.result()))
+    raise asyncio.CancelledError()
+
 
 @dataclass
 class ChildOutcome:
@@ -73,7 +97,6 @@ class ChildOutcome:
 @dataclass
 class _Child:
     proc: asyncio.subprocess.Process
-    sock: socket.socket
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
     workdir: Path | None
@@ -180,13 +203,12 @@ class SandboxRunner:
 
     async def close(self) -> None:
         self._closed = True
-        for task in list(self._refills):
-            task.cancel()
-        for task in list(self._refills):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        # A refill is not cancelled but allowed to finish (a start is bounded by READY_TIMEOUT_S): it sees
+        # ``_closed`` and disposes of its child itself. See ``_spawn`` for why a start is never cut short.
+        while self._refills:
+            await asyncio.gather(*list(self._refills), return_exceptions=True)
         while self._pool:
-            await self._dispose(self._pool.popleft())
+            await _to_the_end(self._dispose(self._pool.popleft()))
         self._finalizer()
 
     async def __aenter__(self) -> "SandboxRunner":
@@ -198,13 +220,25 @@ class SandboxRunner:
 
     # -- spawning -----------------------------------------------------------------------------
     async def _spawn(self) -> _Child:
-        """Start one child and wait for its ``ready`` frame; on any failure or cancellation leave nothing behind."""
+        """Start one child and wait for its ``ready`` frame; a cancelled caller gets its cancellation once the
+        child is disposed of.
+
+        The start itself is never cut short. Killed in the milliseconds while bubblewrap sets itself up, the
+        sandboxed process can outlive its parent (its parent-death signal is not armed yet) and hold the
+        child's pipes open, and asyncio's subprocess transport then waits for them for ever; a cancelled
+        ``to_thread`` would also drop the uid lease it was taking. A start is bounded (READY_TIMEOUT_S), so
+        letting it finish costs a cancellation at most that long."""
+        return await _to_the_end(self._start_child(), undo=self._dispose)
+
+    async def _start_child(self) -> _Child:
+        """One start, to the end: a child that said ``ready``, or nothing left behind and SandboxUnavailable."""
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         workdir: Path | None = None
         proc: asyncio.subprocess.Process | None = None
         lease: UidLease | None = None
         leaf: CgroupLeaf | None = None
         seccomp_fd: int | None = None
+        transport: asyncio.BaseTransport | None = None
         try:
             if self._uids is not None:
                 try:
@@ -257,7 +291,8 @@ class SandboxRunner:
                 if seccomp_fd is not None:
                     os.close(seccomp_fd)
             reader, writer = await asyncio.open_unix_connection(sock=parent_sock, limit=self.max_frame_bytes)
-            child = _Child(proc, parent_sock, reader, writer, workdir, asyncio.get_running_loop(), self.plan.isolation,
+            transport = writer.transport
+            child = _Child(proc, reader, writer, workdir, asyncio.get_running_loop(), self.plan.isolation,
                            lease, leaf)
             try:
                 hello = await asyncio.wait_for(read_frame(reader, self.max_frame_bytes), READY_TIMEOUT_S)
@@ -280,8 +315,13 @@ class SandboxRunner:
                     os.killpg(proc.pid, signal.SIGKILL)
                 with contextlib.suppress(BaseException):
                     await asyncio.wait_for(proc.wait(), 5.0)
-            with contextlib.suppress(OSError):
-                parent_sock.close()
+            # The socket belongs to its transport once there is one: closed underneath it, the descriptor's
+            # number is reused while the loop still has the old transport registered under it.
+            if transport is not None:
+                transport.abort()
+            else:
+                with contextlib.suppress(OSError):
+                    parent_sock.close()
             if lease is not None:
                 if self.plan.isolation == "degraded":
                     await asyncio.to_thread(sweep, lease.uid, self.python)
@@ -297,7 +337,7 @@ class SandboxRunner:
             child = self._pool.popleft()
             if child.alive and child.loop is loop:
                 return child, True
-            await self._dispose(child)
+            await _to_the_end(self._dispose(child))
         return await self._spawn(), False
 
     def _schedule_refill(self) -> None:
@@ -395,15 +435,7 @@ class SandboxRunner:
             if watchdog is not None:
                 watchdog.stop()
             bridge.close("the run has ended")
-            await self._kill(child)
-            await self._finish_streams(child, tasks[:2])
-            for task in tasks[2:]:
-                task.cancel()
-            for task in tasks[2:]:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-            out_of_memory = (watchdog is not None and watchdog.tripped) or (child.leaf is not None and child.leaf.oom_killed())
-            await self._dispose(child)
+            out_of_memory = await _to_the_end(self._end_run(child, tasks, watchdog))
             # Refill after the run, not during it: a concurrent spawn would compete with the run for CPU.
             self._schedule_refill()
         if out_of_memory and ending not in ("timeout", "output_limit"):
@@ -479,6 +511,19 @@ class SandboxRunner:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
 
+    async def _end_run(self, child: _Child, tasks: list[asyncio.Task[Any]], watchdog: RssWatchdog | None) -> bool:
+        """Kill and dispose of the run's child, collect its streams; True when it ran out of memory."""
+        await self._kill(child)
+        await self._finish_streams(child, tasks[:2])
+        for task in tasks[2:]:
+            task.cancel()
+        for task in tasks[2:]:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        out_of_memory = (watchdog is not None and watchdog.tripped) or (child.leaf is not None and child.leaf.oom_killed())
+        await self._dispose(child)
+        return out_of_memory
+
     async def _finish_streams(self, child: _Child, readers: list[asyncio.Task[Any]]) -> None:
         if not readers:
             return
@@ -491,19 +536,20 @@ class SandboxRunner:
 
     # -- teardown -----------------------------------------------------------------------------
     async def _kill(self, child: _Child) -> None:
-        """SIGKILL the child's process group, its cgroup, and (degraded) everything its uid still runs."""
+        """SIGKILL the child's process group, its cgroup, and everything the run's uid still runs."""
         pid = child.proc.pid
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
         if child.leaf is not None:
             child.leaf.kill()
-        if child.isolation == "degraded":
-            if child.lease is not None:
-                await asyncio.to_thread(sweep, child.lease.uid, self.python)
-            else:
-                for victim in _descendants(pid):
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.kill(victim, signal.SIGKILL)
+        if child.lease is not None:
+            # Also with bwrap: a process that outlived bwrap's setup is outside the namespace's kill but still
+            # runs as the run's uid, and would keep the child's pipes (and so proc.wait()) open.
+            await asyncio.to_thread(sweep, child.lease.uid, self.python)
+        elif child.isolation == "degraded":
+            for victim in _descendants(pid):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(victim, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             child.proc.kill()
         with contextlib.suppress(asyncio.TimeoutError):
@@ -512,10 +558,9 @@ class SandboxRunner:
     async def _dispose(self, child: _Child) -> None:
         if child.alive:
             await self._kill(child)
-        with contextlib.suppress(Exception):
-            child.writer.close()
-        with contextlib.suppress(OSError):
-            child.sock.close()
+        # abort(), not close(): close() keeps the descriptor registered while unsent bytes remain, and the
+        # transport closes the socket itself (closing it here would free its number under the transport).
+        child.writer.transport.abort()
         _remove(child.workdir)
         if child.isolation == "degraded" and child.lease is not None:
             await asyncio.to_thread(_remove_owned_by, child.lease.uid, SHARED_TMP_DIRS)
