@@ -106,13 +106,14 @@ class Harness:
     requester: LocalKey
     approver: LocalKey
     bystander: LocalKey
-    simulator: PandaSimulator
+    simulator: PandaSimulator | None  # None: the tests address a server of their own
     repos: Path
     queue: str
+    api_url: str
     tasks: list[asyncio.Task] = field(default_factory=list)
 
     def url(self, path: str) -> str:
-        return f"{self.simulator.api_url}{path}"
+        return f"{self.api_url}{path}"
 
     def kill_argv(self, task: int = TASK) -> list[str]:
         return ["curl", "-s", "-f", "--json", f'{{"task_id":{task}}}', self.url("/task/kill")]
@@ -240,6 +241,15 @@ def repos(tmp_path: Path) -> Path:
 
 @pytest.fixture
 async def harness(stack, database_url, simulator, repos, tmp_path):
+    async with open_harness(stack, database_url, simulator.api_url, repos, tmp_path, simulator=simulator) as h:
+        yield h
+
+
+@contextlib.asynccontextmanager
+async def open_harness(stack, database_url: str, api_url: str, repos: Path, tmp_path: Path, *,
+                       simulator: PandaSimulator | None = None):
+    """Everything but the executor: the store, the approver registry with alice, bob and carol, the agent's
+    key, and an ExecCommand worker; the command policy allows curl against the PanDA API at ``api_url``."""
     pool = await open_pool(database_url, 384, "scripted-embedding", max_size=4)
     audit = PostgresAuditLog(pool)
     registry = ApproverRegistry(pool, audit)
@@ -251,8 +261,11 @@ async def harness(stack, database_url, simulator, repos, tmp_path):
     client = await connect(stack.settings(database_url, "http://127.0.0.1:9"))
     queue = f"exec-test-{uuid.uuid4().hex[:8]}"
     h = Harness(client=client, pool=pool, state=ExecutorState(pool), audit=audit, registry=registry,
-                policy=command_policy(f"{simulator.host}:{simulator.port}", repos), agent=agent, requester=requester,
-                approver=approver, bystander=bystander, simulator=simulator, repos=repos, queue=queue)
-    async with Worker(client, task_queue=queue, workflows=[ExecCommand], workflow_runner=workflow_runner()):
-        yield h
-    await pool.close()
+                policy=command_policy(httpx.URL(api_url).netloc.decode(), repos), agent=agent, requester=requester,
+                approver=approver, bystander=bystander, simulator=simulator, repos=repos, queue=queue,
+                api_url=api_url)
+    try:
+        async with Worker(client, task_queue=queue, workflows=[ExecCommand], workflow_runner=workflow_runner()):
+            yield h
+    finally:
+        await pool.close()
