@@ -115,6 +115,12 @@ class Settings(BaseSettings):
     mcp_servers_config: Path | None = None
     command_tools_file: Path | None = Field(
         default=None, description="TOML file declaring command tools, their rules and credential families")
+    command_environment: str | None = Field(
+        default=None, description="Environment whose read-only executors (exec.<environment>.ro) generated code "
+                                  "reads through with the command tools; empty = none in investigations")
+    command_agent: str | None = Field(
+        default=None, description="Identity of the worker's agent key in BAMBOO_KEYS_DIR that signs command-tool "
+                                  "envelopes; executors list its public key")
 
     # --- trust model ------------------------------------------------------------------------
     # Read by the worker only: a session judges every request with the worker's rules and registry, so a

@@ -9,15 +9,19 @@ import asyncio
 import gc
 import logging
 import signal
+import sys
 
 from temporalio.worker import Worker
 
+from bamboo.approvals.keys import SigningKeyError
+from bamboo.commands.config import CommandConfigError
 from bamboo.llm.local import resolve_llm_endpoint, stop_shared_local_llm
 from bamboo.services import Services
 from worker.services import build_services
 from bamboo.settings import Settings, get_settings
 from bamboo.temporal_client import connect
 from worker.registry import plan, workflow_runner
+from worker.wiring import CommandToolsConfigError
 from bamboo.telemetry import flush_tracing, worker_runtime
 
 log = logging.getLogger("bamboo.worker")
@@ -36,7 +40,7 @@ async def run_worker(settings: Settings, *, services: Services | None = None, st
         Worker(client, task_queue=p.queue, workflows=p.workflows, activities=p.activities,
                max_concurrent_activities=p.max_concurrent_activities, max_concurrent_workflow_tasks=100,
                workflow_runner=workflow_runner())
-        for p in plan(services, llm_concurrency or settings.llm_concurrency)
+        for p in plan(services, llm_concurrency or settings.llm_concurrency, client)
     ]
     stop = stop or asyncio.Event()
     if own:  # a worker process of its own; a test running workers in its process keeps its collector
@@ -93,7 +97,12 @@ def main() -> None:
             loop.add_signal_handler(sig, stop.set)
         await run_worker(settings, stop=stop)
 
-    asyncio.run(_run())
+    try:
+        asyncio.run(_run())
+    except (CommandToolsConfigError, CommandConfigError, SigningKeyError) as exc:
+        # The deployment's configuration is wrong: one line saying what, not a traceback.
+        print(f"bamboo worker: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from temporalio.client import Client
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.accumulate import AccumulateActivities
@@ -42,9 +43,9 @@ class QueuePlan:
     max_concurrent_activities: int = 100
 
 
-def plan(services: Services, llm_concurrency: int) -> list[QueuePlan]:
+def plan(services: Services, llm_concurrency: int, client: Client | None = None) -> list[QueuePlan]:
     acc = AccumulateActivities(services)
-    inv = investigation_activities(services)
+    inv = investigation_activities(services, client)
     ana = analyze_activities(services, inv.tools)  # the exploration sees the worker's whole catalogue
     plans = [
         QueuePlan(Queue.MAIN, workflows=WORKFLOWS, activities=[acc.load_incident, acc.load_prior_attempt]),  # local activities

@@ -11,10 +11,15 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from temporalio.client import Client
+
 from activities.analyze import AnalyzeActivities
 from activities.investigation import InvestigationActivities, ProcedureSandboxActivities
 from bamboo.analysis.service import AnalysisService
+from bamboo.approvals.keys import KeyStore
 from bamboo.approvals.registry import ApproverRegistry
+from bamboo.commands.config import load_command_config
+from bamboo.executors.tool_caller import RemoteCommandTools
 from bamboo.investigation.finalize import Finalizer
 from bamboo.investigation.procedure_tools import ProcedureToolCaller
 from bamboo.investigation.procedures import ProcedureRepository
@@ -89,9 +94,33 @@ class InvestigationWiring:
     tools: ProcedureToolCaller | None = None  # the worker's tool caller, shared with analysis
 
 
-def investigation_activities(services: Services) -> InvestigationWiring:
+class CommandToolsConfigError(ValueError):
+    """The command-tool settings are incomplete; the message names what to set."""
+
+
+def command_tools(settings: Settings, client: Client | None) -> RemoteCommandTools | None:
+    """The read-only command tools generated code may call, each run by an ``exec.<environment>.ro``
+    executor under an envelope the worker's agent key signs (docs/executors.md); None where the deployment
+    declares none. Writes are never offered here: see ``RemoteCommandTools``."""
+    wanted = {"BAMBOO_COMMAND_TOOLS_FILE": settings.command_tools_file,
+              "BAMBOO_COMMAND_ENVIRONMENT": settings.command_environment,
+              "BAMBOO_COMMAND_AGENT": settings.command_agent}
+    if not any(wanted.values()) or client is None:
+        return None
+    missing = [name for name, value in wanted.items() if not value]
+    if missing:
+        raise CommandToolsConfigError(
+            f"command tools in investigations need {', '.join(wanted)}; set {', '.join(missing)} too "
+            "(or unset the others)")
+    policy = load_command_config(settings.command_tools_file).policy  # type: ignore[arg-type]
+    key = KeyStore(settings.resolved_keys_dir()).load(settings.command_agent)  # type: ignore[arg-type]
+    return RemoteCommandTools(policy, client, key, environment=settings.command_environment)  # type: ignore[arg-type]
+
+
+def investigation_activities(services: Services, client: Client | None = None) -> InvestigationWiring:
     """Wire the activities once per worker. Without a usable sandbox interpreter this worker serves no
-    ``execute_code`` (runs wait for a worker that has one) instead of refusing to start at all."""
+    ``execute_code`` (runs wait for a worker that has one) instead of refusing to start at all. With a
+    Temporal ``client`` and the command-tool settings, the catalogue also holds the command tools."""
     settings, store = services.settings, services.store
     try:
         runner: SandboxRunner | None = runner_from_settings(settings)
@@ -99,8 +128,10 @@ def investigation_activities(services: Services) -> InvestigationWiring:
     except SandboxUnavailable as exc:
         log.error("this worker will not run sandboxed code: %s", exc)
         runner = None
+    commands = command_tools(settings, client)
     tools = ProcedureToolCaller(
-        build_tool_caller(settings), ProcedureRepository(store.pool), runner,
+        build_tool_caller(settings, extra_builtins=[commands] if commands else []),
+        ProcedureRepository(store.pool), runner,
         store.audit, store.blobs, allow_mutating_autorun=settings.allow_mutating_autorun,
     )
     selector = tool_selector(services)
