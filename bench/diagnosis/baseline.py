@@ -1,0 +1,155 @@
+"""The ranking against a naive-Bayes baseline, at 2, 8 and 30 resolved incidents per cause, in one run.
+
+Corpus: `bamboo.samples.generate_incidents` (the same generator as `bench.diagnosis.run`). A fixed held-out
+set of three incidents per cause is put aside first; for each size k, the first k incidents per cause of the
+rest are learned through the real PopulateBatch workflow into a fresh database, and the held-out tasks are
+ranked by `AnalysisService.gather_evidence` (no model involved). The baseline is a Bernoulli naive-Bayes
+classifier over the very clues analysis extracts (`bamboo.analysis.clues.extract_clues`: symptom classes,
+status, task features, context, components) of the same k per cause, with Laplace smoothing; an absent clue
+counts as evidence too, which the ranking does not do. Both are scored as accuracy@1 and accuracy@3.
+
+    .venv/bin/python -m bench.diagnosis.baseline
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from bamboo.accumulation.contract import PopulateInput, PopulateResult
+from bamboo.analysis.clues import extract_clues
+from bamboo.analysis.service import AnalysisService
+from bamboo.contract import Queue
+from bamboo.extraction.labels import normalise_label
+from bamboo.samples import generate_incidents, write_incidents
+from bamboo.temporal_client import connect
+from bench.diagnosis.run import Ranked, rank_all, ranking_at, worker_for
+from tests.analysis.answers import analysis_handler
+from tests.services import start_stack
+from tests.support.scripted_llm import ScriptedLLMServer
+from workflows.populate import PopulateBatch
+
+HELD_OUT_PER_CAUSE = 3
+
+
+def clue_keys(task: dict, pseudonym_key: bytes) -> frozenset[str]:
+    return frozenset(f"{c.type}:{c.name}" for c in extract_clues(task, pseudonym_key).clues)
+
+
+class NaiveBayes:
+    """Bernoulli naive Bayes over clue keys: log P(cause) + sum over the vocabulary of log P(present|cause)
+    or log P(absent|cause), each with add-one smoothing."""
+
+    def __init__(self, examples: list[tuple[frozenset[str], str]]) -> None:
+        self.vocabulary = sorted({k for keys, _ in examples for k in keys})
+        self.count = Counter(cause for _, cause in examples)
+        self.present: dict[str, Counter] = defaultdict(Counter)
+        for keys, cause in examples:
+            self.present[cause].update(keys)
+        self.total = len(examples)
+
+    def ranked(self, keys: frozenset[str]) -> list[str]:
+        scores = {}
+        for cause, n in self.count.items():
+            score = math.log(n / self.total)
+            for k in self.vocabulary:
+                p = (self.present[cause][k] + 1) / (n + 2)
+                score += math.log(p if k in keys else 1 - p)
+            scores[cause] = score
+        return sorted(scores, key=lambda c: -scores[c])
+
+
+def corpus(per_cause: int, seed: int, noise: float):
+    """(held-out, pool by cause): the pool holds at least ``per_cause`` incidents of every cause."""
+    n = 400
+    while True:
+        incidents = generate_incidents(n, seed=seed, noise=noise)
+        by_cause: dict[str, list] = defaultdict(list)
+        for incident in incidents:
+            by_cause[normalise_label(incident.resolution_record.cause)].append(incident)
+        if min(len(v) for v in by_cause.values()) >= per_cause + HELD_OUT_PER_CAUSE:
+            break
+        n *= 2
+    held_out = [i for v in by_cause.values() for i in v[:HELD_OUT_PER_CAUSE]]
+    pool = {c: v[HELD_OUT_PER_CAUSE:] for c, v in by_cause.items()}
+    return held_out, pool
+
+
+async def measure(k: int, pool: dict[str, list], held_out: list, base: Path, stack) -> dict:
+    train = [i for v in pool.values() for i in v[:k]]
+    folder = base / f"train-{k}"
+    write_incidents(train, folder)
+    tasks = [dict(i.task_data) for i in held_out]
+    truths = [normalise_label(i.resolution_record.cause) for i in held_out]
+    with ScriptedLLMServer(analysis_handler()) as llm, ScriptedLLMServer() as emb:
+        settings = stack.settings(stack.new_database(), llm.base_url)
+        settings = settings.model_copy(update={"embedding_base_url": emb.base_url})
+        client = await connect(settings)
+        async with worker_for(settings, llm.base_url) as services:
+            started = time.perf_counter()
+            populated: PopulateResult = await client.execute_workflow(
+                PopulateBatch.run, PopulateInput(batch_id=f"bench-baseline-{k}", path=str(folder), concurrency=8),
+                id=f"populate:bench-baseline-{k}-{time.time_ns()}", task_queue=Queue.MAIN)
+            populate_s = time.perf_counter() - started
+            ranked: list[Ranked] = await rank_all(AnalysisService(services), tasks, truths)
+    key = settings.pseudonym_key.get_secret_value().encode()  # the clue names analysis itself uses
+    bayes = NaiveBayes([(clue_keys(dict(i.task_data), key), normalise_label(i.resolution_record.cause)) for i in train])
+    guesses = [bayes.ranked(clue_keys(t, key)) for t in tasks]
+    return {
+        "k": k, "train": len(train), "stored": populated.done, "failed": populated.failed, "populate_s": populate_s,
+        "rank1": ranking_at(ranked, 1), "rank3": ranking_at(ranked, 3),
+        "nb1": sum(t == g[0] for t, g in zip(truths, guesses)) / len(truths),
+        "nb3": sum(t in g[:3] for t, g in zip(truths, guesses)) / len(truths),
+        "held_out": len(truths),
+    }
+
+
+async def main(sizes: list[int], seed: int, noise: float) -> str:
+    held_out, pool = corpus(max(sizes), seed, noise)
+    base = Path(tempfile.mkdtemp(prefix="bamboo-bench-baseline-"))
+    stack = start_stack(base)
+    try:
+        rows = []
+        for k in sizes:
+            rows.append(await measure(k, pool, held_out, base, stack))
+            print(f"k={k}: ranking @1 {rows[-1]['rank1']:.2f}, naive Bayes @1 {rows[-1]['nb1']:.2f}", file=sys.stderr)
+    finally:
+        stack.stop()
+        shutil.rmtree(base, ignore_errors=True)
+    command = "`.venv/bin/python -m bench.diagnosis.baseline" + (
+        "" if sizes == [2, 8, 30] else f" --sizes {','.join(map(str, sizes))}") + (
+        "" if seed == 6 else f" --seed {seed}") + ("" if noise == 0.2 else f" --noise {noise}") + "`"
+    lines = [
+        f"Command: {command} (seed {seed}, noise {noise}; {len(pool)} causes, {rows[0]['held_out']} held-out tasks "
+        f"({HELD_OUT_PER_CAUSE} per cause, the same for every size); one run, this machine: {os.cpu_count()} cores)",
+        "",
+        "| incidents per cause | incidents learned | stored | ranking accuracy@1 | ranking accuracy@3 | "
+        "naive Bayes accuracy@1 | naive Bayes accuracy@3 | ranking − baseline @1 | populate s |",
+        "|---|---|---|---|---|---|---|---|---|",
+        *[f"| {r['k']} | {r['train']} | {r['stored']} | {r['rank1']:.2f} | {r['rank3']:.2f} | {r['nb1']:.2f} | "
+          f"{r['nb3']:.2f} | {r['rank1'] - r['nb1']:+.2f} | {r['populate_s']:.1f} |" for r in rows],
+    ]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="2,8,30", help="incidents per cause to learn, comma-separated")
+    ap.add_argument("--seed", type=int, default=6)
+    ap.add_argument("--noise", type=float, default=0.2)
+    a = ap.parse_args()
+    try:
+        chosen = sorted({int(s) for s in a.sizes.split(",") if s.strip()})
+    except ValueError:
+        ap.error("--sizes takes whole numbers, e.g. 2,8,30")
+    if not chosen or chosen[0] < 1:
+        ap.error("--sizes takes whole numbers of at least 1, e.g. 2,8,30")
+    print(asyncio.run(main(chosen, a.seed, a.noise)))
