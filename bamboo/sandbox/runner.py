@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 CHILD_RUNNER_SOURCE = Path(__file__).with_name("child_runner.py")
 READY_TIMEOUT_S = 15.0
 EXIT_GRACE_S = 2.0
+ORPHAN_GRACE_S = 0.5  # a killed child's exit is seen in milliseconds; later means something holds its pipes
 DEFAULT_PYTHON = "/usr/bin/python3"
 
 SHARED_TMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
@@ -536,24 +537,32 @@ class SandboxRunner:
 
     # -- teardown -----------------------------------------------------------------------------
     async def _kill(self, child: _Child) -> None:
-        """SIGKILL the child's process group, its cgroup, and everything the run's uid still runs."""
+        """SIGKILL the child's process group, its cgroup, and (degraded) everything the run's uid still runs."""
         pid = child.proc.pid
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
         if child.leaf is not None:
             child.leaf.kill()
-        if child.lease is not None:
-            # Also with bwrap: a process that outlived bwrap's setup is outside the namespace's kill but still
-            # runs as the run's uid, and would keep the child's pipes (and so proc.wait()) open.
-            await asyncio.to_thread(sweep, child.lease.uid, self.python)
-        elif child.isolation == "degraded":
-            for victim in _descendants(pid):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(victim, signal.SIGKILL)
+        if child.isolation == "degraded":
+            if child.lease is not None:
+                await asyncio.to_thread(sweep, child.lease.uid, self.python)
+            else:
+                for victim in _descendants(pid):
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(victim, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             child.proc.kill()
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(child.proc.wait(), 5.0)
+        exited = asyncio.ensure_future(child.proc.wait())
+        await asyncio.wait([exited], timeout=ORPHAN_GRACE_S)
+        if not exited.done() and child.lease is not None:
+            # With bwrap too: a process that outlived bwrap's setup (its parent-death signal was not armed yet)
+            # is outside the namespace's kill, still runs as the run's uid and holds the child's pipes, so
+            # proc.wait() would never return. Only then is the uid swept: the scan costs milliseconds a run.
+            await asyncio.to_thread(sweep, child.lease.uid, self.python)
+        if not exited.done():
+            await asyncio.wait([exited], timeout=5.0)
+        if not exited.done():
+            exited.cancel()
 
     async def _dispose(self, child: _Child) -> None:
         if child.alive:
