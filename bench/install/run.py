@@ -76,15 +76,15 @@ def main(python: str, keep: bool, use_cache: bool) -> str:
             subprocess.run([bamboo, "dev", "down"], cwd=work, env=offline, capture_output=True, timeout=120)
         result = json.loads(out[out.index("{"):])
         data_mb = size_mb(work / ".bamboo")
+        top = ", ".join(f"{name} {mb:.0f}" for name, mb in largest_packages(site))
     finally:
         if keep:
             print(f"kept: {base}", file=sys.stderr)
         else:
             shutil.rmtree(base, ignore_errors=True)
-    top = ", ".join(f"{name} {mb:.0f}" for name, mb in largest_packages(site))
     lines = [
         f"Command: `.venv/bin/python -m bench.install.run{' --use-cache' if use_cache else ''}` "
-        f"({python}; pip {'with' if use_cache else 'without'} its download cache; one run, this machine: "
+        f"({Path(python).name}; pip {'with' if use_cache else 'without'} its download cache; one run, this machine: "
         f"{os.cpu_count()} cores)",
         "",
         "| step | seconds |",

