@@ -10,6 +10,7 @@ import pytest
 
 from bamboo.commands.config import CommandConfig, load_command_config
 from bamboo.panda.simulator import PandaSimulator
+from policy.commands import CommandPolicy
 from tests.panda.incidents import write_incidents
 
 TEMPLATE = Path(__file__).with_name("tools_template.toml")
@@ -54,3 +55,14 @@ def tools_file(tmp_path_factory: pytest.TempPathFactory, simulator: PandaSimulat
 @pytest.fixture(scope="session")
 def config(tools_file: Path) -> CommandConfig:
     return load_command_config(tools_file)
+
+
+@pytest.fixture(scope="session")
+def policy(config: CommandConfig) -> CommandPolicy:
+    return config.policy
+
+
+@pytest.fixture(scope="session")
+def api(simulator: PandaSimulator) -> str:
+    """The simulator's task API, as the declared curl rules allow it."""
+    return f"http://127.0.0.1:{simulator.port}/api/v1/task"

@@ -5,20 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from bamboo.commands.config import CommandConfig
 from policy.commands import CommandPolicy, CommandRule, OptionSpec, PositionalSpec
 
 from .helpers import allow, deny
-
-
-@pytest.fixture(scope="module")
-def policy(config: CommandConfig) -> CommandPolicy:
-    return config.policy
-
-
-@pytest.fixture(scope="module")
-def api(simulator) -> str:
-    return f"http://127.0.0.1:{simulator.port}/api/v1/task"
 
 
 def test_an_allowed_get_is_normalised_with_disable_first(policy, api):

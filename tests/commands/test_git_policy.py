@@ -5,15 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bamboo.commands.config import CommandConfig
-from policy.commands import CommandPolicy
-
 from .helpers import allow, deny
-
-
-@pytest.fixture(scope="module")
-def policy(config: CommandConfig) -> CommandPolicy:
-    return config.policy
 
 
 def test_an_allowed_log_is_hardened_and_bounded(policy, root):

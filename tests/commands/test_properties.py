@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -64,11 +63,6 @@ def _curl_channel(args: list[str], fallback: str) -> str:
             if arg.startswith(marker):
                 return channel
     return fallback
-
-
-@pytest.fixture(scope="module")
-def api(simulator) -> str:
-    return f"http://127.0.0.1:{simulator.port}/api/v1/task"
 
 
 def _check_curl(config: CommandConfig, api: str, argv: list[str], channel: str) -> None:

@@ -8,20 +8,9 @@ import os
 
 import pytest
 
-from bamboo.commands.config import CommandConfig
-from policy.commands import CommandPolicy, argv_digest
+from policy.commands import argv_digest
 
 from .helpers import allow, deny
-
-
-@pytest.fixture(scope="module")
-def policy(config: CommandConfig) -> CommandPolicy:
-    return config.policy
-
-
-@pytest.fixture(scope="module")
-def api(simulator) -> str:
-    return f"http://127.0.0.1:{simulator.port}/api/v1/task"
 
 
 def test_every_spelling_of_one_request_normalises_to_one_argv(policy, api):
