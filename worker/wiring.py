@@ -102,19 +102,19 @@ def command_tools(settings: Settings, client: Client | None) -> RemoteCommandToo
     """The read-only command tools generated code may call, each run by an ``exec.<environment>.ro``
     executor under an envelope the worker's agent key signs (docs/executors.md); None where the deployment
     declares none. Writes are never offered here: see ``RemoteCommandTools``."""
-    wanted = {"BAMBOO_COMMAND_TOOLS_FILE": settings.command_tools_file,
-              "BAMBOO_COMMAND_ENVIRONMENT": settings.command_environment,
-              "BAMBOO_COMMAND_AGENT": settings.command_agent}
+    tools_file, environment, agent = settings.command_tools_file, settings.command_environment, settings.command_agent
+    wanted = {"BAMBOO_COMMAND_TOOLS_FILE": tools_file, "BAMBOO_COMMAND_ENVIRONMENT": environment,
+              "BAMBOO_COMMAND_AGENT": agent}
     if not any(wanted.values()) or client is None:
         return None
-    missing = [name for name, value in wanted.items() if not value]
-    if missing:
+    if not (tools_file and environment and agent):
+        missing = [name for name, value in wanted.items() if not value]
         raise CommandToolsConfigError(
             f"command tools in investigations need {', '.join(wanted)}; set {', '.join(missing)} too "
             "(or unset the others)")
-    policy = load_command_config(settings.command_tools_file).policy  # type: ignore[arg-type]
-    key = KeyStore(settings.resolved_keys_dir()).load(settings.command_agent)  # type: ignore[arg-type]
-    return RemoteCommandTools(policy, client, key, environment=settings.command_environment)  # type: ignore[arg-type]
+    policy = load_command_config(tools_file).policy
+    key = KeyStore(settings.resolved_keys_dir()).load(agent)
+    return RemoteCommandTools(policy, client, key, environment=environment)
 
 
 def investigation_activities(services: Services, client: Client | None = None) -> InvestigationWiring:

@@ -198,16 +198,19 @@ class SandboxRunner:
 
     async def ready(self) -> None:
         """Wait until the warm pool is full again (refills run in the background after each run)."""
+        await self._refilled()
+        await self.start()
+
+    async def _refilled(self) -> None:
+        """Until no background refill is running."""
         while self._refills:
             await asyncio.gather(*list(self._refills), return_exceptions=True)
-        await self.start()
 
     async def close(self) -> None:
         self._closed = True
         # A refill is not cancelled but allowed to finish (a start is bounded by READY_TIMEOUT_S): it sees
         # ``_closed`` and disposes of its child itself. See ``_spawn`` for why a start is never cut short.
-        while self._refills:
-            await asyncio.gather(*list(self._refills), return_exceptions=True)
+        await self._refilled()
         while self._pool:
             await _to_the_end(self._dispose(self._pool.popleft()))
         self._finalizer()
