@@ -14,8 +14,6 @@ even by another executor process.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
 from collections.abc import Mapping
@@ -23,13 +21,11 @@ from datetime import datetime, timedelta, timezone
 from enum import Enum
 from typing import Literal
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from policy.decisions import OperatorDecision
 from policy.identity import Identity
-from policy.signing import NONCE_PATTERN, SIGNATURE_BYTES, decode_public_key
+from policy.signing import NONCE_PATTERN, signature_valid
 
 DOMAIN = b"bamboo-decision-envelope-v1\n"
 DEFAULT_MAX_ENVELOPE_TTL_S = 5 * 60
@@ -117,14 +113,7 @@ class EnvelopeVerdict(BaseModel):
 
 
 def signature_matches(public_key: str, claims: EnvelopeClaims, signature: str) -> bool:
-    try:
-        raw = base64.b64decode(signature, validate=True)
-        if len(raw) != SIGNATURE_BYTES:
-            return False
-        Ed25519PublicKey.from_public_bytes(decode_public_key(public_key)).verify(raw, envelope_bytes(claims))
-    except (InvalidSignature, binascii.Error, ValueError):
-        return False
-    return True
+    return signature_valid(public_key, envelope_bytes(claims), signature)
 
 
 def verify_envelope(

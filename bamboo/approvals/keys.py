@@ -43,6 +43,10 @@ class LocalKey:
     def key_id(self) -> str:
         return key_id(self.public_key)
 
+    def sign(self, message: bytes) -> str:
+        """The base64 Ed25519 signature of ``message`` (what ``policy.signing.signature_valid`` checks)."""
+        return base64.b64encode(self.private_key.sign(message)).decode("ascii")
+
     def authorize(
         self,
         kind: StatementKind,
@@ -59,7 +63,7 @@ class LocalKey:
         expires = expires.replace(microsecond=0)
         nonce = secrets.token_hex(16)
         message = statement_bytes(kind, session_id, speaker, body, self.identity, self.key_id, expires, nonce)
-        signature = base64.b64encode(self.private_key.sign(message)).decode("ascii")
+        signature = self.sign(message)
         return Authorization(signer=self.identity, key_id=self.key_id, expires_at=expires, nonce=nonce,
                              signature=signature)
 

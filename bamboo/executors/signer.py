@@ -9,7 +9,6 @@ run's session, with the operator's registered key, exactly as a code review is a
 
 from __future__ import annotations
 
-import base64
 import secrets
 from datetime import datetime, timedelta, timezone
 
@@ -47,5 +46,5 @@ def sign(claims: EnvelopeClaims, key: LocalKey) -> DecisionEnvelope:
     """The envelope: ``key``'s Ed25519 signature over the canonical claims (the key id must be ``key``'s)."""
     if claims.key_id != key.key_id:
         claims = claims.model_copy(update={"key_id": key.key_id})
-    signature = base64.b64encode(key.private_key.sign(envelope_bytes(claims))).decode("ascii")
+    signature = key.sign(envelope_bytes(claims))
     return DecisionEnvelope(claims=claims, signature=signature)
