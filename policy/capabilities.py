@@ -12,11 +12,12 @@ execution cannot both win.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from policy.identity import Identity
+from policy.signing import utc_expiry
 
 
 class CapabilityGrant(BaseModel):
@@ -42,9 +43,7 @@ class CapabilityGrant(BaseModel):
     @field_validator("expires_at")
     @classmethod
     def _aware(cls, value: datetime) -> datetime:
-        if value.tzinfo is None:
-            raise ValueError("expires_at needs a time zone (use UTC)")
-        return value.astimezone(timezone.utc)
+        return utc_expiry(value)
 
     @model_validator(mode="after")
     def _repetitions_within_executions(self) -> "CapabilityGrant":

@@ -27,7 +27,6 @@ import json
 import posixpath
 import re
 import unicodedata
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl
 

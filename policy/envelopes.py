@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from enum import Enum
 from typing import Literal
 
@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from policy.decisions import OperatorDecision
 from policy.identity import Identity
-from policy.signing import NONCE_PATTERN, signature_valid
+from policy.signing import NONCE_PATTERN, signature_valid, utc_expiry
 
 DOMAIN = b"bamboo-decision-envelope-v1\n"
 DEFAULT_MAX_ENVELOPE_TTL_S = 5 * 60
@@ -61,9 +61,7 @@ class EnvelopeClaims(BaseModel):
     @field_validator("expires_at")
     @classmethod
     def _aware_whole_seconds(cls, value: datetime) -> datetime:
-        if value.tzinfo is None:
-            raise ValueError("expires_at needs a time zone (use UTC)")
-        return value.astimezone(timezone.utc).replace(microsecond=0)
+        return utc_expiry(value).replace(microsecond=0)
 
     @field_validator("targets")
     @classmethod

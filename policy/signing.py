@@ -58,9 +58,14 @@ class Authorization(BaseModel):
     @field_validator("expires_at")
     @classmethod
     def _aware(cls, value: datetime) -> datetime:
-        if value.tzinfo is None:
-            raise ValueError("expires_at needs a time zone (use UTC, e.g. 2026-12-01T12:00:00Z)")
-        return value.astimezone(timezone.utc)
+        return utc_expiry(value)
+
+
+def utc_expiry(value: datetime) -> datetime:
+    """An expiry as an aware UTC time; a naive one is refused, since its zone would be a guess."""
+    if value.tzinfo is None:
+        raise ValueError("expires_at needs a time zone (use UTC, e.g. 2026-12-01T12:00:00Z)")
+    return value.astimezone(timezone.utc)
 
 
 def text_digest(text: str | None) -> str | None:
