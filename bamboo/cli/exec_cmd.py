@@ -32,14 +32,15 @@ def register(app: typer.Typer) -> None:
 
 
 def _policy(settings: Settings):
-    from bamboo.commands.config import CommandConfigError, load_command_config
+    from bamboo.commands.config import CommandConfigError, configured_command_tools
 
-    if settings.command_tools_file is None:
-        fail("set BAMBOO_COMMAND_TOOLS_FILE to the deployment's command-tools file")
     try:
-        return load_command_config(settings.command_tools_file).policy
+        config = configured_command_tools(settings)
     except CommandConfigError as exc:
         fail(str(exc))
+    if config is None:
+        fail("set BAMBOO_COMMAND_TOOLS_FILE to the deployment's command-tools file")
+    return config.policy
 
 
 def _key(settings: Settings, identity: str | None):
