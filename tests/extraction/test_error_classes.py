@@ -157,3 +157,16 @@ def test_any_text_yields_a_camel_case_category_deterministically(text: str) -> N
     first = classify_error_dialog(text)
     assert CAMEL.match(first.category), first.category
     assert first == classify_error_dialog(text)
+
+
+@pytest.mark.parametrize("dialog", ["failed at stage-out: Output file too large", "failed: Output file too large",
+                                    "Output files were too big for the job's disk"])
+def test_one_failure_is_one_symptom_whatever_the_stage_wording(dialog: str) -> None:
+    # the dialog's wording once split one failure across StageOutFailure and DiskSpaceExceeded
+    assert classify_error_dialog(dialog).category == "DiskSpaceExceeded"
+
+
+@pytest.mark.parametrize("dialog", ["pilot:1360 Image not found", "Image not found",
+                                    "failed: no such image docker://atlas/athena:24"])
+def test_a_missing_container_image_is_a_container_failure_with_or_without_its_code(dialog: str) -> None:
+    assert classify_error_dialog(dialog).category == "ContainerFailure"

@@ -205,6 +205,10 @@ PHRASE_RULES: tuple[_PhraseRule, ...] = (
           r"proxy (?:has )?expired|expired (?:grid |voms |user )?proxy|certificate has expired|token (?:has )?expired"
           r"|expired (?:oidc |access |id )?token|no valid (?:voms )?proxy|voms proxy not valid|grid proxy not valid"
           r"|authentication fail|permission denied.{0,40}(?:token|proxy|credential)|x509.{0,30}expired"),
+    # An output too large for the job's disk is a disk-space fault whatever stage reported it: "failed at
+    # stage-out: Output file too large" and "failed: Output file too large" are one failure.
+    _rule("output_too_large", "DiskSpaceExceeded",
+          r"output files? (?:is |are |was |were )?too (?:large|big)|outdiskcount"),
     _rule("stage_out", "StageOutFailure",
           r"stage[- ]?out|failed to (?:transfer|upload|copy) (?:the )?output|\bput error|quota exceeded.{0,40}(?:rse|scope|storage)"
           r"|md5sum mismatch on output|adler32 mismatch on output|destination (?:rse|endpoint) (?:unavailable|blacklisted|full)"),
@@ -231,7 +235,8 @@ PHRASE_RULES: tuple[_PhraseRule, ...] = (
     _rule("segfault", "PayloadSegfault",
           r"segmentation (?:fault|violation)|sigsegv|segfault|core dump|sigbus|\*\*\* break \*\*\*"),
     _rule("container", "ContainerFailure",
-          r"singularity|apptainer|container image .{0,40}(?:not found|fail|cannot)|failed to (?:pull|mount) (?:the )?(?:container )?image"),
+          r"singularity|apptainer|container image .{0,40}(?:not found|fail|cannot)|failed to (?:pull|mount) (?:the )?(?:container )?image"
+          r"|\bimage (?:was )?not found|no such image|unable to (?:find|locate) (?:the )?image"),
     _rule("release_missing", "SoftwareReleaseMissing",
           r"release .{0,60}(?:not (?:found|available|installed)|missing)|(?:not (?:found|available|installed)|missing) .{0,30}on cvmfs"
           r"|no release candidates|asetup.{0,60}(?:failed|not found|unknown)|software directory does not exist|missing installation"
