@@ -8,7 +8,7 @@ def test_discrete_continuous_split_rule_and_status():
                              "processingType": "reco", "ramCount": 2500, "walltime": 30000,
                              "splitRule": "nG=1, mF=1,bad", "jediTaskID": 1}, KEY)
     names = {n.name for n in clues.features + clues.context_features + clues.symptoms}
-    assert {"coreCount=8", "processingType=reco", "ramCount=2-3GB", "walltime=6-12h", "splitRule:nG=1",
+    assert {"coreCount=8", "processingType=reco", "ramCount=2500-3000MB", "walltime=6-12h", "splitRule:nG=1",
             "splitRule:mF=1", "TaskStatusBroken", "InsufficientMemory"} <= names
     assert not any(n.startswith("jediTaskID") for n in names), "ids are not features"
     assert any(f.name == "processingType=reco" for f in clues.context_features)
@@ -20,8 +20,33 @@ def test_bad_continuous_value_is_reported_not_guessed():
 
 
 def test_buckets_are_stable_at_edges():
-    assert bucket_continuous("ramCount", 2048) == "2-3GB"
-    assert bucket_continuous("ramCount", 64000) == ">16GB"
+    assert bucket_continuous("ramCount", 2048) == "2000-2500MB"
+    assert bucket_continuous("ramCount", 64000) == ">16000MB"
+
+
+def test_memory_requests_a_scout_overshoot_apart_fall_in_different_buckets():
+    # 1500 and 2000 MB were one "1-2GB" clue, so a too-low request and a sufficient one looked alike
+    assert bucket_continuous("ramCount", 1500) != bucket_continuous("ramCount", 2000)
+
+
+def test_the_pilot_error_code_of_the_dialog_and_of_failed_jobs_are_clues():
+    # The symptom class groups many pilot codes (1212 and 1235 are both InsufficientMemory); the code itself
+    # tells causes of one class apart, so it is a feature, from the dialog and from the task's job records.
+    clues = route_task_data({"errorDialog": "pilot:1386 PanDA queue is not online",
+                             "failedJobs": [{"pilotErrorCode": 1213, "computingSite": "CERN-PROD"},
+                                            {"pilotErrorCode": 1386, "computingSite": "CERN-PROD"},
+                                            {"pilotErrorCode": 0, "computingSite": " "}, "junk"]}, KEY)
+    names = [f.name for f in clues.features]
+    assert names.count("pilotErrorCode=1386") == 1 and "pilotErrorCode=1213" in names
+    assert "computingSite=CERN-PROD" in names and "pilotErrorCode=0" not in names
+
+
+def test_retries_and_the_share_of_failed_jobs_are_clues():
+    names = {f.name for f in route_task_data({"retryID": 3, "nJobs": 10, "nJobsFailed": 10}, KEY).features}
+    assert {"retryID=2+", "failedJobs=all"} <= names
+    names = {f.name for f in route_task_data({"retryID": 0, "nJobs": 200, "nJobsFailed": 5}, KEY).features}
+    assert {"retryID=0", "failedJobs=few"} <= names
+    assert not route_task_data({"retryID": "x", "nJobs": 0, "nJobsFailed": 0}, KEY).features
     assert bucket_continuous("walltime", -1) is None
 
 

@@ -34,7 +34,9 @@ PROSE_TASK_KEYS = ("taskName",)
 
 _GB = 1024.0
 _HOUR = 3600.0
-_MEMORY_EDGES_GB = (1, 2, 3, 4, 6, 8, 16)
+# ramCount is in MB (per core); 500 MB steps up to 3 GB keep requests that differ by a scout's overshoot
+# (1500 against 2000 MB) apart, where one 1-2 GB bucket merged them.
+_MEMORY_EDGES_MB = (1000, 1500, 2000, 2500, 3000, 4000, 6000, 8000, 16000)
 _DISK_EDGES_GB = (1, 5, 10, 50, 100, 500)
 _TIME_EDGES_H = (1, 6, 12, 24, 48)
 
@@ -57,7 +59,7 @@ def bucket_continuous(key: str, raw: Any) -> str | None:
     if value < 0:
         return None
     if key in ("ramCount", "baseRamCount"):
-        return _bucket(value / _GB, _MEMORY_EDGES_GB, "GB")
+        return _bucket(value, _MEMORY_EDGES_MB, "MB")
     if key in ("outDiskCount", "workDiskCount"):
         return _bucket(value / _GB, _DISK_EDGES_GB, "GB")
     if key in ("walltime", "baseWalltime", "cpuTime"):
@@ -92,6 +94,40 @@ class TaskClues(BaseModel):
     skipped: list[str] = Field(default_factory=list, description="fields ignored, with why")
 
 
+# Job records the analysis attaches to a task (PanDA's task/get_job_descriptions, failed jobs only):
+# the pilot's own error code and the site that ran the job are what tell causes of one symptom apart.
+JOB_RECORDS_KEY = "failedJobs"
+_JOB_FEATURE_KEYS = ("pilotErrorCode", "computingSite")
+MAX_JOB_RECORDS = 50
+
+
+def retry_bucket(raw: Any) -> str | None:
+    """retryID as "0", "1" or "2+" (how often an operator already retried), None when not a number."""
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        return None
+    if value < 0:
+        return None
+    return "2+" if value >= 2 else str(value)
+
+
+def failed_share_bucket(jobs: Any, failed: Any) -> str | None:
+    """nJobsFailed / nJobs as none, few (< 10%), some (< 50%), most or all; None without jobs."""
+    try:
+        total, bad = int(jobs), int(failed)
+    except (TypeError, ValueError):
+        return None
+    if total <= 0 or bad < 0:
+        return None
+    share = min(bad, total) / total
+    if share == 0:
+        return "none"
+    if share >= 1:
+        return "all"
+    return "few" if share < 0.1 else "some" if share < 0.5 else "most"
+
+
 def _feature(attribute: str, value: Any, **props: Any) -> GraphNode:
     text = str(value).strip()
     return GraphNode(kind="Task_Feature", name=f"{attribute}={text}"[:300],
@@ -108,6 +144,9 @@ def route_task_data(task: dict[str, Any], pseudonym_key: bytes) -> TaskClues:
             props={"raw_description": dialog[:2000], "matched_rule": klass.matched_rule,
                    "pilot_error_code": klass.pilot_error_code, "classifier_confidence": klass.confidence},
         ))
+    codes: list[str] = []
+    if isinstance(dialog, str) and dialog.strip() and klass.pilot_error_code is not None:
+        codes.append(str(klass.pilot_error_code))
     status = task.get("status")
     if isinstance(status, str) and status.strip():
         clean = re.sub(r"[^A-Za-z0-9]", "", status.strip().title())
@@ -127,6 +166,27 @@ def route_task_data(task: dict[str, Any], pseudonym_key: bytes) -> TaskClues:
             clues.skipped.append(f"{key}: not a non-negative number ({task[key]!r})")
             continue
         clues.features.append(_feature(key, bucket, concept="continuous", raw=task[key]))
+    retry = retry_bucket(task["retryID"]) if task.get("retryID") not in (None, "") else None
+    if retry is not None:
+        clues.features.append(_feature("retryID", retry, concept="count", raw=task["retryID"]))
+    share = failed_share_bucket(task.get("nJobs"), task.get("nJobsFailed"))
+    if share is not None:
+        clues.features.append(_feature("failedJobs", share, concept="count"))
+    jobs = task.get(JOB_RECORDS_KEY)
+    sites: list[str] = []
+    if isinstance(jobs, list):
+        for job in jobs[:MAX_JOB_RECORDS]:
+            if not isinstance(job, dict):
+                continue
+            code, site = job.get("pilotErrorCode"), job.get("computingSite")
+            if isinstance(code, int) and code > 0:
+                codes.append(str(code))
+            if isinstance(site, str) and site.strip():
+                sites.append(site.strip())
+    for code in dict.fromkeys(codes):
+        clues.features.append(_feature("pilotErrorCode", code, concept="discrete"))
+    for site in dict.fromkeys(sites):
+        clues.features.append(_feature("computingSite", site, concept="discrete"))
     split_rule = task.get("splitRule")
     if isinstance(split_rule, str):
         for part in split_rule.split(","):
