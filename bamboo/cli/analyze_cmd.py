@@ -44,11 +44,12 @@ async def fetch_task(settings: Settings, task_id: int) -> dict:
     """The task's fields from PanDA, or a message that says how to get them another way."""
     from bamboo.panda.client import PandaClient
     from bamboo.panda.errors import PandaConfigError, PandaError, PandaNotFound, PandaUnavailable
+    from bamboo.panda.task_records import task_for_analysis
 
     hint = "or pass the task's JSON with --task-data FILE"
     try:
         async with PandaClient.from_settings(settings) as panda:
-            return await panda.get_task(task_id)
+            task, note = await task_for_analysis(panda, task_id)
     except PandaConfigError as exc:
         fail(f"the PanDA client is not configured: {exc}; {hint}")
     except PandaNotFound:
@@ -58,7 +59,10 @@ async def fetch_task(settings: Settings, task_id: int) -> dict:
              f"simulator with `bamboo panda-sim`), {hint}")
     except PandaError as exc:
         fail(f"PanDA could not return task {task_id}: {exc}; {hint}")
-    raise AssertionError("unreachable")
+        raise
+    if note:
+        typer.echo(f"note: {note}", err=True)
+    return task
 
 
 def result_file_name(workflow_id: str) -> str:

@@ -154,12 +154,15 @@ class MattermostBot:
     async def _analyze(self, channel: str, root: str, task_id: int) -> None:
         from bamboo.panda.client import PandaClient
         from bamboo.panda.errors import PandaError
+        from bamboo.panda.task_records import task_for_analysis
 
         try:
             async with PandaClient.from_settings(self.settings) as panda:
-                task = await panda.get_task(task_id)
+                task, note = await task_for_analysis(panda, task_id)
         except PandaError as exc:
             return await self._say(channel, root, f"Cannot read task {task_id} from PanDA: {exc}")
+        if note:
+            await self._say(channel, root, f"Note: {note}")
         wid = analyze_workflow_id(task.get("jediTaskID"), task.get("status"))
         await self._say(channel, root, f"Analysing task {task_id} (workflow `{wid}`, read-only)…")
         handle = await self.client.start_workflow(
