@@ -1,11 +1,19 @@
 """Rank candidate causes from the clue → cause edges, and keep symptoms without a cause as novel leads.
 
-Order: breadth (how many distinct clue types — error symptom, status, task feature, component,
-environment — point at the cause), then support, then frequency, then confidence.
+Order: breadth (how many distinct kinds of clue — error symptom, task feature, context, component — point
+at the cause), then support, then frequency, then confidence.
+
+The task's status is evidence but not a kind of its own in the breadth: a cause whose stored incidents
+never had this task's status (two incidents rarely cover broken, failed and exhausted) would otherwise
+lose a whole tier to causes with less support; measured, that was most of the ranking's misses with two
+incidents per cause (bench/diagnosis/baseline.py, docs/architecture.md "Ranking").
+
 Support is frequency made relative to the clue: for each matched clue, the share of that clue's stored
-evidence that points at this cause. A feature every cause shares adds little; a symptom seen with only
-two causes adds a half to each. Frequency counts the incidents that stored the cause plus operator
-confirmations, which is how feedback makes the ranking learn.
+evidence that points at this cause, shrunk by one observation — ``frequency / (total + 1)`` — so a clue
+seen once (a user, a site that happened to appear in one incident) weighs half of one seen with this
+cause only, every time, across many incidents. A feature every cause shares adds little; a symptom seen
+with only two causes adds about a half to each. Frequency counts the incidents that stored the cause
+plus operator confirmations, which is how feedback makes the ranking learn.
 
 A symptom with no known cause is reported as a novel lead and the other clues still rank their causes
 (upstream defect #8 emptied the whole graph result when one symptom was unknown).
@@ -18,6 +26,17 @@ from collections import defaultdict
 
 from bamboo.analysis.contract import CandidateCause, Clue, MatchedClue, NovelLead
 from bamboo.analysis.queries import CauseStats, ClueEdge
+
+
+# Clue types that add support but no breadth tier of their own.
+UNTIERED_TYPES = frozenset({"status"})
+# Observations a clue's share is shrunk by: one, so a clue seen once weighs half.
+SHRINKAGE = 1
+
+
+def evidence_weight(edge: ClueEdge) -> float:
+    """This edge's share of its clue's evidence, shrunk by SHRINKAGE observations."""
+    return edge.frequency / (edge.clue_total + SHRINKAGE) if edge.clue_total else 0.0
 
 
 def rank_candidates(
@@ -44,8 +63,8 @@ def rank_candidates(
         candidates.append(CandidateCause(
             name=cause,
             description=matched[0][0].cause_description,
-            breadth=len({t for _, t in matched}),
-            support=round(sum(m.share for m in shares), 4),
+            breadth=len({t for _, t in matched if t not in UNTIERED_TYPES}),
+            support=round(sum(evidence_weight(e) for e, _ in matched), 4),
             frequency=max(s.incidents, max(e.frequency for e, _ in matched)) + s.confirmations,
             confidence=round(sum(e.confidence for e, _ in matched) / len(matched), 4),
             confirmations=s.confirmations,

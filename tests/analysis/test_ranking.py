@@ -1,5 +1,6 @@
-"""The ranking is a pure function: breadth first, then support, frequency, confidence; unknown symptoms
-become novel leads without discarding the other clues' evidence."""
+"""The ranking is a pure function: breadth first (the status is no tier of its own), then support (shares
+shrunk by one observation), frequency, confidence; unknown symptoms become novel leads without discarding
+the other clues' evidence."""
 
 from __future__ import annotations
 
@@ -24,7 +25,30 @@ def test_breadth_beats_frequency():
              edge(RAM, "Low memory request", 2, 2)]
     ranked = rank_candidates([SYMPTOM, STATUS, RAM, CORE], edges, {}, {})
     assert [c.name for c in ranked] == ["Low memory request", "Site outage"]
-    assert ranked[0].breadth == 3 and ranked[1].breadth == 2
+    assert ranked[0].breadth == 2 and ranked[1].breadth == 1
+
+
+def test_a_cause_never_seen_with_this_status_loses_no_tier():
+    # Two causes of one symptom; the right one has more support, but its incidents never had this task's
+    # status. Counted as a tier of its own, the status put the weaker cause first.
+    fault = Clue(type="task_feature", kind="Task_Feature", name="pilotErrorCode=1213")
+    edges = [edge(SYMPTOM, "Too many events per job", 2, 4), edge(fault, "Too many events per job", 2, 2),
+             edge(SYMPTOM, "Walltime request too short", 2, 4), edge(STATUS, "Walltime request too short", 1, 9),
+             edge(CORE, "Walltime request too short", 1, 8)]
+    ranked = rank_candidates([SYMPTOM, STATUS, fault, CORE], edges, {}, {})
+    assert [c.name for c in ranked] == ["Too many events per job", "Walltime request too short"]
+
+
+def test_a_clue_seen_once_weighs_less_than_one_seen_every_time():
+    # A pseudonymised user who appeared in one incident is all of that clue's evidence (share 1.0), as is
+    # a pilot code seen in four incidents of one cause; only the second is evidence worth its share.
+    user = Clue(type="task_feature", kind="Task_Feature", name="user=user-0123456789")
+    code = Clue(type="task_feature", kind="Task_Feature", name="pilotErrorCode=1386")
+    edges = [edge(SYMPTOM, "Site in scheduled downtime", 2, 6), edge(user, "Site in scheduled downtime", 1, 1),
+             edge(SYMPTOM, "Site misconfiguration", 2, 6), edge(code, "Site misconfiguration", 4, 4)]
+    ranked = rank_candidates([SYMPTOM, user, code], edges, {}, {})
+    assert ranked[0].name == "Site misconfiguration"
+    assert ranked[0].support > ranked[1].support
 
 
 def test_support_orders_equal_breadth_and_scores_sum_to_one():
