@@ -266,6 +266,9 @@ class Feedback(BaseModel):
     cause: str = Field(min_length=3, description="the true cause (confirmed or corrected)")
     proposed_cause: str | None = Field(default=None, description="what the analysis proposed, if known")
     operator: str | None = None
+    clues: list[str] = Field(default_factory=list, max_length=500,
+                             description="the task's clues as 'Kind/name' (clue_key); with them the verdict "
+                                         "counts as evidence for similar tasks, not only this one")
 
 
 class FeedbackReceipt(BaseModel):
@@ -275,6 +278,7 @@ class FeedbackReceipt(BaseModel):
     matched_known_cause: bool
     cause_frequency: int
     cause_confirmations: int
+    clues: int = Field(default=0, description="clues of the task the verdict now counts for")
 
 
 # ------------------------------------------------------------------ batch

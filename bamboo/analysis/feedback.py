@@ -1,7 +1,9 @@
 """Operator feedback on a diagnosis: the only thing analysis ever writes, into its own table.
 
-A confirmation (or a correction naming the true cause) adds to that cause's frequency in the ranking,
-and the share of confirmed proposals is the cause's resolution success rate. Stored counts in
+A confirmation (or a correction naming the true cause) decides the same task's next analysis, adds to
+that cause's frequency in the ranking, and — when the verdict carries the task's clues — counts as one
+more incident linking those clues to that cause, so similar tasks rank it higher too. The share of
+confirmed proposals is the cause's resolution success rate. Stored counts in
 edge_provenance stay what the incidents said (upstream defect #14: feedback was discarded).
 """
 
@@ -40,14 +42,15 @@ async def record_feedback(pool: AsyncConnectionPool, feedback: Feedback, *, new_
         proposed = await find_cause_name(pool, proposed) or proposed.strip()
     async with pool.connection() as conn:
         await conn.execute(
-            "INSERT INTO analysis_feedback (task_id, verdict, cause, proposed_cause, operator) "
-            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (task_id) DO UPDATE SET verdict = EXCLUDED.verdict, "
+            "INSERT INTO analysis_feedback (task_id, verdict, cause, proposed_cause, operator, clues) "
+            "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (task_id) DO UPDATE SET verdict = EXCLUDED.verdict, "
             "cause = EXCLUDED.cause, proposed_cause = EXCLUDED.proposed_cause, operator = EXCLUDED.operator, "
+            "clues = CASE WHEN cardinality(EXCLUDED.clues) > 0 THEN EXCLUDED.clues ELSE analysis_feedback.clues END, "
             "created_at = now()",
-            (feedback.task_id, feedback.verdict, cause, proposed, feedback.operator),
+            (feedback.task_id, feedback.verdict, cause, proposed, feedback.operator, sorted(set(feedback.clues))),
         )
     stats = (await cause_stats(pool, [cause]))[cause]
     return FeedbackReceipt(task_id=feedback.task_id, verdict=feedback.verdict, cause=cause,
                            matched_known_cause=known is not None,
                            cause_frequency=stats.incidents + stats.confirmations,
-                           cause_confirmations=stats.confirmations)
+                           cause_confirmations=stats.confirmations, clues=len(set(feedback.clues)))

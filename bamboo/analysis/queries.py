@@ -95,6 +95,37 @@ async def context_edges(pool: AsyncConnectionPool, clues: list[Clue]) -> list[Cl
     return [ClueEdge("Task_Feature", r[0], r[1], r[2], int(r[3]), float(r[4]), totals[r[0]]) for r in rows]
 
 
+def clue_key(kind: str, name: str) -> str:
+    """How a verdict stores one of its task's clues: "Kind/name" (node kinds have no '/')."""
+    return f"{kind}/{name}"
+
+
+@dataclass(frozen=True)
+class VerdictEvidence:
+    """Operator verdicts on tasks that shared a clue: per (clue key, cause) how many, and per clue key
+    how many verdicts in all (whatever cause they named)."""
+
+    by_cause: dict[tuple[str, str], int]
+    totals: dict[str, int]
+
+
+async def verdict_evidence(pool: AsyncConnectionPool, clues: list[Clue]) -> VerdictEvidence:
+    keys = sorted({clue_key(c.kind, c.name) for c in clues})
+    if not keys:
+        return VerdictEvidence({}, {})
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(
+            "SELECT k.key, f.cause, count(*) FROM analysis_feedback f CROSS JOIN LATERAL unnest(f.clues) AS k(key) "
+            "WHERE f.clues && %s::text[] AND k.key = ANY(%s::text[]) GROUP BY k.key, f.cause ORDER BY k.key, f.cause",
+            (keys, keys),
+        )).fetchall()
+    by_cause = {(r[0], r[1]): int(r[2]) for r in rows}
+    totals: dict[str, int] = {}
+    for (key, _), n in by_cause.items():
+        totals[key] = totals.get(key, 0) + n
+    return VerdictEvidence(by_cause, totals)
+
+
 async def known_symptoms(pool: AsyncConnectionPool, names: list[str]) -> dict[str, int]:
     """Symptom name -> how many causes it indicates (0 when stored without a cause); absent when unknown."""
     if not names:

@@ -23,9 +23,10 @@ Pure functions of their inputs, so they are tested without a database.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 
 from bamboo.analysis.contract import CandidateCause, Clue, MatchedClue, NovelLead
-from bamboo.analysis.queries import CauseStats, ClueEdge
+from bamboo.analysis.queries import CauseStats, ClueEdge, VerdictEvidence, clue_key
 
 
 # Clue types that add support but no breadth tier of their own.
@@ -79,6 +80,32 @@ def rank_candidates(
     for c in top:
         c.score = round(c.support / total, 4)
     return top
+
+
+def with_verdicts(clues: list[Clue], edges: list[ClueEdge], verdicts: VerdictEvidence) -> list[ClueEdge]:
+    """The stored edges plus operator verdicts on tasks that shared a clue, each verdict counted as one more
+    incident linking the clue to the cause it named (and one more observation of the clue in its total).
+
+    A correction changes the ranking of every task with the corrected task's clues, not only the
+    corrected task: without this a verdict only raised a late sort key that never decided."""
+    if not verdicts.by_cause:
+        return edges
+    merged: dict[tuple[str, str, str], ClueEdge] = {}
+    description = {e.cause: e.cause_description for e in edges}
+    for e in edges:
+        key = clue_key(e.clue_kind, e.clue_name)
+        extra = verdicts.by_cause.get((key, e.cause), 0)
+        merged[(e.clue_kind, e.clue_name, e.cause)] = replace(
+            e, frequency=e.frequency + extra, clue_total=e.clue_total + verdicts.totals.get(key, 0))
+    totals = {clue_key(e.clue_kind, e.clue_name): e.clue_total for e in edges}
+    for c in clues:
+        key = clue_key(c.kind, c.name)
+        for (k, cause), n in verdicts.by_cause.items():
+            if k == key and (c.kind, c.name, cause) not in merged:
+                merged[(c.kind, c.name, cause)] = ClueEdge(
+                    c.kind, c.name, cause, description.get(cause, ""), n, 1.0,
+                    totals.get(key, 0) + verdicts.totals.get(key, 0))
+    return list(merged.values())
 
 
 def novel_leads(clues: list[Clue], causes_per_symptom: dict[str, int]) -> list[NovelLead]:

@@ -15,7 +15,7 @@ from bamboo.analysis.ranked import ranking_diagnosis
 from bamboo.analysis.email import draft_email
 from bamboo.analysis.contract import Diagnosis, DiagnoseInput, EmailDraft, EmailInput, Evidence, ProcedurePlan
 from bamboo.analysis.procedures import builtin_catalog, plan_procedures
-from bamboo.analysis.ranking import novel_leads, operator_first, rank_candidates
+from bamboo.analysis.ranking import novel_leads, operator_first, rank_candidates, with_verdicts
 from bamboo.analysis.retrieval import similar_incidents
 from bamboo.llm.errors import LLMOutputError
 from bamboo.services import Services
@@ -35,6 +35,7 @@ class AnalysisService:
         clues = extract_clues(task, self.s.settings.pseudonym_key.get_secret_value().encode())
         notes = [f"skipped field {s}" for s in clues.skipped]
         edges = await queries.clue_edges(self._pool, clues.clues) + await queries.context_edges(self._pool, clues.clues)
+        edges = with_verdicts(clues.clues, edges, await queries.verdict_evidence(self._pool, clues.clues))
         causes = sorted({e.cause for e in edges})
         stats = await queries.cause_stats(self._pool, causes)
         fixes = await queries.resolutions(self._pool, causes)

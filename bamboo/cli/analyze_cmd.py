@@ -1,8 +1,7 @@
-"""`bamboo analyze`, `bamboo analyze-batch` and `bamboo feedback`.
+"""`bamboo analyze` and `bamboo analyze-batch` (`bamboo feedback` is in feedback_cmd).
 
 Analyses run as durable workflows in the worker; this module starts or re-attaches to them, follows
 their progress, prints the diagnosis and writes each AnalysisResult as JSON. Ctrl-C only detaches.
-Feedback is written straight to the knowledge store's feedback table (the only table analysis writes).
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 
 from bamboo.analysis.contract import (
-    AnalysisResult, AnalyzeInput, BatchAnalyzeInput, BatchAnalyzeProgress, BatchAnalyzeResult, Feedback,
+    AnalysisResult, AnalyzeInput, BatchAnalyzeInput, BatchAnalyzeProgress, BatchAnalyzeResult,
     analyze_workflow_id,
 )
 from bamboo.analysis import contract
@@ -251,42 +250,6 @@ def analyze_batch(
     run(go())
 
 
-def feedback(
-    task_id: int = typer.Argument(..., help="jediTaskID the diagnosis was about"),
-    correct: bool = typer.Option(None, "--correct/--wrong", help="Was the diagnosis right?"),
-    cause: str = typer.Option(..., "--cause", help="The true cause (the diagnosed one with --correct)"),
-    proposed: str = typer.Option(None, "--proposed", help="With --wrong: the cause the analysis proposed"),
-    operator: str = typer.Option(None, "--operator", help="Who gives this verdict"),
-    new_cause: bool = typer.Option(False, "--new-cause",
-                                   help="The cause is new to the knowledge base (otherwise an unknown cause is refused)"),
-) -> None:
-    """Confirm or correct a diagnosis; confirmed causes rank higher next time."""
-    if correct is None:
-        fail("say whether the diagnosis was right: --correct or --wrong")
-    from bamboo.analysis.feedback import UnknownCause, record_feedback
-    from bamboo.cli.store_access import opened_store
-    from bamboo.store import StoreNotConfigured
-
-    try:
-        item = Feedback(task_id=task_id, verdict="correct" if correct else "wrong", cause=cause,
-                        proposed_cause=proposed, operator=operator)
-    except ValueError as exc:
-        fail(f"invalid feedback: {exc}")
-
-    async def go():
-        async with opened_store(get_settings()) as store:
-            return await record_feedback(store.pool, item, new_cause=new_cause)
-
-    try:
-        receipt = run(go())
-    except (StoreNotConfigured, ConnectionError, UnknownCause) as exc:
-        fail(str(exc))
-    known = "" if receipt.matched_known_cause else " [yellow](not a cause the knowledge base knows yet)[/]"
-    console.print(f"Recorded: task {receipt.task_id} {receipt.verdict}, cause [bold]{receipt.cause}[/]{known}; "
-                  f"it now counts {receipt.cause_frequency} incidents ({receipt.cause_confirmations} confirmed).")
-
-
 def register(app: typer.Typer) -> None:
     app.command("analyze")(analyze)
     app.command("analyze-batch")(analyze_batch)
-    app.command("feedback")(feedback)

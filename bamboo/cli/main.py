@@ -208,7 +208,7 @@ def _mount_optional() -> None:
     """Sub-commands that live in their own modules; each module exposes `register(app)`."""
     import importlib
 
-    for module in ("bamboo.cli.tools_cmd", "bamboo.cli.analyze_cmd", "bamboo.cli.investigate_cmd",
+    for module in ("bamboo.cli.tools_cmd", "bamboo.cli.analyze_cmd", "bamboo.cli.feedback_cmd", "bamboo.cli.investigate_cmd",
                    "bamboo.cli.keys_cmd", "bamboo.cli.exec_cmd", "bamboo.frontends.console.cli", "bamboo.frontends.mattermost.cli"):
         try:
             mod = importlib.import_module(module)

@@ -182,6 +182,38 @@ async def test_feedback_raises_the_confirmed_cause_and_is_idempotent(learned, an
     assert (await run_analysis(analysis_client, task)).root_cause == before.candidates[0].name
 
 
+async def test_corrections_on_other_tasks_with_the_same_clues_raise_the_cause_for_a_new_task(
+        learned, analysis_services, analysis_settings):
+    """A verdict carries its task's clues: corrections given on two tasks that looked like this one put
+    the corrected cause first for a third task never corrected (before, 0 of 17 such tasks changed)."""
+    from bamboo.cli.feedback_cmd import task_clue_keys
+
+    analysis = AnalysisService(analysis_services)
+    pool = analysis_services.store.pool
+    task = dict(learned[3].task_data)
+    before = await analysis.gather_evidence(task)
+    runner_up = before.candidates[1].name
+    keys = task_clue_keys(analysis_settings, task)
+    corrected = [task["jediTaskID"] + 1_000_001, task["jediTaskID"] + 1_000_002]
+    try:
+        for tid in corrected:
+            receipt = await record_feedback(pool, Feedback(task_id=tid, verdict="wrong", cause=runner_up,
+                                                           proposed_cause=before.candidates[0].name, clues=keys))
+            assert receipt.clues == len(keys)
+        similar = {**task, "jediTaskID": task["jediTaskID"] + 1_000_003}
+        after = await analysis.gather_evidence(similar)
+        assert after.candidates[0].name == runner_up, [(c.name, c.support) for c in after.candidates[:3]]
+        assert after.operator_cause is None, "no verdict was given on this task itself"
+        # A repeated verdict replaces the row: it cannot inflate the evidence.
+        await record_feedback(pool, Feedback(task_id=corrected[0], verdict="wrong", cause=runner_up, clues=keys))
+        again = {c.name: c.support for c in (await analysis.gather_evidence(similar)).candidates}
+        assert again[runner_up] == after.candidates[0].support
+    finally:
+        for tid in corrected:
+            await forget_feedback(pool, tid)
+    assert (await analysis.gather_evidence(similar)).candidates[0].name == before.candidates[0].name
+
+
 async def test_batch_analyze_skips_done_tasks_and_reports_progress(learned, analysis_client, tmp_path):
     folder = tmp_path / "tasks"
     folder.mkdir()
@@ -286,6 +318,13 @@ async def test_cli_analyze_batch_and_feedback(learned, analysis_settings, analys
         fb = await asyncio.to_thread(runner.invoke, app, ["feedback", str(saved.task_id), "--correct",
                                                           "--cause", saved.root_cause])
         assert fb.exit_code == 0 and "1 confirmed" in fb.output, fb.output
+        # the clues come from what the task's analysis read, found in Temporal
+        assert "It counts for tasks sharing this task's" in fb.output, fb.output
+        async with pool.connection() as conn:
+            stored = (await (await conn.execute("SELECT clues FROM analysis_feedback WHERE task_id = %s",
+                                                (saved.task_id,))).fetchone())[0]
+        from bamboo.cli.feedback_cmd import task_clue_keys
+        assert stored == task_clue_keys(analysis_settings, learned[4].task_data)
         await forget_feedback(pool, saved.task_id)
         typo = saved.root_cause[:-2] + "xx"  # a cause in other words than the stored label
         unknown = await asyncio.to_thread(runner.invoke, app, ["feedback", str(saved.task_id), "--wrong",
@@ -296,6 +335,14 @@ async def test_cli_analyze_batch_and_feedback(learned, analysis_settings, analys
                                                            "--cause", typo, "--new-cause"])
         assert new.exit_code == 0 and "knows yet" in new.output, new.output
         await forget_feedback(pool, saved.task_id)
+        never = await asyncio.to_thread(runner.invoke, app, ["feedback", "999999901", "--wrong", "--cause",
+                                                             saved.root_cause])
+        assert never.exit_code == 0 and "decides only task 999999901's next analysis" in never.output, never.output
+        assert "no analysis of task 999999901" in never.output and "--task-data" in never.output
+        await forget_feedback(pool, 999999901)
+        wrong_file = await asyncio.to_thread(runner.invoke, app, ["feedback", "999999901", "--wrong", "--cause",
+                                                                  saved.root_cause, "--task-data", str(task_file)])
+        assert wrong_file.exit_code != 0 and f"is task {saved.task_id}, not 999999901" in wrong_file.output
         missing = await asyncio.to_thread(runner.invoke, app, ["feedback", "1", "--cause", "Something"])
         assert missing.exit_code != 0 and "--correct or --wrong" in missing.output
         neither = await asyncio.to_thread(runner.invoke, app, ["analyze"])

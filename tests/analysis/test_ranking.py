@@ -84,3 +84,22 @@ def test_unknown_symptom_is_a_novel_lead_and_other_evidence_survives():
 def test_symptom_stored_without_cause_is_also_novel():
     assert novel_leads([SYMPTOM], {"PayloadOutOfMemory": 0})[0].reason == "symptom seen, but no cause recorded"
     assert novel_leads([SYMPTOM, STATUS], {"PayloadOutOfMemory": 2}) == []
+
+
+def test_a_verdict_on_a_task_raises_its_cause_for_a_task_with_the_same_clues():
+    # Before: an operator's correction only raised a late sort key. Now each verdict on a task that had
+    # these clues is one more incident linking them to the cause the operator named.
+    from bamboo.analysis.queries import VerdictEvidence, clue_key
+    from bamboo.analysis.ranking import with_verdicts
+
+    code = Clue(type="task_feature", kind="Task_Feature", name="pilotErrorCode=1213")
+    clues = [SYMPTOM, code]
+    edges = [edge(SYMPTOM, "Walltime request too short", 3, 5), edge(SYMPTOM, "Too many events per job", 2, 5)]
+    assert rank_candidates(clues, edges, {}, {})[0].name == "Walltime request too short"
+    keys = [clue_key(c.kind, c.name) for c in clues]
+    verdicts = VerdictEvidence(by_cause={(k, "Too many events per job"): 2 for k in keys}, totals={k: 2 for k in keys})
+    merged = with_verdicts(clues, edges, verdicts)
+    ranked = rank_candidates(clues, merged, {}, {})
+    assert ranked[0].name == "Too many events per job"
+    assert {(m.name, m.edge_frequency) for m in ranked[0].matched} == {("PayloadOutOfMemory", 4), ("pilotErrorCode=1213", 2)}
+    assert with_verdicts(clues, edges, VerdictEvidence({}, {})) == edges

@@ -1,0 +1,122 @@
+"""`bamboo feedback`: confirm or correct a diagnosis.
+
+The verdict is written straight to the knowledge store's feedback table (the only table analysis writes),
+with the task's clues, so it counts for similar tasks as well as for the task's own next analysis. The
+clues come from the task's data: a file given with --task-data, else the input of the task's most recent
+AnalyzeTask in Temporal (which holds exactly what was analysed).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from temporalio.service import RPCError
+
+from bamboo.analysis.clues import extract_clues
+from bamboo.analysis.contract import ANALYZE_WORKFLOW, AnalyzeInput, Feedback
+from bamboo.analysis.queries import clue_key
+from bamboo.analysis.task_files import TaskFileError, read_task_file
+from bamboo.cli.common import console, fail, run
+from bamboo.settings import Settings, get_settings
+
+
+async def analysed_task(settings: Settings, task_id: int) -> tuple[dict[str, Any] | None, str]:
+    """(the task data of the task's most recent analysis, "") or (None, why there is none)."""
+    from bamboo.temporal_client import TemporalUnavailable, connect
+
+    try:
+        client = await connect(settings)
+    except TemporalUnavailable as exc:
+        return None, f"Temporal is not reachable ({exc})"
+    query = f"WorkflowType = '{ANALYZE_WORKFLOW}' AND WorkflowId STARTS_WITH 'analyze:{task_id}:'"
+    latest = None
+    try:
+        async for execution in client.list_workflows(query, limit=50):
+            if latest is None or (execution.start_time and latest.start_time and execution.start_time > latest.start_time):
+                latest = execution
+        if latest is None:
+            return None, f"no analysis of task {task_id} is on record in Temporal"
+        history = await client.get_workflow_handle(latest.id, run_id=latest.run_id).fetch_history()
+    except RPCError as exc:
+        return None, f"Temporal could not list the task's analyses ({exc.message})"
+    started = history.events[0].workflow_execution_started_event_attributes
+    [inp] = await client.data_converter.decode(started.input.payloads, [AnalyzeInput])
+    if inp.task_data:
+        return inp.task_data, ""
+    if inp.source_path:  # a batch's analysis reads its task file in the worker; read the same file here
+        try:
+            return read_task_file(inp.source_path), ""
+        except TaskFileError as exc:
+            return None, f"its last analysis read a task file this machine cannot read ({exc})"
+    return None, f"the last analysis of task {task_id} carries no task data"
+
+
+def task_clue_keys(settings: Settings, task: dict[str, Any]) -> list[str]:
+    routed = extract_clues(task, settings.pseudonym_key.get_secret_value().encode())
+    return sorted({clue_key(c.kind, c.name) for c in routed.clues})
+
+
+def feedback(
+    task_id: int = typer.Argument(..., help="jediTaskID the diagnosis was about"),
+    correct: bool = typer.Option(None, "--correct/--wrong", help="Was the diagnosis right?"),
+    cause: str = typer.Option(..., "--cause", help="The true cause (the diagnosed one with --correct)"),
+    proposed: str = typer.Option(None, "--proposed", help="With --wrong: the cause the analysis proposed"),
+    operator: str = typer.Option(None, "--operator", help="Who gives this verdict"),
+    new_cause: bool = typer.Option(False, "--new-cause",
+                                   help="The cause is new to the knowledge base (otherwise an unknown cause is refused)"),
+    task_data: Path = typer.Option(None, "--task-data",
+                                   help="The task's JSON (default: what its last analysis read, from Temporal)"),
+) -> None:
+    """Confirm or correct a diagnosis: it decides the task's next analysis and ranks the cause higher for
+    tasks with the same clues."""
+    if correct is None:
+        fail("say whether the diagnosis was right: --correct or --wrong")
+    from bamboo.analysis.feedback import UnknownCause, record_feedback
+    from bamboo.cli.store_access import opened_store
+    from bamboo.store import StoreNotConfigured
+
+    settings = get_settings()
+    if task_data is not None:
+        try:
+            task, why = read_task_file(task_data), ""
+        except TaskFileError as exc:
+            fail(f"{exc}; pass the task's JSON (or an incident file) with --task-data")
+            raise
+        if task.get("jediTaskID") not in (None, task_id):
+            fail(f"{task_data} is task {task.get('jediTaskID')}, not {task_id}; pass the file of task {task_id}")
+    else:
+        task, why = run(analysed_task(settings, task_id))
+    clues = task_clue_keys(settings, task) if task else []
+    if task and not clues:
+        why = "the task's data has no clue analysis can use"
+    try:
+        item = Feedback(task_id=task_id, verdict="correct" if correct else "wrong", cause=cause,
+                        proposed_cause=proposed, operator=operator, clues=clues)
+    except ValueError as exc:
+        fail(f"invalid feedback: {exc}")
+        raise
+
+    async def go():
+        async with opened_store(settings) as store:
+            return await record_feedback(store.pool, item, new_cause=new_cause)
+
+    try:
+        receipt = run(go())
+    except (StoreNotConfigured, ConnectionError, UnknownCause) as exc:
+        fail(str(exc))
+        raise
+    known = "" if receipt.matched_known_cause else " [yellow](not a cause the knowledge base knows yet)[/]"
+    console.print(f"Recorded: task {receipt.task_id} {receipt.verdict}, cause [bold]{receipt.cause}[/]{known}; "
+                  f"it now counts {receipt.cause_frequency} incidents ({receipt.cause_confirmations} confirmed).")
+    if receipt.clues:
+        console.print(f"It counts for tasks sharing this task's {receipt.clues} clues, as one more incident of "
+                      f"{receipt.cause}.")
+    else:
+        console.print(f"[yellow]It decides only task {task_id}'s next analysis: {why}; pass --task-data FILE so it "
+                      "also counts for similar tasks.[/]")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("feedback")(feedback)
