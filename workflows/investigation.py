@@ -261,7 +261,7 @@ class Investigation:
                 return False
         proposal = await self._codegen("interactive", msg.text)
         if proposal.code is None:
-            self._entry("reply", f"No tool fits this request: {proposal.reason or 'no reason given'}", turn=turn)
+            self._entry("reply", f"No code to review: {proposal.reason or 'no reason given'}", turn=turn)
             return False
         code = proposal.code
         requester = msg.author

@@ -24,6 +24,7 @@ from bamboo.investigation.contract import (
 from bamboo.tools.model import ToolSpec
 from bamboo.llm.window import probe_served_model, remote_token_counter, resolve_context_window
 from bamboo.tools.selection import RetrievalUnavailable, ToolSelector, offline_token_counter, truncated_block
+from policy.signature import ScanConventions, scan_code
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,26 @@ SUMMARY_SYSTEM = (
     "Summarise for a PanDA operator what a tool run found, in two or three sentences, and state plainly if "
     "a call was refused or failed. result_summary is one line for the knowledge base."
 )
+
+
+RETRY_HINT = ("Write Python statements that call at least one listed tool as `await tools.<name>(...)`, "
+              "or return code as an empty string and say why in reason.")
+
+
+def unreviewable(code: str, tools: Sequence[ToolSpec]) -> str:
+    """Why generated code is not worth a reviewer's time ("" when it is): it does not parse as Python, or it
+    calls no tool (a bare literal or prose, as a small offline model writes), so running it could find
+    nothing. Empty code is the model saying no tool fits, which is an answer, not a problem. Code whose
+    tools the scan cannot name (dynamic access) is left to the review, which treats it as state-changing."""
+    if not code.strip():
+        return ""
+    signature = scan_code(code, ScanConventions.for_tools(t.name for t in tools))
+    parse = [r for r in signature.opaque_reasons if r.startswith("does not parse")]
+    if parse:
+        return f"it is not Python ({parse[0]})"
+    if not signature.tools and not signature.opaque:
+        return "it calls no tool, so running it could find nothing"
+    return ""
 
 
 class CodeProposal(BaseModel):
@@ -111,6 +132,16 @@ class TurnModel:
                 raise
             block = await asyncio.to_thread(truncated_block, prompt, shown, self.selector.config, self.selector.count)
         proposal = await self.llm.structured(system=CODE_SYSTEM, user=block.text, output=CodeProposal, name=CODE_SCHEMA)
+        problem = unreviewable(proposal.code, shown)
+        if problem:  # asked once more, told why; a second miss is reported, never put before a reviewer
+            again = f"{block.text}\n\nYour previous code was not usable: {problem}. {RETRY_HINT}"
+            proposal = await self.llm.structured(system=CODE_SYSTEM, user=again, output=CodeProposal, name=CODE_SCHEMA)
+            problem = unreviewable(proposal.code, shown)
+            if problem:
+                return CodegenResult(
+                    code=None, summary=proposal.summary, strategy=proposal.strategy,
+                    reason=f"the model wrote no code a person could review, twice (last: {problem})",
+                    tools_shown=[*block.full, *block.compact], tools_omitted=list(block.omitted))
         code = proposal.code if proposal.code.strip() else None
         return CodegenResult(
             code=code, summary=proposal.summary, strategy=proposal.strategy,

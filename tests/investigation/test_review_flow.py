@@ -114,3 +114,26 @@ async def test_edit_sends_new_code_back_through_review(ops, client, settings, ru
     await inv.decide_by_prefix(client, session, again.code_hash[:8], DecisionKind.RUN_ONCE, ops.alice)
     runs = await wait_for_runs(client, session, 1)
     assert runs[0].data["code_hash"] == code_hash(edited) and runs[0].data["return_value"]["status"] == "broken"
+
+
+GARBAGE = ('<a href="https://bigpanda.cern.ch/job?pandaid=1">scout</a> STATE-CHANGING '
+           '{"supporting_evidence": "memory"}')
+
+
+async def test_code_no_one_could_judge_is_never_put_before_a_reviewer(ops, client, settings, running_worker, brain):
+    """What a small offline model writes (markup, prose, a bare literal) is asked for once more and, still
+    unusable, reported in the transcript; it is never shown for review as "state-changing"."""
+    session = new_session()
+    brain.propose(GARBAGE, "{'memory': 'high'}")
+    await inv.start(client, inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False))
+    await inv.send_message(client, session, "what do the scouts say about memory?", ops.alice)
+    replies = await wait_for(lambda: entries(client, session, "reply"))
+    assert "No code to review: the model wrote no code a person could review, twice" in replies[0].text
+    assert "calls no tool" in replies[0].text
+    assert await inv.pending(client, session) is None
+    assert not await entries(client, session, "code"), "nothing unusable reached the transcript as code"
+
+    brain.propose("<html>", READ_CODE)  # a second try that is usable goes to review as usual
+    await inv.send_message(client, session, "status please", ops.alice)
+    view = await pending_turn(client, session, 2)
+    assert view.code == READ_CODE
