@@ -446,11 +446,14 @@ async def provision_demo_identities(settings: Settings, operator: str) -> None:
             await registry.ensure(identity, key.public_key, roles, "demo")
 
 
+DEMO_QUESTION = "What do the scout jobs say about memory?"
+
+
 def demo_investigation(settings: Settings, task_id: int = 40112233) -> None:
     """Start a session on a sample task with a pending review, and tell the operator how to answer it."""
     me = canonical_identity(default_identity())
 
-    async def go() -> tuple[str, PendingView | None]:
+    async def go() -> tuple[str, PendingView | None, str]:
         await provision_demo_identities(settings, me)
         client = await _connect(settings)
         session_id = f"demo-{uuid.uuid4().hex[:6]}"
@@ -458,12 +461,19 @@ def demo_investigation(settings: Settings, task_id: int = 40112233) -> None:
         # person: state-changing (or unanalysable) code needs a distinct approver.
         requester = inv.Speaker.of(settings, DEMO_REQUESTER)
         await inv.start(client, inv.start_input(settings, session_id, DEMO_REQUESTER, task_id=task_id))
-        await inv.send_message(client, session_id, "What do the scout jobs say about memory?", requester,
-                               force_tool=True)
-        view = await inv.wait_until(lambda: inv.pending(client, session_id), timeout_s=120)
-        return session_id, view
+        await inv.send_message(client, session_id, DEMO_QUESTION, requester, force_tool=True)
 
-    session_id, view = run(go())
+        async def answered():  # a review to give, or the session's reply that there is no code to review
+            view = await inv.pending(client, session_id)
+            if view is not None:
+                return view, ""
+            replies = [e.text for e in await inv.transcript(client, session_id) if e.kind == "reply" and e.turn == 1]
+            return (None, replies[0]) if replies else None
+
+        view, reply = await inv.wait_until(answered, timeout_s=180) or (None, "")
+        return session_id, view, reply
+
+    session_id, view, reply = run(go())
     ui = f"http://{settings.temporal_address.split(':')[0]}:{settings.temporal_ui_port}"
     lines = [f"Investigation [bold]{session_id}[/] is running on task {task_id} (opened as {DEMO_REQUESTER}; "
              f"you approve as {me}, with the key in {settings.resolved_keys_dir()})."]
@@ -474,6 +484,11 @@ def demo_investigation(settings: Settings, task_id: int = 40112233) -> None:
         lines.append("  or with the Temporal CLI:        temporal workflow signal --workflow-id "
                      f"investigate:{session_id} --name decide --input \"$(bamboo sign decide {session_id} "
                      f"{view.code_hash[:12]} y)\"")
+    elif reply:
+        lines.append(f"Turn 1 has nothing to review. The session says: {reply}")
+        lines.append("  The offline model often cannot write tool-calling code; with a capable model "
+                     "(BAMBOO_LLM_BASE_URL, BAMBOO_LLM_MODEL) the same question is answered with code to review.")
+        lines.append(f"  ask again, or something else:    bamboo investigate --attach {session_id}")
     else:
         lines.append("No review is pending yet (the model may still be working); `bamboo approvals` will show it.")
     lines.append(f"  find it in Temporal Web:          {ui}/namespaces/{settings.temporal_namespace}/workflows"

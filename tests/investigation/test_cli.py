@@ -100,6 +100,25 @@ async def test_demo_step_starts_a_session_and_prints_working_instructions(ops, c
     assert runs[0].actor == "reviewer" and runs[0].data["status"] == "ok"
 
 
+async def test_demo_step_says_so_when_the_model_wrote_nothing_to_review(ops, client, settings, running_worker, brain):
+    """The offline model's markup and prose were shown for review as state-changing code; now the demo says
+    the turn has nothing to review and why."""
+    brain.propose(*['<a href="https://bigpanda.cern.ch/">STATE-CHANGING</a>'] * 4)
+    env_script = ("from bamboo.cli.investigate_cmd import demo_investigation\n"
+                  "from bamboo.settings import get_settings\n"
+                  f"demo_investigation(get_settings(), task_id={TASK_ID})\n")
+    env = worker_env(settings)
+    env["COLUMNS"] = "250"
+    try:
+        out = await asyncio.to_thread(subprocess.run, [sys.executable, "-c", env_script], cwd=ROOT, env=env,
+                                      capture_output=True, text=True, timeout=240)
+    finally:
+        brain.codes.clear()
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Turn 1 has nothing to review" in out.stdout, out.stdout
+    assert "the model wrote no code a person could review" in out.stdout and "bamboo approve" not in out.stdout
+
+
 def _column(table_text: str, header: str) -> list[str]:
     """The cells of one column of a rich table drawn with row lines, folded parts joined (so a cut id shows)."""
     lines = table_text.splitlines()
