@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import BaseModel, Field
+
+# Every string is bounded, list items too: a grammar-constrained small model otherwise can run on inside one
+# unbounded string until the answer's token limit cuts it (seen with Gemma 3 270M on an incident's labels).
+Label = Annotated[str, Field(max_length=120)]
+Sentence = Annotated[str, Field(max_length=300)]
 
 
 class NamedItem(BaseModel):
@@ -13,7 +20,7 @@ class NamedItem(BaseModel):
 class ProcedureItem(BaseModel):
     name: str = Field(max_length=120, description="Short imperative label of an investigation step")
     description: str = Field(max_length=600, description="What was checked and how")
-    depends_on: list[str] = Field(max_length=4, description="Names of steps that must happen before this one")
+    depends_on: list[Label] = Field(max_length=4, description="Names of steps that must happen before this one")
 
 
 class EmailExtraction(BaseModel):
@@ -29,7 +36,7 @@ class CanonicalLabels(BaseModel):
 
     cause: str = Field(max_length=120)
     resolution: str = Field(max_length=120)
-    procedures: list[str] = Field(max_length=8)
+    procedures: list[Label] = Field(max_length=8)
 
 
 class ReviewVerdict(BaseModel):
@@ -37,5 +44,5 @@ class ReviewVerdict(BaseModel):
 
     approved: bool
     confidence: float
-    issues: list[str] = Field(max_length=5)
+    issues: list[Sentence] = Field(max_length=5)
     feedback: str = Field(max_length=600)
