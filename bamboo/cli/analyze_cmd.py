@@ -190,9 +190,9 @@ async def collect_finished(client: Client, ids: list[str], out: Path) -> int:
     return written
 
 
-async def follow_analysis_batch(handle: WorkflowHandle) -> BatchAnalyzeResult | None:
+async def follow_analysis_batch(handle: WorkflowHandle, client: Client | None = None) -> BatchAnalyzeResult | None:
     hint = f"the same command again (or --attach {handle.id.removeprefix('analyze-batch:')})"
-    return await follow_batch(handle, BatchAnalyzeProgress, hint)
+    return await follow_batch(handle, BatchAnalyzeProgress, hint, worker_queue=(client, Queue.MAIN) if client else None)
 
 
 def analyze_batch(
@@ -237,7 +237,7 @@ def analyze_batch(
         if detach:
             console.print("Follow it by running the same command again.")
             return
-        result = await follow_analysis_batch(handle)
+        result = await follow_analysis_batch(handle, client)
         if result is None:
             return
         written = await collect_finished(client, ids, out)

@@ -13,11 +13,34 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from temporalio.client import WorkflowHandle
+from temporalio.client import Client, WorkflowHandle
 
 from bamboo.cli.common import console
+from bamboo.cli.worker_presence import no_worker_hint, queue_has_worker
 
 PLAIN_EVERY_S = 5.0
+WORKER_CHECK_S = 10.0
+
+
+class _WorkerWatch:
+    """Asks Temporal now and then whether a worker polls the queue; says it once per change."""
+
+    def __init__(self, client: Client, queue: str) -> None:
+        self.client, self.queue = client, queue
+        self.checked_at = -WORKER_CHECK_S
+        self.alive: bool = True
+
+    async def present(self) -> bool:
+        if time.monotonic() - self.checked_at < WORKER_CHECK_S:
+            return self.alive
+        self.checked_at = time.monotonic()
+        seen = await queue_has_worker(self.client, self.queue)
+        alive = seen is not False  # Temporal not saying is not evidence of a missing worker
+        if alive != self.alive:
+            console.print(f"[yellow]{no_worker_hint(self.queue)}[/]" if not alive
+                          else f"a worker polls task queue {self.queue} again", highlight=False, soft_wrap=True)
+        self.alive = alive
+        return alive
 
 
 def _counts(p: Any) -> dict[str, Any]:
@@ -33,12 +56,16 @@ def _line(name: str, c: dict[str, Any], state: str = "") -> str:
 
 
 async def follow_batch(handle: WorkflowHandle, progress_type: type, reattach_hint: str, quiet: bool = False,
-                       read: Callable[[WorkflowHandle], Awaitable[Any]] | None = None) -> Any | None:
+                       read: Callable[[WorkflowHandle], Awaitable[Any]] | None = None,
+                       worker_queue: tuple[Client, str] | None = None) -> Any | None:
     """Poll until the batch ends and return its result; on Ctrl-C print how to re-attach and return None.
 
     `progress_type` is any model with total, done, failed, running, paused and cancelled fields;
-    `read`, when given, reads it instead of the bare `progress` query.
+    `read`, when given, reads it instead of the bare `progress` query. With `worker_queue` (the client and
+    the batch's task queue) the view checks every WORKER_CHECK_S that a worker polls the queue and says
+    so, once, when none does (and again when one is back).
     """
+    watch = _WorkerWatch(*worker_queue) if worker_queue else None
     live = console.is_terminal and not quiet
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("failed {task.fields[failed]} · running {task.fields[running]} {task.fields[state]}"),
@@ -50,6 +77,10 @@ async def follow_batch(handle: WorkflowHandle, progress_type: type, reattach_hin
                 desc = await handle.describe()
                 if desc.status is not None and desc.status.name != "RUNNING":
                     break
+                if watch is not None and not await watch.present():  # no worker answers queries either
+                    bar.update(task, state="(no worker)")
+                    await asyncio.sleep(0.5)
+                    continue
                 try:
                     p = await (read(handle) if read else handle.query("progress", result_type=progress_type))
                 except Exception:  # noqa: BLE001 — between continue-as-new runs the query may briefly fail

@@ -12,7 +12,9 @@ from temporalio.common import WorkflowIDConflictPolicy
 
 from bamboo.cli.common import console, fail, run
 from bamboo.cli.populate_cmd import follow, print_result
-from bamboo.accumulation.contract import PopulateInput, PopulateResult
+from bamboo.accumulation.contract import (
+    POPULATE_WORKFLOW, WORKFLOW_QUEUE, PopulateInput, PopulateResult, batch_workflow_id,
+)
 from bamboo.settings import get_settings
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "incidents"
@@ -60,15 +62,15 @@ def demo(
         console.rule("[bold]2. Populate the knowledge base")
         bid = f"demo-{int(time.time())}"
         handle = await client.start_workflow(
-            "PopulateBatch",
+            POPULATE_WORKFLOW,
             PopulateInput(batch_id=bid, path=str(incidents.resolve()), concurrency=concurrency,
                           continue_as_new_every=settings.populate_continue_as_new_every,
                           max_review_retries=settings.max_review_retries),
-            id=f"populate:{bid}", task_queue="bamboo", result_type=PopulateResult,
+            id=batch_workflow_id(bid), task_queue=WORKFLOW_QUEUE, result_type=PopulateResult,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         )
         console.print(f"PopulateBatch [bold]{handle.id}[/] started; the first LLM calls wait for the local model to load.")
-        return await follow(handle), handle.id
+        return await follow(handle, client=client), handle.id
 
     result, workflow_id = run(go())
     if result is None:

@@ -26,10 +26,12 @@ def default_batch_id(path: Path) -> str:
     return "populate-" + hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:10]
 
 
-async def follow(handle: WorkflowHandle, quiet: bool = False) -> PopulateResult | None:
-    """Poll the progress (with the running slices' heartbeats) into a bar until the batch ends; Ctrl-C detaches."""
+async def follow(handle: WorkflowHandle, quiet: bool = False, client: Client | None = None) -> PopulateResult | None:
+    """Poll the progress (with the running slices' heartbeats) into a bar until the batch ends; Ctrl-C detaches.
+    With ``client``, say when no worker polls the batch's queue."""
     hint = f"bamboo populate --attach {handle.id.removeprefix(batch_workflow_id(''))}"
-    return await follow_batch(handle, PopulateProgress, hint, quiet=quiet, read=live_progress)
+    return await follow_batch(handle, PopulateProgress, hint, quiet=quiet, read=live_progress,
+                              worker_queue=(client, WORKFLOW_QUEUE) if client else None)
 
 
 def print_result(result: PopulateResult) -> None:
@@ -124,7 +126,7 @@ def populate(
             if detach:
                 console.print(f"Follow it with: bamboo populate --attach {bid}")
                 return
-        result = await follow(handle)
+        result = await follow(handle, client=client)
         if result is not None:
             print_result(result)
 
