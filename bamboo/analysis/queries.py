@@ -102,28 +102,25 @@ def clue_key(kind: str, name: str) -> str:
 
 @dataclass(frozen=True)
 class VerdictEvidence:
-    """Operator verdicts on tasks that shared a clue: per (clue key, cause) how many, and per clue key
-    how many verdicts in all (whatever cause they named)."""
+    """Operator verdicts on tasks that shared a clue with this one: (clue key, the cause the operator named,
+    the cause the analysis had proposed or None, how many verdicts)."""
 
-    by_cause: dict[tuple[str, str], int]
-    totals: dict[str, int]
+    rows: list[tuple[str, str, str | None, int]]
 
 
 async def verdict_evidence(pool: AsyncConnectionPool, clues: list[Clue]) -> VerdictEvidence:
     keys = sorted({clue_key(c.kind, c.name) for c in clues})
     if not keys:
-        return VerdictEvidence({}, {})
+        return VerdictEvidence([])
     async with pool.connection() as conn:
         rows = await (await conn.execute(
-            "SELECT k.key, f.cause, count(*) FROM analysis_feedback f CROSS JOIN LATERAL unnest(f.clues) AS k(key) "
-            "WHERE f.clues && %s::text[] AND k.key = ANY(%s::text[]) GROUP BY k.key, f.cause ORDER BY k.key, f.cause",
+            "SELECT k.key, f.cause, f.proposed_cause, count(*) "
+            "FROM analysis_feedback f CROSS JOIN LATERAL unnest(f.clues) AS k(key) "
+            "WHERE f.clues && %s::text[] AND k.key = ANY(%s::text[]) "
+            "GROUP BY k.key, f.cause, f.proposed_cause ORDER BY k.key, f.cause, f.proposed_cause",
             (keys, keys),
         )).fetchall()
-    by_cause = {(r[0], r[1]): int(r[2]) for r in rows}
-    totals: dict[str, int] = {}
-    for (key, _), n in by_cause.items():
-        totals[key] = totals.get(key, 0) + n
-    return VerdictEvidence(by_cause, totals)
+    return VerdictEvidence([(r[0], r[1], r[2], int(r[3])) for r in rows])
 
 
 async def known_symptoms(pool: AsyncConnectionPool, names: list[str]) -> dict[str, int]:

@@ -83,29 +83,37 @@ def rank_candidates(
 
 
 def with_verdicts(clues: list[Clue], edges: list[ClueEdge], verdicts: VerdictEvidence) -> list[ClueEdge]:
-    """The stored edges plus operator verdicts on tasks that shared a clue, each verdict counted as one more
-    incident linking the clue to the cause it named (and one more observation of the clue in its total).
+    """The stored edges plus operator verdicts on tasks that shared a clue with this one.
 
-    A correction changes the ranking of every task with the corrected task's clues, not only the
-    corrected task: without this a verdict only raised a late sort key that never decided."""
-    if not verdicts.by_cause:
+    A verdict says "for a task with these clues the cause is C, where the analysis proposed P". It counts
+    as one more incident linking C to each of those clues that P has no stored evidence for: the clues
+    the proposal could not explain are what tell C apart. Counted on every clue (the symptom, the status,
+    generic features), a few corrections made C the answer for every task of the symptom class and broke
+    more right answers than they fixed (bench/diagnosis/feedback.py). A verdict whose proposal is unknown
+    counts for its own task only (operator_first)."""
+    linked = {(clue_key(e.clue_kind, e.clue_name), e.cause) for e in edges}
+    extra: dict[tuple[str, str], int] = {}
+    for key, cause, proposed, n in verdicts.rows:
+        if proposed is None or (key, proposed) in linked:
+            continue
+        extra[(key, cause)] = extra.get((key, cause), 0) + n
+    if not extra:
         return edges
-    merged: dict[tuple[str, str, str], ClueEdge] = {}
+    added: dict[str, int] = {}
+    for (key, _), n in extra.items():
+        added[key] = added.get(key, 0) + n
     description = {e.cause: e.cause_description for e in edges}
-    for e in edges:
-        key = clue_key(e.clue_kind, e.clue_name)
-        extra = verdicts.by_cause.get((key, e.cause), 0)
-        merged[(e.clue_kind, e.clue_name, e.cause)] = replace(
-            e, frequency=e.frequency + extra, clue_total=e.clue_total + verdicts.totals.get(key, 0))
     totals = {clue_key(e.clue_kind, e.clue_name): e.clue_total for e in edges}
+    merged = [replace(e, frequency=e.frequency + extra.get((clue_key(e.clue_kind, e.clue_name), e.cause), 0),
+                      clue_total=e.clue_total + added.get(clue_key(e.clue_kind, e.clue_name), 0)) for e in edges]
     for c in clues:
         key = clue_key(c.kind, c.name)
-        for (k, cause), n in verdicts.by_cause.items():
-            if k == key and (c.kind, c.name, cause) not in merged:
-                merged[(c.kind, c.name, cause)] = ClueEdge(
-                    c.kind, c.name, cause, description.get(cause, ""), n, 1.0,
-                    totals.get(key, 0) + verdicts.totals.get(key, 0))
-    return list(merged.values())
+        for (k, cause), n in sorted(extra.items()):
+            if k == key and (key, cause) not in linked:
+                merged.append(ClueEdge(c.kind, c.name, cause, description.get(cause, ""), n, 1.0,
+                                       totals.get(key, 0) + added[key]))
+                linked.add((key, cause))
+    return merged
 
 
 def novel_leads(clues: list[Clue], causes_per_symptom: dict[str, int]) -> list[NovelLead]:

@@ -3,33 +3,46 @@
 The verdict is written straight to the knowledge store's feedback table (the only table analysis writes),
 with the task's clues, so it counts for similar tasks as well as for the task's own next analysis. The
 clues come from the task's data: a file given with --task-data, else the input of the task's most recent
-AnalyzeTask in Temporal (which holds exactly what was analysed).
+AnalyzeTask in Temporal (which holds exactly what was analysed); what the analysis proposed comes from
+--proposed, else from that analysis's answer. A correction counts for similar tasks on the clues the
+proposed cause has no evidence for (bamboo.analysis.ranking.with_verdicts), so it needs both.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import typer
+from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from bamboo.analysis.clues import extract_clues
-from bamboo.analysis.contract import ANALYZE_WORKFLOW, AnalyzeInput, Feedback
+from bamboo.analysis.contract import ANALYZE_WORKFLOW, AnalysisResult, AnalyzeInput, Feedback
 from bamboo.analysis.queries import clue_key
 from bamboo.analysis.task_files import TaskFileError, read_task_file
 from bamboo.cli.common import console, fail, run
 from bamboo.settings import Settings, get_settings
 
 
-async def analysed_task(settings: Settings, task_id: int) -> tuple[dict[str, Any] | None, str]:
-    """(the task data of the task's most recent analysis, "") or (None, why there is none)."""
+@dataclass
+class LastAnalysis:
+    """What the task's most recent AnalyzeTask read and answered, or why nothing is known."""
+
+    task: dict[str, Any] | None = None
+    proposed: str | None = None
+    why: str = ""
+
+
+async def last_analysis(settings: Settings, task_id: int) -> LastAnalysis:
+    """The task data and the answer of the task's most recent analysis in Temporal."""
     from bamboo.temporal_client import TemporalUnavailable, connect
 
     try:
         client = await connect(settings)
     except TemporalUnavailable as exc:
-        return None, f"Temporal is not reachable ({exc})"
+        return LastAnalysis(why=f"Temporal is not reachable ({exc})")
     query = f"WorkflowType = '{ANALYZE_WORKFLOW}' AND WorkflowId STARTS_WITH 'analyze:{task_id}:'"
     latest = None
     try:
@@ -37,20 +50,22 @@ async def analysed_task(settings: Settings, task_id: int) -> tuple[dict[str, Any
             if latest is None or (execution.start_time and latest.start_time and execution.start_time > latest.start_time):
                 latest = execution
         if latest is None:
-            return None, f"no analysis of task {task_id} is on record in Temporal"
-        history = await client.get_workflow_handle(latest.id, run_id=latest.run_id).fetch_history()
+            return LastAnalysis(why=f"no analysis of task {task_id} is on record in Temporal")
+        handle = client.get_workflow_handle(latest.id, run_id=latest.run_id, result_type=AnalysisResult)
+        history = await handle.fetch_history()
+        proposed = (await handle.result()).root_cause if latest.status == WorkflowExecutionStatus.COMPLETED else None
     except RPCError as exc:
-        return None, f"Temporal could not list the task's analyses ({exc.message})"
+        return LastAnalysis(why=f"Temporal could not list the task's analyses ({exc.message})")
     started = history.events[0].workflow_execution_started_event_attributes
     [inp] = await client.data_converter.decode(started.input.payloads, [AnalyzeInput])
     if inp.task_data:
-        return inp.task_data, ""
+        return LastAnalysis(inp.task_data, proposed)
     if inp.source_path:  # a batch's analysis reads its task file in the worker; read the same file here
         try:
-            return read_task_file(inp.source_path), ""
+            return LastAnalysis(read_task_file(inp.source_path), proposed)
         except TaskFileError as exc:
-            return None, f"its last analysis read a task file this machine cannot read ({exc})"
-    return None, f"the last analysis of task {task_id} carries no task data"
+            return LastAnalysis(proposed=proposed, why=f"its last analysis read a task file this machine cannot read ({exc})")
+    return LastAnalysis(proposed=proposed, why=f"the last analysis of task {task_id} carries no task data")
 
 
 def task_clue_keys(settings: Settings, task: dict[str, Any]) -> list[str]:
@@ -78,6 +93,8 @@ def feedback(
     from bamboo.store import StoreNotConfigured
 
     settings = get_settings()
+    last = run(last_analysis(settings, task_id))
+    task, why = last.task, last.why
     if task_data is not None:
         try:
             task, why = read_task_file(task_data), ""
@@ -86,11 +103,14 @@ def feedback(
             raise
         if task.get("jediTaskID") not in (None, task_id):
             fail(f"{task_data} is task {task.get('jediTaskID')}, not {task_id}; pass the file of task {task_id}")
-    else:
-        task, why = run(analysed_task(settings, task_id))
     clues = task_clue_keys(settings, task) if task else []
     if task and not clues:
         why = "the task's data has no clue analysis can use"
+    if not correct and proposed is None:
+        proposed = last.proposed
+        if proposed is None and clues:
+            clues, why = [], ("what the analysis proposed is not known (no finished analysis of the task in "
+                              "Temporal); pass --proposed CAUSE")
     try:
         item = Feedback(task_id=task_id, verdict="correct" if correct else "wrong", cause=cause,
                         proposed_cause=proposed, operator=operator, clues=clues)

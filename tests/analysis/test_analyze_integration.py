@@ -182,36 +182,45 @@ async def test_feedback_raises_the_confirmed_cause_and_is_idempotent(learned, an
     assert (await run_analysis(analysis_client, task)).root_cause == before.candidates[0].name
 
 
-async def test_corrections_on_other_tasks_with_the_same_clues_raise_the_cause_for_a_new_task(
+async def test_corrections_on_look_alike_tasks_raise_the_cause_for_a_task_never_corrected(
         learned, analysis_services, analysis_settings):
-    """A verdict carries its task's clues: corrections given on two tasks that looked like this one put
-    the corrected cause first for a third task never corrected (before, 0 of 17 such tasks changed)."""
+    """A verdict carries its task's clues and what the analysis proposed: corrections given on two tasks
+    that looked like this one raise the corrected cause for a third task no one corrected (before, 0 of 17
+    such tasks changed), on the clues the proposed cause could not explain; the clues it explains keep
+    their counts."""
     from bamboo.cli.feedback_cmd import task_clue_keys
 
     analysis = AnalysisService(analysis_services)
     pool = analysis_services.store.pool
-    task = dict(learned[3].task_data)
-    before = await analysis.gather_evidence(task)
-    runner_up = before.candidates[1].name
-    keys = task_clue_keys(analysis_settings, task)
-    corrected = [task["jediTaskID"] + 1_000_001, task["jediTaskID"] + 1_000_002]
+    base = dict(learned[3].task_data)
+    plain = await analysis.gather_evidence(base)
+    proposed, runner_up = plain.candidates[0].name, plain.candidates[1].name
+    odd = {**base, "errorDialog": base["errorDialog"] + " pilot:1999"}  # a pilot code the store never saw
+    looks_alike = [{**odd, "jediTaskID": base["jediTaskID"] + 1_000_000 + i} for i in range(3)]
+    before = {c.name: c.support for c in (await analysis.gather_evidence(looks_alike[2])).candidates}
+    keys = task_clue_keys(analysis_settings, looks_alike[0])
+    corrected = [t["jediTaskID"] for t in looks_alike[:2]]
     try:
         for tid in corrected:
             receipt = await record_feedback(pool, Feedback(task_id=tid, verdict="wrong", cause=runner_up,
-                                                           proposed_cause=before.candidates[0].name, clues=keys))
+                                                           proposed_cause=proposed, clues=keys))
             assert receipt.clues == len(keys)
-        similar = {**task, "jediTaskID": task["jediTaskID"] + 1_000_003}
-        after = await analysis.gather_evidence(similar)
-        assert after.candidates[0].name == runner_up, [(c.name, c.support) for c in after.candidates[:3]]
+        after = await analysis.gather_evidence(looks_alike[2])
+        raised = {c.name: c for c in after.candidates}[runner_up]
+        assert after.candidates[0].name == runner_up and raised.support > before[runner_up]
+        assert any(m.name == "pilotErrorCode=1999" and m.edge_frequency == 2 for m in raised.matched)
+        top = {c.name: c for c in after.candidates}[proposed]
+        assert top.support == before[proposed], "the clues the proposal explains keep their counts"
         assert after.operator_cause is None, "no verdict was given on this task itself"
-        # A repeated verdict replaces the row: it cannot inflate the evidence.
-        await record_feedback(pool, Feedback(task_id=corrected[0], verdict="wrong", cause=runner_up, clues=keys))
-        again = {c.name: c.support for c in (await analysis.gather_evidence(similar)).candidates}
-        assert again[runner_up] == after.candidates[0].support
+        # A repeated verdict replaces its row: it cannot inflate the evidence.
+        await record_feedback(pool, Feedback(task_id=corrected[0], verdict="wrong", cause=runner_up,
+                                             proposed_cause=proposed, clues=keys))
+        again = {c.name: c.support for c in (await analysis.gather_evidence(looks_alike[2])).candidates}
+        assert again[runner_up] == raised.support
     finally:
         for tid in corrected:
             await forget_feedback(pool, tid)
-    assert (await analysis.gather_evidence(similar)).candidates[0].name == before.candidates[0].name
+    assert {c.name: c.support for c in (await analysis.gather_evidence(looks_alike[2])).candidates} == before
 
 
 async def test_batch_analyze_skips_done_tasks_and_reports_progress(learned, analysis_client, tmp_path):
@@ -325,6 +334,16 @@ async def test_cli_analyze_batch_and_feedback(learned, analysis_settings, analys
                                                 (saved.task_id,))).fetchone())[0]
         from bamboo.cli.feedback_cmd import task_clue_keys
         assert stored == task_clue_keys(analysis_settings, learned[4].task_data)
+        # --wrong without --proposed: what the analysis proposed is read from the task's latest analysis
+        # in Temporal (here the --reanalyse run above, which answered the operator's cause)
+        other_cause = next(c.name for c in saved.candidates if c.name != redone.root_cause)
+        fixed = await asyncio.to_thread(runner.invoke, app, ["feedback", str(saved.task_id), "--wrong",
+                                                             "--cause", other_cause])
+        assert fixed.exit_code == 0 and "It counts for tasks sharing" in fixed.output, fixed.output
+        async with pool.connection() as conn:
+            row = await (await conn.execute("SELECT cause, proposed_cause FROM analysis_feedback WHERE task_id = %s",
+                                            (saved.task_id,))).fetchone()
+        assert row == (other_cause, redone.root_cause)
         await forget_feedback(pool, saved.task_id)
         typo = saved.root_cause[:-2] + "xx"  # a cause in other words than the stored label
         unknown = await asyncio.to_thread(runner.invoke, app, ["feedback", str(saved.task_id), "--wrong",

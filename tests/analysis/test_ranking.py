@@ -86,9 +86,10 @@ def test_symptom_stored_without_cause_is_also_novel():
     assert novel_leads([SYMPTOM, STATUS], {"PayloadOutOfMemory": 2}) == []
 
 
-def test_a_verdict_on_a_task_raises_its_cause_for_a_task_with_the_same_clues():
-    # Before: an operator's correction only raised a late sort key. Now each verdict on a task that had
-    # these clues is one more incident linking them to the cause the operator named.
+def test_a_verdict_counts_for_its_cause_on_the_clues_the_proposal_could_not_explain():
+    # Before: an operator's correction only raised a late sort key. Now a verdict "Too many events, not
+    # Walltime request too short" on a task with these clues counts as one more incident of the named cause
+    # on each clue the proposed cause has no evidence for: here the pilot code, not the shared symptom.
     from bamboo.analysis.queries import VerdictEvidence, clue_key
     from bamboo.analysis.ranking import with_verdicts
 
@@ -97,9 +98,12 @@ def test_a_verdict_on_a_task_raises_its_cause_for_a_task_with_the_same_clues():
     edges = [edge(SYMPTOM, "Walltime request too short", 3, 5), edge(SYMPTOM, "Too many events per job", 2, 5)]
     assert rank_candidates(clues, edges, {}, {})[0].name == "Walltime request too short"
     keys = [clue_key(c.kind, c.name) for c in clues]
-    verdicts = VerdictEvidence(by_cause={(k, "Too many events per job"): 2 for k in keys}, totals={k: 2 for k in keys})
-    merged = with_verdicts(clues, edges, verdicts)
-    ranked = rank_candidates(clues, merged, {}, {})
+    verdicts = VerdictEvidence([(k, "Too many events per job", "Walltime request too short", 2) for k in keys])
+    ranked = rank_candidates(clues, with_verdicts(clues, edges, verdicts), {}, {})
     assert ranked[0].name == "Too many events per job"
-    assert {(m.name, m.edge_frequency) for m in ranked[0].matched} == {("PayloadOutOfMemory", 4), ("pilotErrorCode=1213", 2)}
-    assert with_verdicts(clues, edges, VerdictEvidence({}, {})) == edges
+    assert {(m.name, m.edge_frequency) for m in ranked[0].matched} == {("PayloadOutOfMemory", 2), ("pilotErrorCode=1213", 2)}
+    # the shared symptom kept its stored counts: a correction within a symptom class does not claim the class
+    assert {(m.name, m.edge_frequency) for m in ranked[1].matched} == {("PayloadOutOfMemory", 3)}
+    unknown_proposal = VerdictEvidence([(k, "Too many events per job", None, 2) for k in keys])
+    assert with_verdicts(clues, edges, unknown_proposal) == edges
+    assert with_verdicts(clues, edges, VerdictEvidence([])) == edges
