@@ -67,17 +67,21 @@ class NaiveBayes:
         return sorted(scores, key=lambda c: -scores[c])
 
 
-def corpus(per_cause: int, seed: int, noise: float):
-    """(held-out, pool by cause): the pool holds at least ``per_cause`` incidents of every cause."""
+def incidents_by_cause(at_least: int, seed: int, noise: float) -> dict[str, list]:
+    """Generated incidents grouped by their cause's label, at least ``at_least`` of every cause."""
     n = 400
     while True:
-        incidents = generate_incidents(n, seed=seed, noise=noise)
         by_cause: dict[str, list] = defaultdict(list)
-        for incident in incidents:
+        for incident in generate_incidents(n, seed=seed, noise=noise):
             by_cause[normalise_label(incident.resolution_record.cause)].append(incident)
-        if min(len(v) for v in by_cause.values()) >= per_cause + HELD_OUT_PER_CAUSE:
-            break
+        if min(len(v) for v in by_cause.values()) >= at_least:
+            return by_cause
         n *= 2
+
+
+def corpus(per_cause: int, seed: int, noise: float):
+    """(held-out, pool by cause): the pool holds at least ``per_cause`` incidents of every cause."""
+    by_cause = incidents_by_cause(per_cause + HELD_OUT_PER_CAUSE, seed, noise)
     held_out = [i for v in by_cause.values() for i in v[:HELD_OUT_PER_CAUSE]]
     pool = {c: v[HELD_OUT_PER_CAUSE:] for c, v in by_cause.items()}
     return held_out, pool

@@ -21,7 +21,6 @@ import shutil
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from pathlib import Path
 
 from bamboo.accumulation.contract import PopulateInput
@@ -32,8 +31,9 @@ from bamboo.analysis.queries import clue_key
 from bamboo.analysis.service import AnalysisService
 from bamboo.contract import Queue
 from bamboo.extraction.labels import normalise_label
-from bamboo.samples import generate_incidents, write_incidents
+from bamboo.samples import write_incidents
 from bamboo.temporal_client import connect
+from bench.diagnosis.baseline import incidents_by_cause
 from bench.diagnosis.run import worker_for
 from tests.analysis.answers import analysis_handler
 from tests.services import start_stack
@@ -45,14 +45,7 @@ HELD_OUT_PER_CAUSE = 6
 
 def corpus(per_cause: int, seed: int, noise: float):
     """(corrected half, later half, learned): per cause, held-out tasks split in two, then k to learn."""
-    n = 400
-    while True:
-        by_cause: dict[str, list] = defaultdict(list)
-        for incident in generate_incidents(n, seed=seed, noise=noise):
-            by_cause[normalise_label(incident.resolution_record.cause)].append(incident)
-        if min(len(v) for v in by_cause.values()) >= per_cause + HELD_OUT_PER_CAUSE:
-            break
-        n *= 2
+    by_cause = incidents_by_cause(per_cause + HELD_OUT_PER_CAUSE, seed, noise)
     half = HELD_OUT_PER_CAUSE // 2
     first = [i for v in by_cause.values() for i in v[:half]]
     later = [i for v in by_cause.values() for i in v[half:HELD_OUT_PER_CAUSE]]
