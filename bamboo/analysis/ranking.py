@@ -8,12 +8,15 @@ never had this task's status (two incidents rarely cover broken, failed and exha
 lose a whole tier to causes with less support; measured, that was most of the ranking's misses with two
 incidents per cause (bench/diagnosis/baseline.py, docs/architecture.md "Ranking").
 
-Support is frequency made relative to the clue: for each matched clue, the share of that clue's stored
-evidence that points at this cause, shrunk by one observation — ``frequency / (total + 1)`` — so a clue
-seen once (a user, a site that happened to appear in one incident) weighs half of one seen with this
-cause only, every time, across many incidents. A feature every cause shares adds little; a symptom seen
-with only two causes adds about a half to each. Frequency counts the incidents that stored the cause
-plus operator confirmations, which is how feedback makes the ranking learn.
+Support is frequency made relative to the clue and to the cause: for each matched clue, the share of that
+clue's stored evidence that points at this cause, shrunk by one observation — ``frequency / (total + 1)``
+— so a clue seen once (a user, a site that happened to appear in one incident) weighs half of one seen with
+this cause only, every time, across many incidents; the sum is then divided by how many incidents stored
+the cause, relative to the typical candidate. A share alone is proportional to the cause's incident count,
+so a cause seen six times outweighed one seen twice on every clue they shared, whatever told them apart;
+divided by it, support measures how much more often the clues come with this cause than its own base
+rate, and how common the cause is decides only among equals (frequency, the next key). Frequency counts
+the incidents that stored the cause plus operator confirmations.
 
 A symptom with no known cause is reported as a novel lead and the other clues still rank their causes
 (upstream defect #8 emptied the whole graph result when one symptom was unknown).
@@ -55,6 +58,9 @@ def rank_candidates(
         if clue_type is not None:
             by_cause[e.cause].append((e, clue_type))
 
+    seen = {cause: max(stats.get(cause, CauseStats(0, 0, 0, 0)).incidents, max(e.frequency for e, _ in matched), 1)
+            for cause, matched in by_cause.items()}
+    typical = sum(seen.values()) / len(seen) if seen else 1.0
     candidates = []
     for cause, matched in by_cause.items():
         s = stats.get(cause, CauseStats(0, 0, 0, 0))
@@ -65,7 +71,7 @@ def rank_candidates(
             name=cause,
             description=matched[0][0].cause_description,
             breadth=len({t for _, t in matched if t not in UNTIERED_TYPES}),
-            support=round(sum(evidence_weight(e) for e, _ in matched), 4),
+            support=round(sum(evidence_weight(e) for e, _ in matched) * typical / seen[cause], 4),
             frequency=max(s.incidents, max(e.frequency for e, _ in matched)) + s.confirmations,
             confidence=round(sum(e.confidence for e, _ in matched) / len(matched), 4),
             confirmations=s.confirmations,

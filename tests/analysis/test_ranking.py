@@ -46,7 +46,8 @@ def test_a_clue_seen_once_weighs_less_than_one_seen_every_time():
     code = Clue(type="task_feature", kind="Task_Feature", name="pilotErrorCode=1386")
     edges = [edge(SYMPTOM, "Site in scheduled downtime", 2, 6), edge(user, "Site in scheduled downtime", 1, 1),
              edge(SYMPTOM, "Site misconfiguration", 2, 6), edge(code, "Site misconfiguration", 4, 4)]
-    ranked = rank_candidates([SYMPTOM, user, code], edges, {}, {})
+    four = {"Site in scheduled downtime": CauseStats(4, 0, 0, 0), "Site misconfiguration": CauseStats(4, 0, 0, 0)}
+    ranked = rank_candidates([SYMPTOM, user, code], edges, four, {})
     assert ranked[0].name == "Site misconfiguration"
     assert ranked[0].support > ranked[1].support
 
@@ -54,7 +55,8 @@ def test_a_clue_seen_once_weighs_less_than_one_seen_every_time():
 def test_support_orders_equal_breadth_and_scores_sum_to_one():
     edges = [edge(SYMPTOM, "Low memory request", 2, 3), edge(SYMPTOM, "Memory leak", 1, 3),
              edge(RAM, "Low memory request", 3, 4), edge(RAM, "Memory leak", 1, 4)]
-    ranked = rank_candidates([SYMPTOM, RAM], edges, {}, {"Low memory request": ["Raise ramCount"]})
+    three = {"Low memory request": CauseStats(3, 0, 0, 0), "Memory leak": CauseStats(3, 0, 0, 0)}
+    ranked = rank_candidates([SYMPTOM, RAM], edges, three, {"Low memory request": ["Raise ramCount"]})
     assert [c.name for c in ranked] == ["Low memory request", "Memory leak"]
     assert ranked[0].support > ranked[1].support
     assert ranked[0].resolutions == ["Raise ramCount"]
@@ -107,3 +109,19 @@ def test_a_verdict_counts_for_its_cause_on_the_clues_the_proposal_could_not_expl
     unknown_proposal = VerdictEvidence([(k, "Too many events per job", None, 2) for k in keys])
     assert with_verdicts(clues, edges, unknown_proposal) == edges
     assert with_verdicts(clues, edges, VerdictEvidence([])) == edges
+
+
+def test_a_cause_seen_more_often_does_not_win_on_the_clues_it_shares():
+    # Two causes of one symptom: one stored six times, one twice. Shares are proportional to how often a
+    # cause was stored, so the frequent one outweighed the rare one on every clue they shared (the symptom,
+    # the kind of work) although only the rare one has the task's pilot code in all of its incidents.
+    code = Clue(type="task_feature", kind="Task_Feature", name="pilotErrorCode=1213")
+    work = Clue(type="task_context", kind="Task_Feature", name="processingType=evgen")
+    edges = [edge(SYMPTOM, "Slow worker nodes at site", 6, 8), edge(work, "Slow worker nodes at site", 5, 7),
+             edge(code, "Slow worker nodes at site", 3, 5),
+             edge(SYMPTOM, "Too many events per job", 2, 8), edge(work, "Too many events per job", 2, 7),
+             edge(code, "Too many events per job", 2, 5)]
+    stats = {"Slow worker nodes at site": CauseStats(6, 0, 0, 0), "Too many events per job": CauseStats(2, 0, 0, 0)}
+    ranked = rank_candidates([SYMPTOM, work, code], edges, stats, {})
+    assert [c.name for c in ranked] == ["Too many events per job", "Slow worker nodes at site"]
+    assert ranked[0].frequency == 2 and ranked[1].frequency == 6, "how common a cause is still shows, and breaks ties"
