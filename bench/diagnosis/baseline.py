@@ -2,7 +2,8 @@
 
 Corpus: `bamboo.samples.generate_incidents` (the same generator as `bench.diagnosis.run`). A fixed held-out
 set of three incidents per cause is put aside first; for each size k, the first k incidents per cause of the
-rest are learned through the real PopulateBatch workflow into a fresh database, and the held-out tasks are
+rest are learned (and, in a last row, between 1 and 8 per cause, drawn per cause, as a real store holds
+common and rare causes) through the real PopulateBatch workflow into a fresh database, and the held-out tasks are
 ranked by `AnalysisService.gather_evidence` (no model involved). The baseline is a Bernoulli naive-Bayes
 classifier over the very clues analysis extracts (`bamboo.analysis.clues.extract_clues`: symptom classes,
 status, task features, context, components) of the same k per cause, with Laplace smoothing; an absent clue
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
+import random
 import os
 import shutil
 import sys
@@ -87,9 +89,20 @@ def corpus(per_cause: int, seed: int, noise: float):
     return held_out, pool
 
 
-async def measure(k: int, pool: dict[str, list], held_out: list, base: Path, stack) -> dict:
-    train = [i for v in pool.values() for i in v[:k]]
-    folder = base / f"train-{k}"
+UNEVEN = (1, 8)  # the uneven row learns between 1 and 8 incidents per cause, drawn per cause
+
+
+def uneven_counts(causes: list[str], seed: int) -> dict[str, int]:
+    """Incidents to learn per cause for the uneven row: real stores hold common and rare causes."""
+    rng = random.Random(seed)
+    return {c: rng.randint(*UNEVEN) for c in sorted(causes)}
+
+
+async def measure(k: int | str, pool: dict[str, list], held_out: list, base: Path, stack,
+                  per_cause: dict[str, int] | None = None) -> dict:
+    train = [i for c, v in pool.items() for i in v[:(per_cause[c] if per_cause else k)]]
+    tag = "uneven" if per_cause else str(k)
+    folder = base / f"train-{tag}"
     write_incidents(train, folder)
     tasks = [dict(i.task_data) for i in held_out]
     truths = [normalise_label(i.resolution_record.cause) for i in held_out]
@@ -100,8 +113,8 @@ async def measure(k: int, pool: dict[str, list], held_out: list, base: Path, sta
         async with worker_for(settings, llm.base_url) as services:
             started = time.perf_counter()
             populated: PopulateResult = await client.execute_workflow(
-                PopulateBatch.run, PopulateInput(batch_id=f"bench-baseline-{k}", path=str(folder), concurrency=8),
-                id=f"populate:bench-baseline-{k}-{time.time_ns()}", task_queue=Queue.MAIN)
+                PopulateBatch.run, PopulateInput(batch_id=f"bench-baseline-{tag}", path=str(folder), concurrency=8),
+                id=f"populate:bench-baseline-{tag}-{time.time_ns()}", task_queue=Queue.MAIN)
             populate_s = time.perf_counter() - started
             ranked: list[Ranked] = await rank_all(AnalysisService(services), tasks, truths)
     key = settings.pseudonym_key.get_secret_value().encode()  # the clue names analysis itself uses
@@ -117,7 +130,7 @@ async def measure(k: int, pool: dict[str, list], held_out: list, base: Path, sta
 
 
 async def main(sizes: list[int], seed: int, noise: float) -> str:
-    held_out, pool = corpus(max(sizes), seed, noise)
+    held_out, pool = corpus(max(*sizes, UNEVEN[1]), seed, noise)
     base = Path(tempfile.mkdtemp(prefix="bamboo-bench-baseline-"))
     stack = start_stack(base)
     try:
@@ -125,6 +138,8 @@ async def main(sizes: list[int], seed: int, noise: float) -> str:
         for k in sizes:
             rows.append(await measure(k, pool, held_out, base, stack))
             print(f"k={k}: ranking @1 {rows[-1]['rank1']:.2f}, naive Bayes @1 {rows[-1]['nb1']:.2f}", file=sys.stderr)
+        uneven = f"{UNEVEN[0]}–{UNEVEN[1]} (uneven)"
+        rows.append(await measure(uneven, pool, held_out, base, stack, uneven_counts(list(pool), seed)))
     finally:
         stack.stop()
         shutil.rmtree(base, ignore_errors=True)
