@@ -58,8 +58,10 @@ def rank_candidates(
         if clue_type is not None:
             by_cause[e.cause].append((e, clue_type))
 
-    seen = {cause: max(stats.get(cause, CauseStats(0, 0, 0, 0)).incidents, max(e.frequency for e, _ in matched), 1)
-            for cause, matched in by_cause.items()}
+    # The stored incidents: a verdict adds evidence on some clues, it does not make the cause more common
+    # (counted in, it diluted all of the corrected cause's other clues). Without stats, the edges say.
+    seen = {cause: stats[cause].incidents if cause in stats and stats[cause].incidents > 0
+            else max(max(e.frequency for e, _ in matched), 1) for cause, matched in by_cause.items()}
     typical = sum(seen.values()) / len(seen) if seen else 1.0
     candidates = []
     for cause, matched in by_cause.items():

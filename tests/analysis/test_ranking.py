@@ -125,3 +125,21 @@ def test_a_cause_seen_more_often_does_not_win_on_the_clues_it_shares():
     ranked = rank_candidates([SYMPTOM, work, code], edges, stats, {})
     assert [c.name for c in ranked] == ["Too many events per job", "Slow worker nodes at site"]
     assert ranked[0].frequency == 2 and ranked[1].frequency == 6, "how common a cause is still shows, and breaks ties"
+
+
+def test_verdicts_add_evidence_without_making_their_cause_more_common():
+    # Three corrections put the pilot code on "Too many events per job" (stored twice). Counted as stored
+    # incidents of the cause they would divide all of its other clues by five instead of two.
+    from bamboo.analysis.queries import VerdictEvidence, clue_key
+    from bamboo.analysis.ranking import with_verdicts
+
+    code = Clue(type="task_feature", kind="Task_Feature", name="pilotErrorCode=1213")
+    clues = [SYMPTOM, CORE, code]
+    edges = [edge(SYMPTOM, "Too many events per job", 2, 6), edge(SYMPTOM, "Slow worker nodes", 4, 6),
+             edge(CORE, "Slow worker nodes", 4, 8)]
+    stats = {"Too many events per job": CauseStats(2, 0, 0, 0), "Slow worker nodes": CauseStats(4, 0, 0, 0)}
+    verdicts = VerdictEvidence([(clue_key(code.kind, code.name), "Too many events per job", "Slow worker nodes", 3)])
+    ranked = {c.name: c for c in rank_candidates(clues, with_verdicts(clues, edges, verdicts), stats, {})}
+    typical = (2 + 4) / 2
+    assert ranked["Too many events per job"].support == round((2 / 7 + 3 / 4) * typical / 2, 4)
+    assert ranked["Slow worker nodes"].support == round((4 / 7 + 4 / 9) * typical / 4, 4)
