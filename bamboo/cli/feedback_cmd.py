@@ -93,7 +93,8 @@ def feedback(
     from bamboo.store import StoreNotConfigured
 
     settings = get_settings()
-    last = run(last_analysis(settings, task_id))
+    needs_temporal = task_data is None or (not correct and proposed is None)
+    last = run(last_analysis(settings, task_id)) if needs_temporal else LastAnalysis()
     task, why = last.task, last.why
     if task_data is not None:
         try:
