@@ -19,28 +19,36 @@ from bamboo.cli.common import console
 from bamboo.cli.worker_presence import no_worker_hint, queue_has_worker
 
 PLAIN_EVERY_S = 5.0
-WORKER_CHECK_S = 10.0
+WORKER_CHECK_S = 5.0
+WORKER_GRACE_S = 20.0
 
 
 class _WorkerWatch:
-    """Asks Temporal now and then whether a worker polls the queue; says it once per change."""
+    """Asks Temporal now and then whether a worker polls the queue; says it once per change. A worker
+    that was just started has not polled yet, so the queue counts as unattended only after
+    WORKER_GRACE_S without a poller."""
 
     def __init__(self, client: Client, queue: str) -> None:
         self.client, self.queue = client, queue
         self.checked_at = -WORKER_CHECK_S
+        self.missing_since: float | None = None
         self.alive: bool = True
 
     async def present(self) -> bool:
-        if time.monotonic() - self.checked_at < WORKER_CHECK_S:
-            return self.alive
-        self.checked_at = time.monotonic()
-        seen = await queue_has_worker(self.client, self.queue)
-        alive = seen is not False  # Temporal not saying is not evidence of a missing worker
+        """Whether a worker polls the queue (a query would find no one to answer it otherwise)."""
+        if time.monotonic() - self.checked_at >= WORKER_CHECK_S:
+            self.checked_at = time.monotonic()
+            seen = await queue_has_worker(self.client, self.queue)
+            if seen is False:  # Temporal not saying (None) is not evidence of a missing worker
+                self.missing_since = self.missing_since if self.missing_since is not None else time.monotonic()
+            else:
+                self.missing_since = None
+        alive = self.missing_since is None or time.monotonic() - self.missing_since < WORKER_GRACE_S
         if alive != self.alive:
             console.print(f"[yellow]{no_worker_hint(self.queue)}[/]" if not alive
                           else f"a worker polls task queue {self.queue} again", highlight=False, soft_wrap=True)
         self.alive = alive
-        return alive
+        return self.missing_since is None
 
 
 def _counts(p: Any) -> dict[str, Any]:
@@ -78,7 +86,7 @@ async def follow_batch(handle: WorkflowHandle, progress_type: type, reattach_hin
                 if desc.status is not None and desc.status.name != "RUNNING":
                     break
                 if watch is not None and not await watch.present():  # no worker answers queries either
-                    bar.update(task, state="(no worker)")
+                    bar.update(task, state="(no worker)" if not watch.alive else "(waiting for a worker)")
                     await asyncio.sleep(0.5)
                     continue
                 try:

@@ -55,11 +55,14 @@ async def test_the_view_says_when_no_worker_polls_the_batch_queue_and_when_one_i
     out = io.StringIO()
     monkeypatch.setattr(batch_progress, "console", Console(file=out, width=200, force_terminal=False))
     monkeypatch.setattr(batch_progress, "WORKER_CHECK_S", 0.2)
+    monkeypatch.setattr(batch_progress, "WORKER_GRACE_S", 1.0)
     handle = await client.start_workflow(_Batch.run, id=f"presence-{uuid.uuid4().hex[:8]}", task_queue=queue,
                                          result_type=_Progress)
     view = asyncio.create_task(batch_progress.follow_batch(handle, _Progress, "attach again",
                                                            worker_queue=(client, queue)))
     try:
+        await asyncio.sleep(0.6)
+        assert "no worker" not in out.getvalue(), "a worker just started has a grace period to poll"
         for _ in range(100):
             if "no worker is polling task queue " + queue in out.getvalue():
                 break
