@@ -247,8 +247,12 @@ def _fallback_id(source: IncidentSource) -> str:
 def _fingerprint(source: IncidentSource, raw: bytes) -> str:
     """The incident's bytes and the id it gets when it names none (the file's stem, the line): two
     inputs with the same fingerprint become the same incident. Trailing line ends are not content,
-    so a JSONL line keeps its fingerprint when lines are appended after it."""
-    digest = hashlib.sha256(b"bamboo-incident-v1\0" + _fallback_id(source).encode() + b"\0")
+    so a JSONL line keeps its fingerprint when lines are appended after it. The routing's version is in
+    it too: what was learned under other clue names is not "already learned"."""
+    from bamboo.extraction.panda import routing
+
+    digest = hashlib.sha256(b"bamboo-incident-v1\0" + f"routing-{routing.ROUTING_VERSION}".encode() + b"\0"
+                            + _fallback_id(source).encode() + b"\0")
     digest.update(raw.rstrip(b"\r\n"))
     return digest.hexdigest()
 

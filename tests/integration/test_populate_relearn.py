@@ -84,3 +84,19 @@ async def test_bamboo_populate_skips_by_default_and_relearn_forces_it(settings, 
     assert forced.returncode == 0, forced.stderr
     assert "3 stored, 0 skipped" in forced.stdout, forced.stdout
     assert llm_server.call_count == 12
+
+
+async def test_graphs_learned_under_other_clue_names_are_learned_again(client, running_worker, services,
+                                                                     llm_server, tmp_path, monkeypatch):
+    """After a change of the routing's clue names, the next populate learns everything again: skipped as
+    "already learned", the stored graphs kept clue names that analysis no longer asks for."""
+    from bamboo.extraction.panda import routing
+
+    d = tmp_path / "incidents"
+    _write(d, 20, 2)
+    first = await populate(client, d, concurrency=2)
+    assert (first.done, first.skipped) == (2, 0), first.failures
+    assert (await populate(client, d, concurrency=2)).skipped == 2
+    monkeypatch.setattr(routing, "ROUTING_VERSION", routing.ROUTING_VERSION + 1)
+    again = await populate(client, d, concurrency=2)
+    assert (again.done, again.skipped, again.failed) == (2, 0, 0), again.failures

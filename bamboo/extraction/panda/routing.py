@@ -18,6 +18,12 @@ from pydantic import BaseModel, Field
 from bamboo.extraction.panda.error_classes import classify_error_dialog
 from bamboo.models.graph import GraphNode
 
+# The version of the clues this routing names. It is part of every incident's fingerprint
+# (bamboo.ingest), so graphs learned under another version are learned again by the next populate
+# instead of being skipped as "already learned" with clue names analysis no longer produces.
+# Bump it with any change to a clue's name or to which clues a task yields.
+ROUTING_VERSION = 2
+
 DISCRETE_TASK_KEYS = (
     "prodSourceLabel", "vo", "coreCount", "taskType", "processingType", "taskPriority", "architecture",
     "transUses", "transHome", "transPath", "site", "campaign", "goal", "nucleus", "requestType", "gshare",
