@@ -14,32 +14,25 @@ counts as evidence too, which the ranking does not do. Both are scored as accura
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import math
-import random
 import os
+import random
 import shutil
 import sys
 import tempfile
-import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from bamboo.accumulation.contract import PopulateInput, PopulateResult
 from bamboo.analysis.clues import extract_clues
 from bamboo.analysis.service import AnalysisService
-from bamboo.contract import Queue
 from bamboo.extraction.labels import normalise_label
-from bamboo.samples import generate_incidents, write_incidents
-from bamboo.temporal_client import connect
-from bench.diagnosis.run import Ranked, rank_all, ranking_at, worker_for
-from tests.analysis.answers import analysis_handler
+from bench.diagnosis.learned import command, incidents_by_cause, learned_store, parse_args
+from bench.diagnosis.run import Ranked, rank_all, ranking_at
 from tests.services import start_stack
-from tests.support.scripted_llm import ScriptedLLMServer
-from workflows.populate import PopulateBatch
 
 HELD_OUT_PER_CAUSE = 3
+SIZES = "2,8,30"
 
 
 def clue_keys(task: dict, pseudonym_key: bytes) -> frozenset[str]:
@@ -69,18 +62,6 @@ class NaiveBayes:
         return sorted(scores, key=lambda c: -scores[c])
 
 
-def incidents_by_cause(at_least: int, seed: int, noise: float) -> dict[str, list]:
-    """Generated incidents grouped by their cause's label, at least ``at_least`` of every cause."""
-    n = 400
-    while True:
-        by_cause: dict[str, list] = defaultdict(list)
-        for incident in generate_incidents(n, seed=seed, noise=noise):
-            by_cause[normalise_label(incident.resolution_record.cause)].append(incident)
-        if min(len(v) for v in by_cause.values()) >= at_least:
-            return by_cause
-        n *= 2
-
-
 def corpus(per_cause: int, seed: int, noise: float):
     """(held-out, pool by cause): the pool holds at least ``per_cause`` incidents of every cause."""
     by_cause = incidents_by_cause(per_cause + HELD_OUT_PER_CAUSE, seed, noise)
@@ -101,27 +82,17 @@ def uneven_counts(causes: list[str], seed: int) -> dict[str, int]:
 async def measure(k: int | str, pool: dict[str, list], held_out: list, base: Path, stack,
                   per_cause: dict[str, int] | None = None) -> dict:
     train = [i for c, v in pool.items() for i in v[:(per_cause[c] if per_cause else k)]]
-    tag = "uneven" if per_cause else str(k)
-    folder = base / f"train-{tag}"
-    write_incidents(train, folder)
+    tag = "baseline-uneven" if per_cause else f"baseline-{k}"
     tasks = [dict(i.task_data) for i in held_out]
     truths = [normalise_label(i.resolution_record.cause) for i in held_out]
-    with ScriptedLLMServer(analysis_handler()) as llm, ScriptedLLMServer() as emb:
-        settings = stack.settings(stack.new_database(), llm.base_url)
-        settings = settings.model_copy(update={"embedding_base_url": emb.base_url})
-        client = await connect(settings)
-        async with worker_for(settings, llm.base_url) as services:
-            started = time.perf_counter()
-            populated: PopulateResult = await client.execute_workflow(
-                PopulateBatch.run, PopulateInput(batch_id=f"bench-baseline-{tag}", path=str(folder), concurrency=8),
-                id=f"populate:bench-baseline-{tag}-{time.time_ns()}", task_queue=Queue.MAIN)
-            populate_s = time.perf_counter() - started
-            ranked: list[Ranked] = await rank_all(AnalysisService(services), tasks, truths)
+    async with learned_store(stack, base, tag, train) as learned:
+        ranked: list[Ranked] = await rank_all(AnalysisService(learned.services), tasks, truths)
+    settings, populated = learned.settings, learned.populated
     key = settings.pseudonym_key.get_secret_value().encode()  # the clue names analysis itself uses
     bayes = NaiveBayes([(clue_keys(dict(i.task_data), key), normalise_label(i.resolution_record.cause)) for i in train])
     guesses = [bayes.ranked(clue_keys(t, key)) for t in tasks]
     return {
-        "k": k, "train": len(train), "stored": populated.done, "failed": populated.failed, "populate_s": populate_s,
+        "k": k, "train": len(train), "stored": populated.done, "failed": populated.failed, "populate_s": learned.populate_s,
         "rank1": ranking_at(ranked, 1), "rank3": ranking_at(ranked, 3),
         "nb1": sum(t == g[0] for t, g in zip(truths, guesses)) / len(truths),
         "nb3": sum(t in g[:3] for t, g in zip(truths, guesses)) / len(truths),
@@ -143,11 +114,9 @@ async def main(sizes: list[int], seed: int, noise: float) -> str:
     finally:
         stack.stop()
         shutil.rmtree(base, ignore_errors=True)
-    command = "`.venv/bin/python -m bench.diagnosis.baseline" + (
-        "" if sizes == [2, 8, 30] else f" --sizes {','.join(map(str, sizes))}") + (
-        "" if seed == 6 else f" --seed {seed}") + ("" if noise == 0.2 else f" --noise {noise}") + "`"
+    run = command("bench.diagnosis.baseline", sizes, SIZES, seed, noise)
     lines = [
-        f"Command: {command} (seed {seed}, noise {noise}; {len(pool)} causes, {rows[0]['held_out']} held-out tasks "
+        f"Command: {run} (seed {seed}, noise {noise}; {len(pool)} causes, {rows[0]['held_out']} held-out tasks "
         f"({HELD_OUT_PER_CAUSE} per cause, the same for every size); one run, this machine: {os.cpu_count()} cores)",
         "",
         "| incidents per cause | incidents learned | stored | ranking accuracy@1 | ranking accuracy@3 | "
@@ -160,15 +129,4 @@ async def main(sizes: list[int], seed: int, noise: float) -> str:
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", default="2,8,30", help="incidents per cause to learn, comma-separated")
-    ap.add_argument("--seed", type=int, default=6)
-    ap.add_argument("--noise", type=float, default=0.2)
-    a = ap.parse_args()
-    try:
-        chosen = sorted({int(s) for s in a.sizes.split(",") if s.strip()})
-    except ValueError:
-        ap.error("--sizes takes whole numbers, e.g. 2,8,30")
-    if not chosen or chosen[0] < 1:
-        ap.error("--sizes takes whole numbers of at least 1, e.g. 2,8,30")
-    print(asyncio.run(main(chosen, a.seed, a.noise)))
+    print(asyncio.run(main(*parse_args(__doc__.split("\n\n")[0], SIZES))))

@@ -14,33 +14,23 @@ right (they must: a verdict decides its own task).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from bamboo.accumulation.contract import PopulateInput
-from bamboo.analysis.clues import extract_clues
 from bamboo.analysis.contract import Feedback
 from bamboo.analysis.feedback import record_feedback
-from bamboo.analysis.queries import clue_key
 from bamboo.analysis.service import AnalysisService
-from bamboo.contract import Queue
+from bamboo.cli.feedback_cmd import task_clue_keys
 from bamboo.extraction.labels import normalise_label
-from bamboo.samples import write_incidents
-from bamboo.temporal_client import connect
-from bench.diagnosis.baseline import incidents_by_cause
-from bench.diagnosis.run import worker_for
-from tests.analysis.answers import analysis_handler
+from bench.diagnosis.learned import command, incidents_by_cause, learned_store, parse_args
 from tests.services import start_stack
-from tests.support.scripted_llm import ScriptedLLMServer
-from workflows.populate import PopulateBatch
 
 HELD_OUT_PER_CAUSE = 6
+SIZES = "2,8"
 
 
 def corpus(per_cause: int, seed: int, noise: float):
@@ -67,29 +57,18 @@ def truth(incident) -> str:
 
 async def measure(k: int, seed: int, noise: float, base: Path, stack) -> dict:
     first, later, learned = corpus(k, seed, noise)
-    folder = base / f"learn-{k}"
-    write_incidents(learned, folder)
-    with ScriptedLLMServer(analysis_handler()) as llm, ScriptedLLMServer() as emb:
-        settings = stack.settings(stack.new_database(), llm.base_url)
-        settings = settings.model_copy(update={"embedding_base_url": emb.base_url})
-        client = await connect(settings)
-        async with worker_for(settings, llm.base_url) as services:
-            await client.execute_workflow(
-                PopulateBatch.run, PopulateInput(batch_id=f"bench-feedback-{k}", path=str(folder), concurrency=8),
-                id=f"populate:bench-feedback-{k}-{time.time_ns()}", task_queue=Queue.MAIN)
-            analysis = AnalysisService(services)
-            key = settings.pseudonym_key.get_secret_value().encode()
-            first_before = await top_causes(analysis, first)
-            later_before = await top_causes(analysis, later)
-            missed = [(i, top) for i, top in zip(first, first_before) if top != truth(i)]
-            corrected = [i for i, _ in missed]
-            for incident, proposed in missed:
-                clues = sorted({clue_key(c.kind, c.name) for c in extract_clues(dict(incident.task_data), key).clues})
-                await record_feedback(services.store.pool, Feedback(
-                    task_id=incident.task_data["jediTaskID"], verdict="wrong", cause=truth(incident),
-                    proposed_cause=proposed, clues=clues))
-            first_after = await top_causes(analysis, corrected)
-            later_after = await top_causes(analysis, later)
+    async with learned_store(stack, base, f"feedback-{k}", learned) as store:
+        analysis = AnalysisService(store.services)
+        first_before = await top_causes(analysis, first)
+        later_before = await top_causes(analysis, later)
+        missed = [(i, top) for i, top in zip(first, first_before) if top != truth(i)]
+        corrected = [i for i, _ in missed]
+        for incident, proposed in missed:  # the verdict as `bamboo feedback` stores it
+            await record_feedback(store.services.store.pool, Feedback(
+                task_id=incident.task_data["jediTaskID"], verdict="wrong", cause=truth(incident),
+                proposed_cause=proposed, clues=task_clue_keys(store.settings, dict(incident.task_data))))
+        first_after = await top_causes(analysis, corrected)
+        later_after = await top_causes(analysis, later)
     truths = [truth(i) for i in later]
     before_right = [t == b for t, b in zip(truths, later_before)]
     after_right = [t == a for t, a in zip(truths, later_after)]
@@ -115,11 +94,9 @@ async def main(sizes: list[int], seed: int, noise: float) -> str:
     finally:
         stack.stop()
         shutil.rmtree(base, ignore_errors=True)
-    command = "`.venv/bin/python -m bench.diagnosis.feedback" + (
-        "" if sizes == [2, 8] else f" --sizes {','.join(map(str, sizes))}") + (
-        "" if seed == 6 else f" --seed {seed}") + ("" if noise == 0.2 else f" --noise {noise}") + "`"
+    run = command("bench.diagnosis.feedback", sizes, SIZES, seed, noise)
     lines = [
-        f"Command: {command} (seed {seed}, noise {noise}; per cause {HELD_OUT_PER_CAUSE // 2} tasks that may be "
+        f"Command: {run} (seed {seed}, noise {noise}; per cause {HELD_OUT_PER_CAUSE // 2} tasks that may be "
         f"corrected and {HELD_OUT_PER_CAUSE // 2} later ones that are not; one run, this machine: "
         f"{os.cpu_count()} cores)",
         "",
@@ -134,15 +111,4 @@ async def main(sizes: list[int], seed: int, noise: float) -> str:
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", default="2,8", help="incidents per cause to learn, comma-separated")
-    ap.add_argument("--seed", type=int, default=6)
-    ap.add_argument("--noise", type=float, default=0.2)
-    a = ap.parse_args()
-    try:
-        chosen = sorted({int(s) for s in a.sizes.split(",") if s.strip()})
-    except ValueError:
-        ap.error("--sizes takes whole numbers, e.g. 2,8")
-    if not chosen or chosen[0] < 1:
-        ap.error("--sizes takes whole numbers of at least 1, e.g. 2,8")
-    print(asyncio.run(main(chosen, a.seed, a.noise)))
+    print(asyncio.run(main(*parse_args(__doc__.split("\n\n")[0], SIZES))))
