@@ -23,6 +23,7 @@ from bamboo.analysis.contract import ANALYZE_WORKFLOW, AnalysisResult, AnalyzeIn
 from bamboo.analysis.queries import clue_key
 from bamboo.analysis.task_files import TaskFileError, read_task_file
 from bamboo.cli.common import console, fail, run
+from bamboo.contract import TASK_ID
 from bamboo.settings import Settings, get_settings
 
 
@@ -43,7 +44,7 @@ async def last_analysis(settings: Settings, task_id: int) -> LastAnalysis:
         client = await connect(settings)
     except TemporalUnavailable as exc:
         return LastAnalysis(why=f"Temporal is not reachable ({exc})")
-    query = f"WorkflowType = '{ANALYZE_WORKFLOW}' AND WorkflowId STARTS_WITH 'analyze:{task_id}:'"
+    query = f"WorkflowType = '{ANALYZE_WORKFLOW}' AND {TASK_ID.name} = {int(task_id)}"
     latest = None
     try:
         async for execution in client.list_workflows(query, limit=50):

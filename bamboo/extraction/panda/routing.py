@@ -56,13 +56,19 @@ def _bucket(value: float, edges: tuple[float, ...], unit: str) -> str:
     return f">{edges[-1]}{unit}"
 
 
-def bucket_continuous(key: str, raw: Any) -> str | None:
-    """Bucket a continuous field; None when the value is absent or not a number (reported, not guessed)."""
+def _non_negative(raw: Any, kind: type[float] | type[int] = float) -> float | int | None:
+    """``raw`` as a number of ``kind`` when it is one and not negative, else None."""
     try:
-        value = float(raw)
+        value = kind(raw)
     except (TypeError, ValueError):
         return None
-    if value < 0:
+    return value if value >= 0 else None
+
+
+def bucket_continuous(key: str, raw: Any) -> str | None:
+    """Bucket a continuous field; None when the value is absent or not a number (reported, not guessed)."""
+    value = _non_negative(raw)
+    if value is None:
         return None
     if key in ("ramCount", "baseRamCount"):
         return _bucket(value, _MEMORY_EDGES_MB, "MB")
@@ -103,28 +109,21 @@ class TaskClues(BaseModel):
 # Job records the analysis attaches to a task (PanDA's task/get_job_descriptions, failed jobs only):
 # the pilot's own error code and the site that ran the job are what tell causes of one symptom apart.
 JOB_RECORDS_KEY = "failedJobs"
-_JOB_FEATURE_KEYS = ("pilotErrorCode", "computingSite")
 MAX_JOB_RECORDS = 50
 
 
 def retry_bucket(raw: Any) -> str | None:
     """retryID as "0", "1" or "2+" (how often an operator already retried), None when not a number."""
-    try:
-        value = int(raw)
-    except (TypeError, ValueError):
-        return None
-    if value < 0:
+    value = _non_negative(raw, int)
+    if value is None:
         return None
     return "2+" if value >= 2 else str(value)
 
 
 def failed_share_bucket(jobs: Any, failed: Any) -> str | None:
     """nJobsFailed / nJobs as none, few (< 10%), some (< 50%), most or all; None without jobs."""
-    try:
-        total, bad = int(jobs), int(failed)
-    except (TypeError, ValueError):
-        return None
-    if total <= 0 or bad < 0:
+    total, bad = _non_negative(jobs, int), _non_negative(failed, int)
+    if not total or bad is None:
         return None
     share = min(bad, total) / total
     if share == 0:
