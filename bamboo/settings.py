@@ -137,6 +137,10 @@ class Settings(BaseSettings):
     max_signature_ttl_s: int = Field(default=24 * 3600, ge=60, le=7 * 24 * 3600,
                                      description="Longest validity a signed request may claim")
     keys_dir: Path | None = Field(default=None, description="This operator's signing keys; empty = <data_dir>/keys")
+    admin_keys_file: Path | None = Field(
+        default=None, description="The administrators' public keys this deployment pins ('IDENTITY KEY' a line), "
+                                  "the root of the approver registry; empty = <data_dir>/admin-keys on the embedded "
+                                  "stack (the demo's), none otherwise (docs/trust-model.md)")
     investigation_idle_timeout_s: int = 7 * 24 * 3600
 
     # --- observability ----------------------------------------------------------------------
@@ -166,6 +170,16 @@ class Settings(BaseSettings):
 
     def resolved_keys_dir(self) -> Path:
         return (self.keys_dir or self.resolved_data_dir() / "keys").expanduser()
+
+    def resolved_admin_keys_file(self) -> Path | None:
+        if self.admin_keys_file is not None:
+            return self.admin_keys_file.expanduser()
+        return self.resolved_data_dir() / "admin-keys" if self.embedded_database else None
+
+    @property
+    def embedded_database(self) -> bool:
+        """The embedded stack (the demo's): no database of the deployment's own is configured."""
+        return self.database_url is None
 
     def approval_rules(self) -> ApprovalRules:
         """The deployment's approval rules, as the worker hands them to every session."""

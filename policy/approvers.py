@@ -6,7 +6,8 @@ workflow with every policy context; a client's settings cannot weaken it, becaus
 policy has a ``version`` (a hash of its whole content) that every decision records.
 
 ``authenticate`` checks a signed statement (``policy.signing``) against the registry: replayed nonce,
-expiry, unknown identity or key, forged signature, and a front end speaking for someone it may not. Which
+expiry, unknown identity or key, forged signature, and a front end speaking for someone outside its scope.
+The registry itself is what the pinned administrators signed (``policy.trust_root``), never a table's rows. Which
 *role* an action needs is the caller's decision (``policy.decisions`` for reviews).
 """
 
@@ -42,6 +43,10 @@ class RegisteredKey(BaseModel):
     identity: Identity
     public_key: str
     roles: frozenset[Role] = frozenset()
+    # A front end's scope: the identities it may sign for (from its registration and the account bindings an
+    # administrator signed); a person's: the front ends that may sign for them. Never "everyone".
+    speaks_for: frozenset[Identity] = frozenset()
+    front_ends: frozenset[Identity] = frozenset()
 
     @field_validator("public_key")
     @classmethod
@@ -75,6 +80,7 @@ class AuthRefusal(str, Enum):
     UNREGISTERED_KEY = "unregistered_key"
     BAD_SIGNATURE = "bad_signature"
     NOT_A_FRONT_END = "not_a_front_end"
+    OUT_OF_SCOPE = "out_of_scope"
     MISSING_ROLE = "missing_role"
 
 
@@ -105,7 +111,8 @@ class DeploymentPolicy(BaseModel):
         content = {
             "rules": self.rules.model_dump(mode="json"),
             "approvers": sorted(
-                ({"identity": a.identity, "public_key": a.public_key, "roles": sorted(r.value for r in a.roles)}
+                ({"identity": a.identity, "public_key": a.public_key, "roles": sorted(r.value for r in a.roles),
+                  "speaks_for": sorted(a.speaks_for), "front_ends": sorted(a.front_ends)}
                  for a in self.approvers),
                 key=lambda entry: entry["identity"],
             ),
@@ -123,6 +130,14 @@ class DeploymentPolicy(BaseModel):
             return True
         entry = self.entry(identity)
         return entry is not None and role in entry.roles
+
+    def may_speak_for(self, front_end: str, identity: str) -> bool:
+        """Whether the registered front end ``front_end`` may sign for ``identity``: it holds the front-end role
+        and either its scope names the person or the person's entry names it."""
+        signer, person = self.entry(front_end), self.entry(identity)
+        if signer is None or person is None or Role.FRONT_END not in signer.roles:
+            return False
+        return identity in signer.speaks_for or front_end in person.front_ends
 
     def holders(self, role: Role) -> list[str]:
         return sorted(a.identity for a in self.approvers if role in a.roles)
@@ -192,5 +207,12 @@ def authenticate(
         if policy.entry(identity) is None:
             return AuthVerdict.refuse(
                 AuthRefusal.UNREGISTERED_IDENTITY, f"{identity} is not registered with this deployment."
+            )
+        if not policy.may_speak_for(auth.signer, identity):
+            return AuthVerdict.refuse(
+                AuthRefusal.OUT_OF_SCOPE,
+                f"{auth.signer} is a front end but may not speak for {identity}; an administrator binds the "
+                f"account (`bamboo console add-user`) or lists the front end (`bamboo keys register {identity} "
+                f"--front-end {auth.signer}`).",
             )
     return AuthVerdict(ok=True, signed=True)

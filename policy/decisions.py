@@ -61,6 +61,7 @@ class DecisionRefusal(str, Enum):
     UNREGISTERED_KEY = AuthRefusal.UNREGISTERED_KEY.value
     BAD_SIGNATURE = AuthRefusal.BAD_SIGNATURE.value
     NOT_A_FRONT_END = AuthRefusal.NOT_A_FRONT_END.value
+    OUT_OF_SCOPE = AuthRefusal.OUT_OF_SCOPE.value
     MISSING_ROLE = AuthRefusal.MISSING_ROLE.value
 
 

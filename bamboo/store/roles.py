@@ -20,7 +20,7 @@ import psycopg
 from psycopg import sql
 
 READ_ONLY_TABLES = ("schema_migrations", "store_meta")
-APPEND_ONLY_TABLES = ("audit",)
+APPEND_ONLY_TABLES = ("audit", "trust_statements")
 
 
 async def grant_app_role(conn: psycopg.AsyncConnection, role: str) -> None:

@@ -1,0 +1,146 @@
+"""The deployment's administrators: the keys it pins, and signing registry statements with one of them.
+
+The pinned keys live in a file the deployment owns (``BAMBOO_ADMIN_KEYS_FILE``; on the embedded stack
+``<data dir>/admin-keys``), never in the database: the app role that every worker, console and requester's
+CLI connects with can write rows, not this file. Every process that relies on the registry (the worker
+judging a session's requests, an executor at gates 3 and 6, the console at sign-in) reads it itself.
+
+The embedded stack has one administrator, ``demo-admin``, whose key sits in the local keys directory next
+to the demo's people: on the demo, one person holds every identity, and says so. A deployment with a
+database of its own refuses to start with a ``demo-`` administrator pinned.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from bamboo.approvals.keys import KeyStore, LocalKey, SigningKeyError
+from bamboo.settings import Settings
+from policy.trust_root import (
+    DEMO_PREFIX,
+    SignedStatement,
+    StatementKind,
+    TrustRoot,
+    TrustRootError,
+    TrustStatement,
+    body_of,
+    parse_pinned_admins,
+    statement_bytes,
+)
+
+DEMO_ADMIN = f"{DEMO_PREFIX}admin"
+
+
+class PinnedAdmins:
+    """The pinned administrators, re-read when the file changes (an administrator added or removed takes
+    effect without restarting the worker). A missing file pins nobody."""
+
+    def __init__(self, path: Path | None, *, own_deployment: bool) -> None:
+        self.path = path
+        self.own_deployment = own_deployment
+        self._cache: tuple[tuple[int, int] | None, TrustRoot] | None = None
+
+    @classmethod
+    def of(cls, settings: Settings) -> "PinnedAdmins":
+        return cls(settings.resolved_admin_keys_file(), own_deployment=not settings.embedded_database)
+
+    def root(self) -> TrustRoot:
+        stamp = self._stamp()
+        if self._cache is not None and self._cache[0] == stamp:
+            return self._cache[1]
+        root = TrustRoot() if stamp is None or self.path is None else self._parse(self.path)
+        self._cache = (stamp, root)
+        return root
+
+    def _stamp(self) -> tuple[int, int] | None:
+        if self.path is None:
+            return None
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            return None
+        return st.st_mtime_ns, st.st_size
+
+    def _parse(self, path: Path) -> TrustRoot:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise TrustRootError(f"cannot read the admin keys file {path}: {exc}") from None
+        root = parse_pinned_admins(text, source=str(path))
+        if self.own_deployment and root.demo_identities:
+            raise TrustRootError(
+                f"{path} pins the embedded demo's administrator ({', '.join(root.demo_identities)}); a deployment "
+                "with its own database pins its own administrators' keys (README, 'Administrators')")
+        return root
+
+
+class FixedAdmins:
+    """A trust root given in code (tests, and tools that were handed one)."""
+
+    def __init__(self, root: TrustRoot) -> None:
+        self._root = root
+
+    def root(self) -> TrustRoot:
+        return self._root
+
+
+def sign_statement(admin: LocalKey, kind: StatementKind, subject: str, body: BaseModel | None = None,
+                   *, now: datetime | None = None) -> SignedStatement:
+    """An administrator's signed statement of ``kind`` about ``subject``."""
+    statement = TrustStatement(kind=kind, subject=subject, body=body_of(kind, body),
+                               issued_at=(now or datetime.now(timezone.utc)).replace(microsecond=0),
+                               statement_id=secrets.token_hex(16), signer=admin.identity, key_id=admin.key_id)
+    return SignedStatement(statement=statement, signature=admin.sign(statement_bytes(statement)))
+
+
+def pin(path: Path, key: LocalKey) -> bool:
+    """Append ``key`` to the admin keys file (created mode 0644: readable by the deployment's processes,
+    writable by its owner only). False when it is already pinned."""
+    existing = parse_pinned_admins(path.read_text(encoding="utf-8"), source=str(path)) if path.is_file() else TrustRoot()
+    if existing.admin(key.key_id) is not None:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    with os.fdopen(fd, "a", encoding="utf-8") as fh:
+        if fh.tell() == 0:
+            fh.write("# Pinned administrators: IDENTITY PUBLIC-KEY a line. Only statements signed by these keys\n"
+                     "# change the approver registry, console bindings and capability grants.\n")
+        fh.write(f"{key.identity} {key.public_key}\n")
+    return True
+
+
+def embedded_admin(settings: Settings) -> LocalKey:
+    """The embedded stack's administrator: created and pinned on first use. Refused on a deployment of its own."""
+    if not settings.embedded_database:
+        raise TrustRootError("only the embedded stack provisions its own administrator; pin your administrators' "
+                             "keys in BAMBOO_ADMIN_KEYS_FILE (README, 'Administrators')")
+    keys = KeyStore(settings.resolved_keys_dir())
+    key = keys.load(DEMO_ADMIN) if keys.exists(DEMO_ADMIN) else keys.create(DEMO_ADMIN)
+    path = settings.resolved_admin_keys_file()
+    assert path is not None  # the embedded stack always has one
+    pin(path, key)
+    return key
+
+
+def admin_key(settings: Settings, identity: str | None) -> LocalKey:
+    """The local private key of the administrator who signs, checked against the pinned keys first, so a
+    statement nobody will honour is never written. ``identity`` defaults to the embedded stack's admin."""
+    if identity is None:
+        if not settings.embedded_database:
+            raise TrustRootError("name the administrator who signs this with --admin (a key pinned in "
+                                 "BAMBOO_ADMIN_KEYS_FILE, with its private half in your keys directory)")
+        return embedded_admin(settings)
+    try:
+        key = KeyStore(settings.resolved_keys_dir()).load(identity)
+    except SigningKeyError as exc:
+        raise TrustRootError(str(exc)) from None
+    if PinnedAdmins.of(settings).root().admin(key.key_id) is None:
+        where = settings.resolved_admin_keys_file() or "BAMBOO_ADMIN_KEYS_FILE (not set)"
+        raise TrustRootError(f"{key.identity}'s key {key.key_id} is not a pinned administrator's key; only keys "
+                             f"listed in {where} may change the registry")
+    return key

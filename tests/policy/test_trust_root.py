@@ -1,0 +1,108 @@
+"""The trust root: only statements signed by a pinned administrator's key change the registry."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from bamboo.approvals.admin import sign_statement
+from bamboo.approvals.keys import LocalKey
+from policy.approvers import DeploymentPolicy, Role, authenticate
+from policy.signing import StatementKind as RequestKind
+from policy.trust_root import (
+    AccountBinding,
+    KeyRegistration,
+    SignedStatement,
+    StatementKind,
+    TrustRoot,
+    TrustRootError,
+    fold_registry,
+    parse_pinned_admins,
+    verify,
+)
+
+T0 = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
+
+
+def key(identity: str) -> LocalKey:
+    return LocalKey(identity, Ed25519PrivateKey.generate())
+
+
+ADMIN, OTHER = key("ops-admin"), key("mallory")
+ROOT = TrustRoot.model_validate({"admins": [{"identity": ADMIN.identity, "public_key": ADMIN.public_key}]})
+ALICE, BOB = key("alice"), key("bob")
+
+
+def register(signer: LocalKey, who: LocalKey, roles, at: datetime = T0, **scope) -> SignedStatement:
+    body = KeyRegistration(public_key=who.public_key, roles=tuple(roles), **scope)
+    return sign_statement(signer, StatementKind.REGISTER_KEY, who.identity, body, now=at)
+
+
+def test_only_a_pinned_administrators_signature_counts():
+    good = register(ADMIN, ALICE, [Role.APPROVE])
+    by_other = register(OTHER, BOB, [Role.APPROVE_STATE_CHANGING])
+    # a requester's own key with a pinned admin's name on it
+    renamed = SignedStatement(statement=by_other.statement.model_copy(update={"signer": "ops-admin"}),
+                              signature=by_other.signature)
+    # the admin's statement with its roles widened after signing
+    widened = SignedStatement(statement=good.statement.model_copy(update={
+        "statement_id": "ab" * 16, "body": {**good.statement.body, "roles": ["approve_state_changing"]}}),
+        signature=good.signature)
+    registry = fold_registry([good, by_other, renamed, widened], ROOT)
+    assert [(k.identity, sorted(k.roles)) for k in registry.keys] == [("alice", [Role.APPROVE])]
+    assert len(registry.ignored) == 3
+    assert verify(by_other, ROOT) is not None and verify(good, ROOT) is None
+
+
+def test_latest_signed_statement_decides_and_old_copies_change_nothing():
+    first = register(ADMIN, ALICE, [Role.APPROVE, Role.APPROVE_STATE_CHANGING], T0)
+    rotated = register(ADMIN, BOB.__class__("alice", BOB.private_key), [Role.APPROVE], T0 + timedelta(hours=1))
+    revoked = sign_statement(ADMIN, StatementKind.REVOKE_KEY, "alice", now=T0 + timedelta(hours=2))
+    # rows arrive in any order; a copy of the first registration stored again after the revocation
+    registry = fold_registry([revoked, rotated, first, first], ROOT)
+    assert registry.keys == ()
+    registry = fold_registry([rotated, first], ROOT)
+    assert registry.keys[0].public_key == BOB.public_key and registry.keys[0].roles == frozenset({Role.APPROVE})
+    assert len(registry.history) == 2
+
+
+def test_front_end_speaks_only_for_its_scope():
+    console = key("console")
+    statements = [
+        register(ADMIN, ALICE, [Role.REQUEST]),
+        register(ADMIN, BOB, [Role.APPROVE_STATE_CHANGING]),
+        register(ADMIN, console, [Role.FRONT_END]),
+        sign_statement(ADMIN, StatementKind.BIND_ACCOUNT, "console/al",
+                       AccountBinding(front_end="console", account="al", identity="alice")),
+    ]
+    policy = DeploymentPolicy(approvers=fold_registry(statements, ROOT).keys)
+    assert policy.may_speak_for("console", "alice")
+    assert not policy.may_speak_for("console", "bob")
+    # a front end registered by someone else's key is no front end at all
+    assert not fold_registry([register(OTHER, console, [Role.FRONT_END])], ROOT).keys
+
+    body = {"text": "hi"}
+    for identity, ok in (("alice", True), ("bob", False)):
+        auth = console.authorize(RequestKind.MESSAGE, "s1", body, identity=identity, now=T0)
+        verdict = authenticate(policy, kind=RequestKind.MESSAGE, session_id="s1", identity=identity, body=body,
+                               auth=auth, now=T0 + timedelta(seconds=1))
+        assert verdict.ok is ok, verdict.detail
+
+
+def test_person_entry_may_name_its_front_ends():
+    bot = key("mattermost-bot")
+    statements = [register(ADMIN, ALICE, [Role.REQUEST], front_ends=("mattermost-bot",)),
+                  register(ADMIN, bot, [Role.FRONT_END])]
+    policy = DeploymentPolicy(approvers=fold_registry(statements, ROOT).keys)
+    assert policy.may_speak_for("mattermost-bot", "alice")
+
+
+def test_pinned_admins_file_is_strict():
+    line = f"ops-admin {ADMIN.public_key}"
+    assert parse_pinned_admins(f"# admins\n\n{line}  # the on-call lead\n").admins[0].identity == "ops-admin"
+    for bad in ("ops-admin", f"ops-admin {ADMIN.public_key} extra", "ops-admin AAAA", f"Bad Name {ADMIN.public_key}",
+                f"{line}\n{line}"):
+        with pytest.raises(TrustRootError):
+            parse_pinned_admins(bad)
