@@ -13,6 +13,9 @@ from pathlib import Path
 
 import psycopg
 
+from bamboo.approvals.admin import PinnedAdmins, pin
+from bamboo.approvals.keys import KeyStore, LocalKey
+from bamboo.approvals.registry import ApproverRegistry
 from bamboo.devstack.ports import free_port
 from bamboo.devstack.postgres import start_postgres, stop_postgres
 from bamboo.devstack.temporal_server import start_temporal
@@ -21,12 +24,31 @@ from bamboo.settings import Settings
 ROOT = Path(__file__).resolve().parents[1]
 
 
+TEST_ADMIN = "test-admin"
+
+
+def pinned_test_admin(base: Path) -> tuple[LocalKey, Path]:
+    """The suite's administrator: a key of its own and the admin keys file that pins it, as a deployment
+    pins its administrators (the tests run as a deployment with its own database, not the demo)."""
+    key = KeyStore(base / "admin-key").create(TEST_ADMIN, overwrite=True)
+    path = base / "admin-keys"
+    path.unlink(missing_ok=True)
+    pin(path, key.identity, key.public_key)
+    return key, path
+
+
 @dataclass
 class TestStack:
     temporal_address: str
     admin_url: str
     pgdata: Path
     temporal_proc: subprocess.Popen
+    admin: LocalKey
+    admin_keys_file: Path
+
+    def registry(self, store) -> ApproverRegistry:
+        """The approver registry of ``store``, judged against the suite's pinned administrator."""
+        return ApproverRegistry(store.pool, store.audit, PinnedAdmins(self.admin_keys_file, own_deployment=True))
 
     def new_database(self) -> str:
         name = f"t_{uuid.uuid4().hex[:12]}"
@@ -35,6 +57,7 @@ class TestStack:
         return self.admin_url.replace("/bamboo?", f"/{name}?")
 
     def settings(self, database_url: str, llm_url: str, **extra) -> Settings:
+        extra.setdefault("admin_keys_file", self.admin_keys_file)
         return Settings(
             _env_file=None, temporal_address=self.temporal_address, database_url=database_url,
             llm_base_url=llm_url, embedding_base_url=llm_url, embedding_model="scripted-embedding",
@@ -56,7 +79,9 @@ def start_stack(base: Path, persistent: bool = True) -> TestStack:
     proc = start_temporal(db, "127.0.0.1", port, 0, base / "temporal.log")
     pgdata = base / "pg"
     _, url = start_postgres(pgdata)
-    return TestStack(temporal_address=f"127.0.0.1:{port}", admin_url=url, pgdata=pgdata, temporal_proc=proc)
+    admin, admin_keys_file = pinned_test_admin(base)
+    return TestStack(temporal_address=f"127.0.0.1:{port}", admin_url=url, pgdata=pgdata, temporal_proc=proc,
+                     admin=admin, admin_keys_file=admin_keys_file)
 
 
 def worker_env(settings: Settings) -> dict[str, str]:
@@ -72,6 +97,8 @@ def worker_env(settings: Settings) -> dict[str, str]:
     })
     if settings.keys_dir is not None:
         env["BAMBOO_KEYS_DIR"] = str(settings.keys_dir)
+    if settings.admin_keys_file is not None:
+        env["BAMBOO_ADMIN_KEYS_FILE"] = str(settings.admin_keys_file)
     return env
 
 

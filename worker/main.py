@@ -21,6 +21,7 @@ from worker.services import build_services
 from bamboo.settings import Settings, get_settings
 from bamboo.temporal_client import connect
 from worker.registry import plan, workflow_runner
+from policy.trust_root import TrustRootError
 from worker.wiring import CommandToolsConfigError
 from bamboo.telemetry import flush_tracing, worker_runtime
 
@@ -99,7 +100,7 @@ def main() -> None:
 
     try:
         asyncio.run(_run())
-    except (CommandToolsConfigError, CommandConfigError, SigningKeyError) as exc:
+    except (CommandToolsConfigError, CommandConfigError, SigningKeyError, TrustRootError) as exc:
         # The deployment's configuration is wrong: one line saying what, not a traceback.
         print(f"bamboo worker: {exc}", file=sys.stderr)
         raise SystemExit(2) from None

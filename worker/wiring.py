@@ -17,6 +17,7 @@ from activities.analyze import AnalyzeActivities
 from activities.investigation import InvestigationActivities, ProcedureSandboxActivities
 from bamboo.analysis.service import AnalysisService
 from bamboo.approvals.keys import KeyStore
+from bamboo.approvals.admin import PinnedAdmins
 from bamboo.approvals.registry import ApproverRegistry
 from bamboo.commands.config import load_command_config
 from bamboo.executors.tool_caller import RemoteCommandTools
@@ -117,6 +118,14 @@ def command_tools(settings: Settings, client: Client | None) -> RemoteCommandToo
     return RemoteCommandTools(policy, client, key, environment=environment)
 
 
+def trust_root(settings: Settings) -> PinnedAdmins:
+    """The administrators this deployment pins, read once now so a worker with an unusable file, or with the
+    demo's administrator on a deployment of its own, refuses to start instead of refusing every request."""
+    admins = PinnedAdmins.of(settings)
+    admins.root()
+    return admins
+
+
 def investigation_activities(services: Services, client: Client | None = None) -> InvestigationWiring:
     """Wire the activities once per worker. Without a usable sandbox interpreter this worker serves no
     ``execute_code`` (runs wait for a worker that has one) instead of refusing to start at all. With a
@@ -138,7 +147,7 @@ def investigation_activities(services: Services, client: Client | None = None) -
     acts = InvestigationActivities(
         tools=tools, selector=selector, model=TurnModel(services.llm, selector, settings.llm_context_window),
         finalizer=Finalizer(store.knowledge, tools.repository, services.embedder, settings.canonical_match_threshold),
-        registry=ApproverRegistry(store.pool, store.audit), audit_log=store.audit,
+        registry=ApproverRegistry(store.pool, store.audit, trust_root(settings)), audit_log=store.audit,
         approval_rules=settings.approval_rules(), allow_mutating_autorun=settings.allow_mutating_autorun,
         meter=spend_meter(settings),
     )

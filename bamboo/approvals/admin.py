@@ -23,6 +23,7 @@ from bamboo.approvals.keys import KeyStore, LocalKey, SigningKeyError
 from bamboo.settings import Settings
 from policy.trust_root import (
     DEMO_PREFIX,
+    PinnedAdmin,
     SignedStatement,
     StatementKind,
     TrustRoot,
@@ -98,11 +99,12 @@ def sign_statement(admin: LocalKey, kind: StatementKind, subject: str, body: Bas
     return SignedStatement(statement=statement, signature=admin.sign(statement_bytes(statement)))
 
 
-def pin(path: Path, key: LocalKey) -> bool:
-    """Append ``key`` to the admin keys file (created mode 0644: readable by the deployment's processes,
-    writable by its owner only). False when it is already pinned."""
+def pin(path: Path, identity: str, public_key: str) -> bool:
+    """Append an administrator's key to the admin keys file (created mode 0644: readable by the deployment's
+    processes, writable by its owner only). False when that key is already pinned."""
+    admin = PinnedAdmin(identity=identity, public_key=public_key)
     existing = parse_pinned_admins(path.read_text(encoding="utf-8"), source=str(path)) if path.is_file() else TrustRoot()
-    if existing.admin(key.key_id) is not None:
+    if existing.admin(admin.key_id) is not None:
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -110,7 +112,7 @@ def pin(path: Path, key: LocalKey) -> bool:
         if fh.tell() == 0:
             fh.write("# Pinned administrators: IDENTITY PUBLIC-KEY a line. Only statements signed by these keys\n"
                      "# change the approver registry, console bindings and capability grants.\n")
-        fh.write(f"{key.identity} {key.public_key}\n")
+        fh.write(f"{admin.identity} {admin.public_key}\n")
     return True
 
 
@@ -123,7 +125,7 @@ def embedded_admin(settings: Settings) -> LocalKey:
     key = keys.load(DEMO_ADMIN) if keys.exists(DEMO_ADMIN) else keys.create(DEMO_ADMIN)
     path = settings.resolved_admin_keys_file()
     assert path is not None  # the embedded stack always has one
-    pin(path, key)
+    pin(path, key.identity, key.public_key)
     return key
 
 

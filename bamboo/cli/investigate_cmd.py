@@ -22,14 +22,15 @@ import uuid
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 from temporalio.client import Client
 
 from bamboo.approvals.keys import SigningKeyError
 from bamboo.cli.common import console, err_console, fail, run
-from bamboo.cli.review_view import pending_panel, transcript_code
+from bamboo.cli.review_view import MODEL_SAYS, model_says, pending_panel, transcript_code
+from bamboo.frontends.inert_text import inert_markup, inert_rich
 from bamboo.investigation import client as inv
 from bamboo.investigation.contract import PendingView, TranscriptEntry
 from bamboo.settings import Settings, get_settings
@@ -229,7 +230,7 @@ class SessionLoop:
     async def wait_closed(self) -> None:
         result = await inv.handle(self.client, self.session_id).result()
         await self.print_new()
-        console.print(f"session {result.status.value}: cause={result.cause!r} procedures={result.procedures}")
+        console.print(inert_rich(f"session {result.status.value}: cause={result.cause!r} procedures={result.procedures}"))
 
     async def follow_until_idle(self, expect_turn: str | None) -> bool:
         """Follow the transcript until the turn for ``expect_turn`` (the message text) has an outcome;
@@ -298,7 +299,7 @@ class SessionLoop:
                 await inv.decide_by_prefix(self.client, self.session_id, view.code_hash, kind, self.speaker,
                                            replacement)
             except inv.InvestigationError as exc:
-                console.print(f"[red]refused: {escape(str(exc))}[/]")
+                console.print(f"[red]refused: {inert_markup(str(exc))}[/]")
                 if await self._still_pending(view):
                     continue
             return True
@@ -324,11 +325,13 @@ def edit_in_editor(code: str) -> str | None:
 
 
 def print_entry(entry: TranscriptEntry, verbose: bool) -> None:
+    """One transcript entry. Its text and the tool calls' fields are the model's or a tool's words: printed
+    inert (``inert_rich``), in a column of their own after the entry's kind, so no line of them starts a row."""
     if entry.kind in QUIET_KINDS and not verbose:
         return
     if entry.kind == "code":
-        console.print(f"[dim]strategy: {escape(str(entry.data.get('strategy') or '-'))}; "
-                      f"tools: {escape(str(entry.data.get('tools')))}[/]")
+        console.print(inert_rich(f"strategy: {entry.data.get('strategy') or '-'}; tools: {entry.data.get('tools')}",
+                                 "dim", one_line=True))
         console.print(transcript_code(entry.text))
         return
     if entry.kind == "run":
@@ -336,19 +339,23 @@ def print_entry(entry: TranscriptEntry, verbose: bool) -> None:
             reason = f" {call['reason']}" if call.get("reason") else ""
             args = f"({call['args_preview']})" if call.get("args_preview") else ""
             shape = f" → {call['result_shape']}" if call.get("result_shape") else ""
-            console.print(f"[dim]  tool {escape(call['tool'] + args)} → {call['outcome']}{escape(shape)} "
-                          f"({call['bytes']} bytes){escape(reason)}[/]")
+            console.print(inert_rich(f"  tool {call['tool']}{args} → {call['outcome']}{shape} ({call['bytes']} bytes)"
+                                     f"{reason}", "dim", one_line=True))
     style = {"reply": "bold", "refused_run": "red", "refused_decision": "red", "refused_request": "red",
              "suggestion": "yellow", "hypothesis": "cyan", "grant": "magenta", "revoke": "magenta"}.get(entry.kind, "dim")
     who = f"{entry.actor}: " if entry.actor and entry.kind in ("decision", "refused_decision", "operator") else ""
-    console.print(f"[{style}]{escape('[' + entry.kind + ']')}[/{style}] {escape(who + entry.text)}")
+    row = Table.grid(padding=(0, 1, 0, 0))
+    row.add_column(no_wrap=True)
+    row.add_column(overflow="fold")
+    row.add_row(Text(f"[{entry.kind}]", style=style), inert_rich(who + entry.text))
+    console.print(row)
 
 
 def show_pending(view: PendingView) -> None:
+    """The model's words first, labelled as such and outside the verdict's panel; then the panel, built from the
+    workflow's facts, and the choices right under it, so the last thing above the prompt is trusted."""
+    console.print(model_says(view.summary, view.trigger_signals))
     console.print(pending_panel(view))
-    console.print(f"summary: {escape(view.summary)}")
-    if view.trigger_signals:
-        console.print(f"because: {escape('; '.join(view.trigger_signals))}")
     console.print("  ".join(f"{CHOICE_KEYS[c]} = {CHOICE_WORDS[c]}" for c in view.choices))
 
 
@@ -357,9 +364,10 @@ def show_approvals(view) -> None:
     for column in table.columns:
         column.overflow = "fold"
     for hash_, policy in sorted(view.session_policies.items()):
-        table.add_row("session", hash_, policy.policy.value, policy.approved_by, "")
+        table.add_row("session", inert_rich(hash_), policy.policy.value, inert_rich(policy.approved_by), "")
     for name, grant in sorted(view.grants.items()):
-        table.add_row("durable", grant.code_hash, name, grant.granted_by, grant.granted_at.isoformat())
+        table.add_row("durable", inert_rich(grant.code_hash), inert_rich(name), inert_rich(grant.granted_by),
+                      grant.granted_at.isoformat())
     console.print(table if view.session_policies or view.grants else "no standing approvals")
 
 
@@ -377,15 +385,21 @@ def approvals_cmd(as_json: bool = typer.Option(False, "--json", help="machine-re
         if not found:
             console.print("no investigation is waiting for approval")
             return
-        table = Table("session", "turn", "code hash", "asked by", "effect", "tools", "summary", show_lines=True)
+        # The table is the facts; the model's summaries follow it, labelled, one line each, never in a row
+        # beside the verdict.
+        table = Table("session", "turn", "code hash", "asked by", "effect", "tools", show_lines=True)
         for column in table.columns:
             column.overflow = "fold"  # ids and hashes wrap; they are never cut
         for item in found:
             v = item.view
             effect = "read-only" if v.read_only else "STATE-CHANGING"
-            table.add_row(item.session_id, str(v.turn), v.code_hash, v.requester, effect, ", ".join(v.tools),
-                          v.summary[:200])
+            table.add_row(inert_rich(item.session_id), str(v.turn), inert_rich(v.code_hash), inert_rich(v.requester),
+                          effect, inert_rich(", ".join(v.tools)))
         console.print(table)
+        console.print(Text(MODEL_SAYS, style="bold yellow"))
+        for item in found:
+            said = item.view.summary[:200] + ("…" if len(item.view.summary) > 200 else "")
+            console.print(inert_rich(f"  {item.session_id} turn {item.view.turn}: {said}", one_line=True))
         console.print("answer with: bamboo approve SESSION HASH_PREFIX y|a|k|n  (see the code first: "
                       "bamboo investigate --attach SESSION)")
 
@@ -428,22 +442,33 @@ DEMO_REQUESTER = "demo-requester"
 
 
 async def provision_demo_identities(settings: Settings, operator: str) -> None:
-    """The embedded demo's two people, with keys in the local keys directory and registry entries: the
-    requester may only ask; the operator running the demo may ask and approve anything (but, as everywhere,
-    not state-changing code they asked for themselves). Idempotent."""
+    """The embedded demo's two people, with keys in the local keys directory and registry entries signed by
+    the embedded stack's administrator (``demo-admin``, pinned in <data dir>/admin-keys): the requester may
+    only ask; the operator running the demo may ask and approve anything (but, as everywhere, not
+    state-changing code they asked for themselves). Idempotent. On the demo one person holds all three keys,
+    and the demo says so."""
+    from bamboo.approvals.admin import PinnedAdmins, embedded_admin
     from bamboo.approvals.keys import KeyStore
     from bamboo.approvals.registry import ApproverRegistry
     from bamboo.cli.store_access import opened_store
     from policy.approvers import Role
 
+    admin = embedded_admin(settings)
     keys = KeyStore(settings.resolved_keys_dir())
     people = {DEMO_REQUESTER: {Role.REQUEST},
               operator: {Role.REQUEST, Role.APPROVE, Role.APPROVE_STATE_CHANGING}}
     async with opened_store(settings) as store:
-        registry = ApproverRegistry(store.pool, store.audit)
+        registry = ApproverRegistry(store.pool, store.audit, PinnedAdmins.of(settings))
         for identity, roles in people.items():
             key = keys.load(identity) if keys.exists(identity) else keys.create(identity)
-            await registry.ensure(identity, key.public_key, roles, "demo")
+            await registry.ensure(admin, identity, key.public_key, roles)
+
+
+DEMO_IDENTITIES_NOTICE = (
+    "[yellow]Demo only:[/] this machine holds three keys, {requester} (asks), {me} (approves) and demo-admin "
+    "(registers them), all yours. The rule that someone other than the requester approves state-changing code "
+    "separates two keys here, not two people. A deployment pins its own administrators and registers each "
+    "person's own key (README, 'Administrators'), and refuses to start with the demo's administrator.")
 
 
 DEMO_QUESTION = "What do the scout jobs say about memory?"
@@ -476,7 +501,8 @@ def demo_investigation(settings: Settings, task_id: int = 40112233) -> None:
     session_id, view, reply = run(go())
     ui = f"http://{settings.temporal_address.split(':')[0]}:{settings.temporal_ui_port}"
     lines = [f"Investigation [bold]{session_id}[/] is running on task {task_id} (opened as {DEMO_REQUESTER}; "
-             f"you approve as {me}, with the key in {settings.resolved_keys_dir()})."]
+             f"you approve as {me}, with the key in {settings.resolved_keys_dir()}).",
+             DEMO_IDENTITIES_NOTICE.format(requester=DEMO_REQUESTER, me=me)]
     if view is not None:
         lines.append(f"Turn {view.turn} waits for review (code {short_hash(view.code_hash)}).")
         lines.append(f"  read the code and answer:        bamboo investigate --attach {session_id}")
@@ -485,7 +511,7 @@ def demo_investigation(settings: Settings, task_id: int = 40112233) -> None:
                      f"investigate:{session_id} --name decide --input \"$(bamboo sign decide {session_id} "
                      f"{view.code_hash[:12]} y)\"")
     elif reply:
-        lines.append(f"Turn 1 has nothing to review. The session says: {reply}")
+        lines.append(f"Turn 1 has nothing to review. The session says: {inert_markup(reply)}")
         lines.append("  The offline model often cannot write tool-calling code; with a capable model "
                      "(BAMBOO_LLM_BASE_URL, BAMBOO_LLM_MODEL) the same question is answered with code to review.")
         lines.append(f"  ask again, or something else:    bamboo investigate --attach {session_id}")

@@ -1,12 +1,15 @@
 """`bamboo keys` (operators' signing keys and the deployment's approver registry) and `bamboo sign`.
 
     bamboo keys create --as alice                 a key pair on this machine; prints the public half
-    bamboo keys register alice --role approve     the deployment records alice's public key and roles
-    bamboo keys list [--json] | revoke alice
+    bamboo keys pin ops-admin                     pin an administrator's key (BAMBOO_ADMIN_KEYS_FILE)
+    bamboo keys register alice --role approve --admin ops-admin
+                                                  a registration signed by a pinned administrator
+    bamboo keys list [--json] [--history] | revoke alice --admin ops-admin
     bamboo sign decide SESSION HASH y --as bob    the JSON input for `temporal workflow signal --name decide`
 
-Registering needs the deployment's database (it is the deployment's decision who may approve what); the
-private key never leaves the operator's keys directory (BAMBOO_KEYS_DIR, default <data dir>/keys).
+Registering needs a pinned administrator's private key: the database only stores the signed statement,
+and every reader checks it against the keys the deployment pinned (docs/trust-model.md). A private key never
+leaves its owner's keys directory (BAMBOO_KEYS_DIR, default <data dir>/keys).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import json
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from bamboo.approvals.keys import DEFAULT_TTL_S, KeyStore, SigningKeyError
@@ -21,8 +25,10 @@ from bamboo.cli.common import console, fail, run
 from bamboo.settings import get_settings
 from policy.approvers import Role
 from policy.identity import IdentityError, canonical_identity
+from policy.trust_root import TrustRootError
 
-keys_app = typer.Typer(help="Signing keys and the approver registry.", no_args_is_help=True)
+keys_app = typer.Typer(help="Signing keys, the pinned administrators and the approver registry they sign.",
+                       no_args_is_help=True)
 sign_app = typer.Typer(help="Sign a request for `temporal workflow signal` / `update execute`.", no_args_is_help=True)
 
 ROLE_HELP = ("request (ask for code), approve (approve read-only code), approve_state_changing (approve code "
@@ -59,86 +65,163 @@ def keys_create(
         return
     console.print(f"key for [bold]{who}[/] written to {store.path(who)} (keep it private)")
     console.print(f"public key {key.public_key}  key id {key.key_id}")
-    console.print(f"register it: bamboo keys register {who} --public-key {key.public_key} --role request --role approve")
+    console.print(f"an administrator registers it: bamboo keys register {who} --public-key {key.public_key} "
+                  "--role request --admin ADMIN")
+
+
+@keys_app.command("pin")
+def keys_pin(
+    identity: str = typer.Argument(..., help="the administrator's identity"),
+    public_key: str | None = typer.Option(None, "--public-key", help="base64 public key (default: this machine's key)"),
+) -> None:
+    """Pin an administrator's public key in the deployment's admin keys file (BAMBOO_ADMIN_KEYS_FILE).
+
+    Only statements signed by a pinned key change the registry. Run it where the worker, executors and console
+    read their settings, as the account that owns that file."""
+    from bamboo.approvals.admin import pin
+
+    settings = get_settings()
+    who = _identity(identity)
+    path = settings.resolved_admin_keys_file()
+    if path is None:
+        fail("no admin keys file: set BAMBOO_ADMIN_KEYS_FILE to a file the database's app role cannot write")
+        return
+    try:
+        if public_key is None:
+            public_key = KeyStore(settings.resolved_keys_dir()).load(who).public_key
+        added = pin(path, who, public_key)
+    except (SigningKeyError, TrustRootError, ValueError) as exc:
+        fail(str(exc).splitlines()[0])
+        return
+    console.print(f"{'pinned' if added else 'already pinned'}: {who} in {path}")
+
+
+def _admin(admin: str | None):
+    from bamboo.approvals.admin import admin_key
+
+    try:
+        return admin_key(get_settings(), None if admin is None else _identity(admin))
+    except TrustRootError as exc:
+        fail(str(exc))
+        raise
+
+
+def _registry(store):
+    from bamboo.approvals.admin import PinnedAdmins
+    from bamboo.approvals.registry import ApproverRegistry
+
+    return ApproverRegistry(store.pool, store.audit, PinnedAdmins.of(get_settings()))
+
+
+ADMIN_HELP = ("the pinned administrator who signs this (its private key in your keys directory); "
+              "default on the embedded stack: its demo-admin")
 
 
 @keys_app.command("register")
 def keys_register(
-    identity: str = typer.Argument(..., help="the person's identity (letter case does not matter)"),
+    identity: str = typer.Argument(..., help="the person's or front end's identity (letter case does not matter)"),
     role: list[Role] = typer.Option(..., "--role", help=ROLE_HELP),
     public_key: str | None = typer.Option(None, "--public-key", help="base64 public key (default: this machine's key)"),
-    by: str | None = typer.Option(None, "--as", help="who registers it (recorded in the audit log)"),
+    speaks_for: list[str] = typer.Option([], "--speaks-for", help="for a front end: an identity it may sign for"),
+    front_end: list[str] = typer.Option([], "--front-end", help="for a person: a front end that may sign for them"),
+    admin: str | None = typer.Option(None, "--admin", help=ADMIN_HELP),
 ) -> None:
-    """Record a public key and roles in the deployment's approver registry (audited)."""
-    from bamboo.approvals.registry import ApproverRegistry
+    """Register (or rotate, or change the roles of) a key: a new statement signed by a pinned administrator.
+
+    The previous statement stays in the history (`bamboo keys list --history`)."""
     from bamboo.cli.store_access import opened_store
 
     settings = get_settings()
-    who, admin = _identity(identity), _identity(by)
+    who = _identity(identity)
+    scope_for = [_identity(i) for i in speaks_for]
+    scope_by = [_identity(i) for i in front_end]
     if public_key is None:
         try:
             public_key = KeyStore(settings.resolved_keys_dir()).load(who).public_key
         except SigningKeyError as exc:
             fail(f"{exc}; or pass --public-key")
             return
+    signer = _admin(admin)
 
     async def go():
         async with opened_store(settings) as store:
-            return await ApproverRegistry(store.pool, store.audit).register(who, public_key, role, admin)
+            return await _registry(store).register(signer, who, public_key, role, speaks_for=scope_for,
+                                                   front_ends=scope_by)
 
     try:
         entry = run(go())
-    except ValueError as exc:
-        fail(f"{exc}")
+    except (ValueError, TrustRootError) as exc:
+        fail(str(exc).splitlines()[0])
         return
+    scope = (f"; speaks for {', '.join(sorted(entry.speaks_for))}" if entry.speaks_for else "") + \
+        (f"; front ends {', '.join(sorted(entry.front_ends))}" if entry.front_ends else "")
     console.print(f"registered {entry.identity} (key {entry.key_id}) with roles "
-                  f"{', '.join(sorted(r.value for r in entry.roles))}")
+                  f"{', '.join(sorted(r.value for r in entry.roles))}{scope}, signed by {signer.identity}")
 
 
 @keys_app.command("list")
-def keys_list(as_json: bool = typer.Option(False, "--json", help="machine-readable output")) -> None:
-    """The approver registry: identities, key ids, roles, who registered them, revoked ones."""
-    from bamboo.approvals.registry import ApproverRegistry
+def keys_list(
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+    history: bool = typer.Option(False, "--history", help="every signed statement, oldest first"),
+) -> None:
+    """The registry as the pinned administrators signed it, the console bindings, and rows that count for
+    nothing (not signed by a pinned administrator)."""
     from bamboo.cli.store_access import opened_store
 
     async def go():
         async with opened_store(get_settings()) as store:
-            return await ApproverRegistry(store.pool, store.audit).entries()
+            return await _registry(store).registry()
 
-    entries = run(go())
+    try:
+        registry = run(go())
+    except TrustRootError as exc:
+        fail(str(exc))
+        return
     if as_json:
-        print(json.dumps([e.model_dump(mode="json") for e in entries]))
+        print(registry.model_dump_json(include={"keys", "bindings", "ignored"} | ({"history"} if history else set())))
         return
-    if not entries:
+    if not registry.keys:
         console.print("no approvers registered (with signatures required, nobody can ask for code or approve it)")
-        return
-    table = Table("identity", "key id", "roles", "registered by", "registered", "revoked")
-    for column in table.columns:
-        column.overflow = "fold"
-    for e in entries:
-        table.add_row(e.identity, e.key_id, ", ".join(r.value for r in e.roles), e.registered_by, e.registered_at,
-                      e.revoked_at or "")
-    console.print(table)
+    else:
+        table = Table("identity", "key id", "roles", "speaks for", "front ends")
+        for column in table.columns:
+            column.overflow = "fold"
+        for k in registry.keys:
+            table.add_row(k.identity, k.key_id, ", ".join(sorted(r.value for r in k.roles)),
+                          ", ".join(sorted(k.speaks_for)), ", ".join(sorted(k.front_ends)))
+        console.print(table)
+    for b in registry.bindings:
+        console.print(f"console binding: {b.front_end} account {escape(b.account)} signs in as {b.identity}")
+    if history:
+        for s in registry.history:
+            st = s.statement
+            console.print(f"{st.issued_at.isoformat()} {st.kind.value} {escape(st.subject)} by {st.signer} "
+                          f"(key {st.key_id}, statement {st.statement_id[:12]})")
+    if registry.ignored:
+        console.print(f"[yellow]{len(registry.ignored)} stored statement(s) count for nothing[/] (not signed by a "
+                      "pinned administrator):")
+        for row in registry.ignored[:20]:
+            console.print(f"  {escape(row.kind)} {escape(row.subject)}: {escape(row.reason)}")
 
 
 @keys_app.command("revoke")
 def keys_revoke(
     identity: str = typer.Argument(...),
-    by: str | None = typer.Option(None, "--as", help="who revokes it (recorded in the audit log)"),
+    admin: str | None = typer.Option(None, "--admin", help=ADMIN_HELP),
 ) -> None:
-    """Remove an identity from the registry: its signatures are refused from the next decision on."""
-    from bamboo.approvals.registry import ApproverRegistry
+    """Revoke an identity (a signed statement): its signatures are refused from the next decision on."""
     from bamboo.cli.store_access import opened_store
 
-    who, admin = _identity(identity), _identity(by)
+    who = _identity(identity)
+    signer = _admin(admin)
 
     async def go():
         async with opened_store(get_settings()) as store:
-            return await ApproverRegistry(store.pool, store.audit).revoke(who, admin)
+            return await _registry(store).revoke(signer, who)
 
     if not run(go()):
         fail(f"{who} is not an active registered identity; `bamboo keys list` shows the registry")
-    console.print(f"revoked {who}")
+    console.print(f"revoked {who}, signed by {signer.identity}")
 
 
 # --------------------------------------------------------------------------------- sign

@@ -18,7 +18,6 @@ import httpx
 import pytest
 
 from bamboo.approvals.keys import KeyStore
-from bamboo.approvals.registry import ApproverRegistry
 from bamboo.devstack.ports import free_port
 from bamboo.frontends.console.accounts import LocalAccounts
 from policy.approvers import Role
@@ -46,12 +45,15 @@ class ConsoleServer:
 
 
 @pytest.fixture
-async def console_key(services, keys_dir):
-    """The console's key, registered as a front end in this test's registry."""
+async def console_key(stack, services, keys_dir):
+    """The console's key, registered as a front end in this test's registry, and each test account bound to
+    its identity by the suite's pinned administrator."""
     store = KeyStore(keys_dir)
     key = store.load(CONSOLE_IDENTITY) if store.exists(CONSOLE_IDENTITY) else store.create(CONSOLE_IDENTITY)
-    await ApproverRegistry(services.store.pool, services.store.audit).register(
-        CONSOLE_IDENTITY, key.public_key, {Role.FRONT_END}, "test-admin")
+    registry = stack.registry(services.store)
+    await registry.register(stack.admin, CONSOLE_IDENTITY, key.public_key, {Role.FRONT_END})
+    for name in ACCOUNTS:
+        await registry.bind(stack.admin, CONSOLE_IDENTITY, name, name)
     return key
 
 

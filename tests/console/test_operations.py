@@ -104,9 +104,9 @@ async def test_the_audit_page_shows_the_chain_intact_and_then_where_it_breaks(
     intact = await bob.wait_text("Audit chain intact", "#chain")
     await bob.screenshot("audit")
     async with services.store.pool.connection() as conn:
-        seq = (await (await conn.execute("SELECT min(seq) FROM audit WHERE kind = 'approver_registered'")).fetchone())[0]
+        seq = (await (await conn.execute("SELECT min(seq) FROM audit WHERE kind = 'trust_register_key'")).fetchone())[0]
         await conn.execute("ALTER TABLE audit DISABLE TRIGGER USER")  # the table refuses rewrites: an owner's attack
-        await conn.execute("UPDATE audit SET body = jsonb_set(body, '{roles}', '[\"front_end\"]') WHERE seq = %s", (seq,))
+        await conn.execute("UPDATE audit SET body = jsonb_set(body, '{subject}', '\"mallory\"') WHERE seq = %s", (seq,))
     broken = await bob.wait_text("broken", "#chain")
     assert f"broken at row {seq}" in broken and "modified after writing" in broken and "intact" in intact
 

@@ -137,22 +137,27 @@ async def test_a_console_whose_key_is_not_a_registered_front_end_does_not_start(
 
 
 async def test_the_embedded_stack_registers_the_consoles_own_key_once(services, settings, tmp_path):
-    """Only the embedded default provisions the console as a front end (as the demo provisions its people);
-    a deployment with its own database registers it deliberately, and the console checks that at start."""
+    """Only the embedded default provisions the console as a front end (as the demo provisions its people),
+    signed by the embedded stack's own administrator; a deployment with its own database registers it
+    deliberately, and the console checks that at start."""
+    from bamboo.approvals.admin import PinnedAdmins
     from bamboo.approvals.registry import ApproverRegistry
     from bamboo.frontends.console.serve import provision_embedded_front_end
     from bamboo.frontends.console.settings import ConsoleSettings
     from policy.approvers import Role
 
-    local = settings.model_copy(update={"keys_dir": tmp_path / "keys"})
-    registry = ApproverRegistry(services.store.pool, services.store.audit)
+    local = settings.model_copy(update={"keys_dir": tmp_path / "keys", "data_dir": tmp_path, "database_url": None,
+                                        "admin_keys_file": None})
+    registry = ApproverRegistry(services.store.pool, services.store.audit, PinnedAdmins.of(local))
     console = ConsoleSettings(_env_file=None, identity="embedded-console")
     first = await provision_embedded_front_end(local, console, registry)
     again = await provision_embedded_front_end(local, console, registry)
     assert first.public_key == again.public_key
     entry = next(e for e in await registry.active() if e.identity == "embedded-console")
     assert entry.roles == frozenset({Role.FRONT_END}) and entry.public_key == first.public_key
+    assert entry.speaks_for == frozenset()  # whom it speaks for is what administrators bind, not "everyone"
+    assert "demo-admin" in (tmp_path / "admin-keys").read_text()
     async with services.store.pool.connection() as conn:
-        rows = await (await conn.execute("SELECT count(*) FROM audit WHERE kind = 'approver_registered' "
-                                         "AND body->>'identity' = 'embedded-console'")).fetchone()
+        rows = await (await conn.execute("SELECT count(*) FROM audit WHERE kind = 'trust_register_key' "
+                                         "AND body->>'subject' = 'embedded-console'")).fetchone()
     assert rows[0] == 1

@@ -26,7 +26,6 @@ import httpx
 import pytest
 
 from bamboo.approvals.keys import KeyStore
-from bamboo.approvals.registry import ApproverRegistry
 from bamboo.investigation.client import Speaker
 from bamboo.panda.simulator.server import PandaSimulator
 from policy.approvers import Role
@@ -105,12 +104,13 @@ class Operators:
 
 
 @pytest.fixture
-async def ops(services, keys_dir) -> Operators:
-    """Registers every test identity in this test's database and returns their speakers."""
-    registry = ApproverRegistry(services.store.pool, services.store.audit)
+async def ops(stack, services, keys_dir) -> Operators:
+    """Registers every test identity in this test's database (signed by the suite's pinned administrator)
+    and returns their speakers."""
+    registry = stack.registry(services.store)
     store = KeyStore(keys_dir)
     for identity, roles in REGISTRY.items():
-        await registry.register(identity, store.load(identity).public_key, roles, "test-admin")
+        await registry.register(stack.admin, identity, store.load(identity).public_key, roles)
     return Operators(store)
 
 

@@ -16,7 +16,6 @@ import pytest
 from mattermostdriver import Driver
 
 from bamboo.approvals.keys import KeyStore
-from bamboo.approvals.registry import ApproverRegistry
 from policy.approvers import Role
 from tests.investigation.conftest import (  # noqa: F401 — fixtures shared with the investigation tests
     brain, keys_dir, new_kills, ops, settings, sim, terminate_sessions,
@@ -49,11 +48,11 @@ class Room:
 
 
 @pytest.fixture
-async def bot_key(services, keys_dir):
+async def bot_key(stack, services, keys_dir):
     store = KeyStore(keys_dir)
     key = store.load(BOT_IDENTITY) if store.exists(BOT_IDENTITY) else store.create(BOT_IDENTITY)
-    await ApproverRegistry(services.store.pool, services.store.audit).register(
-        BOT_IDENTITY, key.public_key, {Role.FRONT_END}, "test-admin")
+    await stack.registry(services.store).register(stack.admin, BOT_IDENTITY, key.public_key, {Role.FRONT_END},
+                                                  speaks_for=["alice", "bob"])
     return key
 
 

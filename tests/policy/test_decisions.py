@@ -41,8 +41,10 @@ ROLES = {
     "reader": {Role.APPROVE},
     "console": {Role.FRONT_END},
 }
+SCOPES = {"console": frozenset({"reviewer"})}  # the console may speak for the reviewer only
 POLICY = DeploymentPolicy(approvers=tuple(
-    RegisteredKey(identity=name, public_key=KEYS[name].public_key, roles=frozenset(roles))
+    RegisteredKey(identity=name, public_key=KEYS[name].public_key, roles=frozenset(roles),
+                  speaks_for=SCOPES.get(name, frozenset()))
     for name, roles in ROLES.items()))
 UNSIGNED_OK = DeploymentPolicy(rules=ApprovalRules(require_signatures=False))
 
@@ -152,9 +154,12 @@ def test_a_decision_that_is_not_genuinely_the_approvers_is_refused(tamper: str, 
     assert refusal(review, answer, seen=seen) is expected
 
 
-def test_a_registered_front_end_may_sign_for_a_registered_person() -> None:
+def test_a_registered_front_end_may_sign_for_a_registered_person_in_its_scope_only() -> None:
     assert refusal(pending(), decision(signer="console")) is None
     assert refusal(pending(), decision(signer="console", approver="outsider")) is DecisionRefusal.UNREGISTERED_IDENTITY
+    # registered, and the console is a registered front end, but nobody put the requester in its scope
+    assert refusal(pending(requester="reader"), decision(signer="console", approver="requester")) \
+        is DecisionRefusal.OUT_OF_SCOPE
 
 
 def test_roles_decide_who_may_run_what() -> None:

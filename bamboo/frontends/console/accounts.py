@@ -1,5 +1,9 @@
-"""Local console accounts for the embedded default: a user name, the registered identity it signs in as,
-and an Argon2id password hash (argon2-cffi), in one JSON file the deployment owns (mode 0600).
+"""Local console accounts for the embedded default: a user name and an Argon2id password hash
+(argon2-cffi), in one JSON file the deployment owns (mode 0600).
+
+The file says nothing about *who* an account is: the identity it signs in as is an account binding signed by
+a pinned administrator (``policy.trust_root``), so writing this file (or an ``identity`` into it) makes nobody
+an approver.
 
 A wrong name and a wrong password take the same time and give the same answer, so the sign-in page does
 not reveal which accounts exist. Hashes are upgraded when the library's parameters get stronger.
@@ -15,7 +19,7 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from pydantic import BaseModel, Field
 
-from policy.identity import Identity, canonical_identity
+from policy.identity import canonical_identity
 
 MIN_PASSWORD_LENGTH = 8
 
@@ -25,7 +29,6 @@ class AccountError(ValueError):
 
 
 class Account(BaseModel):
-    identity: Identity
     password_hash: str
 
 
@@ -59,16 +62,15 @@ class LocalAccounts:
     def names(self) -> list[str]:
         return sorted(self._load().accounts)
 
-    def add(self, name: str, password: str, identity: str | None = None) -> Account:
-        """Add or replace an account; the name is an identity spelling, the identity defaults to it."""
+    def add(self, name: str, password: str) -> str:
+        """Add or replace an account's password; the canonical account name."""
         name = canonical_identity(name)
         if len(password) < MIN_PASSWORD_LENGTH:
             raise AccountError(f"a console password needs at least {MIN_PASSWORD_LENGTH} characters")
         data = self._load()
-        account = Account(identity=identity or name, password_hash=self.hasher.hash(password))
-        data.accounts[name] = account
+        data.accounts[name] = Account(password_hash=self.hasher.hash(password))
         self._save(data)
-        return account
+        return name
 
     def remove(self, name: str) -> bool:
         data = self._load()
@@ -78,7 +80,7 @@ class LocalAccounts:
         return removed
 
     def verify(self, name: str, password: str) -> str | None:
-        """The account's identity when ``password`` is right, else None (in the same time either way)."""
+        """The canonical account name when ``password`` is right, else None (in the same time either way)."""
         try:
             key = canonical_identity(name)
         except ValueError:
@@ -94,4 +96,4 @@ class LocalAccounts:
         if self.hasher.check_needs_rehash(account.password_hash):
             data.accounts[key] = account.model_copy(update={"password_hash": self.hasher.hash(password)})
             self._save(data)
-        return account.identity
+        return key

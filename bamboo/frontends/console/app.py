@@ -76,10 +76,15 @@ def create_app(backend: ConsoleBackend, settings: ConsoleSettings, accounts: Loc
         if request.method == "GET":
             return await render(request, "login.html", next=request.query_params.get("next", "/"))
         form = await auth.checked_form(request)
-        identity = accounts.verify(str(form.get("username", "")), str(form.get("password", "")))
-        if identity is None:
+        account = accounts.verify(str(form.get("username", "")), str(form.get("password", "")))
+        if account is None:
             auth.flash(request, "error", "Wrong user name or password.")
             return await render(request, "login.html", status_code=401, next=str(form.get("next", "/")))
+        identity = await backend.account_identity(account)
+        if identity is None:
+            auth.flash(request, "error", f"The account {account} is not bound to an identity by an administrator; "
+                                         f"ask one to run: bamboo console add-user {account} --identity YOU --admin ADMIN")
+            return await render(request, "login.html", status_code=403, next=str(form.get("next", "/")))
         auth.sign_in(request, identity, "local", settings.session_ttl_s)
         return back(_local_path(str(form.get("next", "/"))))
 

@@ -18,6 +18,7 @@ from temporalio.service import RPCError
 from bamboo.analysis.contract import BatchAnalyzeProgress
 from bamboo.approvals.keys import LocalKey
 from bamboo.contract import AWAITING_APPROVAL, KIND, TASK_ID, Kind
+from bamboo.approvals.admin import PinnedAdmins
 from bamboo.approvals.registry import ApproverRegistry
 from bamboo.audit import AuditEvent
 from bamboo.investigation import client as inv
@@ -82,6 +83,7 @@ class ConsoleBackend:
         self.store = store
         self.settings = settings
         self.key = key
+        self.registry = ApproverRegistry(store.pool, store.audit, PinnedAdmins.of(settings))
 
     def speaker(self, identity: str) -> inv.Speaker:
         """The signed-in person, spoken for by the console's key."""
@@ -233,11 +235,14 @@ class ConsoleBackend:
 
     async def roles(self, identity: str) -> list[Role] | None:
         """The person's roles in the registry, or None when they are not registered (shown, never enforced here)."""
-        registry = ApproverRegistry(self.store.pool, self.store.audit)
-        entry = next((e for e in await registry.active() if e.identity == identity), None)
+        entry = next((e for e in await self.registry.active() if e.identity == identity), None)
         return sorted(entry.roles, key=lambda r: r.value) if entry else None
 
+    async def account_identity(self, account: str) -> str | None:
+        """Whom a local account signs in as: only what a pinned administrator bound it to, never the account
+        file's say (whoever can write that file is not thereby an administrator)."""
+        return await self.registry.account_identity(self.key.identity, account)
+
     async def front_end_registered(self) -> bool:
-        registry = ApproverRegistry(self.store.pool, self.store.audit)
-        entry = next((e for e in await registry.active() if e.identity == self.key.identity), None)
+        entry = next((e for e in await self.registry.active() if e.identity == self.key.identity), None)
         return entry is not None and entry.public_key == self.key.public_key and Role.FRONT_END in entry.roles

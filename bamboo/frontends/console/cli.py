@@ -45,35 +45,44 @@ def serve_console(
 @console_app.command("add-user")
 def add_user(
     name: str = typer.Argument(..., help="the user name to sign in with"),
-    identity: str = typer.Option(None, "--identity", help="the registered identity it acts as (default: the name)"),
+    identity: str = typer.Option(None, "--identity", help="the registered identity it signs in as (default: the name)"),
+    admin: str = typer.Option(None, "--admin", help="the pinned administrator who signs the binding (its private key "
+                                                    "in your keys directory); default on the embedded stack: demo-admin"),
     password_stdin: bool = typer.Option(False, "--password-stdin", help="read the password from standard input"),
 ) -> None:
-    """Add (or replace) a local console account with an Argon2id password hash."""
+    """Add (or replace) a local console account: an Argon2id password hash in the accounts file, and the
+    binding of the account to an identity, signed by a pinned administrator (nobody else can bind one)."""
+    from bamboo.approvals.admin import PinnedAdmins, admin_key
+    from bamboo.approvals.registry import ApproverRegistry
+    from bamboo.cli.store_access import opened_store
     from bamboo.frontends.console.accounts import AccountError, LocalAccounts
     from bamboo.frontends.console.settings import ConsoleSettings
-    from policy.identity import IdentityError
+    from policy.identity import IdentityError, canonical_identity
+    from policy.trust_root import TrustRootError
 
-    password = sys.stdin.readline().rstrip("\n") if password_stdin else getpass.getpass(f"password for {name}: ")
-    accounts = LocalAccounts(ConsoleSettings().resolved_users_file(get_settings()))
+    settings, console_settings = get_settings(), ConsoleSettings()
     try:
-        account = accounts.add(name, password, identity)
-    except (AccountError, IdentityError) as exc:
+        account, who = canonical_identity(name), canonical_identity(identity or name)
+        signer = admin_key(settings, None if admin is None else canonical_identity(admin))
+    except (IdentityError, TrustRootError) as exc:
         fail(str(exc))
         return
-    out.print(f"console account {name} signs in as {account.identity} (stored in {accounts.path}); what it may do "
-              "is the approver registry's answer (`bamboo keys list`)")
+    password = sys.stdin.readline().rstrip("\n") if password_stdin else getpass.getpass(f"password for {name}: ")
+    accounts = LocalAccounts(console_settings.resolved_users_file(settings))
 
+    async def bind() -> None:
+        async with opened_store(settings) as store:
+            registry = ApproverRegistry(store.pool, store.audit, PinnedAdmins.of(settings))
+            await registry.bind(signer, console_settings.identity, account, who)
 
-@console_app.command("remove-user")
-def remove_user(name: str = typer.Argument(...)) -> None:
-    """Remove a local console account."""
-    from bamboo.frontends.console.accounts import LocalAccounts
-    from bamboo.frontends.console.settings import ConsoleSettings
-
-    accounts = LocalAccounts(ConsoleSettings().resolved_users_file(get_settings()))
-    if not accounts.remove(name):
-        fail(f"no console account {name}; `bamboo console users` lists them")
-    out.print(f"console account {name} removed")
+    try:
+        accounts.add(account, password)
+        run(bind())
+    except (AccountError, IdentityError, TrustRootError, ValueError) as exc:
+        fail(str(exc).splitlines()[0])
+        return
+    out.print(f"console account {account} signs in as {who} (password in {accounts.path}; binding signed by "
+              f"{signer.identity}); what it may do is the approver registry's answer (`bamboo keys list`)")
 
 
 @console_app.command("users")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uvicorn
 
+from bamboo.approvals.admin import PinnedAdmins, embedded_admin
 from bamboo.approvals.keys import KeyStore, SigningKeyError
 from bamboo.approvals.registry import ApproverRegistry
 from bamboo.embeddings.factory import build_embedder
@@ -24,11 +25,12 @@ class ConsoleStartError(RuntimeError):
 
 
 async def provision_embedded_front_end(settings: Settings, console: ConsoleSettings, registry: ApproverRegistry):
-    """In the embedded stack the console registers its own key as a front end (as the demo registers its
-    people); a deployment with its own database registers it deliberately."""
+    """In the embedded stack the console's key is registered as a front end by the stack's administrator (as
+    the demo registers its people); a deployment with its own database registers it deliberately. Whom it
+    may speak for is what the account bindings say."""
     keys = KeyStore(settings.resolved_keys_dir())
     key = keys.load(console.identity) if keys.exists(console.identity) else keys.create(console.identity)
-    await registry.ensure(key.identity, key.public_key, {Role.FRONT_END}, "console-embedded")
+    await registry.ensure(embedded_admin(settings), key.identity, key.public_key, {Role.FRONT_END})
     return key
 
 
@@ -42,8 +44,8 @@ async def serve(settings: Settings, console: ConsoleSettings, echo=print) -> Non
     embedder = build_embedder(settings)
     store = await open_configured_store(settings, embedder.dim, embedder.model_id, max_size=4, for_worker=False)
     try:
-        registry = ApproverRegistry(store.pool, store.audit)
-        if settings.database_url is None:
+        registry = ApproverRegistry(store.pool, store.audit, PinnedAdmins.of(settings))
+        if settings.embedded_database:
             key = await provision_embedded_front_end(settings, console, registry)
         else:
             try:
@@ -55,8 +57,8 @@ async def serve(settings: Settings, console: ConsoleSettings, echo=print) -> Non
         if not await backend.front_end_registered():
             raise ConsoleStartError(
                 f"the console's key {key.identity} ({key.key_id}) is not registered with the front_end role, so "
-                f"sessions would refuse everything it signs; register it: bamboo keys register {key.identity} "
-                f"--public-key {key.public_key} --role front_end")
+                f"sessions would refuse everything it signs; an administrator registers it: bamboo keys register "
+                f"{key.identity} --public-key {key.public_key} --role front_end --admin ADMIN")
         app = create_app(backend, console, accounts, console.cookie_secret(settings), oidc)
         config = uvicorn.Config(app, host=console.host, port=console.port, log_level="warning", lifespan="off")
         server = uvicorn.Server(config)

@@ -4,6 +4,7 @@ audit log, Mattermost; then listen until stopped."""
 from __future__ import annotations
 
 from bamboo.approvals.keys import KeyStore, SigningKeyError
+from bamboo.approvals.admin import PinnedAdmins, embedded_admin
 from bamboo.approvals.registry import ApproverRegistry
 from bamboo.embeddings.factory import build_embedder
 from bamboo.frontends.mattermost.bot import MattermostBot
@@ -13,7 +14,7 @@ from bamboo.frontends.mattermost.users import UserMap
 from bamboo.settings import Settings
 from bamboo.store import open_configured_store
 from bamboo.temporal_client import connect
-from policy.approvers import Role
+from policy.approvers import DeploymentPolicy, Role
 
 
 class BotStartError(RuntimeError):
@@ -27,22 +28,30 @@ async def serve(settings: Settings, mm: MattermostSettings, echo=print) -> None:
     embedder = build_embedder(settings)
     store = await open_configured_store(settings, embedder.dim, embedder.model_id, max_size=2, for_worker=False)
     try:
-        registry = ApproverRegistry(store.pool, store.audit)
+        registry = ApproverRegistry(store.pool, store.audit, PinnedAdmins.of(settings))
         keys = KeyStore(settings.resolved_keys_dir())
-        if settings.database_url is None and not keys.exists(mm.identity):
+        if settings.embedded_database and not keys.exists(mm.identity):
             keys.create(mm.identity)  # the embedded stack registers its own bot, as the demo registers its people
         try:
             key = keys.load(mm.identity)
         except SigningKeyError as exc:
             raise BotStartError(str(exc)) from None
-        if settings.database_url is None:
-            await registry.ensure(key.identity, key.public_key, {Role.FRONT_END}, "mattermost-embedded")
+        mapped = sorted(set(users.users.values()))
+        if settings.embedded_database:
+            await registry.ensure(embedded_admin(settings), key.identity, key.public_key, {Role.FRONT_END},
+                                  speaks_for=mapped)
         entry = next((e for e in await registry.active() if e.identity == key.identity), None)
         if entry is None or entry.public_key != key.public_key or Role.FRONT_END not in entry.roles:
             raise BotStartError(
                 f"the bot's key {key.identity} ({key.key_id}) is not registered with the front_end role, so sessions "
-                f"would refuse everything it signs; register it: bamboo keys register {key.identity} --public-key "
-                f"{key.public_key} --role front_end")
+                f"would refuse everything it signs; an administrator registers it: bamboo keys register "
+                f"{key.identity} --public-key {key.public_key} --role front_end --speaks-for IDENTITY --admin ADMIN")
+        policy = DeploymentPolicy(approvers=await registry.active())
+        outside = [i for i in mapped if not policy.may_speak_for(key.identity, i)]
+        if outside:
+            echo(f"warning: the bot may not speak for {', '.join(outside)} (not in its registered scope); their "
+                 f"requests will be refused until an administrator adds them (--speaks-for on the bot, or "
+                 f"--front-end {key.identity} on the person)")
         client = await connect(settings)
         chat = MattermostChat(mm.driver_options())
         bot = MattermostBot(chat, client, settings, users, key, store.audit, poll_s=mm.poll_s)
