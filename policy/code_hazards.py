@@ -5,6 +5,9 @@ page can hide part of it: a line longer than the panel, a statement pushed far t
 a semicolon, a bidirectional-override or zero-width character that reorders or hides text, a Cyrillic letter
 that looks Latin. These checks find such places so that every front end flags them next to the code, and
 ``visible`` renders the code with every invisible or unusual character spelled out. Pure and deterministic.
+
+``hidden`` is the one rule for which characters are spelled out; every front end's rendering of model-written
+text (``bamboo.frontends.inert_text``) uses ``visible`` too, so code and prose are spelled the same way.
 """
 
 from __future__ import annotations
@@ -40,6 +43,24 @@ class Hazard(BaseModel):
 
 # Format characters (Cf: bidi controls, zero-width joiners, BOM) and separators hide or reorder text.
 _INVISIBLE_CATEGORIES = {"Cf", "Zl", "Zp"}
+# Characters of other categories that draw nothing: the combining grapheme joiner, Hangul fillers, Khmer inherent
+# vowels, the blank Braille pattern, and variation selectors (a run of them after a letter can carry hidden text).
+_INVISIBLE_EXTRA = frozenset({0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x2800, 0x3164, 0xFFA0,
+                              *range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)})
+
+
+def _invisible(char: str) -> bool:
+    return unicodedata.category(char) in _INVISIBLE_CATEGORIES or ord(char) in _INVISIBLE_EXTRA
+
+
+def hidden(char: str) -> bool:
+    """Whether ``char`` is one a reader could not see or that a display would act on rather than draw: controls
+    (C0, C1, DEL, ESC), format characters (bidi overrides and isolates, zero-width characters, BOM), line and
+    paragraph separators, whitespace other than a space, unassigned and private-use code points, and the
+    characters of other categories that draw nothing. Newline and tab are not hidden."""
+    if char in "\n\t":
+        return False
+    return not char.isprintable() or _invisible(char) or (char.isspace() and char != " ")
 
 
 def _spelled(char: str) -> str:
@@ -48,16 +69,9 @@ def _spelled(char: str) -> str:
 
 
 def visible(code: str) -> str:
-    """The code with every invisible, control or unusual whitespace character written as ``⟨U+200B⟩`` (its code point)
-    (tabs stay tabs; lines stay lines), for display only: the hashed code is unchanged."""
-    out = []
-    for char in code:
-        if char in "\n\t" or (char.isprintable() and unicodedata.category(char) not in _INVISIBLE_CATEGORIES
-                               and not (char.isspace() and char != " ")):
-            out.append(char)
-        else:
-            out.append(f"⟨U+{ord(char):04X}⟩")
-    return "".join(out)
+    """The code with every hidden character (``hidden``) written as ``⟨U+200B⟩`` (its code point) (tabs stay tabs;
+    lines stay lines), for display only: the hashed code is unchanged."""
+    return "".join(f"⟨U+{ord(char):04X}⟩" if hidden(char) else char for char in code)
 
 
 def find_hazards(code: str) -> list[Hazard]:
@@ -89,7 +103,7 @@ def _line_hazards(number: int, line: str) -> list[Hazard]:
             continue
         seen.add(char)
         category = unicodedata.category(char)
-        if category in _INVISIBLE_CATEGORIES:
+        if _invisible(char):
             kind, what = HazardKind.INVISIBLE, "an invisible character"
         elif category == "Cc":
             kind, what = HazardKind.CONTROL, "a control character"

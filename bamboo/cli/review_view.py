@@ -5,16 +5,22 @@ characters are spelled out as ``⟨U+200B⟩`` (its code point); the review's ha
 several statements on a line, non-ASCII letters) are listed under the code; every procedure the code replays
 is shown with its body and, when it changed since it was granted, the diff. What is rendered is the code the
 workflow hashed and will run; only the spelling of invisible characters differs.
+
+The panel is the trusted verdict: its title, notes and subtitle are built from the workflow's facts. What the
+model wrote about the code (its summary and the signals it says it acted on) is never drawn inside it:
+``model_says`` shows it apart, labelled as the model's and unverified, indented under that label, and inert
+(``bamboo.frontends.inert_text``), so it can neither act on the terminal nor pass for the verdict.
 """
 
 from __future__ import annotations
 
 from rich.console import Group, RenderableType
-from rich.markup import escape
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.text import Text
 
+from bamboo.frontends.inert_text import inert_markup, inert_rich
 from bamboo.investigation.contract import PendingView
 from policy.code_hazards import find_hazards, visible
 from policy.code_identity import short_hash
@@ -32,7 +38,7 @@ def effect_line(view: PendingView) -> str:
         return "[green]read-only[/]"
     if view.opaque_reasons:
         return "[red]STATE-CHANGING: cannot be analysed, so it may call any tool once approved[/]"
-    return f"[red]STATE-CHANGING ({escape(', '.join(view.state_changing))})[/]"
+    return f"[red]STATE-CHANGING ({inert_markup(', '.join(view.state_changing), one_line=True)})[/]"
 
 
 def pending_panel(view: PendingView) -> RenderableType:
@@ -40,11 +46,11 @@ def pending_panel(view: PendingView) -> RenderableType:
     parts: list[RenderableType] = [code_block(view.code, highlight)]
     notes = _notes(view)
     if notes:
-        parts.append(Text("\n".join(notes), style="yellow"))
+        parts.append(inert_rich("\n".join(notes), style="yellow"))
     for procedure in view.procedures:
         parts.append(procedure_panel(procedure))
     title = f"review turn {view.turn} · {short_hash(view.code_hash)} · {effect_line(view)}"
-    subtitle = escape(f"asked by {view.requester} · {view.detail}")
+    subtitle = inert_markup(f"asked by {view.requester} · {view.detail}", one_line=True)
     return Panel(Group(*parts), title=title, subtitle=subtitle, subtitle_align="left")
 
 
@@ -66,11 +72,11 @@ def procedure_panel(procedure: ProcedureView) -> RenderableType:
         notes.append(f"auto-run granted by {procedure.granted_to}"
                      + (" for an earlier version: it changed since" if procedure.changed_since_grant else ""))
     if notes:
-        parts.append(Text("\n".join(notes), style="yellow"))
+        parts.append(inert_rich("\n".join(notes), style="yellow"))
     if procedure.diff_from_granted:
         parts.append(Syntax(visible(procedure.diff_from_granted), "diff", word_wrap=True, theme="ansi_dark"))
-    return Panel(Group(*parts), title=escape(f"replays {procedure.name} · {short_hash(procedure.code_hash)} · {effect}"),
-                 border_style="dim")
+    title = inert_markup(f"replays {procedure.name} · {short_hash(procedure.code_hash)} · {effect}", one_line=True)
+    return Panel(Group(*parts), title=title, border_style="dim")
 
 
 def transcript_code(code: str) -> RenderableType:
@@ -79,3 +85,15 @@ def transcript_code(code: str) -> RenderableType:
     if not hazards:
         return code_block(code)
     return Group(code_block(code), Text("\n".join(f"look closely: {h.detail}" for h in hazards), style="yellow"))
+
+
+MODEL_SAYS = "The model says (unverified):"
+
+
+def model_says(summary: str, signals: list[str] | None = None) -> RenderableType:
+    """What the model wrote about code under review, outside the verdict's panel: a label saying whose words
+    they are, then the words, inert and indented under it (a line the model wrote never starts a row)."""
+    words = summary.strip() or "(nothing)"
+    if signals:
+        words += "\nbecause: " + "; ".join(signals)
+    return Group(Text(MODEL_SAYS, style="bold yellow"), Padding(inert_rich(words), (0, 0, 0, 4)))
