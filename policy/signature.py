@@ -11,15 +11,23 @@ site only says ``m()``. Where the code reaches tools in a way a syntax tree cann
 with a computed name, ``tools`` passed around as a value, ``eval``/``exec``, dunder attribute walks, a
 star import from the stub module, code that does not parse) the signature is marked **opaque**, and every
 caller treats opaque code as not read-only.
+
+Names are judged wherever the syntax tree holds them, not only in ``x.attr``: ``match`` class patterns
+(``case object(__globals__=g)`` is the walk ``x.__globals__`` is) and mapping patterns, ``from m import name``,
+keyword and binding names, and strings, which ``attrgetter`` or ``str.format`` can turn into attribute
+lookups. Which field of which node holds a name, and the rule for it, is the table in ``policy.scan_names``;
+a name in a field the table does not list makes the code opaque.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from policy.scan_names import NAME_FIELDS, NameRule, names_in
 from policy.tool_surface import BRIDGE_CALL, STUB_MODULE, TOOLS_OBJECT, python_names
 
 # The sandbox's own names (policy.tool_surface), never a copy: a scan that looks for another module name
@@ -44,10 +52,22 @@ _FRAME_ATTRIBUTES = frozenset(
 )
 # Dunder names ordinary orchestration code may use without walking the object graph.
 _HARMLESS_DUNDERS = frozenset({"__name__", "__doc__", "__init__"})
+# In text only: ``if __name__ == "__main__"`` names the main module, which no text-driven lookup can reach.
+_HARMLESS_DUNDER_TEXT = _HARMLESS_DUNDERS | {"__main__"}
+# The one dunder module an import may name: it changes how the code compiles, and reaches nothing.
+_HARMLESS_DUNDER_MODULES = frozenset({"__future__"})
 # Attributes through which any module object leads to the interpreter's module table (``os.sys.modules``):
 # the stub module is registered there, so code could reach a tool without naming ``tools`` at all.
 _MODULE_TABLE_ATTRIBUTES = frozenset({"sys", "modules", "builtins", "importlib"})
 _NAME_LOOKUP_BUILTINS = frozenset({"getattr", "setattr", "delattr", "hasattr"})
+# ``operator``'s callables that look attributes up by the (dotted) names they are given.
+_NAME_LOOKUP_CALLABLES = frozenset({"attrgetter", "methodcaller"})
+# Classes whose one positional sub-pattern matches the subject itself; any other class matches positional
+# sub-patterns against the attributes its ``__match_args__`` names, which are not in the code.
+_SELF_MATCHING_CLASSES = frozenset(
+    {"bool", "bytearray", "bytes", "dict", "float", "frozenset", "int", "list", "set", "str", "tuple"}
+)
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class ScanConventions(BaseModel):
@@ -145,34 +165,57 @@ class _Scanner:
             elif isinstance(node, ast.ImportFrom):
                 self._visit_import_from(node)
         for node in nodes:
+            self._judge_names(node)
             if isinstance(node, ast.Name):
                 self._visit_name(node)
             elif isinstance(node, ast.Attribute):
-                self._check_attribute_name(node.attr)
-                if node.attr in _MODULE_TABLE_ATTRIBUTES:
-                    self.reasons.add(f"reaches .{node.attr}, which leads to the interpreter's module table")
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-                self._check_string(node.value)
+                self._visit_attribute(node)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, bytes):
+                self._check_string(node.value.decode("latin-1"))
             elif isinstance(node, ast.Call):
                 self._visit_call(node)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                self._check_rebinding(node.name)
-            elif isinstance(node, ast.arg):
-                self._check_rebinding(node.arg)
-            elif isinstance(node, (ast.Global, ast.Nonlocal)):
-                for name in node.names:
-                    self._check_rebinding(name)
-            elif isinstance(node, ast.ExceptHandler) and node.name:
-                self._check_rebinding(node.name)
-            elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
-                self._check_rebinding(node.name)
-            elif isinstance(node, ast.MatchMapping) and node.rest:
-                self._check_rebinding(node.rest)
+            elif isinstance(node, ast.MatchClass):
+                self._visit_match_class(node)
+            elif isinstance(node, ast.MatchMapping):
+                self._visit_match_mapping(node)
+
+    # -- names, wherever the syntax tree holds them ----------------------------------------------------
+
+    def _judge_names(self, node: ast.AST) -> None:
+        kind = type(node).__name__
+        for field, value in ast.iter_fields(node):
+            names = names_in(value)
+            if not names:
+                continue
+            rule = NAME_FIELDS.get((kind, field))
+            if rule is None:
+                self.reasons.add(f"uses {kind}.{field}, a name this scan has no rule for")
+                continue
+            for name in names:
+                self._apply(rule, name)
+
+    def _apply(self, rule: NameRule, name: str) -> None:
+        if rule is NameRule.ATTRIBUTE:
+            self._check_lookup(name)
+        elif rule is NameRule.BINDING:
+            self._check_plain_name(name)
+            self._check_rebinding(name)
+        elif rule is NameRule.DEFINITION:
+            self._check_rebinding(name)
+        elif rule is NameRule.KEYWORD:
+            self._check_attribute_name(name)
+        elif rule is NameRule.STRING:
+            self._check_string(name)
+        # REFERENCE, IMPORTED and MODULE names are judged by the visitors below, which see their context;
+        # NOT_A_NAME fields hold no name.
 
     # -- imports ---------------------------------------------------------------------------------------
 
     def _visit_import(self, node: ast.Import) -> None:
         for alias in node.names:
+            self._check_module_path(alias.name)
+            if alias.asname:
+                self._check_plain_name(alias.asname)
             top = alias.name.split(".")[0]
             if top == self.conventions.stub_module:
                 if alias.name != self.conventions.stub_module:
@@ -185,12 +228,18 @@ class _Scanner:
 
     def _visit_import_from(self, node: ast.ImportFrom) -> None:
         module = node.module or ""
+        self._check_module_path(module)
+        for alias in node.names:
+            if alias.asname:
+                self._check_plain_name(alias.asname)
         top = module.split(".")[0]
         if top in _INTROSPECTION_MODULES:
             self.reasons.add(f"imports from {module}, which can reach objects by computed names")
             return
         if top != self.conventions.stub_module:
             for alias in node.names:
+                if alias.name != "*":
+                    self._check_lookup(alias.name)  # ``from m import x`` reads ``m.x``
                 self._check_rebinding(alias.asname or alias.name)
             return
         if module != self.conventions.stub_module or node.level:
@@ -214,6 +263,8 @@ class _Scanner:
             self.reasons.add(f"uses {node.id}, which can reach tools by computed names")
             return
         self._check_attribute_name(node.id)
+        if node.id in _NAME_LOOKUP_BUILTINS | _NAME_LOOKUP_CALLABLES:
+            self._check_called(node, node.id)
         if node.id in self.tool_objects:
             self._visit_tool_object_use(node)
         elif node.id in self.stub_modules:
@@ -240,10 +291,22 @@ class _Scanner:
             return
         self._resolve_member_access(node, node.id)
 
+    def _visit_attribute(self, node: ast.Attribute) -> None:
+        if node.attr in _NAME_LOOKUP_CALLABLES:
+            self._check_called(node, node.attr)
+
+    def _check_called(self, node: ast.expr, name: str) -> None:
+        """A name-lookup function (``getattr``, ``attrgetter``...) may only be called where it is named."""
+        parent = self.parents.get(id(node))
+        if not (isinstance(parent, ast.Call) and parent.func is node):
+            self.reasons.add(f"uses {name} as a value, so the names it looks up cannot be followed")
+
     def _resolve_member_access(self, node: ast.expr, shown_as: str) -> None:
         """``node`` denotes the tools object (or the stub module): accept only ``.name`` or ``getattr(x, "name")``."""
         parent = self.parents.get(id(node))
         if isinstance(parent, ast.Attribute) and parent.value is node:
+            if not isinstance(parent.ctx, ast.Load):
+                self.reasons.add(f"rebinds or deletes {shown_as}.{parent.attr}")
             self._record_tool(parent.attr, shown_as, parent)
             return
         if (
@@ -272,13 +335,66 @@ class _Scanner:
         self.lines.setdefault(real, set()).add(getattr(where, "lineno", 0))
 
     def _visit_call(self, node: ast.Call) -> None:
-        if not (isinstance(node.func, ast.Name) and node.func.id in _NAME_LOOKUP_BUILTINS):
-            return
-        attribute = _literal_string(node.args[1]) if len(node.args) >= 2 else None
-        if attribute is None:
-            self.reasons.add(f"calls {node.func.id} with a computed attribute name")
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        if isinstance(func, ast.Name) and name in _NAME_LOOKUP_BUILTINS:
+            looked_up = node.args[1:2] if len(node.args) >= 2 else [None]
+        elif name in _NAME_LOOKUP_CALLABLES:
+            # ``attrgetter("a", "b.c")`` looks up every argument; ``methodcaller("m", *args)`` only the first.
+            looked_up = (node.args if name == "attrgetter" else node.args[:1]) or [None]
+            if node.keywords and name == "attrgetter":
+                looked_up = [None]
         else:
-            self._check_attribute_name(attribute)
+            return
+        for argument in looked_up:
+            attribute = _literal_string(argument) if argument is not None else None
+            if attribute is None:
+                self.reasons.add(f"calls {name} with a computed attribute name")
+                continue
+            for part in attribute.split("."):
+                self._check_lookup(part)
+
+    def _visit_match_class(self, node: ast.MatchClass) -> None:
+        # ``kwd_attrs`` are judged as attribute names by the table; positional sub-patterns read the attributes
+        # the class's ``__match_args__`` names, which only the self-matching builtins make visible here.
+        if node.patterns and not (isinstance(node.cls, ast.Name) and node.cls.id in _SELF_MATCHING_CLASSES):
+            shown = ast.unparse(node.cls)[:60]
+            self.reasons.add(f"matches {shown}(...) by position, so the attributes it reads ({shown}.__match_args__) "
+                             "are not in the code")
+
+    def _visit_match_mapping(self, node: ast.MatchMapping) -> None:
+        # A mapping pattern against a namespace (``globals()``, a function's ``__globals__``) reads names like an
+        # attribute walk does; keys naming dunders, frame attributes or the tools are refused whatever the subject.
+        for key in node.keys:
+            try:
+                value = ast.literal_eval(key)
+            except (ValueError, TypeError):
+                self.reasons.add(f"matches a mapping key computed from {ast.unparse(key)[:60]}, which the scan "
+                                 "cannot read")
+                continue
+            if not isinstance(value, str):
+                continue
+            risky = {self.conventions.tools_object, self.conventions.stub_module, BRIDGE_CALL}
+            if value in risky or any(_is_walk_name(word, _HARMLESS_DUNDERS) for word in _WORD.findall(value)):
+                self.reasons.add(f"matches the mapping key {value[:60]!r}, which reads a namespace by name")
+
+    def _check_lookup(self, name: str) -> None:
+        """``name`` is looked up on an object: the attribute-walk rules, and the routes to the module table."""
+        self._check_attribute_name(name)
+        if name in _MODULE_TABLE_ATTRIBUTES:
+            self.reasons.add(f"reaches .{name}, which leads to the interpreter's module table")
+
+    def _check_plain_name(self, name: str) -> None:
+        """A name bound or read without an ``ast.Name`` node: the rules ``_visit_name`` applies to ``Name.id``."""
+        if name in _DYNAMIC_BUILTINS:
+            self.reasons.add(f"uses {name}, which can reach tools by computed names")
+        else:
+            self._check_attribute_name(name)
+
+    def _check_module_path(self, path: str) -> None:
+        for part in path.split("."):
+            if part.startswith("__") and part.endswith("__") and part not in _HARMLESS_DUNDER_MODULES:
+                self.reasons.add(f"touches dunder name {part}, which can walk to unrestricted objects")
 
     def _check_attribute_name(self, name: str) -> None:
         if name.startswith("__") and name.endswith("__") and name not in _HARMLESS_DUNDERS:
@@ -290,10 +406,19 @@ class _Scanner:
         for name in (self.conventions.stub_module, BRIDGE_CALL):
             if name in text:
                 self.reasons.add(f"names {name} in a string, which can reach it by a computed name")
+        # Text becomes an attribute lookup through ``attrgetter``, ``str.format`` fields and the like.
+        for word in set(_WORD.findall(text)):
+            if _is_walk_name(word, _HARMLESS_DUNDER_TEXT):
+                self.reasons.add(f"names {word} in a string, which can reach it by a computed name")
 
     def _check_rebinding(self, name: str) -> None:
         if name in self.tool_objects or name in self.stub_modules:
             self.reasons.add(f"rebinds {name}")
+
+
+def _is_walk_name(name: str, harmless: frozenset[str]) -> bool:
+    dunder = name.startswith("__") and name.endswith("__") and len(name) > 4
+    return (dunder and name not in harmless) or name in _FRAME_ATTRIBUTES
 
 
 def _literal_string(node: ast.expr) -> str | None:

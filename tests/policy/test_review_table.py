@@ -326,3 +326,38 @@ def test_an_approved_run_may_call_only_the_tools_its_review_showed() -> None:
     opaque = decide_review(ReviewRequest(phase=Phase.INTERACTIVE, code=hidden, catalog=ToolCatalog.build(RAW_TOOLS)))
     # The scan cannot vouch for this code, so it is shown as such and may reach any bridged tool once approved.
     assert opaque.opaque_reasons and not opaque.read_only and "kill_task" in opaque.allow_set
+
+
+# -- attribute walks spelled as ``match`` patterns (issue 24) --------------------------------------------
+
+MATCH_GADGET = ("def probe():\n    pass\n"
+                "match probe:\n    case object(__globals__=namespace):\n        found = sorted(namespace)[:1]\n")
+
+
+def test_a_match_pattern_attribute_walk_is_opaque_and_never_offered_auto_run() -> None:
+    """The scan never read class-pattern attribute names: this code was titled read-only and offered auto-run."""
+    code = "t = await tools.get_task(1)\n" + MATCH_GADGET
+    fresh = _interactive(code, {})
+    assert (fresh.outcome, fresh.reason, fresh.read_only) == (CodeVerdict.ASK, ReviewReason.NEW_CODE, False)
+    assert any("__globals__" in reason for reason in fresh.opaque_reasons), fresh.opaque_reasons
+    assert fresh.choices == STATE_CHANGING_CHOICES and "auto_run" not in [c.value for c in fresh.choices]
+    key, entry = make_session_policy(code, CodePolicy.AUTO_RUN, {}, "approver")
+    standing = _interactive(code, {}, {key: entry})
+    assert (standing.outcome, standing.reason) == (CodeVerdict.ASK, ReviewReason.SESSION_AUTO_RUN_STATE_CHANGING)
+    assert _automatic(code).outcome is CodeVerdict.REFUSE
+
+
+def test_a_procedure_body_using_a_match_gadget_is_not_re_granted() -> None:
+    """Seen: the body was re-captured under an already granted name, and its review offered auto-run again, which
+    re-grants it. Its review must now show it as unanalysable and offer no standing permission."""
+    from policy.procedures import is_exposable_procedure
+
+    granted = {P: PROCEDURE_CODE["read_only"]}
+    grants = {P: make_grant(P, granted, "granter", AT)}
+    recaptured = {P: PROCEDURE_CODE["read_only"] + "\n" + MATCH_GADGET}  # the same tools, so the same name
+    decision = _interactive(f"await tools.{P}()", recaptured, grants=grants)
+    assert (decision.outcome, decision.reason) == (CodeVerdict.ASK, ReviewReason.DURABLE_GRANT_CODE_CHANGED)
+    assert not decision.read_only and any("__globals__" in reason for reason in decision.opaque_reasons)
+    assert "auto_run" not in [c.value for c in decision.choices]
+    flags = ToolCatalog.build(RAW_TOOLS).read_only_flags()
+    assert not is_exposable_procedure(P, flags, recaptured)
