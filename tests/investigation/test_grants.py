@@ -66,6 +66,42 @@ async def test_durable_grant_replays_without_prompt_until_code_changes_or_revoke
     assert audit.count("procedure_grant_created") == 2 and audit.count("procedure_grant_revoked") == 1
 
 
+# READ_PROC's body with a walk to the script's globals spelled as a match class pattern: the same tools, so the
+# same procedure name, captured again over the granted code.
+MATCH_GADGET_PROC_CODE = READ_PROC_CODE.replace(
+    "return", "def probe():\n    pass\nmatch probe:\n    case object(__globals__=namespace):\n"
+    "        seen = len(namespace)\nreturn", 1)
+
+
+async def test_a_recaptured_body_walking_globals_through_match_is_not_re_granted(
+        ops, client, settings, services, running_worker, brain):
+    """Issue 24: the scan never read match class patterns, so this body, re-captured under an already granted
+    name, was reviewed as read-only with auto-run offered, and choosing it granted the new body."""
+    from datetime import datetime, timezone
+
+    from policy.code_identity import code_hash
+    from policy.grants import make_grant
+
+    repo = ProcedureRepository(services.store.pool)
+    await repo.save(READ_PROC, READ_PROC_CODE, "approved", {})
+    await repo.set_grant(make_grant(READ_PROC, {READ_PROC: READ_PROC_CODE}, "bob", datetime.now(timezone.utc)))
+    await repo.save(READ_PROC, MATCH_GADGET_PROC_CODE, "approved", {})
+
+    session = await _open(client, settings, [USE_PROC], brain)
+    await inv.send_message(client, session, "use the stored procedure", ops.alice)
+    view = await pending_turn(client, session, 1)
+    assert view.reason == "durable_grant_code_changed" and not view.read_only
+    assert any("__globals__" in reason for reason in view.opaque_reasons), view.opaque_reasons
+    assert "auto_run" not in [c.value for c in view.choices]
+    with pytest.raises(inv.InvestigationError, match="not offered"):
+        await inv.decide_by_prefix(client, session, view.code_hash[:8], DecisionKind.AUTO_RUN, ops.bob)
+    await inv.decide_by_prefix(client, session, view.code_hash[:8], DecisionKind.RUN_ONCE, ops.bob)
+    await wait_for_runs(client, session, 1)
+    grants = await repo.grants()
+    assert grants[READ_PROC].code_hash == code_hash(READ_PROC_CODE)  # still the old body's: nothing re-granted
+    assert [e for e in await entries(client, session, "grant")] == []
+
+
 async def _audit_kinds(services) -> list[str]:
     async with services.store.pool.connection() as conn:
         return [r[0] for r in await (await conn.execute("SELECT kind FROM audit ORDER BY seq")).fetchall()]
