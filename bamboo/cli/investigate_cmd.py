@@ -27,7 +27,7 @@ from rich.table import Table
 from rich.text import Text
 from temporalio.client import Client
 
-from bamboo.approvals.keys import SigningKeyError
+from bamboo.approvals.keys import LocalKey, SigningKeyError
 from bamboo.cli.common import console, err_console, fail, run
 from bamboo.cli.review_view import MODEL_SAYS, model_says, pending_panel, transcript_code
 from bamboo.frontends.inert_text import inert_markup, inert_rich
@@ -441,19 +441,19 @@ async def _approve(settings: Settings, session: str, hash_prefix: str, kind: Dec
 DEMO_REQUESTER = "demo-requester"
 
 
-async def provision_demo_identities(settings: Settings, operator: str) -> None:
+async def provision_demo_identities(settings: Settings, operator: str, admin: LocalKey | None = None) -> None:
     """The embedded demo's two people, with keys in the local keys directory and registry entries signed by
     the embedded stack's administrator (``demo-admin``, pinned in <data dir>/admin-keys): the requester may
     only ask; the operator running the demo may ask and approve anything (but, as everywhere, not
     state-changing code they asked for themselves). Idempotent. On the demo one person holds all three keys,
-    and the demo says so."""
+    and the demo says so. ``admin`` signs instead of the embedded administrator (a stack of one's own)."""
     from bamboo.approvals.admin import PinnedAdmins, embedded_admin
     from bamboo.approvals.keys import KeyStore
     from bamboo.approvals.registry import ApproverRegistry
     from bamboo.cli.store_access import opened_store
     from policy.approvers import Role
 
-    admin = embedded_admin(settings)
+    admin = admin or embedded_admin(settings)
     keys = KeyStore(settings.resolved_keys_dir())
     people = {DEMO_REQUESTER: {Role.REQUEST},
               operator: {Role.REQUEST, Role.APPROVE, Role.APPROVE_STATE_CHANGING}}
@@ -474,12 +474,12 @@ DEMO_IDENTITIES_NOTICE = (
 DEMO_QUESTION = "What do the scout jobs say about memory?"
 
 
-def demo_investigation(settings: Settings, task_id: int = 40112233) -> None:
+def demo_investigation(settings: Settings, task_id: int = 40112233, admin: LocalKey | None = None) -> None:
     """Start a session on a sample task with a pending review, and tell the operator how to answer it."""
     me = canonical_identity(default_identity())
 
     async def go() -> tuple[str, PendingView | None, str]:
-        await provision_demo_identities(settings, me)
+        await provision_demo_identities(settings, me, admin)
         client = await _connect(settings)
         session_id = f"demo-{uuid.uuid4().hex[:6]}"
         # Opened by a separate identity, so that the operator approving from another terminal is a second

@@ -76,11 +76,20 @@ async def test_attached_terminal_reviews_and_lists_approvals(ops, client, settin
 
 
 
-async def test_demo_step_starts_a_session_and_prints_working_instructions(ops, client, settings, running_worker, brain):
+def demo_script(stack) -> str:
+    """The demo's investigation step, with the suite's administrator signing what the embedded one would."""
+    return ("from pathlib import Path\n"
+            "from bamboo.approvals.keys import KeyStore\n"
+            "from bamboo.cli.investigate_cmd import demo_investigation\n"
+            "from bamboo.settings import get_settings\n"
+            f"admin = KeyStore(Path({str(stack.admin_keys_file.parent / 'admin-key')!r})).load('test-admin')\n"
+            f"demo_investigation(get_settings(), task_id={TASK_ID}, admin=admin)\n")
+
+
+async def test_demo_step_starts_a_session_and_prints_working_instructions(stack, ops, client, settings, running_worker,
+                                                                          brain):
     brain.propose(READ_CODE, READ_PROC_CODE)
-    env_script = ("from bamboo.cli.investigate_cmd import demo_investigation\n"
-                  "from bamboo.settings import get_settings\n"
-                  f"demo_investigation(get_settings(), task_id={TASK_ID})\n")
+    env_script = demo_script(stack)
     env = worker_env(settings)
     env["COLUMNS"] = "250"
     out = await asyncio.to_thread(subprocess.run, [sys.executable, "-c", env_script], cwd=ROOT, env=env,
@@ -90,6 +99,7 @@ async def test_demo_step_starts_a_session_and_prints_working_instructions(ops, c
     approve = next(line.split(":", 1)[1].split() for line in lines if "bamboo approve demo-" in line)
     assert "temporal workflow signal --workflow-id investigate:demo-" in out.stdout
     assert "BambooAwaitingApproval%3Dtrue" in out.stdout and "bamboo investigate --attach demo-" in out.stdout
+    assert "Demo only:" in out.stdout and "separates two keys here, not two people" in " ".join(out.stdout.split())
     session = approve[2]
     done = await _bamboo(settings, *approve[1:], "--as", "reviewer")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -100,13 +110,12 @@ async def test_demo_step_starts_a_session_and_prints_working_instructions(ops, c
     assert runs[0].actor == "reviewer" and runs[0].data["status"] == "ok"
 
 
-async def test_demo_step_says_so_when_the_model_wrote_nothing_to_review(ops, client, settings, running_worker, brain):
+async def test_demo_step_says_so_when_the_model_wrote_nothing_to_review(stack, ops, client, settings, running_worker,
+                                                                        brain):
     """The offline model's markup and prose were shown for review as state-changing code; now the demo says
     the turn has nothing to review and why."""
     brain.propose(*['<a href="https://bigpanda.cern.ch/">STATE-CHANGING</a>'] * 4)
-    env_script = ("from bamboo.cli.investigate_cmd import demo_investigation\n"
-                  "from bamboo.settings import get_settings\n"
-                  f"demo_investigation(get_settings(), task_id={TASK_ID})\n")
+    env_script = demo_script(stack)
     env = worker_env(settings)
     env["COLUMNS"] = "250"
     try:

@@ -153,3 +153,18 @@ async def test_a_front_end_speaks_only_for_the_people_in_its_scope(
     found = await wait_for(refused)
     assert found[0].data["refusal"] == "out_of_scope"
     assert len(kills(sim)) == before and await inv.pending(client, session) is not None
+
+
+async def test_a_deployment_of_its_own_refuses_to_start_with_the_demos_administrator(settings, tmp_path):
+    """8. The demo's keys sit side by side for one person; a real deployment must not inherit them."""
+    from bamboo.approvals.admin import DEMO_ADMIN, pin
+
+    demo = KeyStore(tmp_path / "keys").create(DEMO_ADMIN)
+    pinned = tmp_path / "admin-keys"
+    pin(pinned, demo.identity, demo.public_key)
+    env = {**worker_env(settings), "BAMBOO_ADMIN_KEYS_FILE": str(pinned)}
+    done = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "worker"], cwd=ROOT, env=env,
+                                   capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("bamboo worker:") and "pins the embedded demo's administrator (demo-admin)" in last
