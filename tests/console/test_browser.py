@@ -8,6 +8,13 @@ against the test deployment's registry; the tests check what the session and Pan
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 import pytest
 
 from bamboo.investigation import client as inv
@@ -162,3 +169,74 @@ async def test_a_stale_pages_decision_is_refused(ops, client, settings, running_
     await bob.wait_text("run ok", ".kind-reply")
     runs = await entries(client, session, "run")
     assert len(runs) == 1 and runs[0].data["code_hash"] == second.code_hash
+
+
+@contextlib.contextmanager
+def another_origin(framed_url: str) -> Iterator[str]:
+    """A second site on 127.0.0.1 (another port, so another origin but the same site: the console's cookie goes
+    with a frame's request) whose page frames ``framed_url``; yields that page's URL."""
+    page = (f'<!doctype html><title>another site</title><h1>another site</h1>'
+            f'<iframe id="framed" src="{framed_url}" width="900" height="700"></iframe>').encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 — the name http.server calls
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+async def _framed_document(browser, timeout: float = 20.0) -> tuple[str, str]:
+    """The URL and text of the document inside ``#framed``, once the frame has navigated away from about:blank."""
+    deadline = time.monotonic() + timeout
+    url, text = "", ""
+    while time.monotonic() < deadline:
+        await browser.call(browser.driver.switch_to.frame, await browser.find("#framed"))
+        try:
+            url = await browser.js("return document.readyState === 'complete' ? document.URL : ''")
+            text = await browser.text("body") if url and url != "about:blank" else ""
+        finally:
+            await browser.call(browser.driver.switch_to.default_content)
+        if url and url != "about:blank":
+            return url, text
+        await asyncio.sleep(0.3)
+    raise AssertionError(f"the frame did not finish loading within {timeout} s (last URL {url!r})")
+
+
+async def test_another_origin_cannot_frame_a_signed_in_review(
+        ops, client, settings, running_worker, brain, browsers, console):
+    """Seen: another origin framed a signed-in review page, decision buttons and all. The console's answers say
+    DENY and frame-ancestors 'none', so Chromium leaves the frame without the console's page."""
+    session = new_session()
+    brain.propose(READ_CODE)
+    await inv.start(client, inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False))
+    await inv.send_message(client, session, "what is the status", ops.alice, force_tool=True)
+    view = await pending_turn(client, session, 1)
+
+    bob = browsers()
+    await sign_in(bob, "bob")
+    review = f"{console.url}/sessions/{session}/review"
+    await bob.get(review)
+    assert await bob.text("#code-hash") == view.code_hash  # signed in: at the top level the page shows
+
+    with another_origin(review) as outside:
+        await bob.get(outside)
+        assert "another site" in await bob.text("h1")
+        url, text = await _framed_document(bob)
+    assert not url.startswith(console.url), f"the frame holds the console's page ({url})"
+    assert view.code_hash not in text and "signed in as bob" not in text
+    logged = " ".join(entry.get("message", "") for entry in await bob.call(bob.driver.get_log, "browser"))
+    assert "frame-ancestors" in logged or "X-Frame-Options" in logged, logged[-2000:]

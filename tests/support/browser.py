@@ -37,6 +37,8 @@ class Browser:
         self._profile = tempfile.mkdtemp(prefix="bamboo-chromium-")
         options.add_argument(f"--user-data-dir={self._profile}")
         options.add_argument(f"--window-size={width},{height}")
+        # The console's messages (a refused frame is reported there) are readable through get_log("browser").
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
         self.driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="browser")
         self.base_url = base_url.rstrip("/")

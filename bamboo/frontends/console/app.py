@@ -1,6 +1,7 @@
 """The console's pages: server-rendered (Starlette + Jinja2), no script, live pages reload themselves.
 
-Every page needs a signed-in person; every action is a POST with the session's CSRF token. A decision form
+Every page needs a signed-in person; every action is a POST with the session's CSRF token. Every response,
+error pages included, forbids framing and script (``headers.SecurityHeaders``). A decision form
 carries the turn and the full code hash the page showed, and the console sends exactly those: if the review
 moved on (answered elsewhere, edited, a new turn), the session refuses the decision as stale and the page
 says so. The person's identity comes from the sign-in only, never from a form field.
@@ -24,10 +25,12 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
+from starlette.types import ASGIApp
 
 from bamboo.frontends.console import auth
 from bamboo.frontends.console.accounts import LocalAccounts
 from bamboo.frontends.console.backend import BATCH_SIGNALS, ConsoleBackend, ConsoleError
+from bamboo.frontends.console.headers import SecurityHeaders
 from bamboo.frontends.console.render import code_html, diff_html, pygments_css
 from bamboo.frontends.console.settings import ConsoleSettings
 from bamboo.frontends.review import (
@@ -39,6 +42,14 @@ from policy.identity import IdentityError, canonical_identity
 
 HERE = Path(__file__).parent
 Handler = Callable[[Request], Awaitable[Response]]
+
+
+class ConsoleApp(Starlette):
+    """The console's Starlette app with ``SecurityHeaders`` outside every layer, the server-error one included,
+    so no response (a 500 either) leaves without them."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return SecurityHeaders(super().build_middleware_stack())
 
 
 def create_app(backend: ConsoleBackend, settings: ConsoleSettings, accounts: LocalAccounts, cookie_secret: str,
@@ -289,7 +300,7 @@ def create_app(backend: ConsoleBackend, settings: ConsoleSettings, accounts: Loc
     middleware = [Middleware(SessionMiddleware, secret_key=cookie_secret, session_cookie="bamboo_console",
                              max_age=settings.session_ttl_s + 600, same_site="lax",
                              https_only=settings.secure_cookies)]
-    return Starlette(routes=routes, middleware=middleware, exception_handlers={HTTPException: forbidden})
+    return ConsoleApp(routes=routes, middleware=middleware, exception_handlers={HTTPException: forbidden})
 
 
 def _local_path(target: str) -> str:
