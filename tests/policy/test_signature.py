@@ -193,7 +193,9 @@ def _name_fields_offered() -> set[tuple[str, str]]:
             for kind, field in re.findall(r"(\w+)[?*]? (\w+)", signature[len(cls.__name__) + 1:]):
                 if kind in ("identifier", "string", "constant"):
                     offered.add((cls.__name__, field))
-        for field, annotation in getattr(cls, "_field_types", {}).items():
+        # A class's own ``_field_types`` only: 3.13's deprecated aliases (``ast.Str``...) inherit Constant's, and
+        # ``ast.parse`` never makes them.
+        for field, annotation in vars(cls).get("_field_types", {}).items():
             if annotation in (str, str | None, list[str]):
                 offered.add((cls.__name__, field))
     return offered
