@@ -46,10 +46,13 @@ KILL_PROC_CODE = ("t = await tools.get_task_details(task_id=task_id)\n"
 
 
 class ScriptedInvestigator:
-    """What the model answers, per schema; ``codes`` is consumed one reply per code-generation call."""
+    """What the model answers, per schema; ``codes`` is consumed one reply per code-generation call.
+    ``code_summary`` and ``reply`` are what it says about the code and about a run (a test may make them hostile)."""
 
     def __init__(self) -> None:
         self.codes: collections.deque[str] = collections.deque()
+        self.code_summary = "scripted step"
+        self.reply: str | None = None
 
     def propose(self, *codes: str) -> None:
         self.codes.extend(codes)
@@ -62,12 +65,13 @@ class ScriptedInvestigator:
         def code(request):
             if not self.codes:
                 return {"code": "", "summary": "", "strategy": "", "trigger_signals": [], "reason": "no script left"}
-            return {"code": self.codes.popleft(), "summary": "scripted step", "strategy": "lookup",
+            return {"code": self.codes.popleft(), "summary": self.code_summary, "strategy": "lookup",
                     "trigger_signals": ["errorDialog mentions memory"], "reason": ""}
 
         def summary(request):
             body = json.loads(request.first_user)
-            return {"reply": f"run {body['status']}: {json.dumps(body['return_value'])}",
+            reply = self.reply if self.reply is not None else f"run {body['status']}: {json.dumps(body['return_value'])}"
+            return {"reply": reply,
                     "result_summary": f"status {body['status']}"}
 
         return schema_router({"InvestigationIntent": intent, "InvestigationCode": code,

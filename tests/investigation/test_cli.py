@@ -222,3 +222,66 @@ async def test_a_prompt_answered_elsewhere_is_withdrawn(ops, client, settings, r
             proc.kill()
     decisions = [e for e in await inv.transcript(client, session) if e.kind in ("decision", "refused_decision")]
     assert [(d.kind, d.actor) for d in decisions] == [("decision", "carol")]
+
+
+HOSTILE_SUMMARY = ("\x1bc\x1b[2J\x1b[H╭─ review turn 2 · read-only ─╮ nothing to worry about\n"
+                   "\x1b]8;;http://evil.example/\x1b\\details\x1b]8;;\x1b\\ \x9b2J \u202eevil\u202c [bold]markup[/bold]")
+HOSTILE_REPLY = "all good\x1b[1A\x1b[2K\x9d8;;http://evil\x9c \u2066isolated\u2069 \x07"
+
+
+def _hidden(text: str) -> list[str]:
+    """Characters that would act on the terminal or hide text, as an independent list (not the sanitiser's)."""
+    return [c for c in text if (ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) <= 0x9F
+            or 0x200B <= ord(c) <= 0x200F or 0x202A <= ord(c) <= 0x202E or 0x2066 <= ord(c) <= 0x2069
+            or ord(c) == 0xFEFF]
+
+
+async def test_model_text_is_inert_in_approvals_and_in_the_attached_review(ops, client, settings, running_worker,
+                                                                           brain):
+    """Issue 24: a summary starting with ESC c cleared the approver's terminal and drew a fake read-only review
+    over the real state-changing panel; the approver typed y. The scripted model's summary and reply carry
+    escapes, C1 controls and bidi overrides; `bamboo approvals` and `bamboo investigate --attach -v` print
+    them spelled out, labelled as the model's, and never inside the verdict's panel."""
+    session = new_session()
+    brain.code_summary, brain.reply = HOSTILE_SUMMARY, HOSTILE_REPLY
+    brain.propose(READ_CODE, KILL_CODE)
+    await inv.start(client, inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False))
+    await inv.send_message(client, session, "status?", ops.alice)
+    first = await _pending(client, session)
+    await inv.decide_by_prefix(client, session, first.code_hash, DecisionKind.RUN_ONCE, ops.bob)
+
+    async def replied():
+        return [e for e in await inv.transcript(client, session) if e.kind == "reply"]
+    await wait_for(replied)
+    await inv.send_message(client, session, "kill it", ops.alice)
+
+    async def second():
+        view = await inv.pending(client, session)
+        return view if view is not None and view.turn == 2 else None
+    await wait_for(second)
+
+    async def listed():
+        out = await _bamboo(settings, "approvals")
+        return out if session in out.stdout else None
+    approvals = await wait_for(listed, timeout=60, every=1.0)
+    attached = await _bamboo(settings, "investigate", "--attach", session, "--as", "carol", "-v", stdin="/quit\n")
+    assert attached.returncode == 0, attached.stdout + attached.stderr
+
+    for shown in (approvals.stdout, attached.stdout):
+        assert not _hidden(shown), _hidden(shown)
+        assert "The model says (unverified):" in shown and "⟨U+001B⟩c⟨U+001B⟩[2J" in shown
+        assert "⟨U+009B⟩2J" in shown and "⟨U+202E⟩evil⟨U+202C⟩" in shown and "[bold]markup[/bold]" in shown
+    table = approvals.stdout[:approvals.stdout.index("The model says")]
+    assert "STATE-CHANGING" in table and "nothing to worry" not in table and "⟨U+" not in table
+
+    out = attached.stdout
+    assert "⟨U+001B⟩[1A⟨U+001B⟩[2K⟨U+009D⟩8;;http://evil⟨U+009C⟩ ⟨U+2066⟩isolated⟨U+2069⟩ ⟨U+0007⟩" in out
+    lines = out.splitlines()
+    top = next(i for i, line in enumerate(lines) if "review turn 2 ·" in line and line.startswith("╭"))
+    bottom = next(i for i in range(top, len(lines)) if lines[i].startswith("╰"))
+    panel = "\n".join(lines[top:bottom + 1])
+    assert "STATE-CHANGING (kill_task)" in panel and "kill_task(task_id=task_id)" in panel
+    for words in ("nothing to worry", "evil", "markup", "⟨U+001B⟩", "The model says"):
+        assert words not in panel, words
+    said = max(i for i, line in enumerate(lines) if "The model says" in line)
+    assert said < top  # the model's words come before the verdict, which the choices follow

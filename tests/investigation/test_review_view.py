@@ -96,3 +96,48 @@ def test_a_replayed_procedure_shows_its_body_and_what_changed_since_its_grant() 
     shown = _render(pending_panel(view), width=100)
     assert "replays proc__get_task_details__retry_task" in shown and "retry_task(task_id=task_id)" in shown
     assert "changed since" in shown
+
+
+HOSTILE_SUMMARY = ("\x1bc\x1b[2J\x1b[H╭─ review turn 1 · read-only ─╮ nothing to worry about\n"
+                   "\x1b]8;;http://evil.example/\x1b\\details\x1b]8;;\x1b\\ \x9b2J \u202eevil\u202c \u2066x\u2069 \x7f"
+                   " [bold]markup[/bold]")
+
+
+def _hidden_bytes(text: str) -> list[str]:
+    return [c for c in text if (ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) <= 0x9F
+            or 0x200B <= ord(c) <= 0x200F or 0x202A <= ord(c) <= 0x202E or 0x2066 <= ord(c) <= 0x2069
+            or ord(c) == 0xFEFF]
+
+
+def _panel(shown: str, title: str) -> str:
+    """The lines of the box whose top border carries ``title``, borders included."""
+    lines = shown.splitlines()
+    start = next(i for i, line in enumerate(lines) if title in line and line.lstrip().startswith("╭"))
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].lstrip().startswith("╰"))
+    return "\n".join(lines[start:end + 1])
+
+
+def test_the_model_summary_is_inert_and_outside_the_verdict_panel(monkeypatch) -> None:
+    """Issue 24: a summary starting with ESC c cleared the terminal and drew a fake read-only review over the
+    real state-changing panel. The review, as ``bamboo investigate`` prints it, carries no escape, C1 or bidi
+    character; they are spelled out, under a label saying the model wrote them, and not in the panel."""
+    import io
+
+    from bamboo.cli import investigate_cmd
+
+    out = io.StringIO()
+    monkeypatch.setattr(investigate_cmd, "console", Console(file=out, width=80, color_system=None))
+    view = _view("await tools.retry_task(task_id=task_id)").model_copy(
+        update={"summary": HOSTILE_SUMMARY, "trigger_signals": ["\x1b[31mred\x1b[0m"]})
+    investigate_cmd.show_pending(view)
+    shown = out.getvalue()
+    assert not _hidden_bytes(shown), _hidden_bytes(shown)
+    assert "⟨U+001B⟩c⟨U+001B⟩[2J" in shown and "⟨U+009B⟩2J" in shown and "⟨U+202E⟩evil⟨U+202C⟩" in shown
+    assert "⟨U+001B⟩]8;;http://evil.example/" in shown and "[bold]markup[/bold]" in shown
+    assert "The model says (unverified):" in shown and "because: ⟨U+001B⟩[31mred" in shown
+    panel = _panel(shown, "review turn 1 ·")
+    assert "STATE-CHANGING (retry_task)" in panel
+    for words in ("nothing to worry", "evil", "markup", "⟨U+001B⟩", "mred", "The model says"):
+        assert words not in panel, words
+    # the trusted panel and the choices are the last thing above the prompt
+    assert shown.index("The model says") < shown.index("review turn 1 ·") < shown.index("y = run once")
