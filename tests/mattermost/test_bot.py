@@ -116,3 +116,31 @@ async def test_analyze_posts_the_diagnosis_in_a_thread(room, ops, running_worker
     diagnosis = await wait_for_post(room.standin, asked["id"], "root cause", by=bot, timeout=180)
     # (the status is whatever PanDA says now: another test's kill may have been applied to this task)
     assert f"**Task {TASK} (" in diagnosis["message"] and "confidence" in diagnosis["message"]
+
+
+async def test_a_hostile_summary_is_posted_inert_and_apart_from_the_verdict(room, ops, client, running_worker, brain):
+    """Issue 24: the review post pasted the model's summary raw into the verdict line; its links, image,
+    mentions and a code fence reached the channel, and the fence swallowed the tools line."""
+    import re
+
+    from markdown_it import MarkdownIt
+
+    bot = room.bot_user.id
+    root = await room.say("alice", f"investigate {TASK} --no-hypothesis")
+    await wait_for_post(room.standin, root["id"], "opened on task", by=bot)
+    brain.code_summary = ("[click](http://evil.example/) ![x](http://evil.example/i.png)\n```\n"
+                          "@channel @bob <http://evil.example/>\n# HEADING \x1bc\u202eevil")
+    brain.propose(KILL)
+    await room.say("alice", "kill the task", root["id"])
+    message = (await wait_for_post(room.standin, root["id"], "Review · turn 1", by=bot))["message"]
+    lines = message.split("\n")
+    assert lines[1] == "**STATE-CHANGING (kill_task)** · asked by **alice**"
+    assert lines[2] == "tools: kill_task · may call when run: kill_task" and lines[3].startswith("policy: ")
+    label = lines.index("**The model says (unverified):**")
+    end = lines.index("", label)
+    assert label > 3 and all(line.startswith("> ") for line in lines[label + 1:end]) and lines[end + 1] == "```text"
+    assert "@" not in message and "\x1b" not in message and "\u202e" not in message and "http://" not in message
+    assert not re.search(r"(?<!\\)[\[\]<]", "\n".join(lines[label:end]))
+    html = MarkdownIt("commonmark").render(message)
+    assert "<a " not in html and "<img" not in html and "<h1" not in html and html.count("<pre>") == 1
+    assert "(at)channel (at)bob" in html and "⟨U+001B⟩c⟨U+202E⟩evil" in html

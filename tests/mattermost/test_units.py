@@ -3,6 +3,8 @@ and code in a post that no chat client can crop or cut short."""
 
 from __future__ import annotations
 
+import re
+
 from bamboo.frontends.mattermost.bot import Prompt, Thread
 from bamboo.frontends.mattermost.chat import split_message
 from bamboo.frontends.mattermost.commands import parse_root, parse_thread
@@ -52,3 +54,66 @@ def test_long_posts_are_split_with_their_code_fences_balanced():
     assert len(parts) > 1 and all(len(p) <= 2000 + 10 for p in parts)
     assert all(p.count("```") % 2 == 0 for p in parts)
     assert "".join(parts).count("line 4999") == 1
+
+
+HOSTILE = ("[click](http://evil.example/) ![x](http://evil.example/img.png)\n```\n"
+           "@channel @alice <http://evil.example/>\n# HEADING\n\x1bc\u202eevil")
+
+
+def _review(summary: str):
+    from bamboo.investigation.contract import PendingView
+    from policy.decisions import DecisionKind
+
+    return PendingView(
+        session_id="s", turn=1, code_hash="ab" * 32, code="r = await tools.kill_task(task_id=task_id)\nreturn r",
+        summary=summary, trigger_signals=["@here look"], requester="alice", read_only=False, tools=["kill_task"],
+        state_changing=["kill_task"], reason="state_changing", detail="state-changing code needs a fresh approval",
+        choices=[DecisionKind.RUN_ONCE, DecisionKind.REJECT], state_changing_lines={"kill_task": [1]},
+        allow_set=["kill_task"])
+
+
+def test_a_hostile_summary_cannot_link_mention_fence_or_swallow_the_trusted_lines():
+    """Issue 24: the review post pasted the model's summary raw, inside the verdict line: live links, an
+    image, mentions, and a code fence that swallowed the tools line."""
+    from markdown_it import MarkdownIt
+
+    from bamboo.frontends.mattermost.render import review_post
+
+    post = review_post(_review(HOSTILE))
+    lines = post.split("\n")
+    trusted = [f"#### Review · turn 1 · `{'ab' * 32}`", "**STATE-CHANGING (kill_task)** · asked by **alice**",
+               "tools: kill_task · may call when run: kill_task"]
+    assert lines[:3] == trusted
+    label = lines.index("**The model says (unverified):**")
+    assert label > 3 and lines[label + 1].startswith("> ")
+    block_end = lines.index("", label)
+    block = "\n".join(lines[label + 1:block_end])
+    assert all(line.startswith("> ") for line in lines[label + 1:block_end])
+    assert lines[block_end + 1] == "```text"  # the code's fence opens after the block, not inside it
+    assert "@" not in block and "(at)channel" in block and "(at)alice" in block and "(at)here" in block
+    assert "\x1b" not in post and "\u202e" not in post and r"⟨U\+001B⟩c⟨U\+202E⟩evil" in block
+    for raw in (r"(?<!\\)\]\(", r"(?<!\\)!(?<!\\)\[", "<http", "```", "http://", r"\n> #"):
+        assert not re.search(raw, block), raw
+    html = MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(post)
+    assert "<a " not in html and "<img" not in html and "<h1" not in html and html.count("<pre>") == 1
+    quote = html[html.index("<blockquote>"):html.index("</blockquote>")]
+    assert "evil" in quote and "HEADING" in quote and "tools:" not in quote and "STATE-CHANGING" not in quote
+    assert html.index("tools: kill_task") < html.index("<blockquote>")
+
+
+def test_narrated_replies_and_tool_calls_are_inert():
+    from datetime import datetime, timezone
+
+    from bamboo.frontends.mattermost.render import entry_post
+    from bamboo.investigation.contract import TranscriptEntry
+
+    at = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    reply = entry_post(TranscriptEntry(seq=1, at=at, kind="reply", text=HOSTILE, turn=1), verbose=False)
+    assert reply.startswith("`[reply]` ") and "@" not in reply and "```" not in reply
+    assert not re.search(r"(?<!\\)\]\(", reply) and "http://" not in reply
+    run = entry_post(TranscriptEntry(seq=2, at=at, kind="run", text="run ok", turn=1, data={"calls": [
+        {"tool": "get_task_details", "args_preview": '{"task_id": "`@channel` [x](http://evil)"}', "outcome": "allowed",
+         "result_shape": "dict(2) @here", "bytes": 10, "reason": "<b>x</b>"}]}), verbose=True)
+    call = run.split("\n")[1]
+    assert call.startswith("- tool `get_task_details(") and call.count("`") == 2 and "@" not in call
+    assert "<b>" not in call and "(at)here" in call

@@ -10,6 +10,9 @@ turn and full code hash, so an answer typed against an older prompt is refused a
 A thread is one session (``mm-<root post id>``), so a restarted bot finds its sessions again from the thread
 it is asked in. ``--verbose`` narrates intent, code, policy and each tool call in that thread only; it
 changes what is shown, never what may run.
+
+Whatever the bot posts that it did not write itself (a symptom, an analysis's causes and suggestions, an
+error's message) goes through ``inert_markdown``, as the session's narration does in ``render``.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from bamboo.contract import Queue
 from bamboo.analysis.contract import ANALYZE_WORKFLOW, AnalysisResult, AnalyzeInput, analyze_workflow_id
 from bamboo.approvals.keys import LocalKey
 from bamboo.audit import AuditEvent, AuditSink
+from bamboo.frontends.inert_text import inert_markdown
 from bamboo.frontends.mattermost.chat import MattermostChat
 from bamboo.frontends.mattermost.commands import Command, parse_root, parse_thread
 from bamboo.frontends.mattermost.render import approvals_post, entry_post, pending_list, review_post
@@ -141,7 +145,7 @@ class MattermostBot:
                                                          startup_hypothesis=command.hypothesis))
             thread = Thread(root_id=root, channel_id=channel, session_id=session_id, verbose=command.verbose)
             self.threads[root] = thread
-            what = f"task {command.task_id}" if command.task_id else f"“{command.symptom}”"
+            what = f"task {command.task_id}" if command.task_id else f"“{inert_markdown(command.symptom or '')}”"
             await self._say(channel, root, f"Session `{session_id}` opened on {what} by {identity}"
                             + (" (verbose narration in this thread)" if command.verbose else "")
                             + ". Ask in this thread; reviews are posted here.")
@@ -160,9 +164,9 @@ class MattermostBot:
             async with PandaClient.from_settings(self.settings) as panda:
                 task, note = await task_for_analysis(panda, task_id)
         except PandaError as exc:
-            return await self._say(channel, root, f"Cannot read task {task_id} from PanDA: {exc}")
+            return await self._say(channel, root, f"Cannot read task {task_id} from PanDA: {inert_markdown(str(exc))}")
         if note:
-            await self._say(channel, root, f"Note: {note}")
+            await self._say(channel, root, f"Note: {inert_markdown(note)}")
         wid = analyze_workflow_id(task.get("jediTaskID"), task.get("status"))
         await self._say(channel, root, f"Analysing task {task_id} (workflow `{wid}`, read-only)…")
         handle = await self.client.start_workflow(
@@ -170,12 +174,14 @@ class MattermostBot:
             id=wid, task_queue=Queue.MAIN, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             result_type=AnalysisResult)
         result: AnalysisResult = await handle.result()
-        lines = [f"**Task {result.task_id} ({result.status})**: root cause **{result.root_cause}** — confidence "
-                 f"{result.confidence:.2f} ({result.diagnosis_source})"]
+        lines = [f"**Task {result.task_id} ({inert_markdown(result.status)})**: root cause "
+                 f"**{inert_markdown(result.root_cause)}** — confidence {result.confidence:.2f} "
+                 f"({inert_markdown(result.diagnosis_source)})"]
         if result.resolution:
-            lines.append(f"Resolution: {result.resolution}")
-        lines += [f"- candidate: {c.name} ({c.breadth} clue types, {c.frequency} incidents)" for c in result.candidates[:3]]
-        lines += [f"- suggestion: {s}" for s in result.suggestions[:5]]
+            lines.append(f"Resolution: {inert_markdown(result.resolution)}")
+        lines += [f"- candidate: {inert_markdown(c.name)} ({c.breadth} clue types, {c.frequency} incidents)"
+                  for c in result.candidates[:3]]
+        lines += [f"- suggestion: {inert_markdown(s)}" for s in result.suggestions[:5]]
         await self._say(channel, root, "\n".join(lines))
 
     # ------------------------------------------------------------------ thread commands
@@ -228,10 +234,10 @@ class MattermostBot:
                                  OperatorMessage(text=command.text, author=identity, force_tool=command.force_tool),
                                  speaker)
         except ValidationError as exc:
-            await self._say(channel, root, f"Not sent: {exc.errors()[0]['msg']}")
+            await self._say(channel, root, f"Not sent: {inert_markdown(exc.errors()[0]['msg'])}")
         except inv.InvestigationError as exc:
             if exc.refusal is None:  # the session did not see it (no worker, unreachable): say so here
-                await self._say(channel, root, f"Not delivered: {exc}")
+                await self._say(channel, root, f"Not delivered: {inert_markdown(str(exc))}")
             # a refusal is in the session's transcript, which this thread narrates
 
     # ------------------------------------------------------------------ identity

@@ -4,10 +4,17 @@ A review post carries the exact hashed code, numbered, with invisible characters
 (``policy.code_hazards.visible``) and every line wrapped at a fixed width with a continuation mark, so
 nothing scrolls out of a chat client's code block; state-changing lines are marked; then the facts the
 workflow computed, every replayed procedure's body and its diff since its grant, and the answers offered.
+
+The verdict, tools, policy and hash lines are built from the workflow's facts only. Everything the model wrote
+or a tool returned (the summary, the signals it names, replies, tool arguments and results) is Markdown-inert
+(``bamboo.frontends.inert_text``): the summary is a block quote of its own under a label saying it is the
+model's, after the trusted lines and closed by a blank line, so it can neither link, mention, fence or head
+anything nor take the lines around it in.
 """
 
 from __future__ import annotations
 
+from bamboo.frontends.inert_text import inert_markdown, markdown_code, markdown_quote
 from bamboo.frontends.review import (
     CHOICE_KEYS, CHOICE_WORDS, effect, flagged_lines, notes, procedure_effect, procedure_notes,
 )
@@ -17,6 +24,7 @@ from policy.code_hazards import visible
 from policy.code_identity import short_hash
 
 WRAP = 96
+MODEL_SAYS = "The model says (unverified):"
 ALWAYS = {"reply", "finding", "refused_run", "refused_request", "refused_decision", "suggestion", "hypothesis",
           "grant", "revoke", "system", "decision"}
 VERBOSE_ONLY = {"intent", "code", "policy", "run", "operator"}
@@ -36,12 +44,21 @@ def numbered(code: str, flagged: set[int] | None = None) -> str:
     return "```text\n" + "\n".join(out) + "\n```"
 
 
+def model_block(summary: str, signals: list[str] | None = None) -> str:
+    """What the model wrote about the code: a label, then its words as an inert block quote and a blank line."""
+    words = summary.strip() or "(nothing)"
+    if signals:
+        words += "\nbecause: " + "; ".join(signals)
+    return f"**{MODEL_SAYS}**\n{markdown_quote(words)}"
+
+
 def review_post(view: PendingView, changed: str = "") -> str:
     what = effect(view)
     lines = [f"#### Review · turn {view.turn} · `{view.code_hash}`",
-             f"**{what.text}** · asked by **{view.requester}** · {view.summary}",
+             f"**{what.text}** · asked by **{inert_markdown(view.requester)}**",
              f"tools: {', '.join(view.tools) or 'none'} · may call when run: {', '.join(view.allow_set) or 'none'}",
-             f"policy: {view.detail} (version `{view.policy_version}`)", numbered(view.code, flagged_lines(view))]
+             f"policy: {view.detail} (version `{view.policy_version}`)", "",
+             model_block(view.summary, view.trigger_signals), numbered(view.code, flagged_lines(view))]
     if changed:
         lines.append("changed since this turn was last reviewed:\n" + numbered(changed))
     lines += [f"- {note}" for note in notes(view)]
@@ -64,15 +81,15 @@ def entry_post(entry: TranscriptEntry, verbose: bool) -> str | None:
     who = f"{entry.actor}: " if entry.actor and entry.kind in ("operator", "finding") else ""
     if entry.kind == "code":
         tools = ", ".join(entry.data.get("tools") or [])
-        return (f"`[code]` strategy {entry.data.get('strategy') or '-'} · tools {tools or '-'}\n"
-                + numbered(entry.text))
+        return (f"`[code]` strategy {inert_markdown(str(entry.data.get('strategy') or '-'))} · tools "
+                f"{inert_markdown(tools or '-')}\n" + numbered(entry.text))
     if entry.kind == "run":
-        calls = [f"- tool `{c['tool']}({c.get('args_preview') or ''})` → {c['outcome']}"
-                 + (f" {c['result_shape']}" if c.get("result_shape") else "") + f" ({c['bytes']} bytes)"
-                 + (f" {c['reason']}" if c.get("reason") else "")
+        calls = [f"- tool {markdown_code(str(c['tool']) + '(' + str(c.get('args_preview') or '') + ')')} → "
+                 + inert_markdown(" ".join(str(part) for part in (
+                     c["outcome"], c.get("result_shape") or "", f"({c['bytes']} bytes)", c.get("reason") or "") if part))
                  for c in entry.data.get("calls", [])]
-        return "\n".join([f"`[run]` {entry.text}", *calls])
-    return f"`[{entry.kind}]` {who}{entry.text}"
+        return "\n".join([f"`[run]` {inert_markdown(entry.text)}", *calls])
+    return f"`[{entry.kind}]` {inert_markdown(who + entry.text)}"
 
 
 def pending_list(found: list[PendingApproval]) -> str:
@@ -80,8 +97,8 @@ def pending_list(found: list[PendingApproval]) -> str:
         return "No investigation is waiting for approval."
     rows = ["| session | turn | code hash | asked by | effect |", "|---|---|---|---|---|"]
     for item in found:
-        rows.append(f"| {item.session_id} | {item.view.turn} | `{item.view.code_hash}` | {item.view.requester} | "
-                    f"{effect(item.view).text} |")
+        rows.append(f"| {inert_markdown(item.session_id)} | {item.view.turn} | `{item.view.code_hash}` | "
+                    f"{inert_markdown(item.view.requester)} | {effect(item.view).text} |")
     return "\n".join(rows)
 
 
@@ -89,6 +106,8 @@ def approvals_post(view: ApprovalsView) -> str:
     if not view.session_policies and not view.grants:
         return "No standing approvals in this session."
     rows = ["| kind | code hash or procedure | policy | by |", "|---|---|---|---|"]
-    rows += [f"| session | `{h}` | {p.policy.value} | {p.approved_by} |" for h, p in sorted(view.session_policies.items())]
-    rows += [f"| durable | {n} `{g.code_hash}` | auto-run | {g.granted_by} |" for n, g in sorted(view.grants.items())]
+    rows += [f"| session | `{h}` | {p.policy.value} | {inert_markdown(p.approved_by)} |"
+             for h, p in sorted(view.session_policies.items())]
+    rows += [f"| durable | {inert_markdown(n)} `{g.code_hash}` | auto-run | {inert_markdown(g.granted_by)} |"
+             for n, g in sorted(view.grants.items())]
     return "\n".join(rows)
