@@ -31,7 +31,7 @@ from bamboo.frontends.console import auth
 from bamboo.frontends.console.accounts import LocalAccounts
 from bamboo.frontends.console.backend import BATCH_SIGNALS, ConsoleBackend, ConsoleError
 from bamboo.frontends.console.headers import SecurityHeaders
-from bamboo.frontends.console.render import code_html, diff_html, pygments_css
+from bamboo.frontends.console.render import code_html, diff_html, inert_filter, pygments_css
 from bamboo.frontends.console.settings import ConsoleSettings
 from bamboo.frontends.review import (
     CHOICE_KEYS, CHOICE_WORDS, edit_diff, effect, flagged_lines, notes, procedure_effect, procedure_notes,
@@ -55,6 +55,7 @@ class ConsoleApp(Starlette):
 def create_app(backend: ConsoleBackend, settings: ConsoleSettings, accounts: LocalAccounts, cookie_secret: str,
                oidc: Any | None = None) -> Starlette:
     templates = Jinja2Templates(directory=str(HERE / "templates"))
+    templates.env.filters["inert"] = inert_filter  # model and tool text: spelled inert, then autoescaped
     templates.env.globals.update(code_html=code_html, diff_html=diff_html, choice_words=CHOICE_WORDS,
                                  choice_keys=CHOICE_KEYS, oidc_label=settings.oidc_label)
     code_css = pygments_css()

@@ -5,6 +5,10 @@ spelling) and marked; state-changing lines (from the review facts) are highlight
 highlighting with leading and trailing blank lines kept, so the numbers are the lines the facts name.
 The stylesheet wraps every line at any character and lets spaces take their room, so a statement pushed
 300 columns to the right lands on a visible line instead of past the edge.
+
+Prose the model wrote or a tool returned (summaries, replies, tool arguments and results) goes through the
+templates' ``inert`` filter (``inert_filter``): invisible and control characters spelled out the same way, then
+escaped by Jinja's autoescape like everything else; no template marks such text safe.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer, PythonLexer
 
+from bamboo.frontends.inert_text import inert_terminal
 from policy.code_hazards import visible
 
 _PLACEHOLDER_BASE = 0xE000  # private use: ``visible`` spells every such character, so none survives as itself
@@ -58,6 +63,12 @@ def code_html(code: str, highlight_lines: set[int] | None = None) -> Markup:
 
 def diff_html(diff: str) -> Markup:
     return _render(diff, DiffLexer(stripnl=False, ensurenl=True), HtmlFormatter(cssclass="code diff", wrapcode=True))
+
+
+def inert_filter(value: object) -> str:
+    """The templates' ``inert`` filter: ``value`` as text with every hidden character spelled out (a bidi
+    override cannot reorder the page, a zero-width character cannot hide a word); autoescape does the HTML."""
+    return inert_terminal(str(value))
 
 
 def pygments_css() -> str:
