@@ -179,7 +179,7 @@ def another_origin(framed_url: str) -> Iterator[str]:
             f'<iframe id="framed" src="{framed_url}" width="900" height="700"></iframe>').encode()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 — the name http.server calls
+        def do_GET(self) -> None:  # the name http.server calls
             self.send_response(200)
             self.send_header("Content-Type", "text/html; charset=utf-8")
             self.send_header("Content-Length", str(len(page)))

@@ -10,7 +10,7 @@ headers stopping a real browser.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -60,7 +60,7 @@ class StandInBackend:
         return []
 
     async def sessions(self, limit: int = 100) -> list[SessionRow]:
-        return [SessionRow(session_id=SESSION, status="running", started=datetime.now(timezone.utc), awaiting=True)]
+        return [SessionRow(session_id=SESSION, status="running", started=datetime.now(UTC), awaiting=True)]
 
     async def session_status(self, session_id: str) -> str:
         return "running"
@@ -126,7 +126,7 @@ def assert_protected(response) -> None:
         assert set(sources) <= {"'none'", "'self'"}, f"{where}: {directive} allows {sources}"
     if response.headers.get("content-type", "").startswith("text/html"):
         # The policy forbids them, so a page that had them would silently lose them.
-        assert not re.search(r"<script|<style|\sstyle=|\son[a-z]+=|javascript:", response.text, re.I), where
+        assert not re.search(r"<script|<style|\sstyle=|\son[a-z]+=|javascript:", response.text, re.IGNORECASE), where
 
 
 def _requests(app) -> list[tuple[str, str]]:
@@ -186,4 +186,4 @@ def test_no_template_relies_on_script_or_inline_style() -> None:
     """The policy allows neither, so the console's templates must need neither (the screenshots stay true)."""
     for template in sorted(TEMPLATES.glob("*.html")):
         text = template.read_text()
-        assert not re.search(r"<script|<style|\sstyle=|\son[a-z]+=|javascript:", text, re.I), template.name
+        assert not re.search(r"<script|<style|\sstyle=|\son[a-z]+=|javascript:", text, re.IGNORECASE), template.name

@@ -77,14 +77,14 @@ async def test_a_recaptured_body_walking_globals_through_match_is_not_re_granted
         ops, client, settings, services, running_worker, brain):
     """Issue 24: the scan never read match class patterns, so this body, re-captured under an already granted
     name, was reviewed as read-only with auto-run offered, and choosing it granted the new body."""
-    from datetime import datetime, timezone
+    from datetime import UTC, datetime
 
     from policy.code_identity import code_hash
     from policy.grants import make_grant
 
     repo = ProcedureRepository(services.store.pool)
     await repo.save(READ_PROC, READ_PROC_CODE, "approved", {})
-    await repo.set_grant(make_grant(READ_PROC, {READ_PROC: READ_PROC_CODE}, "bob", datetime.now(timezone.utc)))
+    await repo.set_grant(make_grant(READ_PROC, {READ_PROC: READ_PROC_CODE}, "bob", datetime.now(UTC)))
     await repo.save(READ_PROC, MATCH_GADGET_PROC_CODE, "approved", {})
 
     session = await _open(client, settings, [USE_PROC], brain)

@@ -92,14 +92,14 @@ def test_unanalysable_code_is_opaque(code: str, reason_fragment: str) -> None:
 # ``match`` reads attributes by the names in its class patterns and keys by its mapping patterns: each is the
 # same walk as the attribute access it stands for, so it is as opaque.
 MATCH_GADGETS = [
-    ("def probe():\n    pass\nmatch probe:\n    case object(__globals__=namespace):\n"
-     "        await namespace['tools'].kill_task(task_id=1)", "dunder name __globals__"),
+    (("def probe():\n    pass\nmatch probe:\n    case object(__globals__=namespace):\n"
+      "        await namespace['tools'].kill_task(task_id=1)"), "dunder name __globals__"),
     ("match probe:\n    case object(__globals__={'tools': t}):\n        await t.kill_task()", "__globals__"),
     ("g = (i for i in [0])\nmatch g:\n    case object(gi_frame=object(f_globals=names)):\n        pass", "gi_frame"),
     ("match frame:\n    case object(f_back=older):\n        pass", "frame attribute f_back"),
     ("match frame:\n    case object(f_globals=names):\n        pass", "frame attribute f_globals"),
-    ("try:\n    1 / 0\nexcept Exception as error:\n    match error:\n"
-     "        case object(__traceback__=object(tb_frame=frame)):\n            pass", "tb_frame"),
+    (("try:\n    1 / 0\nexcept Exception as error:\n    match error:\n"
+      "        case object(__traceback__=object(tb_frame=frame)):\n            pass"), "tb_frame"),
     ("match anything:\n    case object(__builtins__=b):\n        pass", "__builtins__"),
     ("import os\nmatch os:\n    case object(sys=object(modules=table)):\n        pass", "module table"),
     ("match namespace:\n    case {'__builtins__': b}:\n        pass", "mapping key"),
@@ -146,10 +146,10 @@ def test_names_in_every_syntax_position_are_judged(code: str, reason_fragment: s
 @pytest.mark.parametrize(
     "code",
     [
-        "match task:\n    case {'status': 'broken', **rest}:\n        print(rest)\n    case [first, *others]:\n"
-        "        print(first)\n    case str(text) | int(text):\n        print(text)\n    case _:\n        pass",
-        "match task:\n    case dict(status=s) if s:\n        print(s)\n    case {'jobs': [*jobs]} as whole:\n"
-        "        print(jobs, whole)",
+        ("match task:\n    case {'status': 'broken', **rest}:\n        print(rest)\n    case [first, *others]:\n"
+         "        print(first)\n    case str(text) | int(text):\n        print(text)\n    case _:\n        pass"),
+        ("match task:\n    case dict(status=s) if s:\n        print(s)\n    case {'jobs': [*jobs]} as whole:\n"
+         "        print(jobs, whole)"),
         "from __future__ import annotations\nfrom collections import defaultdict\nx = defaultdict(list)",
         "if __name__ == '__main__':\n    print('main')",
         "import operator\nby_status = operator.attrgetter('status', 'site.name')\nprint(by_status)",
