@@ -21,6 +21,9 @@ _RESERVED = {
     "tools", "sandbox_tools", "getattr", "setattr", "hasattr", "delattr", "print", "eval", "exec", "compile",
     "globals", "locals", "vars", "breakpoint", "range", "len", "alias", "result", "sys", "inspect", "gc",
     "ctypes", "builtins", "importlib",
+    # names the scan treats as routes to the interpreter's internals (opaque by design, never a tool name)
+    "modules", "f_globals", "f_locals", "f_builtins", "f_back", "f_code", "gi_frame", "gi_code", "cr_frame",
+    "cr_code", "ag_frame", "ag_code", "tb_frame", "tb_next",
 }
 
 tool_names = st.from_regex(r"[a-z][a-z0-9]{0,8}(_[a-z0-9]{1,6}){0,2}", fullmatch=True).filter(
