@@ -24,6 +24,7 @@ from bamboo.analysis import contract
 from bamboo.analysis.task_files import TaskFileError, list_task_files, read_task_file
 from bamboo.cli.batch_progress import follow_batch
 from bamboo.cli.common import console, fail, run
+from bamboo.frontends.inert_text import inert_markup
 from bamboo.contract import Queue
 from bamboo.settings import Settings, get_settings
 
@@ -96,35 +97,42 @@ def incidents_note(incidents: list[str], shown: int = 3) -> str:
 
 
 def print_diagnosis(result: AnalysisResult) -> None:
-    console.rule(f"[bold]Task {result.task_id} ({result.status})")
+    """The diagnosis. Causes, explanations, suggestions and the e-mail draft are the model's or the task's
+    words: each goes through ``inert_markup`` before it meets rich's markup."""
+    console.rule(f"[bold]Task {result.task_id} ({inert_markup(result.status)})")
     colour = "yellow" if result.is_novel else "green"
     basis = "model override" if result.cause_source == "model_override" else "ranking margin"
-    console.print(f"Root cause: [bold {colour}]{result.root_cause}[/] — confidence {result.confidence:.2f} ({basis})")
-    console.print(f"Chosen by: {chosen_by(result)}")
+    console.print(f"Root cause: [bold {colour}]{inert_markup(result.root_cause)}[/] — confidence "
+                  f"{result.confidence:.2f} ({basis})")
+    console.print(f"Chosen by: {inert_markup(chosen_by(result))}")
     if result.resolution:
-        console.print(f"Resolution (stored{incidents_note(result.resolution_incidents)}): {result.resolution}")
+        console.print(f"Resolution (stored{inert_markup(incidents_note(result.resolution_incidents))}): "
+                      f"{inert_markup(result.resolution)}")
     elif not result.is_novel:
         console.print("Resolution: none stored for this cause")
     if result.explanation:
-        console.print(f"Why: {result.explanation}")
+        console.print(f"Why: {inert_markup(result.explanation)}")
     for e in result.supporting_evidence[:5]:
-        console.print(f"  • {e}")
+        console.print(f"  • {inert_markup(e)}")
     if result.candidates:
         table = Table("#", "candidate cause", "clue types", "support", "incidents", "confirmed")
         for i, c in enumerate(result.candidates[:5], 1):
-            table.add_row(str(i), c.name, str(c.breadth), f"{c.support:.2f}", str(c.frequency), str(c.confirmations))
+            table.add_row(str(i), inert_markup(c.name), str(c.breadth), f"{c.support:.2f}", str(c.frequency),
+                          str(c.confirmations))
         console.print(table)
     for lead in result.novel_leads:
-        console.print(f"[yellow]novel lead:[/] {lead.symptom} — {lead.reason}")
+        console.print(f"[yellow]novel lead:[/] {inert_markup(lead.symptom)} — {inert_markup(lead.reason)}")
     for step in result.steps:
         if step.status in ("unavailable", "failed"):
-            console.print(f"[yellow]{step.step} {step.status}:[/] {step.detail}")
+            console.print(f"[yellow]{inert_markup(step.step)} {inert_markup(step.status)}:[/] "
+                          f"{inert_markup(step.detail)}")
     for s in result.suggestions:
-        console.print(f"[cyan]suggestion:[/] {s}")
+        console.print(f"[cyan]suggestion:[/] {inert_markup(s)}")
     for n in result.notes:
-        console.print(f"[dim]note: {n}[/]")
+        console.print(f"[dim]note: {inert_markup(n)}[/]")
     if result.email_content:
-        console.print(f"\n[bold]Email draft[/] — {result.email_subject}\n{result.email_content}")
+        console.print(f"\n[bold]Email draft[/] — {inert_markup(result.email_subject)}\n"
+                      f"{inert_markup(result.email_content)}")
 
 
 async def analyze_once(client: Client, task: dict, threshold: float) -> AnalysisResult:

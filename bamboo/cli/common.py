@@ -19,6 +19,8 @@ from rich.console import Console
 from rich.text import Text
 from typer.core import TyperGroup
 
+from bamboo.frontends.inert_text import inert_terminal
+
 console = Console()
 err_console = Console(stderr=True)
 
@@ -44,13 +46,15 @@ def run(coro: Coroutine[Any, Any, Any]) -> Any:
 
 def fail(message: str, code: int = 1) -> None:
     """One line on stderr (a multi-line message, such as a database's, is joined) and exit `code`."""
-    err_console.print(f"[bold red]error:[/] {one_line(message)}", soft_wrap=True)
+    _print_error(one_line(message))
     raise typer.Exit(code)
 
 
 def _print_error(message: str) -> None:
-    # Text, not markup: an exception's message may contain brackets rich would take for tags.
-    err_console.print(Text.assemble(("error:", "bold red"), " ", message), highlight=False, soft_wrap=True)
+    # Text, not markup: an exception's message may contain brackets rich would take for tags, and it may quote
+    # what a session, a tool or the model said, so it is printed inert.
+    err_console.print(Text.assemble(("error:", "bold red"), " ", inert_terminal(message, one_line=True)),
+                      highlight=False, soft_wrap=True)
 
 
 def one_line(text: str, limit: int | None = None) -> str:

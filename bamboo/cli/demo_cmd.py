@@ -12,6 +12,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 
 from bamboo.cli.common import console, fail, run
 from bamboo.cli.populate_cmd import follow, print_result
+from bamboo.frontends.inert_text import inert_rich
 from bamboo.accumulation.contract import (
     POPULATE_WORKFLOW, WORKFLOW_QUEUE, PopulateInput, PopulateResult, batch_workflow_id,
 )
@@ -113,7 +114,7 @@ def _analyse_a_new_task(settings) -> None:
 
     console.rule("[bold]4. Diagnose a new task")
     task = dict(generate_incidents(1, seed=2026)[0].task_data)  # task fields only: its labels stay behind
-    console.print(f"Task {task['jediTaskID']} ({task['status']}): {str(task.get('errorDialog', ''))[:160]}")
+    console.print(inert_rich(f"Task {task['jediTaskID']} ({task['status']}): {str(task.get('errorDialog', ''))[:160]}"))
 
     async def go():
         client = await connect(settings)

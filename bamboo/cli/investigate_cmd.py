@@ -230,7 +230,8 @@ class SessionLoop:
     async def wait_closed(self) -> None:
         result = await inv.handle(self.client, self.session_id).result()
         await self.print_new()
-        console.print(inert_rich(f"session {result.status.value}: cause={result.cause!r} procedures={result.procedures}"))
+        console.print(inert_rich(f"session {result.status.value}: cause={result.cause!r} "
+                                 f"procedures={result.procedures}"))
 
     async def follow_until_idle(self, expect_turn: str | None) -> bool:
         """Follow the transcript until the turn for ``expect_turn`` (the message text) has an outcome;

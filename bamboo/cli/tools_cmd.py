@@ -119,7 +119,8 @@ def tools_call(
         err.print(f"[yellow]{redactions} secret(s) redacted from the output[/yellow]")
     if result.no_data:
         err.print("[yellow]no data[/yellow]: the tool looked and found nothing")
-    out.print_json(json.dumps(data, default=str))
+    # ASCII only: a tool's strings reach the terminal as \\u escapes, never as C1 or bidi characters.
+    out.print_json(json.dumps(data, default=str), ensure_ascii=True)
 
 
 async def _audited_call(settings: Settings, name: str, arguments: dict[str, Any], actor: str):

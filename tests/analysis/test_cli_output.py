@@ -50,3 +50,13 @@ def test_a_cause_without_a_stored_resolution_says_so_instead_of_inventing_one():
     out = printed(result(resolution="", resolution_incidents=[], resolution_source="none",
                          model_proposal=ModelProposal(cause="Expired user proxy", confidence=0.4, verdict="agreed")))
     assert "Resolution: none stored for this cause" in out and "the model agreed" in out
+
+
+def test_the_models_words_are_printed_inert():
+    """Issue 24: the cause, explanation and e-mail draft are the model's words and were printed as rich markup
+    with their control characters intact."""
+    hostile = "\x1bc\x1b]8;;http://evil\x1b\\x\x9b2J\u202eevil [link=http://evil]click[/link]"
+    out = printed(result(root_cause=hostile, explanation=hostile, suggestions=[hostile], email_subject="s",
+                         email_content=hostile))
+    assert "\x1b" not in out and "\x9b" not in out and "\u202e" not in out
+    assert out.count("⟨U+001B⟩c⟨U+001B⟩]8;;http://evil") == 4 and out.count("[link=http://evil]click[/link]") == 4

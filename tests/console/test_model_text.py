@@ -65,7 +65,8 @@ async def test_model_text_is_inert_and_outside_the_review_card(ops, client, sett
         assert "<script>alert" not in page and 'href="http://evil' not in page and "<img src=x" not in page
     assert "⟨U+202E⟩evil⟨U+202C⟩" in review and "⟨U+001B⟩[2J⟨U+009B⟩2J⟨U+200B⟩" in review
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in review
-    assert "⟨U+2066⟩isolated⟨U+2069⟩ ⟨U+001B⟩]8;;http://evil" in transcript and "&lt;img src=x" in transcript
+    assert "⟨U+2066⟩isolated⟨U+2069⟩ ⟨U+001B⟩]8;;http://evil" in transcript
+    assert "&lt;img src=x" in transcript
     assert "⟨U+202E⟩evil" in approvals
 
     said = review.index('id="model-says"')

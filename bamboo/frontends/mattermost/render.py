@@ -85,8 +85,9 @@ def entry_post(entry: TranscriptEntry, verbose: bool) -> str | None:
                 f"{inert_markdown(tools or '-')}\n" + numbered(entry.text))
     if entry.kind == "run":
         calls = [f"- tool {markdown_code(str(c['tool']) + '(' + str(c.get('args_preview') or '') + ')')} → "
-                 + inert_markdown(" ".join(str(part) for part in (
-                     c["outcome"], c.get("result_shape") or "", f"({c['bytes']} bytes)", c.get("reason") or "") if part))
+                 + inert_markdown(" ".join(str(part) for part in (c["outcome"], c.get("result_shape") or "",
+                                                                  f"({c['bytes']} bytes)", c.get("reason") or "")
+                                           if part))
                  for c in entry.data.get("calls", [])]
         return "\n".join([f"`[run]` {inert_markdown(entry.text)}", *calls])
     return f"`[{entry.kind}]` {inert_markdown(who + entry.text)}"
