@@ -177,6 +177,43 @@ def audit_verify() -> None:
     fail(f"audit chain {where}: {report.reason}")
 
 
+@audit_app.command("checkpoint")
+def audit_checkpoint(
+    start_new: bool = typer.Option(False, "--start-new", help="start a new signed checkpoint over the chain as it is"),
+    reason: str = typer.Option(..., "--reason", min=1, help="why (recorded in the audit row and the start record)"),
+    actor: str | None = typer.Option(None, "--as", help="who starts it (default: $BAMBOO_OPERATOR or your login)"),
+) -> None:
+    """Start a new signed checkpoint after the old one went missing or was replaced, once you have
+    investigated why (`bamboo audit verify`). Audited; the old file, if any, is kept beside the new one.
+
+    A worker never does this by itself over an existing chain."""
+    from bamboo.cli.investigate_cmd import default_identity
+    from bamboo.cli.store_access import opened_store
+    from bamboo.store.audit_checkpoint import CheckpointError
+
+    if not start_new:
+        fail("say what to do: --start-new (the only action); `bamboo audit verify` shows the chain's state")
+    from policy.identity import IdentityError, canonical_identity
+
+    try:
+        who = canonical_identity(actor or default_identity())
+    except IdentityError as exc:
+        fail(str(exc))
+        return
+
+    async def go():
+        async with opened_store(get_settings()) as store:
+            return await store.audit.start_new_checkpoint(who, reason[:500])
+
+    try:
+        seq, kept = _with_store_errors(go)
+    except CheckpointError as exc:
+        fail(str(exc))
+        return
+    console.print(f"signed a new audit checkpoint at row {seq} (started by {who})"
+                  + (f"; the previous checkpoint is kept at {kept}" if kept else ""))
+
+
 @audit_app.command("tail")
 def audit_tail(limit: int = typer.Option(20, min=1, max=1000),
                as_json: bool = typer.Option(False, "--json", help="every row in full, machine-readable")) -> None:

@@ -13,8 +13,12 @@ database shows the chain still passes through the current one — a worker that 
 rewritten or cut behind its back refuses to sign the new head and says so in its log, so the
 evidence stays. It is written in place, not renamed over: on ext4 a rename over an existing file
 flushes its data first, which cost milliseconds on every audit commit.
+A checkpoint is started once per chain, by the process that wrote the chain's first row or by the
+explicit, audited `bamboo audit checkpoint --start-new`; each start is recorded in the database
+(`audit_checkpoint_starts`), so a checkpoint file that disappears is a verification failure and is never
+quietly started again over an existing chain.
 What it does not defend against: someone who can write the checkpoint file (put back an older
-one) or read the signing key. Keep the key directory out of the database host's and the app
+one) or read the signing key, and who also, as the database's owner, removes the recorded starts. Keep the key directory out of the database host's and the app
 role's reach; `verify` needs only the public key.
 """
 
@@ -24,6 +28,7 @@ import asyncio
 import base64
 import contextlib
 import fcntl
+import hashlib
 import json
 import logging
 import os
@@ -154,15 +159,34 @@ class CheckpointFile:
         except (InvalidSignature, ValueError):
             return False
 
+    @property
+    def key_id(self) -> str:
+        """The signing key's public half, hashed: which key a recorded start of checkpoints used."""
+        raw = self._public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        return hashlib.sha256(raw).hexdigest()[:16]
+
+    def set_aside(self) -> Path | None:
+        """Move the current checkpoint out of the way (kept beside it as evidence) before a new start."""
+        if not self.path.exists():
+            return None
+        kept = self.path.with_name(f"{self.path.name}.replaced-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}")
+        with self._locked(fcntl.LOCK_EX):
+            os.replace(self.path, kept)
+        return kept
+
     async def advance(self, chain: str, seq: int, head: str,
-                      passes_through: Callable[[int, str], Awaitable[bool]]) -> bool:
+                      passes_through: Callable[[int, str], Awaitable[bool]],
+                      may_start: Callable[[int], Awaitable[bool]] | None = None) -> bool:
         """Replace the checkpoint with (seq, head) when that is later, and the chain still passes
         through the current one (`passes_through(seq, hash)` asks the database). True when written.
 
         The file lock is never held across an await: the current checkpoint is read, checked against
         the database, and only then is the lock taken, the file read again and — unchanged — written;
         had another writer moved it meanwhile, the check is made again against its checkpoint. So
-        several stores in one process (or one blocked on the database) never stall the others."""
+        several stores in one process (or one blocked on the database) never stall the others.
+
+        With no checkpoint yet, ``may_start(seq)`` decides whether one may be started at all (and records
+        the start); without it nothing is started, so a removed checkpoint is never silently replaced."""
         if self._signer is None:
             raise CheckpointError("this checkpoint file was opened for verification only")
         if self._lock is None:
@@ -174,7 +198,7 @@ class CheckpointFile:
                 except CheckpointError as exc:
                     log.error("not advancing the audit checkpoint: %s", exc)
                     return False
-                if not await self._may_replace(seen, chain, seq, head, passes_through):
+                if not await self._may_replace(seen, chain, seq, head, passes_through, may_start):
                     return False
                 with self._locked(fcntl.LOCK_EX):
                     if self._read_unlocked() == seen:
@@ -184,9 +208,10 @@ class CheckpointFile:
             return False
 
     async def _may_replace(self, current: Checkpoint | None, chain: str, seq: int, head: str,
-                           passes_through: Callable[[int, str], Awaitable[bool]]) -> bool:
+                           passes_through: Callable[[int, str], Awaitable[bool]],
+                           may_start: Callable[[int], Awaitable[bool]] | None) -> bool:
         if current is None:
-            return True
+            return may_start is not None and await may_start(seq)
         if current.chain != chain:
             log.error("the audit checkpoint %s belongs to chain %s, this database's chain is %s: not "
                       "replacing it (if the database was deliberately reset, move the old checkpoint away)",

@@ -23,6 +23,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
@@ -85,6 +86,8 @@ class PostgresAuditLog:
         self._signer: asyncio.Task | None = None
         self._anchor: tuple[int, str] | None = None  # the checkpoint this process last saw or wrote
         self._anchor_read = False
+        self._wrote_first_row = False  # this process began the chain, so it may start its checkpoint
+        self._start_reason: str | None = None  # an operator's explicit start (`bamboo audit checkpoint`)
 
     async def append(self, event: AuditEvent, dedup_key: str | None = None) -> int | None:
         """The new row's sequence number, or None when `dedup_key` was already recorded."""
@@ -172,6 +175,8 @@ class PostgresAuditLog:
         leaves an older one, which `verify` still holds the chain against."""
         if self.checkpoints is None or appended.head is None:
             return
+        if 1 in appended.seqs:
+            self._wrote_first_row = True
         if self._pending is None or self._pending.head is None or appended.head[0] > self._pending.head[0]:
             self._pending = appended
         if self._signer is None or self._signer.done():
@@ -190,7 +195,7 @@ class PostgresAuditLog:
             assert appended.head is not None
             try:
                 written = await self.checkpoints.advance(await self._chain(None), *appended.head,
-                                                         self._passes_through(appended))
+                                                         self._passes_through(appended), self._may_start)
             except Exception as exc:  # noqa: BLE001 — the next append tries again with a newer head
                 log.error("could not write the audit checkpoint for row %s: %s", appended.head[0], exc)
                 continue
@@ -198,6 +203,58 @@ class PostgresAuditLog:
                 self._anchor = appended.head
             else:  # another worker moved it, or the chain no longer passes through it: look again
                 self._refresh_anchor()
+
+    async def _may_start(self, seq: int) -> bool:
+        """Whether a first checkpoint may be signed at row ``seq``, recording the start when it may: only
+        for a chain this process began, or when an operator asked (`bamboo audit checkpoint --start-new`),
+        and never again by itself once this chain's checkpoints were started (the file went missing)."""
+        assert self.checkpoints is not None
+        chain = await self._chain(None)
+        async with self._pool.connection() as conn:
+            started = await (await conn.execute(
+                "SELECT started_at FROM audit_checkpoint_starts WHERE chain = %s ORDER BY id DESC LIMIT 1",
+                (chain,))).fetchone()
+            reason = self._start_reason
+            if reason is None:
+                if started is not None:
+                    log.error("the audit checkpoint %s is missing, but this chain's checkpoints were started at %s: "
+                              "not starting a new one (rows may have been removed with it); run `bamboo audit "
+                              "verify`, then `bamboo audit checkpoint --start-new` once investigated",
+                              self.checkpoints.path, started[0].isoformat())
+                    return False
+                if not self._wrote_first_row:
+                    log.error("the audit chain has rows this process did not begin and no checkpoint at %s: not "
+                              "starting one by itself; run `bamboo audit checkpoint --start-new` to start it",
+                              self.checkpoints.path)
+                    return False
+                reason = "the first checkpoint of a new chain"
+            await conn.execute(
+                "INSERT INTO audit_checkpoint_starts (chain, key_id, head_seq, reason) VALUES (%s, %s, %s, %s)",
+                (chain, self.checkpoints.key_id, seq, reason))
+        self._start_reason = None
+        return True
+
+    async def start_new_checkpoint(self, actor: str, reason: str) -> tuple[int, Path | None]:
+        """An operator's explicit start of a new checkpoint over the chain as it is: the old checkpoint (if
+        any) is kept beside the file, the start is audited and recorded, and the new head is signed.
+        Returns (the signed row, where the old checkpoint was kept)."""
+        if self.checkpoints is None:
+            raise CheckpointError("no audit checkpoint is configured (BAMBOO_AUDIT_CHECKPOINT_FILE and "
+                                  "BAMBOO_AUDIT_SIGNING_KEY); there is nothing to start")
+        report = await self.verify()
+        if report.first_bad_seq is not None and report.checkpoint_seq is None:
+            raise CheckpointError(f"the chain itself is broken at row {report.first_bad_seq} ({report.reason}); a "
+                                  "checkpoint would sign a broken chain: keep the evidence and restore the database")
+        kept = self.checkpoints.set_aside()
+        self._start_reason = reason
+        seq = await self.append(AuditEvent(kind="audit_checkpoint_started", actor=actor, body={
+            "reason": reason, "previous_checkpoint_kept_at": str(kept) if kept else None,
+            "verification_before": report.reason or "intact"}))
+        await self.flush_checkpoints()
+        current = self.checkpoints.read()
+        if current is None or seq is None or current.seq < seq:
+            raise CheckpointError(f"the new checkpoint was not written to {self.checkpoints.path}; see the log")
+        return current.seq, kept
 
     def _passes_through(self, appended: Appended):
         async def passes_through(seq: int, digest: str) -> bool:
@@ -250,6 +307,10 @@ class PostgresAuditLog:
                 expected_seq += 1
         if problem:
             return ChainReport(rows=count, ok=False, reason=problem, warnings=warnings)
+        if checkpoint is None and self.checkpoints is not None:
+            missing = await self._missing_checkpoint(count)
+            if missing:
+                return ChainReport(rows=count, ok=False, reason=missing, warnings=warnings)
         if checkpoint is None:
             return ChainReport(rows=count, ok=True, warnings=warnings)
         report = ChainReport(rows=count, ok=True, checkpoint_seq=checkpoint.seq, checkpoint_at=checkpoint.at,
@@ -278,8 +339,7 @@ class PostgresAuditLog:
         except CheckpointError as exc:
             return None, [], str(exc)
         if checkpoint is None:
-            return None, [f"no signed checkpoint at {path} yet: the first audit row a worker writes creates it; "
-                          "if rows exist, the file was removed or they were written without the signing key"], None
+            return None, [], None  # judged with the rows: see _missing_checkpoint
         if not self.checkpoints.signature_holds(checkpoint):
             return None, [], (f"the signed checkpoint {path} does not verify with the public key of "
                               f"{self.checkpoints.key_path}: it was altered or signed by another key")
@@ -288,6 +348,25 @@ class PostgresAuditLog:
             return None, [], (f"the checkpoint {path} belongs to audit chain {checkpoint.chain} but this database's "
                               f"chain is {chain}: either this is not its database, or the chain id was changed")
         return checkpoint, [], None
+
+    async def _missing_checkpoint(self, rows: int) -> str | None:
+        """Why a missing checkpoint fails verification, or None for a chain that was never checkpointed and
+        has no rows (a new database)."""
+        assert self.checkpoints is not None
+        path = self.checkpoints.path
+        async with self._pool.connection() as conn:
+            started = await (await conn.execute(
+                "SELECT started_at, head_seq FROM audit_checkpoint_starts WHERE chain = %s ORDER BY id DESC LIMIT 1",
+                (await self._chain(conn),))).fetchone()
+        again = "after investigating, `bamboo audit checkpoint --start-new --reason ...` starts a new one"
+        if started is not None:
+            return (f"no signed checkpoint at {path}, but this chain's checkpoints were started at "
+                    f"{started[0].isoformat()} (row {started[1]}): the checkpoint was removed, and with {rows} rows "
+                    f"left nothing shows how many were cut off; {again}")
+        if rows:
+            return (f"no signed checkpoint at {path}, but the chain has {rows} rows: the checkpoint was removed, or "
+                    f"the rows were written without the signing key; {again}")
+        return None
 
     async def tail(self, limit: int = 20) -> list[dict]:
         async with self._pool.connection() as conn:

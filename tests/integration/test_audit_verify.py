@@ -260,3 +260,43 @@ async def test_audit_tail_json_gives_every_row_in_full(settings, services):
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)
     assert rows[-1]["kind"] == "tail_json_probe" and rows[-1]["body"] == long_body  # nothing cut at 120 characters
+
+
+def _audit_cli(settings, checkpoint, *args: str) -> subprocess.CompletedProcess:
+    env = {**worker_env(settings), "COLUMNS": "300", "BAMBOO_AUDIT_CHECKPOINT_FILE": str(checkpoint.file),
+           "BAMBOO_AUDIT_SIGNING_KEY": str(checkpoint.key)}
+    return subprocess.run([sys.executable, "-m", "bamboo.cli.main", "audit", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+async def test_a_removed_checkpoint_is_never_a_fresh_start(signing_store, settings, database_url, checkpoint):
+    """Issue 28, item 9: delete the checkpoint file, TRUNCATE audit as its owner, and verify said "intact:
+    0 rows"; after one ordinary audited action, "intact: 1 rows; it reaches the signed checkpoint at row 1"."""
+    await _append(signing_store, 10)
+    checkpoint.file.unlink()
+    await _sql(database_url, ATTACK, "TRUNCATE audit")
+    bad = _verify_cli(settings, checkpoint)
+    assert bad.returncode == 1, bad.stdout
+    assert "no signed checkpoint" in bad.stderr and "checkpoints were started at" in bad.stderr
+
+    await _append(signing_store, 1, start=50)  # an ordinary audited action afterwards
+    assert not checkpoint.file.exists()  # the worker does not start a new checkpoint by itself
+    bad = _verify_cli(settings, checkpoint)
+    assert bad.returncode == 1 and "no signed checkpoint" in bad.stderr, bad.stdout + bad.stderr
+
+    # only an operator's explicit, audited command starts a new one; afterwards the chain verifies again
+    started = _audit_cli(settings, checkpoint, "checkpoint", "--start-new", "--reason", "truncation investigated",
+                         "--as", "ops")
+    assert started.returncode == 0, started.stdout + started.stderr
+    ok = _verify_cli(settings, checkpoint)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    [row] = await signing_store.audit.tail(1)
+    assert row["kind"] == "audit_checkpoint_started" and row["actor"] == "ops"
+    assert row["body"]["reason"] == "truncation investigated"
+
+
+async def test_a_chain_with_rows_and_no_checkpoint_fails_verification(signing_store, settings, checkpoint):
+    await _append(signing_store, 3)
+    checkpoint.file.unlink()
+    bad = _verify_cli(settings, checkpoint)
+    assert bad.returncode == 1 and "but this chain's checkpoints were started" in bad.stderr, bad.stderr
