@@ -29,6 +29,18 @@ def _hidden(text: str) -> list[str]:
             or ord(c) == 0xFEFF]
 
 
+def test_flash_messages_are_inert():
+    """A flash can quote a session's answer (a refusal's detail); it is shown like any other such text."""
+    from bamboo.frontends.console.render import inert_filter
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True)
+    env.filters["inert"] = inert_filter
+    source = env.loader.get_source(env, "base.html")[0]
+    flashes = re.search(r"{% for level, text in flashes %}.*?{% endfor %}", source).group(0)
+    page = env.from_string(flashes).render(flashes=[("error", SUMMARY)])
+    assert not _hidden(page) and "<script>" not in page
+
+
 def test_every_template_is_autoescaped_and_none_marks_text_safe():
     """The console builds its templates with Starlette's default environment, which autoescapes .html files;
     no template may turn that off or mark a value safe (code_html and diff_html return Markup they built)."""
