@@ -7,6 +7,12 @@ phase it was produced in, an expiry, a nonce and the key id; a production write 
 operator decision that approved it. The executor verifies the signature against its own configured keys
 and asserts every claim against its fixed environment and channel and the request before anything runs.
 
+Every configured key names whose it is and what kind (``VerificationKey``), because the claims a key may make
+differ. The agent's key signs for generated code in a session whose requester the worker knows, so it may
+name any requester and claims ``automatic`` or ``interactive``. A person's key signs only what that person
+runs by hand: the requester must be that person (else anyone holding a trusted key could ask "for" someone
+else, and approve it themselves), and the phase is ``operator``, never a phase of generated code.
+
 Verification here is pure. Replay protection needs durable state: the executor records every nonce in
 Postgres (``bamboo.store.executor_state``) after the signature checks out, so a replayed envelope is refused
 even by another executor process.
@@ -25,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from policy.decisions import OperatorDecision
 from policy.identity import Identity
-from policy.signing import NONCE_PATTERN, signature_valid, utc_expiry
+from policy.signing import NONCE_PATTERN, decode_public_key, key_id, signature_valid, utc_expiry
 
 DOMAIN = b"bamboo-decision-envelope-v1\n"
 DEFAULT_MAX_ENVELOPE_TTL_S = 5 * 60
@@ -33,7 +39,32 @@ NAME_PATTERN = r"^[a-z][a-z0-9-]{0,31}$"
 DIGEST_PATTERN = r"^[0-9a-f]{64}$"
 
 Channel = Literal["ro", "rw"]
-EnvelopePhase = Literal["automatic", "interactive"]
+# automatic / interactive: generated code in a session (agent key only); operator: a person running a
+# command directly with their own key (`bamboo exec run`).
+EnvelopePhase = Literal["automatic", "interactive", "operator"]
+KeyKind = Literal["agent", "person"]
+AGENT_PHASES: frozenset[str] = frozenset({"automatic", "interactive"})
+PERSON_PHASES: frozenset[str] = frozenset({"operator"})
+
+
+class VerificationKey(BaseModel):
+    """One key an executor trusts: whose it is, and whether it is the agent's or a person's."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: KeyKind
+    identity: Identity
+    public_key: str
+
+    @field_validator("public_key")
+    @classmethod
+    def _decodes(cls, value: str) -> str:
+        decode_public_key(value)
+        return value
+
+    @property
+    def key_id(self) -> str:
+        return key_id(self.public_key)
 
 
 class EnvelopeClaims(BaseModel):
@@ -87,6 +118,8 @@ def envelope_bytes(claims: EnvelopeClaims) -> bytes:
 class EnvelopeRefusal(str, Enum):
     UNKNOWN_KEY = "unknown_key"
     BAD_SIGNATURE = "bad_signature"
+    REQUESTER_NOT_SIGNER = "requester_not_signer"
+    PHASE_NOT_FOR_KEY = "phase_not_for_key"
     EXPIRED = "expired"
     EXPIRY_TOO_FAR = "expiry_too_far"
     WRONG_ENVIRONMENT = "wrong_environment"
@@ -114,33 +147,60 @@ def signature_matches(public_key: str, claims: EnvelopeClaims, signature: str) -
     return signature_valid(public_key, envelope_bytes(claims), signature)
 
 
+def key_refusal(claims: EnvelopeClaims, key: VerificationKey) -> EnvelopeVerdict | None:
+    """What the signing key may not claim: a person's key only its own requests in phase ``operator``; the
+    agent's key any requester, in phase ``automatic`` or ``interactive``."""
+    if key.kind == "person":
+        if claims.requester != key.identity:
+            return EnvelopeVerdict.refuse(
+                EnvelopeRefusal.REQUESTER_NOT_SIGNER,
+                f"{key.identity}'s person key signed an envelope claiming requester {claims.requester!r}; a "
+                f"person's key signs only their own requests: sign with requester {key.identity}")
+        if claims.phase not in PERSON_PHASES:
+            return EnvelopeVerdict.refuse(
+                EnvelopeRefusal.PHASE_NOT_FOR_KEY,
+                f"{key.identity}'s person key may not claim phase {claims.phase!r}, which is for generated code "
+                "that only the agent's key signs; a command you run yourself claims phase 'operator' "
+                "(`bamboo exec run`)")
+    elif claims.phase not in AGENT_PHASES:
+        return EnvelopeVerdict.refuse(
+            EnvelopeRefusal.PHASE_NOT_FOR_KEY,
+            f"the agent key of {key.identity} may not claim phase {claims.phase!r}, which is for a person running "
+            "a command with their own key; the agent signs phase 'automatic' or 'interactive'")
+    return None
+
+
 def verify_envelope(
     envelope: DecisionEnvelope,
     *,
-    keys: Mapping[str, str],
+    keys: Mapping[str, VerificationKey],
     environment: str,
     channel: str,
     now: datetime,
     max_ttl_s: int = DEFAULT_MAX_ENVELOPE_TTL_S,
 ) -> EnvelopeVerdict:
-    """The signature, its freshness and the executor-fixed claims (environment, channel).
+    """The signature, what its key may claim, its freshness and the executor-fixed claims (environment,
+    channel).
 
-    ``keys`` maps key id to base64 public key: the executor's configured verification keys, never a key the
-    request names. Claims about the command itself are compared with ``verify_request`` once the executor
-    has evaluated the argv it received.
+    ``keys`` maps key id to the executor's configured verification keys, never a key the request names.
+    Claims about the command itself are compared with ``verify_request`` once the executor has evaluated the
+    argv it received.
     """
     claims = envelope.claims
-    public_key = keys.get(claims.key_id)
-    if public_key is None:
+    key = keys.get(claims.key_id)
+    if key is None:
         return EnvelopeVerdict.refuse(
             EnvelopeRefusal.UNKNOWN_KEY,
             f"envelope signed by key {claims.key_id}, which this executor does not trust; sign with a configured "
-            "agent key or add its public key to the executor's verification keys")
-    if not signature_matches(public_key, claims, envelope.signature):
+            "key or add this one to the executor's verification keys as an 'agent' or 'person' line")
+    if not signature_matches(key.public_key, claims, envelope.signature):
         return EnvelopeVerdict.refuse(
             EnvelopeRefusal.BAD_SIGNATURE,
             f"the envelope's signature does not match key {claims.key_id} for these claims; it was altered or "
             "signed for something else")
+    refused = key_refusal(claims, key)
+    if refused is not None:
+        return refused
     if claims.expires_at <= now:
         return EnvelopeVerdict.refuse(
             EnvelopeRefusal.EXPIRED, f"the envelope expired at {claims.expires_at.isoformat()}; sign a new one")

@@ -18,8 +18,9 @@ from collections.abc import Mapping
 
 from temporalio.worker import Worker
 
-from bamboo.approvals.registry import ApproverRegistry
 from activities.executor import ExecutorActivities
+from bamboo.approvals.admin import PinnedAdmins
+from bamboo.approvals.registry import ApproverRegistry
 from bamboo.executors.service import CommandExecutor
 from bamboo.executors.config import ExecutorConfig, ExecutorConfigError, ExecutorSettings, load_executor_config
 from bamboo.executors.contract import ExecutorAddressError, executor_queue
@@ -42,7 +43,9 @@ async def run_executor(settings: Settings, config: ExecutorConfig, *, stop: asyn
                            owner_url=settings.database_owner_url)
     try:
         audit = PostgresAuditLog(pool)
-        executor = CommandExecutor(config, ExecutorState(pool), audit, ApproverRegistry(pool, audit), source=source)
+        # Gate 6's approvers are those a pinned administrator registered, read from this executor's own settings.
+        registry = ApproverRegistry(pool, audit, PinnedAdmins.of(settings))
+        executor = CommandExecutor(config, ExecutorState(pool), audit, registry, source=source)
         client = await connect(settings, service=f"bamboo-executor-{config.environment}-{config.channel}")
         async with Worker(client, task_queue=queue, activities=[ExecutorActivities(executor).run_command], max_concurrent_activities=4):
             log.info("executor polling %s (credential %s, %d verification key(s))", queue,

@@ -7,9 +7,10 @@
 
 The CLI evaluates the command with the deployment's command-tools file (``BAMBOO_COMMAND_TOOLS_FILE``) exactly
 as the executor will, shows the normalised argv, signs the decision envelope with the caller's key
-(``BAMBOO_KEYS_DIR``; the executor must list its public key in its verification keys) and routes the call to
-``exec.<environment>.<channel>`` through the ``ExecCommand`` workflow. An approver evaluates the command
-themselves before signing, so what they approve is what they saw.
+(``BAMBOO_KEYS_DIR``; the executor lists it as ``person IDENTITY KEY`` in its verification keys) as that
+person's own request in phase ``operator``, and routes the call to ``exec.<environment>.<channel>`` through
+the ``ExecCommand`` workflow. An approver evaluates the command themselves before signing, so what they
+approve is what they saw.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def _claims(settings: Settings, key, tool: str, argv: list[str], environment: st
     try:
         return signer.command_claims(_policy(settings), tool, argv, run_id=run_id,
                                      tool_call_id=f"cli-{uuid.uuid4().hex[:12]}", environment=environment,
-                                     channel=channel, phase="interactive", requester=key.identity, key=key)
+                                     channel=channel, phase="operator", requester=key.identity, key=key)
     except CommandDenied as exc:
         fail(f"command refused: {exc.reason}")
     except ValueError as exc:

@@ -1,24 +1,28 @@
 """What one executor is: its fixed environment and channel, the command policy, the one credential family it
-holds, the agent keys it trusts, and the deployment rules its approvals are judged by.
+holds, the keys it trusts (each naming an identity and whether it is the agent's or a person's), and the
+deployment rules its approvals are judged by.
 
 Nothing here comes from a request. The executor reads it once at start-up from its own settings
 (``BAMBOO_EXECUTOR_*``) and the command-tools file, so a request can neither widen the policy nor pick a
 credential or a key.
+
+The verification keys file holds one key a line, ``agent IDENTITY BASE64KEY`` or ``person IDENTITY
+BASE64KEY``: a key without an identity would let whoever holds it claim to be anyone, so the old bare-key
+lines are refused, not guessed at.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bamboo.commands.config import load_command_config
 from bamboo.commands.credentials import CredentialFamily
 from policy.approvers import ApprovalRules
 from policy.commands import CommandPolicy
-from policy.envelopes import DEFAULT_MAX_ENVELOPE_TTL_S, Channel
-from policy.signing import decode_public_key, key_id
+from policy.envelopes import DEFAULT_MAX_ENVELOPE_TTL_S, Channel, VerificationKey
 
 
 class ExecutorConfigError(ValueError):
@@ -34,33 +38,60 @@ class ExecutorConfig(BaseModel):
     # Only the family this executor holds; the others in the command-tools file are dropped at start-up.
     credentials: dict[str, CredentialFamily] = Field(default_factory=dict)
     held_credential: str | None = None
-    verification_keys: dict[str, str]  # key id -> base64 Ed25519 public key
+    verification_keys: dict[str, VerificationKey]  # key id -> the key, whose it is and its kind
     approval_rules: ApprovalRules = Field(default_factory=ApprovalRules)
     gated_environments: tuple[str, ...] = ("prod",)
     max_envelope_ttl_s: int = DEFAULT_MAX_ENVELOPE_TTL_S
     timeout_s: float = 120.0
     output_limit: int = 64 * 1024
 
+    @model_validator(mode="after")
+    def _keys_by_id(self) -> "ExecutorConfig":
+        if any(kid != key.key_id for kid, key in self.verification_keys.items()):
+            raise ValueError("verification_keys must map each key's own key id to it")
+        return self
+
     @property
     def actor(self) -> str:
         return f"executor:{self.environment}.{self.channel}"
 
 
-def verification_keys(public_keys: list[str]) -> dict[str, str]:
-    """Key id -> public key for each base64 Ed25519 public key; a one-line error for a malformed one."""
-    out: dict[str, str] = {}
-    for raw in public_keys:
-        value = raw.strip()
-        if not value:
+KEY_LINE_FORMAT = "'agent IDENTITY BASE64KEY' or 'person IDENTITY BASE64KEY'"
+
+
+def keyed(keys: list[VerificationKey]) -> dict[str, VerificationKey]:
+    """Key id -> key, as ExecutorConfig holds them."""
+    return {k.key_id: k for k in keys}
+
+
+def parse_verification_keys(text: str, *, source: str = "the verification keys file") -> dict[str, VerificationKey]:
+    """Key id -> key for each ``KIND IDENTITY BASE64KEY`` line (blank lines and ``#`` comments skipped).
+
+    Every malformed line is a one-line error naming the line; so is a bare key (the format before keys named
+    their identity) and a key listed twice, since one key cannot be two people or both agent and person.
+    """
+    out: dict[str, VerificationKey] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
             continue
+        parts = line.split()
+        if len(parts) == 1:
+            raise ExecutorConfigError(f"{source} line {number} is a bare key; each line now names whose key it is: "
+                                      f"{KEY_LINE_FORMAT}")
+        if len(parts) != 3 or parts[0] not in ("agent", "person"):
+            raise ExecutorConfigError(f"{source} line {number}: expected {KEY_LINE_FORMAT}")
         try:
-            decode_public_key(value)
-        except ValueError as exc:
-            raise ExecutorConfigError(f"verification key {value[:12]}... is unusable: {exc}") from None
-        out[key_id(value)] = value
+            key = VerificationKey(kind=parts[0], identity=parts[1], public_key=parts[2])
+        except ValidationError as exc:
+            reason = str(exc.errors()[0].get("msg", "invalid")).splitlines()[0]
+            raise ExecutorConfigError(f"{source} line {number} is unusable: {reason}") from None
+        if key.key_id in out:
+            raise ExecutorConfigError(f"{source} line {number} lists key {key.key_id} again; keep one line per key")
+        out[key.key_id] = key
     if not out:
-        raise ExecutorConfigError("the executor has no verification key; set BAMBOO_EXECUTOR_VERIFY_KEYS_FILE to a "
-                                  "file with the agent's public key (one base64 key a line)")
+        raise ExecutorConfigError(f"{source} holds no key; list the agent's key and the people who run commands "
+                                  f"themselves, one a line: {KEY_LINE_FORMAT}")
     return out
 
 
@@ -69,7 +100,8 @@ class ExecutorSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="BAMBOO_EXECUTOR_", extra="ignore")
 
-    verify_keys_file: Path | None = Field(default=None, description="agent public keys, one base64 key a line")
+    verify_keys_file: Path | None = Field(default=None, description="trusted keys, one a line: 'agent IDENTITY "
+                                                                     "BASE64KEY' or 'person IDENTITY BASE64KEY'")
     credential: str | None = Field(default=None, description="the one credential family this executor holds")
     gated_environments: str = Field(default="prod", description="comma-separated environments whose writes pass "
                                                                 "the seven production write gates")
@@ -81,11 +113,14 @@ class ExecutorSettings(BaseSettings):
 def load_executor_config(environment: str, channel: Channel, *, tools_file: Path, settings: ExecutorSettings,
                          approval_rules: ApprovalRules) -> ExecutorConfig:
     if settings.verify_keys_file is None:
-        raise ExecutorConfigError("set BAMBOO_EXECUTOR_VERIFY_KEYS_FILE to the file with the agent's public key(s)")
+        raise ExecutorConfigError("set BAMBOO_EXECUTOR_VERIFY_KEYS_FILE to the file of the keys this executor trusts "
+                                  f"({KEY_LINE_FORMAT} a line)")
     try:
-        lines = settings.verify_keys_file.read_text().splitlines()
-    except OSError as exc:
-        raise ExecutorConfigError(f"cannot read verification keys {settings.verify_keys_file}: {exc.strerror}") from None
+        text = settings.verify_keys_file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ExecutorConfigError(f"cannot read verification keys {settings.verify_keys_file}: {why}") from None
+    keys = parse_verification_keys(text, source=f"BAMBOO_EXECUTOR_VERIFY_KEYS_FILE ({settings.verify_keys_file})")
     commands = load_command_config(tools_file)
     held = settings.credential
     families: dict[str, CredentialFamily] = {}
@@ -96,7 +131,7 @@ def load_executor_config(environment: str, channel: Channel, *, tools_file: Path
         families[held] = commands.credentials[held]
     return ExecutorConfig(
         environment=environment, channel=channel, policy=commands.policy, credentials=families, held_credential=held,
-        verification_keys=verification_keys(lines), approval_rules=approval_rules,
+        verification_keys=keys, approval_rules=approval_rules,
         gated_environments=tuple(e.strip() for e in settings.gated_environments.split(",") if e.strip()),
         max_envelope_ttl_s=settings.max_envelope_ttl_s, timeout_s=settings.timeout_s,
         output_limit=settings.output_limit,

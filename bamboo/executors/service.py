@@ -3,8 +3,9 @@
 Order matters, and each step refuses with an ``ExecRefusal`` whose type names it (the activity,
 ``activities/executor.py``, turns it into a non-retryable ``ApplicationError`` of that type):
 
-1. the envelope's signature, freshness, environment and channel (``envelope.<reason>``), then its nonces are
-   recorded so the same envelope or approval is never accepted twice (``envelope.replayed``);
+1. the envelope's signature, what its key may claim (a person's key: only its own requests, in phase
+   ``operator``), freshness, environment and channel (``envelope.<reason>``), then its nonces are recorded so
+   the same envelope or approval is never accepted twice (``envelope.replayed``);
 2. the command policy evaluates the argv (``policy.denied``), and the envelope's tool, executable, argv
    digest and targets are compared with what the executor itself derived (``envelope.<reason>``);
 3. a state-changing command in an automatic phase is refused (``phase.automatic_write``);

@@ -1,6 +1,7 @@
 """Real executors for the tests: a Temporal dev server, Postgres, the PanDA simulator on loopback, real
-``curl`` and ``git``, operators' keys registered in the approver registry, and an in-process executor
-worker per test polling ``exec.<environment>.<channel>`` with the configuration the test gives it."""
+``curl`` and ``git``, an administrator whose key the tests pin, operators' keys registered by that
+administrator, and an in-process executor worker per test polling ``exec.<environment>.<channel>`` with the
+configuration the test gives it."""
 
 from __future__ import annotations
 
@@ -19,13 +20,14 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.worker import Worker
 
+from bamboo.approvals.admin import FixedAdmins
 from bamboo.approvals.keys import KeyStore, LocalKey
 from bamboo.approvals.registry import ApproverRegistry
 from bamboo.commands.credentials import CredentialFamily
 from bamboo.executors import signer
 from activities.executor import ExecutorActivities
 from bamboo.executors.service import CommandExecutor
-from bamboo.executors.config import ExecutorConfig
+from bamboo.executors.config import ExecutorConfig, keyed
 from bamboo.executors.client import ExecRefused, refusal_of
 from bamboo.executors.contract import ExecRequest, ExecResult
 from bamboo.panda.simulator import PandaSimulator
@@ -36,7 +38,8 @@ from bamboo.store.executor_state import ExecutorState
 from bamboo.temporal_client import connect
 from policy.approvers import ApprovalRules, Role
 from policy.commands import CommandPolicy, CommandRule, CommandTool, OptionSpec, PositionalSpec, TargetSpec
-from policy.envelopes import DecisionEnvelope, EnvelopeClaims
+from policy.envelopes import DecisionEnvelope, EnvelopeClaims, VerificationKey
+from policy.trust_root import PinnedAdmin, TrustRoot
 from tests.panda.incidents import RUNNING_TASK, write_incidents
 from worker.registry import workflow_runner
 from workflows.exec_command import ExecCall, ExecCommand
@@ -102,6 +105,8 @@ class Harness:
     audit: PostgresAuditLog
     registry: ApproverRegistry
     policy: CommandPolicy
+    admin: LocalKey  # the pinned administrator: registers the people
+    admins: FixedAdmins
     agent: LocalKey
     requester: LocalKey
     approver: LocalKey
@@ -130,9 +135,15 @@ class Harness:
             environment=environment, channel=channel, policy=self.policy,
             credentials={"panda_prod_rw": PANDA_FAMILY} if channel == "rw" else {},
             held_credential="panda_prod_rw" if channel == "rw" else None,
-            verification_keys={self.agent.key_id: self.agent.public_key}, approval_rules=ApprovalRules())
+            verification_keys=keyed([self.agent_key()]), approval_rules=ApprovalRules())
         values.update(changes)
         return ExecutorConfig(**values)
+
+    def agent_key(self) -> VerificationKey:
+        return VerificationKey(kind="agent", identity=self.agent.identity, public_key=self.agent.public_key)
+
+    def person_key(self, key: LocalKey) -> VerificationKey:
+        return VerificationKey(kind="person", identity=key.identity, public_key=key.public_key)
 
     @contextlib.asynccontextmanager
     async def executor(self, config: ExecutorConfig, source: dict[str, str] | None = None):
@@ -147,11 +158,12 @@ class Harness:
 
     def claims(self, environment: str, channel: str, argv: list[str], *, tool: str = "panda_curl",
                phase: str = "interactive", ttl_s: float = 120, now: datetime | None = None,
-               policy: CommandPolicy | None = None) -> EnvelopeClaims:
+               policy: CommandPolicy | None = None, requester: str | None = None,
+               key: LocalKey | None = None) -> EnvelopeClaims:
         return signer.command_claims(policy or self.policy, tool, argv, run_id=f"run-{uuid.uuid4().hex[:8]}",
                                      tool_call_id=f"call-{uuid.uuid4().hex[:8]}", environment=environment,
-                                     channel=channel, phase=phase, requester=self.requester.identity,
-                                     key=self.agent, ttl_s=ttl_s, now=now)
+                                     channel=channel, phase=phase, requester=requester or self.requester.identity,
+                                     key=key or self.agent, ttl_s=ttl_s, now=now)
 
     def approved(self, claims: EnvelopeClaims, approver: LocalKey | None = None) -> EnvelopeClaims:
         decision = signer.approve(claims, approver or self.approver)
@@ -248,20 +260,24 @@ async def harness(stack, database_url, simulator, repos, tmp_path):
 @contextlib.asynccontextmanager
 async def open_harness(stack, database_url: str, api_url: str, repos: Path, tmp_path: Path, *,
                        simulator: PandaSimulator | None = None):
-    """Everything but the executor: the store, the approver registry with alice, bob and carol, the agent's
-    key, and an ExecCommand worker; the command policy allows curl against the PanDA API at ``api_url``."""
+    """Everything but the executor: the store, a pinned administrator, the approver registry with alice, bob
+    and carol registered by that administrator, the agent's key, and an ExecCommand worker; the command policy
+    allows curl against the PanDA API at ``api_url``."""
     pool = await open_pool(database_url, 384, "scripted-embedding", max_size=4)
     audit = PostgresAuditLog(pool)
-    registry = ApproverRegistry(pool, audit)
     keys = KeyStore(tmp_path / "keys")
-    agent, requester, approver, bystander = (keys.create(n) for n in ("agent", "alice", "bob", "carol"))
-    await registry.register("alice", requester.public_key, [Role.REQUEST, Role.APPROVE_STATE_CHANGING], "deploy")
-    await registry.register("bob", approver.public_key, [Role.APPROVE_STATE_CHANGING], "deploy")
-    await registry.register("carol", bystander.public_key, [Role.APPROVE], "deploy")
+    admin, agent, requester, approver, bystander = (keys.create(n) for n in ("admin", "agent", "alice", "bob",
+                                                                               "carol"))
+    admins = FixedAdmins(TrustRoot(admins=(PinnedAdmin(identity=admin.identity, public_key=admin.public_key),)))
+    registry = ApproverRegistry(pool, audit, admins)
+    await registry.register(admin, "alice", requester.public_key, [Role.REQUEST, Role.APPROVE_STATE_CHANGING])
+    await registry.register(admin, "bob", approver.public_key, [Role.APPROVE_STATE_CHANGING])
+    await registry.register(admin, "carol", bystander.public_key, [Role.APPROVE])
     client = await connect(stack.settings(database_url, "http://127.0.0.1:9"))
     queue = f"exec-test-{uuid.uuid4().hex[:8]}"
     h = Harness(client=client, pool=pool, state=ExecutorState(pool), audit=audit, registry=registry,
-                policy=command_policy(httpx.URL(api_url).netloc.decode(), repos), agent=agent, requester=requester,
+                policy=command_policy(httpx.URL(api_url).netloc.decode(), repos), admin=admin, admins=admins,
+                agent=agent, requester=requester,
                 approver=approver, bystander=bystander, simulator=simulator, repos=repos, queue=queue,
                 api_url=api_url)
     try:

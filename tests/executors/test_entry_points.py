@@ -1,5 +1,6 @@
 """The deployed shape: `python -m worker.executor` processes on their own queues, configured from a
-command-tools file, and `bamboo exec run / approve / grant` signing with operators' keys on disk."""
+command-tools file, the keys they trust (each naming its person or the agent) and the administrators the
+deployment pins, and `bamboo exec run / approve / grant` signing with operators' keys on disk."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 from temporalio.worker import Worker
 
+from bamboo.approvals.keys import KeyStore
 from tests.executors.conftest import CURL, TASK
 from tests.services import ROOT
 from worker.registry import workflow_runner
@@ -61,15 +63,19 @@ def deployment(harness, stack, database_url, llm_server, tmp_path: Path) -> dict
     h = harness
     tools = tmp_path / "command-tools.toml"
     tools.write_text(TOOLS_TOML.format(curl=CURL, host=f"{h.simulator.host}:{h.simulator.port}"))
-    keys_dir = tmp_path / "keys"  # alice, bob, carol and agent, created by the harness
+    keys_dir = tmp_path / "keys"  # admin, alice, bob, carol and agent, created by the harness
     verify = tmp_path / "executor-verify.keys"
-    verify.write_text(f"{h.requester.public_key}\n")  # the CLI signs envelopes with the caller's (alice's) key
+    # the CLI signs envelopes with the caller's (alice's) key, as her own request
+    verify.write_text(f"agent {h.agent.identity} {h.agent.public_key}\nperson alice {h.requester.public_key}\n")
+    admins = tmp_path / "admin-keys"
+    admins.write_text(f"{h.admin.identity} {h.admin.public_key}\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("BAMBOO_")}
     env.update({
         "BAMBOO_TEMPORAL_ADDRESS": stack.temporal_address, "BAMBOO_DATABASE_URL": database_url,
         "BAMBOO_EMBEDDING_MODEL": "scripted-embedding", "BAMBOO_EMBEDDING_BASE_URL": llm_server.base_url,
         "BAMBOO_COMMAND_TOOLS_FILE": str(tools),
         "BAMBOO_EXECUTOR_VERIFY_KEYS_FILE": str(verify), "BAMBOO_KEYS_DIR": str(keys_dir),
+        "BAMBOO_ADMIN_KEYS_FILE": str(admins),
         "PYTHONPATH": str(ROOT),
     })
     return env
@@ -146,7 +152,7 @@ async def test_a_production_write_through_the_cli_runs_once_with_grant_and_appro
     assert h.kills_on_server() == 1
 
 
-@pytest.mark.parametrize("case", ["no tools file", "no verification keys", "bad environment"])
+@pytest.mark.parametrize("case", ["no tools file", "no verification keys", "bad environment", "bare verification key"])
 def test_a_misconfigured_executor_exits_with_one_line(case, tmp_path):
     import subprocess
 
@@ -159,11 +165,17 @@ def test_a_misconfigured_executor_exits_with_one_line(case, tmp_path):
     if case == "bad environment":
         environment = "Prod;rm"
         env["BAMBOO_EXECUTOR_VERIFY_KEYS_FILE"] = str(tmp_path / "missing.keys")
+    if case == "bare verification key":  # the format before keys named whose they are
+        bare = tmp_path / "bare.keys"
+        bare.write_text(KeyStore(tmp_path / "keys").create("agent").public_key + "\n")
+        env["BAMBOO_EXECUTOR_VERIFY_KEYS_FILE"] = str(bare)
     proc = subprocess.run([sys.executable, "-m", "worker.executor", "--environment", environment, "--channel", "rw"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
     expected = {"no tools file": "BAMBOO_COMMAND_TOOLS_FILE", "no verification keys": "BAMBOO_EXECUTOR_VERIFY_KEYS_FILE",
-                "bad environment": "is not a valid name"}[case]
+                "bad environment": "is not a valid name",
+                "bare verification key": "is a bare key; each line now names whose key it is: 'agent IDENTITY "
+                                         "BASE64KEY' or 'person IDENTITY BASE64KEY'"}[case]
     assert expected in lines[0]

@@ -8,7 +8,7 @@ import pytest
 
 from bamboo.approvals.keys import KeyStore
 from bamboo.executors import signer
-from policy.envelopes import EnvelopeClaims, EnvelopeRefusal, command_review_hash, verify_envelope
+from policy.envelopes import EnvelopeClaims, EnvelopeRefusal, VerificationKey, command_review_hash, verify_envelope
 from policy.signing import StatementKind
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
@@ -17,6 +17,10 @@ NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
 @pytest.fixture
 def agent(tmp_path):
     return KeyStore(tmp_path).create("agent")
+
+
+def _keys(agent) -> dict[str, VerificationKey]:
+    return {agent.key_id: VerificationKey(kind="agent", identity=agent.identity, public_key=agent.public_key)}
 
 
 def _claims(agent, **changes) -> EnvelopeClaims:
@@ -39,14 +43,14 @@ CHANGES = {
 def test_changing_any_claim_breaks_the_signature(agent, claim):
     envelope = signer.sign(_claims(agent), agent)
     forged = envelope.model_copy(update={"claims": envelope.claims.model_copy(update={claim: CHANGES[claim]})})
-    verdict = verify_envelope(forged, keys={agent.key_id: agent.public_key}, environment=forged.claims.environment,
+    verdict = verify_envelope(forged, keys=_keys(agent), environment=forged.claims.environment,
                               channel=forged.claims.channel, now=NOW)
     assert verdict.refusal is EnvelopeRefusal.BAD_SIGNATURE
 
 
 def test_the_untampered_envelope_verifies(agent):
     envelope = signer.sign(_claims(agent), agent)
-    assert verify_envelope(envelope, keys={agent.key_id: agent.public_key}, environment="prod", channel="rw",
+    assert verify_envelope(envelope, keys=_keys(agent), environment="prod", channel="rw",
                            now=NOW).ok
 
 
@@ -55,7 +59,7 @@ def test_a_signed_operator_statement_is_not_an_envelope(agent):
     claims = _claims(agent)
     auth = agent.authorize(StatementKind.DECISION, claims.run_id, claims.model_dump(mode="json"), now=NOW)
     forged = signer.sign(claims, agent).model_copy(update={"signature": auth.signature})
-    assert verify_envelope(forged, keys={agent.key_id: agent.public_key}, environment="prod", channel="rw",
+    assert verify_envelope(forged, keys=_keys(agent), environment="prod", channel="rw",
                            now=NOW).refusal is EnvelopeRefusal.BAD_SIGNATURE
 
 
