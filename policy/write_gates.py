@@ -4,7 +4,8 @@ A production write runs only when all of these hold:
 
 1. ``write_rule``: an explicit write rule of the command policy matches the command's shape;
 2. ``write_credential``: the rule names a credential family this executor holds, and its values are set;
-3. ``capability_grant``: a typed grant covers this environment, tool, rule and the exact target set;
+3. ``capability_grant``: a typed grant, signed by an administrator the executor pins, covers this
+   environment, tool, rule and the exact target set;
 4. ``grant_capacity``: such a grant is unexpired and has execution and repetition capacity left;
 5. ``dry_run``: where the rule supports one, the server-side dry run succeeded;
 6. ``approval``: a signed decision by an identity registered to approve state-changing work, distinct from
@@ -78,8 +79,9 @@ class WriteFacts(BaseModel):
     # gates 3 and 4
     targets: tuple[str, ...]
     argv_digest: str
-    grants: tuple[CapabilityGrant, ...] = ()
+    grants: tuple[CapabilityGrant, ...] = ()  # only those a pinned administrator signed
     repetitions: Mapping[str, int] = {}
+    ignored_grants: tuple[str, ...] = ()  # stored rows that count for nothing, and why
     # gate 6
     approval_refusal: str | None = None
     # gate 7
@@ -112,9 +114,14 @@ def judge_pure_gates(facts: WriteFacts, *, now: datetime) -> GateRefusal | PureG
     covering = [g for g in facts.grants if covers(g, environment=facts.environment, tool=facts.tool, rule=facts.rule,
                                                    targets=facts.targets)]
     if not covering:
+        ignored = ""
+        if facts.ignored_grants:
+            ignored = (f" ({len(facts.ignored_grants)} stored grant row(s) for it count for nothing; first: "
+                       f"{facts.ignored_grants[0]})")
         return GateRefusal(gate=Gate.CAPABILITY_GRANT,
-                           detail=f"no capability grant for {facts.tool}/{facts.rule} on exactly {list(facts.targets)}; "
-                                  "ask for one (`bamboo exec grant`)")
+                           detail=f"no capability grant signed by an administrator for {facts.tool}/{facts.rule} on "
+                                  f"exactly {list(facts.targets)}{ignored}; ask an administrator for one "
+                                  "(`bamboo exec grant --admin`)")
     reasons = []
     usable = None
     for grant in covering:

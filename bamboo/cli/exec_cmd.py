@@ -2,15 +2,17 @@
 
     bamboo exec run --environment staging --channel ro TOOL -- ARGV...        a read, signed with your key
     bamboo exec approve --run RUN --environment prod --channel rw --as bob TOOL -- ARGV... > approval.json
-    bamboo exec grant --environment prod --tool TOOL --rule RULE --target T --as bob
+    bamboo exec grant --environment prod --tool TOOL --rule RULE --target T --admin ADMIN
     bamboo exec run --environment prod --channel rw --run RUN --approval approval.json TOOL -- ARGV...
+    bamboo exec revoke GRANT --admin ADMIN
 
 The CLI evaluates the command with the deployment's command-tools file (``BAMBOO_COMMAND_TOOLS_FILE``) exactly
 as the executor will, shows the normalised argv, signs the decision envelope with the caller's key
 (``BAMBOO_KEYS_DIR``; the executor lists it as ``person IDENTITY KEY`` in its verification keys) as that
 person's own request in phase ``operator``, and routes the call to ``exec.<environment>.<channel>`` through
 the ``ExecCommand`` workflow. An approver evaluates the command themselves before signing, so what they
-approve is what they saw.
+approve is what they saw. A capability grant and its revocation are signed by an administrator whose key
+the deployment pins (``--admin``; ``BAMBOO_ADMIN_KEYS_FILE``): executors ignore any other grant row.
 """
 
 from __future__ import annotations
@@ -73,6 +75,20 @@ def _claims(settings: Settings, key, tool: str, argv: list[str], environment: st
 ENVIRONMENT = typer.Option(..., "--environment", help="e.g. staging or prod")
 CHANNEL = typer.Option(..., "--channel", help="ro or rw")
 AS = typer.Option(None, "--as", help="whose key signs (default: $BAMBOO_OPERATOR or your login)")
+ADMIN = typer.Option(None, "--admin", help="the pinned administrator who signs (their private key in your keys "
+                                           "directory; default on the embedded stack: its demo administrator)")
+
+
+def _admin(settings: Settings, identity: str | None):
+    """The signing administrator's key and the pinned keys it was checked against; one line when unusable."""
+    from bamboo.approvals.admin import PinnedAdmins, admin_key
+    from policy.trust_root import TrustRootError
+
+    try:
+        return admin_key(settings, identity), PinnedAdmins.of(settings).root()
+    except TrustRootError as exc:
+        fail(str(exc))
+        raise
 
 
 @exec_app.command("run")
@@ -156,54 +172,72 @@ def exec_grant(
     executions: int = typer.Option(1, "--executions", min=1, help="how many runs in total"),
     repetitions: int = typer.Option(1, "--repetitions", min=1, help="how often the same command may repeat"),
     ttl_s: int = typer.Option(3600, "--ttl", min=60, help="seconds until the grant expires"),
-    identity: str | None = AS,
+    admin: str | None = ADMIN,
 ) -> None:
-    """Grant capacity for production writes on an exact target set (audited)."""
+    """Grant capacity for production writes on an exact target set, signed by a pinned administrator (audited)."""
     from bamboo.audit import AuditEvent
-    from bamboo.cli.keys_cmd import _identity
     from bamboo.cli.store_access import opened_store
-    from bamboo.store.executor_state import ExecutorState
+    from bamboo.executors import signer
+    from bamboo.store.executor_state import ExecutorState, GrantRefused
 
     settings = get_settings()
-    who = _identity(identity)
     if repetitions > executions:
         fail("--repetitions cannot exceed --executions")
+    key, root = _admin(settings, admin)
+    try:
+        signed = signer.sign_grant(key, environment=environment, tool=tool, rule=rule, targets=target,
+                                   max_executions=executions, max_repetitions=repetitions,
+                                   expires_at=datetime.now(timezone.utc) + timedelta(seconds=ttl_s))
+    except ValueError as exc:
+        fail(f"the grant is not valid: {str(exc).splitlines()[0]}")
+        return
 
     async def go():
         async with opened_store(settings) as store:
-            grant = await ExecutorState(store.pool).create_grant(
-                environment=environment, tool=tool, rule=rule, targets=target, max_executions=executions,
-                max_repetitions=repetitions, expires_at=datetime.now(timezone.utc) + timedelta(seconds=ttl_s),
-                granted_by=who)
-            await store.audit.append(AuditEvent(kind="capability_granted", actor=who,
-                                                body=grant.model_dump(mode="json")))
+            grant = await ExecutorState(store.pool).record_grant(signed, root)
+            await store.audit.append(AuditEvent(kind="capability_granted", actor=key.identity, body={
+                **grant.model_dump(mode="json"), "statement_id": signed.statement.statement_id,
+                "key_id": signed.statement.key_id}))
             return grant
 
-    grant = run(go())
+    try:
+        grant = run(go())
+    except GrantRefused as exc:
+        fail(str(exc))
+        return
     console.print(f"grant {grant.grant_id}: {tool}/{rule} on {list(grant.targets)} in {environment}, "
-                  f"{executions} execution(s), {repetitions} repetition(s), until {grant.expires_at.isoformat()}",
-                  highlight=False)
+                  f"{executions} execution(s), {repetitions} repetition(s), until {grant.expires_at.isoformat()}, "
+                  f"signed by {key.identity}", highlight=False)
 
 
 @exec_app.command("revoke")
 def exec_revoke(grant_id: str = typer.Argument(..., help="the grant's id, as `bamboo exec grant` printed it"),
-                identity: str | None = AS) -> None:
-    """Revoke a capability grant now (audited); writes under it are refused at gate 3 from then on."""
+                admin: str | None = ADMIN) -> None:
+    """Revoke a capability grant now with a signed revocation (audited); writes under it are refused from then on."""
     from bamboo.audit import AuditEvent
-    from bamboo.cli.keys_cmd import _identity
     from bamboo.cli.store_access import opened_store
-    from bamboo.store.executor_state import ExecutorState
+    from bamboo.executors import signer
+    from bamboo.store.executor_state import ExecutorState, GrantRefused
 
     settings = get_settings()
-    who = _identity(identity)
+    key, root = _admin(settings, admin)
+    signed = signer.sign_revocation(key, grant_id)
 
     async def go() -> bool:
         async with opened_store(settings) as store:
-            revoked = await ExecutorState(store.pool).revoke_grant(grant_id)
+            revoked = await ExecutorState(store.pool).record_revocation(signed, root)
             if revoked:
-                await store.audit.append(AuditEvent(kind="capability_revoked", actor=who, body={"grant_id": grant_id}))
+                await store.audit.append(AuditEvent(kind="capability_revoked", actor=key.identity, body={
+                    "grant_id": grant_id, "statement_id": signed.statement.statement_id,
+                    "key_id": signed.statement.key_id}))
             return revoked
 
-    if not run(go()):
-        fail(f"no active grant {grant_id}; list the audit log's capability_granted rows for the ids")
-    console.print(f"grant {grant_id} revoked", highlight=False)
+    try:
+        revoked = run(go())
+    except GrantRefused as exc:
+        fail(str(exc))
+        return
+    if not revoked:
+        fail(f"no active grant {grant_id} signed by a pinned administrator; list the audit log's capability_granted "
+             "rows for the ids")
+    console.print(f"grant {grant_id} revoked by {key.identity}", highlight=False)

@@ -10,7 +10,8 @@ Order matters, and each step refuses with an ``ExecRefusal`` whose type names it
    digest and targets are compared with what the executor itself derived (``envelope.<reason>``);
 3. a state-changing command in an automatic phase is refused (``phase.automatic_write``);
 4. in a gated environment (production), the seven write gates (``gate.<name>``), the dry run, and the
-   atomic spending of the grant's capacity;
+   atomic spending of the grant's capacity; grants and approvers count only when an administrator whose key
+   this executor pins (``admins``, read from its own settings) signed them;
 5. the clean environment with the one credential family, the run, and the scrubbed outcome.
 
 Every refusal and every run is an audit row, so "what did executors refuse and run" is answered from the
@@ -24,7 +25,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any, NoReturn
 
-from bamboo.approvals.registry import ApproverRegistry
+from bamboo.approvals.registry import ApproverRegistry, TrustRootSource
 from bamboo.audit import AuditEvent
 from bamboo.commands.credentials import clean_environment
 from bamboo.commands.runner import run_command as run_subprocess
@@ -35,6 +36,7 @@ from bamboo.store.executor_state import ExecutorState, GrantExhausted
 from policy.approvers import DeploymentPolicy
 from policy.commands import CommandDenied, CommandMatch, argv_digest, evaluate
 from policy.envelopes import EnvelopeClaims, EnvelopeVerdict, verify_envelope, verify_request
+from policy.trust_root import TrustRootError
 from policy.write_gates import (Gate, GateRefusal, WriteFacts, approval_refusal, gated, judge_pure_gates,
                                 phase_refusal)
 
@@ -52,11 +54,13 @@ class CommandExecutor:
     """One executor: ``config`` is fixed for the process's life; ``run`` serves one call."""
 
     def __init__(self, config: ExecutorConfig, state: ExecutorState, audit: PostgresAuditLog,
-                 registry: ApproverRegistry, *, source: Mapping[str, str] | None = None) -> None:
+                 registry: ApproverRegistry, admins: TrustRootSource, *,
+                 source: Mapping[str, str] | None = None) -> None:
         self.config = config
         self.state = state
         self.audit = audit
-        self.registry = registry
+        self.registry = registry  # built on the same ``admins``
+        self.admins = admins
         self.source = dict(os.environ if source is None else source)
 
     async def run(self, request: contract.ExecRequest) -> contract.ExecResult:
@@ -122,15 +126,22 @@ class CommandExecutor:
                                 now: datetime) -> tuple[str, contract.StepOutcome | None]:
         cfg, claims = self.config, request.envelope.claims
         digest = argv_digest(match.argv)
-        grants, repetitions = await self.state.grants_for(environment=cfg.environment, tool=match.tool,
-                                                          rule=match.rule, argv_digest=digest)
+        try:
+            root = self.admins.root()
+        except TrustRootError as exc:
+            refusal = GateRefusal(gate=Gate.CAPABILITY_GRANT, detail=f"this executor cannot read the administrators' "
+                                                                    f"keys it pins, so no grant counts: {exc}")
+            await self._refuse(request, f"{contract.ExecRefusalType.GATE}.{Gate.CAPABILITY_GRANT.value}",
+                               refusal.message, match)
+        found = await self.state.grants_for(environment=cfg.environment, tool=match.tool, rule=match.rule,
+                                            argv_digest=digest, root=root)
         policy = await self._deployment_policy()
         facts = WriteFacts(
             environment=cfg.environment, tool=match.tool, rule=match.rule, access=match.access,
             credential=match.credential, held_credential=cfg.held_credential,
             credential_values_present=self._held_credential_present(),
-            targets=tuple(match.targets), argv_digest=digest, grants=tuple(grants), repetitions=repetitions,
-            approval_refusal=approval_refusal(claims, policy, now=now),
+            targets=tuple(match.targets), argv_digest=digest, grants=found.grants, repetitions=found.repetitions,
+            ignored_grants=found.ignored, approval_refusal=approval_refusal(claims, policy, now=now),
             envelope=verdict, envelope_channel=claims.channel, executor_channel=cfg.channel,
         )
         judged = judge_pure_gates(facts, now=now)
@@ -145,7 +156,7 @@ class CommandExecutor:
                 await self._refuse(request, f"{contract.ExecRefusalType.GATE}.{Gate.DRY_RUN.value}", refusal.message,
                                    match)
         try:
-            await self.state.consume(judged.grant.grant_id, claims)
+            await self.state.consume(judged.grant, claims, root)
         except GrantExhausted as exc:
             refusal = GateRefusal(gate=Gate.GRANT_CAPACITY, detail=str(exc))
             await self._refuse(request, f"{contract.ExecRefusalType.GATE}.{Gate.GRANT_CAPACITY.value}",

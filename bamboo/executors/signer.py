@@ -4,7 +4,8 @@ The signer evaluates the command with the same policy the executor holds, so the
 normalised argv's digest, the resolved executable and the targets the executor will derive; a policy that
 differs between the two sides makes the executor refuse, never run something else. An operator's approval
 (``approve``) signs the command's review hash (``policy.envelopes.command_review_hash``) as a decision of the
-run's session, with the operator's registered key, exactly as a code review is approved.
+run's session, with the operator's registered key, exactly as a code review is approved. A capability grant
+(``sign_grant``) and its revocation are statements only a pinned administrator's key signs.
 """
 
 from __future__ import annotations
@@ -12,11 +13,15 @@ from __future__ import annotations
 import secrets
 from datetime import datetime, timedelta, timezone
 
+from bamboo.approvals.admin import sign_statement
 from bamboo.approvals.keys import LocalKey
+from policy.capabilities import GrantTerms
 from policy.commands import CommandMatch, CommandPolicy, argv_digest, evaluate
 from policy.decisions import DecisionKind, OperatorDecision
 from policy.envelopes import Channel, DecisionEnvelope, EnvelopeClaims, EnvelopePhase, command_review_hash, envelope_bytes
 from policy.signing import StatementKind
+from policy.trust_root import SignedStatement
+from policy.trust_root import StatementKind as TrustKind
 
 DEFAULT_ENVELOPE_TTL_S = 120
 DEFAULT_APPROVAL_TTL_S = 15 * 60
@@ -48,3 +53,19 @@ def sign(claims: EnvelopeClaims, key: LocalKey) -> DecisionEnvelope:
         claims = claims.model_copy(update={"key_id": key.key_id})
     signature = key.sign(envelope_bytes(claims))
     return DecisionEnvelope(claims=claims, signature=signature)
+
+
+def sign_grant(admin: LocalKey, *, environment: str, tool: str, rule: str, targets: list[str] | tuple[str, ...],
+               max_executions: int, max_repetitions: int, expires_at: datetime,
+               grant_id: str | None = None) -> SignedStatement:
+    """``admin``'s signed capability grant (subject: a new grant id); the body carries every term gates 3 and 4
+    judge, and the administrator as its granter."""
+    terms = GrantTerms(environment=environment, tool=tool, rule=rule, targets=tuple(targets),
+                       max_executions=max_executions, max_repetitions=max_repetitions, expires_at=expires_at,
+                       granted_by=admin.identity)
+    return sign_statement(admin, TrustKind.GRANT_CAPABILITY, grant_id or secrets.token_hex(8), terms)
+
+
+def sign_revocation(admin: LocalKey, grant_id: str) -> SignedStatement:
+    """``admin``'s signed revocation of ``grant_id``."""
+    return sign_statement(admin, TrustKind.REVOKE_CAPABILITY, grant_id)

@@ -20,7 +20,10 @@ import psycopg
 from psycopg import sql
 
 READ_ONLY_TABLES = ("schema_migrations", "store_meta")
-APPEND_ONLY_TABLES = ("audit", "trust_statements")
+# Insert-only for the app role: the audit log, the administrators' statements, and capability grants with their
+# uses and revocations (a use deleted would refill a grant; migration 021).
+APPEND_ONLY_TABLES = ("audit", "trust_statements", "capability_grants", "capability_grant_uses",
+                      "capability_grant_revocations")
 
 
 async def grant_app_role(conn: psycopg.AsyncConnection, role: str) -> None:

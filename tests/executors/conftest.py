@@ -105,7 +105,7 @@ class Harness:
     audit: PostgresAuditLog
     registry: ApproverRegistry
     policy: CommandPolicy
-    admin: LocalKey  # the pinned administrator: registers the people
+    admin: LocalKey  # the pinned administrator: registers the people, signs the grants
     admins: FixedAdmins
     agent: LocalKey
     requester: LocalKey
@@ -150,7 +150,7 @@ class Harness:
         """An executor worker polling exec.<environment>.<channel> with ``config``, for the block's length."""
         from bamboo.executors.contract import executor_queue
 
-        impl = CommandExecutor(config, self.state, self.audit, self.registry,
+        impl = CommandExecutor(config, self.state, self.audit, self.registry, self.admins,
                                source=SOURCE_ENV if source is None else source)
         async with Worker(self.client, task_queue=executor_queue(config.environment, config.channel),
                           activities=[ExecutorActivities(impl).run_command]):
@@ -172,12 +172,24 @@ class Harness:
     def sign(self, claims: EnvelopeClaims, key: LocalKey | None = None) -> DecisionEnvelope:
         return signer.sign(claims, key or self.agent)
 
-    async def grant(self, targets: list[str], *, rule: str = "panda_task_kill", tool: str = "panda_curl",
-                    executions: int = 1, repetitions: int = 1, ttl_s: float = 3600):
-        return await self.state.create_grant(
-            environment="prod", tool=tool, rule=rule, targets=targets, max_executions=executions,
-            max_repetitions=repetitions, expires_at=datetime.now(timezone.utc) + timedelta(seconds=ttl_s),
-            granted_by=self.approver.identity)
+    def signed_grant(self, targets: list[str], *, rule: str = "panda_task_kill", tool: str = "panda_curl",
+                     executions: int = 1, repetitions: int = 1, ttl_s: float = 3600, admin: LocalKey | None = None):
+        return signer.sign_grant(admin or self.admin, environment="prod", tool=tool, rule=rule, targets=targets,
+                                 max_executions=executions, max_repetitions=repetitions,
+                                 expires_at=datetime.now(timezone.utc) + timedelta(seconds=ttl_s))
+
+    async def grant(self, targets: list[str], **terms: Any):
+        """A grant the pinned administrator signed, stored as `bamboo exec grant` stores it."""
+        return await self.state.record_grant(self.signed_grant(targets, **terms), self.admins.root())
+
+    async def revoke(self, grant_id: str) -> bool:
+        """The pinned administrator's signed revocation, stored as `bamboo exec revoke` stores it."""
+        return await self.state.record_revocation(signer.sign_revocation(self.admin, grant_id), self.admins.root())
+
+    async def executions_used(self, grant_id: str) -> int:
+        grant = await self.state.grant(grant_id, self.admins.root())
+        assert grant is not None, f"grant {grant_id} does not count"
+        return grant.executions_used
 
     async def call(self, environment: str, channel: str, tool: str, argv: list[str],
                    envelope: DecisionEnvelope) -> ExecResult:

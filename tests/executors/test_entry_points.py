@@ -1,6 +1,7 @@
 """The deployed shape: `python -m worker.executor` processes on their own queues, configured from a
 command-tools file, the keys they trust (each naming its person or the agent) and the administrators the
-deployment pins, and `bamboo exec run / approve / grant` signing with operators' keys on disk."""
+deployment pins, and `bamboo exec run / approve / grant` signing with operators' and administrators' keys on
+disk."""
 
 from __future__ import annotations
 
@@ -137,7 +138,8 @@ async def test_a_production_write_through_the_cli_runs_once_with_grant_and_appro
         assert code == 1 and "gate 3 (capability_grant)" in err, err
         target = f"panda:task:{TASK}"
         code, out, err = await bamboo(deployment, "exec", "grant", "--environment", "prod", "--tool", "panda_curl",
-                                      "--rule", "panda_task_kill", "--target", target, operator="bob")
+                                      "--rule", "panda_task_kill", "--target", target, "--admin", "admin",
+                                      operator="bob")
         assert code == 0, err
         code, approval, err = await bamboo(deployment, "exec", "approve", *run, "panda_curl", "--", *argv,
                                            operator="bob")
@@ -150,6 +152,23 @@ async def test_a_production_write_through_the_cli_runs_once_with_grant_and_appro
                              "panda_curl", "--", *argv, operator="alice")
     assert again[0] == 1 and "gate 6 (approval)" in again[2], again
     assert h.kills_on_server() == 1
+
+
+@pytest.mark.parametrize("admin", ["bob", None, "admin, with no admin keys file"])
+async def test_exec_grant_without_a_pinned_administrators_key_fails_with_one_line(harness, deployment, admin):
+    """bob's key is registered (an approver) but not pinned; without --admin, a deployment of its own has no
+    default administrator; without BAMBOO_ADMIN_KEYS_FILE, nobody is pinned. No grant row is written."""
+    env = dict(deployment)
+    flags = ["--admin", admin.split(",")[0]] if admin else []
+    if admin and "no admin keys file" in admin:
+        del env["BAMBOO_ADMIN_KEYS_FILE"]
+    code, _, err = await bamboo(env, "exec", "grant", "--environment", "prod", "--tool", "panda_curl", "--rule",
+                                "panda_task_kill", "--target", f"panda:task:{TASK}", *flags, operator="bob")
+    lines = err.strip().splitlines()
+    assert code == 1 and len(lines) == 1 and lines[0].startswith("error: "), err
+    assert ("not a pinned administrator's key" if admin else "--admin") in lines[0], lines[0]
+    async with harness.pool.connection() as conn:
+        assert (await (await conn.execute("SELECT count(*) FROM capability_grants")).fetchone())[0] == 0
 
 
 @pytest.mark.parametrize("case", ["no tools file", "no verification keys", "bad environment", "bare verification key"])

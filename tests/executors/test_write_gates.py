@@ -27,7 +27,7 @@ async def test_with_all_seven_gates_the_write_runs_exactly_once(harness):
     assert '"success": true' in result.outcome.stdout.lower() or "'success': True" in result.outcome.stdout
     assert result.rule == "panda_task_kill" and result.grant_id == grant.grant_id
     assert h.kills_on_server() == 1
-    assert (await h.state.grant(grant.grant_id)).executions_used == 1
+    assert await h.executions_used(grant.grant_id) == 1
     assert ("executor_ran", None) in await h.audit_kinds()
 
 
@@ -108,7 +108,7 @@ async def test_gate_3_no_grant_for_the_exact_target_set(harness):
 async def test_gate_3_a_revoked_grant_covers_nothing(harness):
     h = harness
     grant = await h.grant([kill_target()])
-    assert await h.state.revoke_grant(grant.grant_id)
+    assert await h.revoke(grant.grant_id)
     envelope = h.sign(h.approved(h.claims("prod", "rw", h.kill_argv())))
     async with h.executor(h.config("prod", "rw")):
         err = await h.refusal("prod", "rw", "panda_curl", h.kill_argv(), envelope)
