@@ -115,9 +115,10 @@ async def test_a_grant_whose_executions_were_raised_after_signing_counts_for_not
     assert h.kills_on_server() == 1
 
 
-@pytest.mark.parametrize("table", ["capability_grants", "capability_grant_uses"])
-async def test_grant_rows_and_their_uses_are_insert_only(harness, table):
-    """A use deleted would refill a grant; the executions are counted from the uses."""
+@pytest.mark.parametrize("table", ["capability_grants", "capability_grant_uses", "executor_nonces"])
+async def test_grant_rows_their_uses_and_accepted_nonces_are_insert_only(harness, table):
+    """A use deleted would refill a grant (the executions are counted from the uses); a nonce deleted would let
+    the same signed envelope and approval run again."""
     h = harness
     await h.grant([kill_target()], executions=2, repetitions=2)
     async with h.executor(h.config("prod", "rw")):
