@@ -25,6 +25,8 @@ from pathlib import Path
 import typer
 
 from bamboo.cli.common import console, fail, run
+from bamboo.executors.contract import ExecResult
+from bamboo.frontends.inert_text import inert_rich
 from bamboo.settings import Settings, get_settings
 
 exec_app = typer.Typer(help="Command tools on remote executors: run, approve, grant.", no_args_is_help=True)
@@ -130,15 +132,22 @@ def exec_run(
     if as_json:
         print(result.model_dump_json())
         return
-    console.print(f"[bold]{result.tool}[/] rule {result.rule} on exec.{result.environment}.{result.channel}: "
-                  f"exit {result.outcome.exit_code}", highlight=False)
-    if result.outcome.stdout:
-        print(result.outcome.stdout, end="" if result.outcome.stdout.endswith("\n") else "\n")
-    if result.outcome.stderr:
-        console.print(result.outcome.stderr, style="dim", highlight=False)
+    show_result(result)
     if result.outcome.exit_code != 0:
         raise typer.Exit(1)
 
+
+
+
+def show_result(result: ExecResult) -> None:
+    """A command's output as a person reads it: what the server or tool printed is not trusted, so every
+    control, escape and invisible character is spelled out (``--json`` gives the exact text, JSON-escaped)."""
+    console.print(f"[bold]{result.tool}[/] rule {result.rule} on exec.{result.environment}.{result.channel}: "
+                  f"exit {result.outcome.exit_code}", highlight=False)
+    if result.outcome.stdout:
+        console.print(inert_rich(result.outcome.stdout.rstrip("\n")), highlight=False, soft_wrap=True)
+    if result.outcome.stderr:
+        console.print(inert_rich(result.outcome.stderr.rstrip("\n"), "dim"), highlight=False, soft_wrap=True)
 
 @exec_app.command("approve")
 def exec_approve(
