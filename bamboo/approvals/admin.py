@@ -35,6 +35,7 @@ from policy.trust_root import (
 )
 
 DEMO_ADMIN = f"{DEMO_PREFIX}admin"
+MAX_FILE_BYTES = 64 * 1024
 
 
 class PinnedAdmins:
@@ -69,6 +70,9 @@ class PinnedAdmins:
 
     def _parse(self, path: Path) -> TrustRoot:
         try:
+            if path.stat().st_size > MAX_FILE_BYTES:
+                raise TrustRootError(f"the admin keys file {path} is over {MAX_FILE_BYTES // 1024} KiB; it holds "
+                                     "one 'IDENTITY PUBLIC-KEY' line per administrator")
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise TrustRootError(f"cannot read the admin keys file {path}: {exc}") from None

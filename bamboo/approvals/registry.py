@@ -2,7 +2,8 @@
 
 The table (``trust_statements``) is a log, never updated: registering, rotating, revoking, binding a console
 account are each a new statement signed by a pinned administrator (``policy.trust_root``). Whoever reads the
-registry checks every row against the pinned keys it read itself (``bamboo.approvals.admin``), so a row
+registry checks every row against the pinned keys it read itself (reading the file and checking signatures run off
+the event loop) (``bamboo.approvals.admin``), so a row
 written by anyone else (the app role's password is on every worker and the embedded stack's requesters'
 machines) counts for nothing and is listed as ignored. Every distinct policy version (rules + keys) the worker
 hands to a workflow is recorded once, with an audit row, so "which rules judged this decision" can always be
@@ -88,8 +89,7 @@ class ApproverRegistry:
     async def registry(self) -> Registry:
         """The registry as the pinned administrators signed it; checking signatures runs off the event loop."""
         rows = await self._rows()
-        root = self._admins.root()
-        return await asyncio.to_thread(fold_registry, rows, root)
+        return await asyncio.to_thread(lambda: fold_registry(rows, self._admins.root()))
 
     async def active(self) -> tuple[RegisteredKey, ...]:
         return (await self.registry()).keys
@@ -106,7 +106,7 @@ class ApproverRegistry:
     async def append(self, signed: SignedStatement) -> None:
         """Store one signed statement; refused (TrustRootError) unless a pinned administrator signed it, so a
         statement nobody will honour is never written by this code."""
-        reason = verify(signed, self._admins.root())
+        reason = await asyncio.to_thread(lambda: verify(signed, self._admins.root()))
         if reason is not None:
             raise TrustRootError(f"refused to store a {signed.statement.kind.value} statement: {reason}")
         st = signed.statement
@@ -173,8 +173,9 @@ class ApproverRegistry:
     async def policy(self, rules: ApprovalRules) -> DeploymentPolicy:
         """The current policy; a version seen for the first time is recorded and audited."""
         policy = DeploymentPolicy(rules=rules, approvers=await self.active())
+        root = await asyncio.to_thread(self._admins.root)
         body = {"rules": rules.model_dump(mode="json"),
-                "admins": sorted(a.key_id for a in self._admins.root().admins),
+                "admins": sorted(a.key_id for a in root.admins),
                 "approvers": [{"identity": a.identity, "key_id": a.key_id, "roles": sorted(r.value for r in a.roles),
                                "speaks_for": sorted(a.speaks_for), "front_ends": sorted(a.front_ends)}
                               for a in policy.approvers]}
