@@ -13,6 +13,7 @@ reported once, so Temporal has nothing to retry. The report stays small — prev
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ from typing import Any
 
 from bamboo.audit import AuditSink, BlobSink
 from bamboo.metrics import METRICS
+from bamboo.output_scrub import scrub_output, scrub_returned
 from bamboo.sandbox.bridge import ToolBridge
 from bamboo.sandbox.errors import SandboxRefused
 from bamboo.sandbox.models import BridgeLimits
@@ -28,7 +30,7 @@ from bamboo.sandbox.output import CappedStream, preview
 from bamboo.sandbox.protocol import safe_text, value_problem
 from bamboo.sandbox.runner import ChildOutcome, SandboxRunner
 from bamboo.tools.model import ToolCaller, ToolSpec
-from policy.scrub import scrub_text, scrub_value
+from policy.scrub import scrub_text
 
 log = logging.getLogger(__name__)
 
@@ -116,11 +118,12 @@ class CodeExecutor:
                 "(no bwrap), which refuses them; install bubblewrap to run it")
 
     async def _report(self, run_id: str, outcome: ChildOutcome, bridge: ToolBridge, timeout_s: float) -> SandboxRunResult:
-        out_text, out_hits = _scrubbed(outcome.stdout)
-        err_text, err_hits = _scrubbed(outcome.stderr)
+        # Off the event loop: a script decides how much it prints and how costly it is to scrub.
+        (out_text, out_hits), (err_text, err_hits) = await asyncio.gather(
+            scrub_output(outcome.stdout.text()), scrub_output(outcome.stderr.text()))
         status, value, error = self._interpret(outcome, timeout_s, bridge)
         if value is not None:
-            value, _ = scrub_value(value)
+            value, _ = await scrub_returned(value)
         if error is not None:
             error = safe_text(scrub_text(error).text, MAX_ERROR_CHARS)
         transcript = {
@@ -211,11 +214,6 @@ class CodeExecutor:
                 "return a summary and print details instead"
             )
         return "ok", value, None
-
-
-def _scrubbed(stream: CappedStream) -> tuple[str, int]:
-    result = scrub_text(stream.text())
-    return result.text, len(result.findings)
 
 
 def _describe_exit(outcome: ChildOutcome) -> str:
