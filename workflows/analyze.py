@@ -268,17 +268,16 @@ class AnalyzeTask:
 
 @workflow.defn(name=contract.BATCH_ANALYZE_WORKFLOW)
 class BatchAnalyze:
-    def __init__(self) -> None:
-        self._inp: BatchAnalyzeInput | None = None
-        self._early_pause: bool | None = None  # a signal that arrived before run() took its input
+    @workflow.init
+    def __init__(self, inp: BatchAnalyzeInput) -> None:
+        # The input is taken before any signal is handled, so a pause sent with the start holds the batch.
+        self._inp: BatchAnalyzeInput = inp
         self._running: set[int] = set()
         self._cancelled = False
         self._finished = False
 
     def _set_paused(self, paused: bool) -> None:
-        if self._inp is None:
-            self._early_pause = paused
-        else:
+        if self._inp is not None:
             self._inp.paused = paused
 
     @workflow.signal
@@ -309,9 +308,7 @@ class BatchAnalyze:
 
     @workflow.run
     async def run(self, inp: BatchAnalyzeInput) -> BatchAnalyzeResult:
-        self._inp = inp
-        if self._early_pause is not None:
-            inp.paused = self._early_pause
+        inp = self._inp  # the instance @workflow.init took, which signals may already have changed
         workflow.upsert_search_attributes([KIND.value_set(Kind.ANALYZE_BATCH.value), BATCH.value_set(inp.batch_id)])
         if inp.listing is None:
             try:

@@ -81,8 +81,10 @@ class _Window:
 
 @workflow.defn(name=contract.POPULATE_WORKFLOW)
 class PopulateBatch:
-    def __init__(self) -> None:
-        self._inp: PopulateInput | None = None
+    @workflow.init
+    def __init__(self, inp: PopulateInput) -> None:
+        # The input is taken before any signal is handled, so a pause sent with the start holds the batch.
+        self._inp: PopulateInput = inp
         self._children: set[int] = set()  # indexes of running escalation children
         self._slices: dict[int, tuple[int, int]] = {}  # running slice activities: offset -> (count, width)
         self._cancelled = False
@@ -125,7 +127,7 @@ class PopulateBatch:
     # ---------------------------------------------------------------- run
     @workflow.run
     async def run(self, inp: PopulateInput) -> PopulateResult:
-        self._inp = inp
+        inp = self._inp  # the instance @workflow.init took, which signals may already have changed
         workflow.upsert_search_attributes([KIND.value_set(Kind.POPULATE.value), BATCH.value_set(inp.batch_id)])
         if inp.listing is None:
             try:

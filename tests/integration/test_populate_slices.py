@@ -353,3 +353,24 @@ async def test_a_retried_slice_resumes_from_its_heartbeat_not_from_scratch(servi
     assert [(o.index, o.status) for o in result.outcomes] == [(i, "stored") for i in range(6)]
     assert llm_server.call_count == 2 * 4, "only incidents 2..5 were learned"
     assert await _graph_rows(services) == 4
+
+
+async def test_a_pause_sent_with_the_start_holds_the_batch_before_anything_runs(client, running_worker, services,
+                                                                               tmp_path):
+    """Issue 29, item 1: a pause that reached PopulateBatch before its first workflow task was dropped."""
+    import asyncio
+
+    from bamboo.accumulation.contract import PopulateProgress
+
+    path = _write(tmp_path, 4)
+    bid = f"slices-{uuid.uuid4().hex[:8]}"
+    handle = await client.start_workflow(
+        PopulateBatch.run, PopulateInput(batch_id=bid, path=str(path)), id=f"populate:{bid}", task_queue=Queue.MAIN,
+        result_type=PopulateResult, start_signal="pause")
+    await asyncio.sleep(2.0)
+    held = await handle.query("progress", result_type=PopulateProgress)
+    assert held.paused and held.done == 0 and held.running == 0, held
+    assert await _graph_rows(services) == 0
+    await handle.signal("resume")
+    result = await handle.result()
+    assert (result.done, result.failed) == (4, 0)
