@@ -10,6 +10,7 @@ comment is a new hash, which errs in the safe direction (one more review).
 
 from __future__ import annotations
 
+import ast
 import hashlib
 
 HASH_HEX_LENGTH = 64
@@ -40,3 +41,18 @@ def code_hash(code: str) -> str:
 def short_hash(full_hash: str, length: int = 12) -> str:
     """The prefix shown to operators (review prompts, ``/approvals``); long enough to type, short to read."""
     return full_hash[:length]
+
+
+def logic_hash(code: str) -> str:
+    """SHA-256 of what ``code`` says to Python: its syntax tree without positions, so formatting and comments
+    do not count. Two captures of one procedure with the same logic hash are the same procedure (one stored
+    body, its frequency and incidents growing); code that does not parse falls back to ``code_hash``.
+
+    Used only to de-duplicate captures, never to key a permission: a session policy or a grant stays bound to
+    ``code_hash``, and a capture equivalent to the stored body keeps the stored text, the one people reviewed.
+    """
+    try:
+        tree = ast.parse(code.replace("\r\n", "\n").replace("\r", "\n"))
+    except (SyntaxError, ValueError):
+        return "text:" + code_hash(code)
+    return hashlib.sha256(ast.dump(tree, include_attributes=False).encode("utf-8", "surrogatepass")).hexdigest()

@@ -11,7 +11,9 @@ Interactive phase:
 1. always-ask for this exact code hash: ask.
 2. a turn whose tool references are only procedures, every procedure it reaches holding a durable grant
    bound to that procedure's current code, and all of them read-only: run with no prompt, allow-set =
-   exactly those procedures.
+   exactly those procedures. Likewise a turn that reuses a stored procedure (``policy.reuse``) and is exactly
+   that procedure's current body as bound for this task, the procedure (and any it reaches) durably granted
+   for that body and read-only: run with no prompt, allow-set = the tools the body reaches.
 3. auto-run for this exact code hash, with the procedures it reaches unchanged since approval and the whole
    code read-only as recomputed now: run with no prompt.
 4. otherwise ask (new code is always reviewed), with the reason that explains why no standing permission
@@ -41,6 +43,7 @@ from policy.decisions import ALL_CHOICES, ALWAYS_ASK_CHOICES, STATE_CHANGING_CHO
 from policy.grants import CodePolicy, ProcedureGrant, SessionPolicy, grant_matches, session_policy_still_valid
 from policy.phases import Phase, approved_allow_set, automatic_allow_set, granted_allow_set
 from policy.procedures import ReadOnlyAssessment, assess_read_only
+from policy.reuse import ReusedCode, is_bound_body
 from policy.signature import ScanConventions
 
 
@@ -85,6 +88,7 @@ class ReviewRequest(BaseModel):
     session_policies: Mapping[str, SessionPolicy] = Field(default_factory=dict)
     grants: Mapping[str, ProcedureGrant] = Field(default_factory=dict)
     source: CodeSource = "generated"
+    reused: ReusedCode | None = Field(default=None, description="the stored procedure this code reuses, if any")
 
     @property
     def conventions(self) -> ScanConventions:
@@ -216,7 +220,15 @@ def _decide_interactive(facts: _Facts) -> ReviewDecision:
         return facts.ask(
             ReviewReason.SESSION_ALWAYS_ASK, "You asked to review this code every time it runs.", ALWAYS_ASK_CHOICES
         )
-    durable = _durable_grant_standing(facts)
+    reused = _reused_grant_standing(facts)
+    if reused.reason is ReviewReason.DURABLE_GRANT:
+        return facts.decision(
+            CodeVerdict.RUN,
+            ReviewReason.DURABLE_GRANT,
+            "Reuses a durably granted read-only procedure, exactly its body as granted, bound for this task.",
+            facts.approved_allow_set(),
+        )
+    durable = reused if reused.reason is not None else _durable_grant_standing(facts)
     if durable.reason is ReviewReason.DURABLE_GRANT:
         return facts.decision(
             CodeVerdict.RUN,
@@ -291,6 +303,53 @@ def _durable_grant_standing(facts: _Facts) -> _DurableStanding:
             reason=ReviewReason.DURABLE_GRANT_STATE_CHANGING,
             detail="A granted procedure now changes state ("
             + ", ".join(assessment.state_changing)
+            + "); state-changing procedures are never auto-run, whatever grant they hold.",
+        )
+    return _DurableStanding(reason=ReviewReason.DURABLE_GRANT)
+
+
+def _reused_grant_standing(facts: _Facts) -> _DurableStanding:
+    """Whether the durable grant of the procedure this turn reuses lets it run unprompted; if it almost does, why
+    not. ``reason=None`` when the turn reuses nothing, or a procedure nobody granted (the ordinary rules apply).
+
+    The grant covers the body it was given for: the code must be that procedure's current body exactly as bound
+    for this task, the body unchanged since the grant, every procedure it reaches granted for its current code
+    too, and the whole read-only; state-changing code is never covered, whatever grant it holds.
+    """
+    request = facts.request
+    reused = request.reused
+    if reused is None or reused.procedure not in request.grants:
+        return _DurableStanding()
+    name = reused.procedure
+    procedure_code = request.catalog.procedure_code
+    if not is_bound_body(request.code, reused, procedure_code):
+        return _DurableStanding(
+            reason=ReviewReason.DURABLE_GRANT_MIXED,
+            detail=f"This turn is not the stored body of {name} as bound for this task; review it.",
+        )
+    if not grant_matches(request.grants[name], name, procedure_code):
+        return _DurableStanding(
+            reason=ReviewReason.DURABLE_GRANT_CODE_CHANGED,
+            detail=f"The code of {name} changed after it was granted auto-run; review it again.",
+        )
+    assessment = facts.assessment
+    if assessment.opaque:
+        return _DurableStanding(
+            reason=ReviewReason.DURABLE_GRANT_OPAQUE,
+            detail=f"{name} cannot be analysed: " + "; ".join(assessment.opaque_reasons) + "; review it.",
+        )
+    ungranted = sorted(p for p in assessment.all_procedures
+                       if not grant_matches(request.grants.get(p), p, procedure_code))
+    if ungranted:
+        return _DurableStanding(
+            reason=ReviewReason.DURABLE_GRANT_MIXED,
+            detail=f"{name} replays procedures without a grant for their current code (" + ", ".join(ungranted)
+            + "); review it.",
+        )
+    if not assessment.read_only:
+        return _DurableStanding(
+            reason=ReviewReason.DURABLE_GRANT_STATE_CHANGING,
+            detail=f"{name} changes state (" + ", ".join(assessment.state_changing)
             + "); state-changing procedures are never auto-run, whatever grant they hold.",
         )
     return _DurableStanding(reason=ReviewReason.DURABLE_GRANT)

@@ -59,21 +59,8 @@ def review_facts(
 ) -> ReviewFacts:
     """The facts for one pending review. ``granted_code`` maps a code hash to the code it was computed from,
     for the versions grants were given on (so a changed procedure can be shown as a diff)."""
-    views = []
-    for name in assessment.procedures:
-        body = procedure_code[name]
-        verdict = assess_read_only(body, read_only_flags, procedure_code, conventions)
-        grant = grants.get(name)
-        current = code_hash(body)
-        changed = grant is not None and grant.code_hash != current
-        diff = ""
-        if changed and grant is not None and grant.code_hash in granted_code:
-            diff = _diff(granted_code[grant.code_hash], body, name)
-        views.append(ProcedureView(
-            name=name, code=body, code_hash=current, read_only=verdict.read_only,
-            state_changing=verdict.state_changing, granted_to=grant.granted_by if grant else None,
-            changed_since_grant=changed, diff_from_granted=diff, hazards=tuple(find_hazards(body)),
-        ))
+    views = [procedure_view(name, procedure_code[name], read_only_flags, procedure_code, grants, granted_code,
+                            conventions) for name in assessment.procedures]
     # A line is flagged when it names a state-changing tool or a procedure whose code changes state.
     flagged = set(assessment.state_changing) | {view.name for view in views if not view.read_only}
     lines = {name: found for name, found in assessment.signature.lines.items() if name in flagged}
@@ -85,9 +72,36 @@ def review_facts(
     )
 
 
-def _diff(before: str, after: str, name: str) -> str:
-    lines = list(difflib.unified_diff(before.splitlines(), after.splitlines(), f"{name} (granted)",
-                                      f"{name} (now)", lineterm=""))
+def procedure_view(
+    name: str,
+    body: str,
+    read_only_flags: Mapping[str, bool],
+    procedure_code: Mapping[str, str],
+    grants: Mapping[str, ProcedureGrant],
+    granted_code: Mapping[str, str],
+    conventions: ScanConventions,
+) -> ProcedureView:
+    """One stored procedure as a reviewer sees it: its body, whether it changes state, who granted it, and the
+    diff from the granted version when the body changed since. For a procedure the code replays, and for the
+    one a reused turn proposes."""
+    verdict = assess_read_only(body, read_only_flags, procedure_code, conventions)
+    grant = grants.get(name)
+    current = code_hash(body)
+    changed = grant is not None and grant.code_hash != current
+    diff = ""
+    if changed and grant is not None and grant.code_hash in granted_code:
+        diff = code_diff(granted_code[grant.code_hash], body, f"{name} (granted)", f"{name} (now)")
+    return ProcedureView(
+        name=name, code=body, code_hash=current, read_only=verdict.read_only,
+        state_changing=verdict.state_changing, granted_to=grant.granted_by if grant else None,
+        changed_since_grant=changed, diff_from_granted=diff, hazards=tuple(find_hazards(body)),
+    )
+
+
+def code_diff(before: str, after: str, before_label: str, after_label: str) -> str:
+    """A unified diff of two versions of code, bounded to ``MAX_DIFF_LINES``."""
+    lines = list(difflib.unified_diff(before.splitlines(), after.splitlines(), before_label, after_label,
+                                      lineterm=""))
     if len(lines) > MAX_DIFF_LINES:
         lines = [*lines[:MAX_DIFF_LINES], f"... {len(lines) - MAX_DIFF_LINES} more diff lines"]
     return "\n".join(lines)
