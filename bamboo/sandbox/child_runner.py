@@ -4,12 +4,16 @@ This file is executed by path with the system interpreter (``python3 -I -S -B ch
 LIMITS``) inside the sandbox. It must stay standalone (stdlib only, no project imports): the child
 cannot read the project's virtualenv, and nothing of the project should be importable in there.
 
-Sequence: apply the resource limits, close every descriptor but the bridge, pre-import what a run
-needs (so a warm-pool child is ready), then block until the parent sends the ``start`` frame with
+Sequence: check that the bridge descriptor is the inherited AF_UNIX socket, apply the resource limits,
+close every descriptor but the bridge, pre-import what a run needs (so a warm-pool child is ready), then
+block until the parent sends the ``start`` frame with
 the code, the per-run token and the generated tool-stub module. The script's body runs as the body
 of an ``async def``; its return value must be a JSON-serialisable dict. Every frame the child sends
 carries the token. The token binds frames to this run; it is not a secret from the script itself
 (the script runs in this same process) — the parent's allow-set and validation are the boundary.
+
+The child creates no socket: the seccomp filter refuses ``socket`` and ``socketpair`` for every family. So
+the event loop (``PipeWokenLoop``) wakes itself through a pipe instead of asyncio's default socketpair.
 """
 
 import ast
@@ -18,6 +22,7 @@ import json
 import os
 import resource
 import socket
+import stat
 import struct
 import sys
 import traceback
@@ -131,6 +136,61 @@ class BridgeClient:
         await self._writer.drain()
 
 
+class PipeEnd:
+    """One end of a pipe with the few socket methods asyncio's self-pipe calls (recv, send, close...)."""
+
+    def __init__(self, fd):
+        self._fd = fd
+
+    def fileno(self):
+        return self._fd
+
+    def setblocking(self, flag):
+        os.set_blocking(self._fd, flag)
+
+    def recv(self, size):
+        return os.read(self._fd, size)
+
+    def send(self, data):
+        return os.write(self._fd, data)
+
+    def close(self):
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+class PipeWokenLoop(asyncio.SelectorEventLoop):
+    """asyncio's selector loop, woken through a pipe: its default self-pipe is a socketpair, which the
+    sandbox's seccomp filter refuses (the child creates no socket)."""
+
+    def _make_self_pipe(self):
+        read_fd, write_fd = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        self._ssock, self._csock = PipeEnd(read_fd), PipeEnd(write_fd)
+        self._internal_fds += 1
+        self._add_reader(read_fd, self._read_from_self)
+
+
+def run_loop(main_coroutine):
+    loop = PipeWokenLoop()
+    asyncio.set_event_loop(loop)
+    return loop.run_until_complete(main_coroutine)
+
+
+def inherited_bridge(fd):
+    """The bridge socket the parent passed down, or SystemExit: the child must not make one of its own."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        mode = 0
+    if not stat.S_ISSOCK(mode):
+        raise SystemExit(f"sandbox child: descriptor {fd} is not the inherited bridge socket")
+    sock = socket.socket(fileno=fd)  # adopts the descriptor; no socket() call
+    if sock.family != socket.AF_UNIX:
+        raise SystemExit("sandbox child: the inherited bridge is not an AF_UNIX socket")
+    return sock
+
+
 def build_stub_module(name, source, bridge):
     module = types.ModuleType(name)
     module.__dict__["_bridge_call"] = bridge.call
@@ -189,10 +249,10 @@ def flush_streams():
 
 def main():
     fd = int(sys.argv[1])
+    sock = inherited_bridge(fd)
     apply_limits(json.loads(sys.argv[2]))
     os.closerange(3, fd)
     os.closerange(fd + 1, 4096)
-    sock = socket.socket(fileno=fd)
     sock.sendall(encode_frame({"type": "ready", "pid": os.getpid()}))
     try:
         start = read_frame_blocking(sock)
@@ -202,7 +262,7 @@ def main():
         return 2
     sock.setblocking(False)
     bridge = BridgeClient(sock, start["token"])
-    asyncio.run(run_script(start, bridge))
+    run_loop(run_script(start, bridge))
     flush_streams()
     # The result is delivered; skip interpreter teardown (the parent is waiting for this exit).
     os._exit(0)

@@ -45,8 +45,9 @@ FFI_MODULES = ("_ctypes*.so", "_cffi_backend*.so")
 
 DEGRADED_WARNINGS = (
     "DEGRADED sandbox isolation (chosen by the operator): the script runs WITHOUT namespaces",
-    "degraded sandbox: the script shares the host's filesystem view and process list; only its own uid, "
-    "rlimits, the seccomp filter (no network sockets, no ptrace), a clean environment and a private work dir contain it",
+    "degraded sandbox: the script shares the host's filesystem view, process list and network namespace; only its "
+    "own uid, rlimits, the seccomp filter (no socket of any kind, no ptrace), a clean environment and a private "
+    "work dir contain it",
     "degraded sandbox: unattended (automatic) runs and state-changing tools are refused",
 )
 
@@ -166,8 +167,9 @@ def _seccomp_program() -> bytes:
 _probe_cache: dict[tuple[object, ...], str | None] = {}
 _PROBE_WITH_FILTER = (
     "import socket\n"
-    "try:\n    socket.socket(socket.AF_INET6)\nexcept OSError:\n    pass\n"
-    "else:\n    raise SystemExit('the seccomp filter is not in force')\n"
+    "for family in (socket.AF_INET6, socket.AF_UNIX):\n"
+    "    try:\n        socket.socket(family)\n    except OSError:\n        continue\n"
+    "    raise SystemExit('the seccomp filter is not in force')\n"
 )
 
 

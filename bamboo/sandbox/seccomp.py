@@ -5,11 +5,14 @@ can *touch* at all. Everything a Python script legitimately needs stays allowed 
 allow); the calls below fail with EPERM, because each is either a way to reach another process
 (ptrace, process_vm_*, pidfd_getfd), a large kernel attack surface that no script needs (bpf,
 userfaultfd, io_uring, keyrings, perf, module loading), or a way to rebuild a view the sandbox took away
-(mount and friends, new namespaces). ``socket``/``socketpair`` work for AF_UNIX only (asyncio needs a
-socketpair; the bridge is an inherited AF_UNIX socket): every other family — IP, netlink, packet,
-vsock, bluetooth, … — fails with EAFNOSUPPORT, even where a network namespace would leave only
-loopback. Calls of a foreign ABI (i386 ``int 0x80``, x32) kill the process: libseccomp's filter only
-admits the native architecture.
+(mount and friends, new namespaces), or a way to hold memory the run's total cannot see or that outlives
+the run (``memfd_create``, ``memfd_secret``, SysV shared memory, message queues and semaphores, POSIX
+message queues: in degraded mode the last four live in the host's ipc namespace). ``socket`` and
+``socketpair`` fail with EAFNOSUPPORT for every family, AF_UNIX included: the child's only channel, the
+bridge, is a socket it inherits, and its event loop wakes itself through a pipe (``child_runner``), so a
+run needs no socket of its own — and in degraded mode an AF_UNIX socket would reach the host's services
+(by path or abstract name). Calls of a foreign ABI (i386 ``int 0x80``, x32) kill the process: libseccomp's
+filter only admits the native architecture.
 
 With bubblewrap the program is handed over with ``--seccomp FD`` and bwrap installs it right before it
 executes the interpreter; in degraded mode the worker installs it in the forked child before ``exec``
@@ -24,7 +27,6 @@ import functools
 import os
 import tempfile
 
-AF_UNIX = 1
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
@@ -40,7 +42,11 @@ DENIED_SYSCALLS: tuple[str, ...] = (
     # rebuilding the filesystem view or the namespaces
     "mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "fsopen", "fsconfig", "fsmount",
     "fspick", "mount_setattr", "unshare", "setns", "open_by_handle_at", "name_to_handle_at",
+    # memory no process maps (the watchdog cannot see it) or that outlives the run (host ipc namespace)
+    "memfd_create", "memfd_secret", "shmget", "shmat", "msgget", "msgsnd", "semget", "mq_open",
 )
+# Refused whatever the family: the child creates no socket (see the module docstring).
+SOCKET_SYSCALLS = ("socket", "socketpair")
 # clone() may not create namespaces; clone3 hides its flags in memory the filter cannot read, so it
 # answers ENOSYS and the C library falls back to clone().
 CLONE_NAMESPACE_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)
@@ -65,9 +71,8 @@ def filter_program() -> bytes:
     denied = sc.ERRNO(errno.EPERM)
     for name in DENIED_SYSCALLS:
         _add(sc, filt, denied, name)
-    not_unix = sc.Arg(0, sc.NE, AF_UNIX)
-    _add(sc, filt, sc.ERRNO(errno.EAFNOSUPPORT), "socket", not_unix)
-    _add(sc, filt, sc.ERRNO(errno.EAFNOSUPPORT), "socketpair", not_unix)
+    for name in SOCKET_SYSCALLS:
+        _add(sc, filt, sc.ERRNO(errno.EAFNOSUPPORT), name)
     for flag in CLONE_NAMESPACE_FLAGS:
         _add(sc, filt, denied, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
     _add(sc, filt, sc.ERRNO(errno.ENOSYS), "clone3")
