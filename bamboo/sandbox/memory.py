@@ -8,8 +8,13 @@ RLIMIT_AS). So every run also gets a total:
   total, page cache and shared memory included, and ``cgroup.kill`` ends the tree;
 * otherwise an **RSS watchdog**: a thread that polls ``/proc`` every ``WATCHDOG_INTERVAL_S`` for the
   run's processes (those of the run's own uid, else the child's descendants) and kills the run when
-  their anonymous plus shared-memory resident size passes the total. It sees memory only while it is
-  mapped and may miss a spike shorter than one poll; RLIMIT_AS still bounds each process meanwhile.
+  their anonymous plus shared-memory resident size, plus what the run holds in files on memory
+  (``held``, looked at every ``HELD_INTERVAL_S``), passes the total. Files on memory are pages no process
+  maps: under bubblewrap the run's own tmpfs mounts (``TmpfsInNamespace``, their used size), in degraded
+  mode the run's uid's files on the host's tmpfs (``leftovers.OwnedMemoryFiles``). The other ways to hold
+  unmapped memory — memfds, SysV and POSIX ipc objects — the seccomp filter refuses, and /dev/shm is
+  read-only under bubblewrap. The watchdog may miss a spike shorter than one poll; RLIMIT_AS still bounds
+  each process meanwhile.
 
 The run's result says which of the two applied (``memory_guard``).
 """
@@ -30,6 +35,7 @@ from bamboo.sandbox.contract import MemoryGuardKind
 log = logging.getLogger(__name__)
 
 WATCHDOG_INTERVAL_S = 0.05
+HELD_INTERVAL_S = 0.2
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -141,12 +147,16 @@ class CgroupLeaf:
 
 
 class RssWatchdog:
-    """Polls the run's processes' resident memory from a thread; over the total it kills them all."""
+    """Polls the run's processes' resident memory, and what the run holds in files on memory (``held``, given
+    the live pids), from a thread; over the total it kills them all."""
 
-    def __init__(self, *, limit_bytes: int, members: Callable[[], list[int]], interval_s: float = WATCHDOG_INTERVAL_S) -> None:
+    def __init__(self, *, limit_bytes: int, members: Callable[[], list[int]], interval_s: float = WATCHDOG_INTERVAL_S,
+                 held: Callable[[list[int]], int] | None = None, held_interval_s: float = HELD_INTERVAL_S) -> None:
         self.limit_bytes = limit_bytes
         self._members = members
         self._interval = interval_s
+        self._held = held
+        self._held_every = max(1, round(held_interval_s / interval_s))
         self._stop = threading.Event()
         self.tripped = False
         self.peak_bytes = 0
@@ -161,9 +171,14 @@ class RssWatchdog:
             self._thread.join(timeout=2.0)
 
     def _loop(self) -> None:
+        looks = 0
+        held = 0
         while not self._stop.is_set():
             pids = self._members()
-            total = sum(resident_bytes(pid) for pid in pids)
+            if self._held is not None and looks % self._held_every == 0:
+                held = self._held_bytes(pids)
+            looks += 1
+            total = sum(resident_bytes(pid) for pid in pids) + held
             self.peak_bytes = max(self.peak_bytes, total)
             if total > self.limit_bytes:
                 self.tripped = True
@@ -172,6 +187,47 @@ class RssWatchdog:
                         os.kill(pid, signal.SIGKILL)
                 return
             self._stop.wait(self._interval)
+
+    def _held_bytes(self, pids: list[int]) -> int:
+        """What ``held`` counts; over the total when it fails (a run that cannot be counted is not let run)."""
+        if self._held is None:
+            return 0
+        try:
+            return self._held(pids)
+        except Exception:
+            log.exception("sandbox watchdog: counting the run's files on memory failed; the run is stopped")
+            return self.limit_bytes + 1
+
+
+class TmpfsInNamespace:
+    """The used size of the run's own tmpfs mounts under bubblewrap (its /tmp and work dir), read through a
+    member process's root (``/proc/<pid>/root``): those mounts exist only in the run's mount namespace."""
+
+    def __init__(self, mount_points: tuple[str, ...]) -> None:
+        self.mount_points = mount_points
+        self._own_namespace = _mount_namespace("self")
+
+    def __call__(self, pids: list[int]) -> int:
+        for pid in pids:
+            namespace = _mount_namespace(str(pid))
+            if namespace is None or namespace == self._own_namespace:
+                continue  # gone, or bwrap itself (it runs in the worker's namespace)
+            total = 0
+            try:
+                for point in self.mount_points:
+                    info = os.statvfs(f"/proc/{pid}/root{point}")
+                    total += (info.f_blocks - info.f_bfree) * info.f_frsize
+            except OSError:
+                continue
+            return total
+        return 0
+
+
+def _mount_namespace(pid: str) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/mnt")
+    except OSError:
+        return None
 
 
 class RunProcesses:

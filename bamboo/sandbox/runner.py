@@ -2,11 +2,13 @@
 
 A child is started (cold, or ahead of time in the warm pool) under a uid of its own (root worker),
 sends ``ready``, and waits for the ``start`` frame. From that moment the run's wall-clock deadline
-counts and its memory total is guarded (a cgroup leaf, else the RSS watchdog). The runner serves
+counts and its memory total is guarded (a cgroup leaf, else the RSS watchdog, which also counts the
+run's files on memory). The runner serves
 ``call`` frames through the run's ``ToolBridge``, captures stdout/stderr with a cap, and ends the run
 on the ``done`` frame, the deadline, the output cap, the memory total, a spent call budget, a broken
 or forged frame, or cancellation — always by killing the child's whole process group (with bwrap, its
-pid namespace; in degraded mode, every process of the run's uid). Each child serves exactly one run.
+pid namespace; in degraded mode, every process of the run's uid, and then every file that uid left in
+a world-writable place). Each child serves exactly one run.
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ from typing import Any, Literal, TypeVar
 
 from bamboo.sandbox.bridge import ToolBridge
 from bamboo.sandbox.errors import SandboxUnavailable
-from bamboo.sandbox.isolation import LaunchPlan, plan_launch
-from bamboo.sandbox.memory import CgroupLeaf, CgroupParent, RssWatchdog, RunProcesses, guard_kind
+from bamboo.sandbox.isolation import SANDBOX_WORKDIR, LaunchPlan, plan_launch
+from bamboo.sandbox.leftovers import OwnedMemoryFiles, remove_owned, world_writable_dirs
+from bamboo.sandbox.memory import CgroupLeaf, CgroupParent, RssWatchdog, RunProcesses, TmpfsInNamespace, guard_kind
 from bamboo.sandbox.contract import Isolation, MemoryGuardKind
 from bamboo.sandbox.models import OutputLimits, SandboxLimits
 from bamboo.sandbox.output import CappedStream
@@ -49,7 +52,6 @@ EXIT_GRACE_S = 2.0
 ORPHAN_GRACE_S = 0.5  # a killed child's exit is seen in milliseconds; later means something holds its pipes
 DEFAULT_PYTHON = "/usr/bin/python3"
 
-SHARED_TMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 
 Ending = Literal["done", "exited", "timeout", "output_limit", "memory_limit", "call_limit", "protocol_error"]
 __all__ = ["ChildOutcome", "SandboxRunner", "SandboxUnavailable"]
@@ -250,6 +252,7 @@ class SandboxRunner:
                 except UidsUnavailable as exc:
                     raise SandboxUnavailable(str(exc)) from exc
             if self.plan.isolation == "degraded":
+                await asyncio.to_thread(world_writable_dirs)  # found once, then remembered; the sweep needs them
                 workdir = Path(tempfile.mkdtemp(prefix="bamboo-sandbox-run-"))
                 os.chmod(workdir, 0o700)
                 if lease is not None:
@@ -378,13 +381,14 @@ class SandboxRunner:
         stop: dict[str, str] = {}
         tasks: list[asyncio.Task[Any]] = []
         watchdog: RssWatchdog | None = None
-        if child.leaf is None:
-            watchdog = RssWatchdog(
-                limit_bytes=self.limits.run_total_bytes,
-                members=RunProcesses(root_pid=child.proc.pid, uid=child.lease.uid if child.lease else None),
-            )
-            watchdog.start()
         try:
+            if child.leaf is None:
+                watchdog = RssWatchdog(
+                    limit_bytes=self.limits.run_total_bytes,
+                    members=RunProcesses(root_pid=child.proc.pid, uid=child.lease.uid if child.lease else None),
+                    held=await asyncio.to_thread(self._held_counter, child),
+                )
+                watchdog.start()
             deadline = time.monotonic() + timeout_s
             bridge.set_deadline(deadline)
             child.writer.write(
@@ -457,6 +461,16 @@ class SandboxRunner:
             memory_guard="cgroup" if child.leaf is not None else "watchdog",
             stop_detail=stop.get("detail"),
         )
+
+    @staticmethod
+    def _held_counter(child: _Child) -> Callable[[list[int]], int] | None:
+        """What the watchdog adds to the resident size: the run's files on memory (see ``bamboo.sandbox.memory``)."""
+        if child.isolation == "bwrap":
+            return TmpfsInNamespace(("/tmp", SANDBOX_WORKDIR))
+        if child.lease is not None:
+            extra = (str(child.workdir),) if child.workdir is not None else ()
+            return OwnedMemoryFiles(child.lease.uid, world_writable_dirs(), extra)
+        return None
 
     async def _serve(self, child: _Child, bridge: ToolBridge, done: dict[str, Any], stop: dict[str, str]) -> str:
         """Answer call frames until the child says done, the stream ends, or a frame ends the run.
@@ -575,7 +589,9 @@ class SandboxRunner:
         child.writer.transport.abort()
         _remove(child.workdir)
         if child.isolation == "degraded" and child.lease is not None:
-            await asyncio.to_thread(_remove_owned_by, child.lease.uid, SHARED_TMP_DIRS)
+            # Before the uid is leased again: what one run left, the next run with that uid must not find.
+            roots = await asyncio.to_thread(world_writable_dirs)
+            await asyncio.to_thread(remove_owned, child.lease.uid, roots)
         if child.leaf is not None:
             await asyncio.to_thread(child.leaf.remove)
         if child.lease is not None:
@@ -609,20 +625,6 @@ class _JoinThenDrop:
 
 def _frame_preview(body: bytes) -> str:
     return quote_bytes(body)
-
-
-def _remove_owned_by(uid: int, folders: tuple[str, ...]) -> None:
-    """Degraded runs share the host's /tmp and /dev/shm: remove what the run's uid left at their top level."""
-    for folder in folders:
-        with contextlib.suppress(OSError):
-            for entry in os.scandir(folder):
-                with contextlib.suppress(OSError):
-                    if entry.stat(follow_symlinks=False).st_uid != uid:
-                        continue
-                    if entry.is_dir(follow_symlinks=False):
-                        shutil.rmtree(entry.path, ignore_errors=True)
-                    else:
-                        os.unlink(entry.path)
 
 
 def _descendants(root: int) -> list[int]:
