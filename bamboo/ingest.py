@@ -1,36 +1,36 @@
 """Reading incident files for populate: every way a file can be wrong becomes one clear reason.
 
 A bad file fails its own item and never the batch, so the reasons must be good enough for an
-operator to fix the file without opening a debugger.
+operator to fix the file without opening a debugger. What is opened and which JSON is accepted is
+`bamboo.input_files`; the incident's own fields are bounded by its model (`bamboo.models.incident`).
+Reading and checking is sized by the file, so code on an event loop calls the `*_off_loop` forms.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import re
-import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
+from bamboo import input_files
 from bamboo.accumulation.contract import IncidentSource
+from bamboo.input_files import InputRejected
 from bamboo.models.incident import Incident
+from bamboo.offload import BudgetExceeded, in_thread
 
 MAX_FILE_BYTES = 8 * 1024 * 1024
 MAX_EMAIL_BYTES = 1024 * 1024
 MAX_LOG_BYTES = 2 * 1024 * 1024
-# Real incidents nest a few levels (task_data -> a dict of parameters). A deeper document is a
-# mistake or an attack, and every layer after the reader (validation, the store's jsonb, Temporal
-# payloads) would otherwise pay for it or fail far from the file that caused it.
-MAX_DEPTH = 32
-_SURROGATE = re.compile("[\ud800-\udfff]")
+MAX_DEPTH = input_files.MAX_DEPTH
+# Reading, checking and validating one incident of at most MAX_FILE_BYTES takes about a second on a
+# busy core; this bound is for a reader that hangs (a slow network filesystem), not for a big file.
+READ_BUDGET_S = 120.0
 
 
-class IncidentRejected(ValueError):
+class IncidentRejected(InputRejected):
     """The file cannot become an incident; retrying will not help."""
 
 
@@ -46,11 +46,13 @@ def list_sources(path: str | Path) -> list[IncidentSource]:
         raise SourceListingError(f"{p} is not a regular file (a FIFO, socket or device would block or never end): "
                                  "pass a directory of incident .json files or a .jsonl file")
     if p.is_dir():
-        # One resolve for the directory and the types scandir already read: a resolve and a stat per
-        # file made listing 100k files a noticeable pause before the first incident started.
+        # One resolve for the directory, no stat per file: a resolve and a stat per file made listing
+        # 100k files a noticeable pause before the first incident started. Every *.json entry is an item,
+        # whatever it is: a directory, a FIFO or a link leaving the directory fails its own item with the
+        # reason when it is read, instead of vanishing from the batch unnoticed.
         base = p.resolve()
         with os.scandir(base) as entries:
-            names = sorted(e.name for e in entries if e.name.endswith(".json") and e.is_file())
+            names = sorted(e.name for e in entries if e.name.endswith(".json"))
         if not names:
             raise SourceListingError(f"{p} holds no .json files")
         return [IncidentSource(path=str(base / name)) for name in names]
@@ -71,32 +73,25 @@ def list_sources(path: str | Path) -> list[IncidentSource]:
     raise SourceListingError(f"{p} is neither a directory, a .json nor a .jsonl file")
 
 
-def _open_regular(p: Path):
-    """Open without blocking, then insist on a regular file: a FIFO put in the file's place (or listed
-    by name) would otherwise block the reader until something writes to it, which may be never."""
-    fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+def _open_source(p: Path):
+    """The file, opened only if it is a regular file in its batch's directory (a link is followed
+    within it, never out of it); see `bamboo.input_files.open_regular`."""
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file"
-            raise IncidentRejected(f"is {kind}, not an incident file; pass regular .json/.jsonl files")
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
+        return input_files.open_regular(p, within=p.parent)
+    except InputRejected as exc:
+        raise IncidentRejected(str(exc)) from None
 
 
 def _read_bytes(source: IncidentSource) -> bytes:
     p = Path(source.path)
     try:
         if source.line is None:
-            with _open_regular(p) as fh:
+            with _open_source(p) as fh:
                 size = os.fstat(fh.fileno()).st_size
                 if size > MAX_FILE_BYTES:
                     raise IncidentRejected(f"file is {size / 1e6:.1f} MB, over the {MAX_FILE_BYTES // 2**20} MiB limit for one incident")
                 return fh.read(MAX_FILE_BYTES + 1)
-        with _open_regular(p) as fh:
+        with _open_source(p) as fh:
             if source.offset is not None:  # listed with its offset: seek, do not scan
                 fh.seek(source.offset)
                 raw = fh.readline(MAX_FILE_BYTES + 1)
@@ -121,91 +116,21 @@ def _within_limit(line: bytes) -> bytes:
     return line
 
 
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """JSON allows a key twice and Python keeps the last: the first value would vanish unseen."""
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(key)
-        out[key] = value
-    return out
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number (Postgres and strict JSON readers refuse it); use null or a number")
-
-
-def _field(path: tuple) -> str:
-    """`task_data.errorDialog`, `resolution_record.procedure[2]`: the field as an operator would name
-    it, with unprintable key characters escaped and a very deep path shortened in the middle."""
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-            continue
-        if not part.isprintable() or _SURROGATE.search(part):
-            part = part.encode("unicode_escape").decode("ascii")
-        out += f".{part}" if out else part
-    if len(out) > 120:
-        out = out[:60] + "…" + out[-40:]
-    return out or "incident"
-
-
-def check_values(data: Any, max_depth: int = MAX_DEPTH) -> None:
-    """Every string (keys too) and the nesting of the whole document, without recursion: text the
-    store cannot hold (NUL, unpaired surrogates) and absurd depth fail this incident, named by field,
-    instead of a whole group write far away with a raw database message."""
-    stack: list[tuple[tuple, Any]] = [((), data)]
-    while stack:
-        path, value = stack.pop()
-        if len(path) > max_depth:
-            raise IncidentRejected(f"{_field(path[:max_depth])}: nested deeper than {max_depth} levels; flatten it")
-        if isinstance(value, str):
-            _check_text(path, value)
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                _check_text(path + (key,), key, what="key")
-                stack.append((path + (key,), item))
-        elif isinstance(value, list):
-            stack.extend((path + (i,), item) for i, item in enumerate(value))
-
-
-def _check_text(path: tuple, text: str, what: str = "value") -> None:
-    where = _field(path)
-    if "\x00" in text:
-        raise IncidentRejected(f"{where}: the {what} contains a NUL character (\\u0000) at position "
-                               f"{text.index(chr(0))}, which the store cannot hold; remove it")
-    bad = _SURROGATE.search(text)
-    if bad:
-        raise IncidentRejected(f"{where}: the {what} contains an unpaired surrogate (\\u{ord(bad.group()):04x}) at "
-                               f"position {bad.start()}, which is not text; fix the encoding")
+def check_values(data, max_depth: int = MAX_DEPTH) -> None:
+    """Every string and the nesting of ``data`` (`bamboo.input_files.check_values`), as an incident's error."""
+    try:
+        input_files.check_values(data, max_depth)
+    except InputRejected as exc:
+        raise IncidentRejected(str(exc)) from None
 
 
 def parse_incident(raw: bytes, fallback_id: str) -> Incident:
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise IncidentRejected(
-            f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start}); re-encode the file as UTF-8"
-        ) from None
-    try:
-        data = json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
-    except json.JSONDecodeError as exc:
-        raise IncidentRejected(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-    except _DuplicateKey as exc:
-        raise IncidentRejected(f"the key {str(exc)!r} appears twice in one JSON object (the second would silently "
-                               "replace the first); keep one") from None
-    except RecursionError:
-        raise IncidentRejected(f"JSON nested far deeper than {MAX_DEPTH} levels; flatten it") from None
-    except ValueError as exc:  # NaN / Infinity
-        raise IncidentRejected(f"invalid JSON: {exc}") from None
+        data = input_files.parse_json(raw)
+    except InputRejected as exc:
+        raise IncidentRejected(str(exc)) from None
     if not isinstance(data, dict):
         raise IncidentRejected(f"top level must be a JSON object, found {type(data).__name__}")
-    check_values(data)
     data.setdefault("incident_id", fallback_id)
     email = data.get("email_text")
     if isinstance(email, str) and len(email.encode("utf-8")) > MAX_EMAIL_BYTES:
@@ -270,3 +195,20 @@ def read_incident(source: IncidentSource) -> ReadIncident:
 
 def load_incident(source: IncidentSource) -> Incident:
     return read_incident(source).incident
+
+
+async def read_incident_off_loop(source: IncidentSource) -> ReadIncident:
+    """`read_incident` in the offload thread pool: an 8 MiB incident is about a second of parsing and
+    checking, which on the event loop stopped every heartbeat and model call of the worker."""
+    try:
+        return await in_thread(read_incident, source, budget_s=READ_BUDGET_S, what="reading and checking the file")
+    except BudgetExceeded as exc:
+        raise IncidentRejected(f"{exc}; is it on a filesystem that stopped answering?") from None
+
+
+async def content_hash_off_loop(source: IncidentSource) -> str:
+    """`content_hash` in the offload thread pool (reading and hashing up to 8 MiB)."""
+    try:
+        return await in_thread(content_hash, source, budget_s=READ_BUDGET_S, what="reading the file")
+    except BudgetExceeded as exc:
+        raise IncidentRejected(f"{exc}; is it on a filesystem that stopped answering?") from None

@@ -27,7 +27,7 @@ from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponen
 from bamboo.accumulation.storing import GraphStorer, StoreRefused, StoreRequest
 from bamboo.extraction.base import ExtractionResult, ExtractionStrategy
 from bamboo.extraction.review import review_graph
-from bamboo.ingest import IncidentRejected, read_incident
+from bamboo.ingest import IncidentRejected, read_incident_off_loop
 from bamboo.llm.client import LLMClient
 from bamboo.llm.errors import LLMError
 from bamboo.accumulation.contract import IncidentSource, ItemOutcome, PriorAttempt, ReviewOutcome, StoreInput
@@ -120,7 +120,9 @@ class SliceLearner:
         """What to store for this incident; None when its outcome is already settled (failed, escalated)."""
         async with self._gate:
             try:
-                read = read_incident(source)
+                # Off the loop: parsing a large legal file took seconds, in which no heartbeat and no
+                # model call of any slice on this worker went out.
+                read = await read_incident_off_loop(source)
             except IncidentRejected as exc:
                 self._record(ItemOutcome(index=index, status="failed", reason=f"{source.label()}: {exc}"[:500],
                                          source=source))
@@ -133,9 +135,14 @@ class SliceLearner:
             incident = read.incident
             try:
                 extracted, review = await self._understand(incident)
-            except Exception as exc:  # the full workflow retries each step and fails with the real reason
+            except LLMError as exc:  # the full workflow retries each step and fails with the real reason
                 self._record(ItemOutcome(index=index, status="escalated", reason=f"{type(exc).__name__}: {exc}"[:300],
                                          source=source))
+                return None
+            except Exception as exc:  # not the model: the incident's content, which no retry changes
+                log.exception("could not learn %s", source.label())
+                self._record(ItemOutcome(index=index, status="failed", source=source,
+                                         reason=f"{source.label()}: could not be learned ({type(exc).__name__}: {exc})"[:500]))
                 return None
             why = _escalation_reason(review)
             if why:

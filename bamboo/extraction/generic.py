@@ -13,7 +13,7 @@ from bamboo.extraction.panda.routing import TaskClues
 from bamboo.extraction.panda.strategy import PandaExtractionStrategy
 from bamboo.llm.client import LLMClient
 from bamboo.models.graph import GraphNode
-from bamboo.models.incident import Incident
+from bamboo.models.incident import Incident, status_problem
 
 ERROR_KEYS = ("errorDialog", "error", "last_error", "error_message", "failure_reason")
 
@@ -29,7 +29,7 @@ def _generic_clues(task: dict[str, Any]) -> TaskClues:
                                             props={"raw_description": text[:2000]}))
             break
     status = task.get("status")
-    if isinstance(status, str) and status.strip():
+    if isinstance(status, str) and status.strip() and status_problem(status) is None:
         clues.symptoms.append(GraphNode(kind="Symptom", name=f"TaskStatus{re.sub(r'[^A-Za-z0-9]', '', status.title())}"))
     for key, value in sorted(task.items()):
         if key in ERROR_KEYS or key == "status" or isinstance(value, (dict, list)) or value in (None, ""):

@@ -33,13 +33,15 @@ EDGE_SHAPES: frozenset[tuple[str, str, str]] = frozenset(
 )
 
 MAX_DESCRIPTION = 2000
+# The store's unique key is (kind, name): a name is a label, never a document.
+MAX_NAME = 300
 
 
 class NodeRef(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     kind: NodeKind
-    name: str = Field(min_length=1, max_length=300)
+    name: str = Field(min_length=1, max_length=MAX_NAME)
 
     def key(self) -> tuple[str, str]:
         return (self.kind, self.name)
@@ -47,7 +49,7 @@ class NodeRef(BaseModel):
 
 class GraphNode(BaseModel):
     kind: NodeKind
-    name: str = Field(min_length=1, max_length=300)
+    name: str = Field(min_length=1, max_length=MAX_NAME)
     description: str = Field(default="", max_length=MAX_DESCRIPTION)
     props: dict[str, Any] = Field(default_factory=dict)
 

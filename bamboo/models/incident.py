@@ -7,6 +7,7 @@ for Cause / Resolution / Procedure, so a knowledge base can be built without a c
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -28,6 +29,41 @@ def task_id_problem(value: Any) -> str | None:
         return f"must be an integer, got {value!r}"[:120]
     if not 1 <= value <= MAX_TASK_ID:
         return f"{value} is out of range: task ids run from 1 to {MAX_TASK_ID} (64-bit)"[:160]
+    return None
+
+
+# A task status names the incident's graph (`panda:<id>:<status>`), the analysis workflow
+# (`analyze:<id>:<status>`; Temporal refuses ids over 1000 characters) and a clue node
+# (`TaskStatus<Status>`; the store's names stop at 300). PanDA's statuses are single words (broken,
+# exhausted, toretry): one bound here keeps every one of those within its limit, wherever a task enters.
+MAX_STATUS_CHARS = 64
+STATUS_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_\-]*")
+
+
+def status_problem(value: Any) -> str | None:
+    """Why `value` cannot be a task status, or None when it can (None and "" are "no status")."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        return f"must be a string, got {type(value).__name__}"
+    if len(value) > MAX_STATUS_CHARS:
+        return (f"is {len(value)} characters long, over the {MAX_STATUS_CHARS}-character limit for a task status "
+                "(PanDA's are single words such as broken or exhausted)")
+    if not STATUS_PATTERN.fullmatch(value):
+        return (f"{value!r} is not a task status: letters, digits, '_' and '-' only, starting with a letter "
+                "(PanDA's are single words such as broken or exhausted)")
+    return None
+
+
+def task_problem(task: dict[str, Any]) -> str | None:
+    """The one check of a task's identifying fields wherever a task enters (an incident, `bamboo analyze`,
+    the bot, the console): `field problem`, or None when the task can be named and routed."""
+    problem = task_id_problem(task.get("jediTaskID"))
+    if problem:
+        return f"jediTaskID {problem}"
+    problem = status_problem(task.get("status"))
+    if problem:
+        return f"status {problem}"
     return None
 
 
@@ -59,14 +95,11 @@ class Incident(BaseModel):
     @field_validator("task_data")
     @classmethod
     def _task_fields_are_usable(cls, v: dict[str, Any]) -> dict[str, Any]:
-        """The task id and status name the incident's graph (`panda:<id>:<status>`) and its search
-        attribute, so they must be what PanDA would send."""
-        problem = task_id_problem(v.get("jediTaskID"))
+        """The task id and status name the incident's graph (`panda:<id>:<status>`), its search
+        attribute and its status clue, so they must be what PanDA would send (`task_problem`)."""
+        problem = task_problem(v)
         if problem:
-            raise ValueError(f"task_data.jediTaskID {problem}")
-        status = v.get("status")
-        if status is not None and not isinstance(status, str):
-            raise ValueError(f"task_data.status must be a string, got {type(status).__name__}")
+            raise ValueError(f"task_data.{problem}")
         return v
 
     @model_validator(mode="after")

@@ -102,3 +102,53 @@ async def test_a_bad_line_in_the_middle_of_a_jsonl_fails_alone(client, running_w
     assert (result.done, result.failed) == (2, 2), reasons
     assert "nothing to learn from" in reasons["batch.jsonl:2"] and "batch.jsonl:2" in reasons["batch.jsonl:2"]
     assert "invalid JSON" in reasons["batch.jsonl:3"]
+
+
+async def test_a_status_no_node_can_hold_fails_its_item_instead_of_hanging_the_batch(client, running_worker, services,
+                                                                                     llm_server, tmp_path):
+    """Issue 28, finding 3: routing built `TaskStatus<status>` over the store's 300-character names; the
+    pydantic error was no rejection, so the escalated incident's load was retried for an hour and the
+    batch never finished. The status is bounded where the incident enters, so it fails alone, at once."""
+    good = sorted(EXAMPLES.glob("*.json"))[:2]
+    for f in good:
+        shutil.copy(f, tmp_path / f.name)
+    base = json.loads(good[0].read_text())
+    (tmp_path / "x_long_status.json").write_text(json.dumps(_incident(base, "long-status", jediTaskID=4242,
+                                                                      status="Broken" * 60)))
+    (tmp_path / "x_piped_status.json").write_text(json.dumps(_incident(base, "piped", jediTaskID=4243,
+                                                                       status="running|failed")))
+    result: PopulateResult = await asyncio.wait_for(populate(client, tmp_path), 90)
+    reasons = {f.source.rsplit("/", 1)[-1]: f.reason for f in result.failures}
+    assert (result.done, result.failed, result.escalated) == (2, 2, 0), reasons
+    assert "task_data.status is 360 characters long, over the 64-character limit" in reasons["x_long_status.json"]
+    assert "'running|failed' is not a task status" in reasons["x_piped_status.json"]
+
+
+async def test_what_is_not_a_file_of_the_batch_fails_its_item_with_the_reason(client, running_worker, services,
+                                                                               llm_server, tmp_path):
+    """Issue 28, finding 8: a FIFO or a directory named *.json vanished from the batch with no item and no
+    error, and a symbolic link out of the batch directory was followed (as root, to /etc/shadow)."""
+    import os
+
+    batch = tmp_path / "batch"
+    batch.mkdir()
+    good = sorted(EXAMPLES.glob("*.json"))[:2]
+    for f in good:
+        shutil.copy(f, batch / f.name)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    base = json.loads(good[0].read_text())
+    (outside / "valid.json").write_text(json.dumps(_incident(base, "outside", jediTaskID=777, status="broken")))
+    os.mkfifo(batch / "x_fifo.json")
+    (batch / "x_dir.json").mkdir()
+    (batch / "x_link_out.json").symlink_to(outside / "valid.json")
+    (batch / "x_link_etc.json").symlink_to("/etc/passwd")
+
+    result: PopulateResult = await asyncio.wait_for(populate(client, batch), 90)
+    reasons = {f.source.rsplit("/", 1)[-1]: f.reason for f in result.failures}
+    assert (result.total, result.done, result.failed) == (6, 2, 4), reasons
+    assert "is a FIFO" in reasons["x_fifo.json"]
+    assert "is a directory" in reasons["x_dir.json"]
+    for link in ("x_link_out.json", "x_link_etc.json"):
+        assert "symbolic link to a file outside its directory" in reasons[link], reasons[link]
+    assert (await services.store.knowledge.row_counts())["graphs"] == 2

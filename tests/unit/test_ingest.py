@@ -34,13 +34,18 @@ def test_jsonl_line_gone_after_listing_fails_its_item(tmp_path):
         load_incident(sources[1])
 
 
-def test_directory_listing_is_sorted_absolute_and_skips_non_files(tmp_path):
+def test_directory_listing_is_sorted_absolute_and_lists_every_json_entry(tmp_path):
+    """A directory or a FIFO named *.json is an item (which fails with its reason when read), not a
+    file that silently drops out of the batch."""
+    import os
+
     (tmp_path / "b.json").write_text("{}")
     (tmp_path / "a.json").write_text("{}")
     (tmp_path / "c.json").mkdir()
+    os.mkfifo(tmp_path / "d.json")
     (tmp_path / "notes.txt").write_text("x")
     sources = list_sources(tmp_path)
-    assert [s.path for s in sources] == [str((tmp_path / n).resolve()) for n in ("a.json", "b.json")]
+    assert [s.path for s in sources] == [str((tmp_path / n).resolve()) for n in ("a.json", "b.json", "c.json", "d.json")]
 
 
 def test_listing_errors_say_what_to_pass(tmp_path):
@@ -135,3 +140,81 @@ def test_a_fifo_is_refused_without_blocking(tmp_path):
         load_incident(IncidentSource(path=str(lone)))
     with pytest.raises(IncidentRejected, match="is a FIFO"):
         load_incident(IncidentSource(path=str(fifo), line=1, offset=0))
+
+
+GOOD = json.dumps({"incident_id": "good", "email_text": "resolved", "task_data": {"jediTaskID": 7, "status": "done"}})
+
+
+def test_what_is_not_a_regular_file_in_the_batch_fails_with_its_kind(tmp_path):
+    """Issue 28, finding 8: each of these was skipped unseen (FIFO, directory) or followed (a link out of
+    the batch: the worker, as root, read /etc/shadow through one). Nothing here is ever opened."""
+    import os
+
+    batch = tmp_path / "batch"
+    batch.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "secret.json").write_text(GOOD)
+    (batch / "dir.json").mkdir()
+    os.mkfifo(batch / "fifo.json")
+    (batch / "out.json").symlink_to(elsewhere / "secret.json")
+    (batch / "up.json").symlink_to("../elsewhere/secret.json")
+    (batch / "dev.json").symlink_to("/dev/zero")
+    (batch / "loop.json").symlink_to("loop.json")
+    expected = {
+        "dir.json": "is a directory", "fifo.json": "is a FIFO", "out.json": "symbolic link to a file outside",
+        "up.json": "symbolic link to a file outside", "dev.json": "symbolic link to a file outside",
+        "loop.json": "loops back on itself",
+    }
+    sources = {s.path.rsplit("/", 1)[-1]: s for s in list_sources(batch)}
+    assert set(sources) == set(expected)
+    for name, reason in expected.items():
+        with pytest.raises(IncidentRejected, match=reason):
+            load_incident(sources[name])
+
+
+def test_a_device_in_the_batch_is_refused_unopened(tmp_path):
+    import os
+    import stat
+
+    try:
+        os.mknod(tmp_path / "dev.json", stat.S_IFCHR | 0o600, os.makedev(1, 5))  # /dev/zero's numbers
+    except PermissionError:
+        pytest.skip("creating a device node needs CAP_MKNOD")
+    with pytest.raises(IncidentRejected, match="is a character device"):
+        load_incident(list_sources(tmp_path)[0])
+
+
+def test_a_link_within_the_batch_directory_is_followed(tmp_path):
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "real.data").write_text(GOOD)
+    (tmp_path / "linked.json").symlink_to("kept/real.data")
+    [source] = list_sources(tmp_path)
+    assert load_incident(source).incident_id == "good"
+
+
+@pytest.mark.parametrize("status,reason", [
+    ("x" * 400, "task_data.status is 400 characters long, over the 64-character limit"),
+    ("broken | exhausted", "task_data.status 'broken | exhausted' is not a task status"),
+    ("9lives", "is not a task status"),
+])
+def test_a_status_is_bounded_where_the_incident_enters(tmp_path, status, reason):
+    """Issue 28, finding 3: a status of a few hundred characters became a clue node over the store's
+    300-character names, refused far away, and retried for an hour."""
+    f = tmp_path / "i.json"
+    f.write_text(json.dumps({"incident_id": "s", "email_text": "e", "task_data": {"jediTaskID": 7, "status": status}}))
+    with pytest.raises(IncidentRejected) as caught:
+        load_incident(IncidentSource(path=str(f)))
+    assert reason in str(caught.value)
+
+
+def test_routing_never_builds_a_node_the_graph_model_refuses():
+    from bamboo.extraction.panda.routing import route_task_data
+
+    clues = route_task_data({"status": "y" * 5000, "site": "s" * 5000, "ramCount": "r" * 5000,
+                             "task_creation_arguments": "t" * 5000 + " --x"}, b"k")
+    names = [n.name for n in clues.symptoms + clues.features + clues.context_features + clues.components]
+    assert names and all(len(n) <= 300 for n in names)
+    assert not any(n.startswith("TaskStatus") for n in names)
+    assert any(s.startswith("status: is 5000 characters long") for s in clues.skipped)
+    assert all(len(s) < 400 for s in clues.skipped)

@@ -16,7 +16,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from bamboo.extraction.panda.error_classes import classify_error_dialog
-from bamboo.models.graph import GraphNode
+from bamboo.models.graph import MAX_NAME, GraphNode
+from bamboo.models.incident import status_problem
 
 # The version of the clues this routing names. It is part of every incident's fingerprint
 # (bamboo.ingest), so graphs learned under another version are learned again by the next populate
@@ -133,9 +134,19 @@ def failed_share_bucket(jobs: Any, failed: Any) -> str | None:
     return "few" if share < 0.1 else "some" if share < 0.5 else "most"
 
 
+# What a clue keeps of a task's raw value (props, skipped-field notes): a field may hold megabytes, and
+# every clue travels in prompts, workflow histories and the store.
+MAX_RAW_CHARS = 300
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= MAX_RAW_CHARS else text[: MAX_RAW_CHARS - 1] + "…"
+
+
 def _feature(attribute: str, value: Any, **props: Any) -> GraphNode:
-    text = str(value).strip()
-    return GraphNode(kind="Task_Feature", name=f"{attribute}={text}"[:300],
+    text = _short(str(value).strip())
+    return GraphNode(kind="Task_Feature", name=f"{attribute}={text}"[:MAX_NAME],
                      props={"attribute": attribute, "value": text, **props})
 
 
@@ -153,7 +164,12 @@ def route_task_data(task: dict[str, Any], pseudonym_key: bytes) -> TaskClues:
     if isinstance(dialog, str) and dialog.strip() and klass.pilot_error_code is not None:
         codes.append(str(klass.pilot_error_code))
     status = task.get("status")
-    if isinstance(status, str) and status.strip():
+    # Incidents and tasks are checked where they enter (`task_problem`); a status that was not is
+    # reported, never built into a node the graph model refuses.
+    status_refused = status_problem(status)
+    if status_refused:
+        clues.skipped.append(f"status: {_short(status_refused)}")
+    elif isinstance(status, str) and status.strip():
         clean = re.sub(r"[^A-Za-z0-9]", "", status.strip().title())
         clues.symptoms.append(GraphNode(kind="Symptom", name=f"TaskStatus{clean}", description=f"task status {status}"))
 
@@ -168,12 +184,14 @@ def route_task_data(task: dict[str, Any], pseudonym_key: bytes) -> TaskClues:
             continue
         bucket = bucket_continuous(key, task[key])
         if bucket is None:
-            clues.skipped.append(f"{key}: not a non-negative number ({task[key]!r})")
+            clues.skipped.append(f"{key}: not a non-negative number ({_short(task[key])})")
             continue
-        clues.features.append(_feature(key, bucket, concept="continuous", raw=task[key]))
+        raw = task[key] if isinstance(task[key], (int, float)) else _short(task[key])
+        clues.features.append(_feature(key, bucket, concept="continuous", raw=raw))
     retry = retry_bucket(task["retryID"]) if task.get("retryID") not in (None, "") else None
     if retry is not None:
-        clues.features.append(_feature("retryID", retry, concept="count", raw=task["retryID"]))
+        raw = task["retryID"] if isinstance(task["retryID"], int) else _short(task["retryID"])
+        clues.features.append(_feature("retryID", retry, concept="count", raw=raw))
     share = failed_share_bucket(task.get("nJobs"), task.get("nJobsFailed"))
     if share is not None:
         clues.features.append(_feature("failedJobs", share, concept="count"))
@@ -209,6 +227,6 @@ def route_task_data(task: dict[str, Any], pseudonym_key: bytes) -> TaskClues:
             clues.prose[key] = value.strip()[:1000]
     args = task.get("task_creation_arguments")
     if isinstance(args, str) and args.strip():
-        tool = args.split()[0]
+        tool = args.split()[0][:MAX_NAME]
         clues.components.append(GraphNode(kind="Component", name=tool, props={"system": "submission_tool"}))
     return clues
