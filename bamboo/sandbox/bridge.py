@@ -5,10 +5,11 @@ frame budget (every call frame counts, denied and replayed ones included; the fi
 the run), the call id (strictly increasing, so a replayed frame is refused), the deadline, the tool name
 resolved *now* against the run's allow-set (human-input tools are never bridged, whatever the allow-set
 says; state-changing ones are refused when the sandbox is degraded), arguments that are valid Unicode,
-not absurdly nested and valid against the tool's JSON schema, dispatch with a per-call timeout, secrets
-scrubbed from the result, size cap. Every frame, allowed, denied or undecodable, is appended to the
-audit log, with anything the child sent quoted so that the row itself can always be stored. A script
-only ever sees a short error for a denial; the reason in full goes to the operator's audit row.
+not absurdly nested and valid against the tool's JSON schema, dispatch with a per-call timeout, the result
+made plain JSON and then scrubbed of secrets (``bamboo.sandbox.results``, in a worker thread), size cap.
+Every frame, allowed, denied or undecodable, is appended to the audit log, with anything the child sent
+quoted so that the row itself can always be stored. A script only ever sees a short error for a denial;
+the reason in full goes to the operator's audit row.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from bamboo.sandbox.protocol import PREVIEW_CHARS, safe_text, value_problem
 from bamboo.tools.arguments import ArgumentError, UnusableSchema, validate_arguments
 from bamboo.tools.model import ToolCaller, ToolSpec
 from bamboo.metrics import METRICS
-from policy.scrub import scrub_text, scrub_value
+from bamboo.sandbox.results import prepare
+from policy.scrub import ScrubResult, scrub_text, scrub_value
 
 _tracer = trace.get_tracer("bamboo.sandbox")
 TOKEN_BYTES = 32  # 256 bits
@@ -313,27 +315,32 @@ class ToolBridge:
         except Exception as exc:
             return _failed(f"tool {tool!r} failed: {type(exc).__name__}", f"exception: {exc}")
         if not result.ok:
-            scrubbed, hits = scrub_value(result.error or "tool reported an error")
-            reply = {"type": "result", "ok": False, "error": f"{tool}: {scrubbed}"}
-            return _Decision("error", reply, "tool_error", redactions=hits)
-        problem = value_problem(result.data)
-        if problem is not None:
-            return _failed(f"tool {tool!r} returned data the sandbox cannot carry: {problem}", "unserialisable_result")
-        data, hits = scrub_value(result.data)
-        try:
-            size = len(json.dumps(data, allow_nan=False, default=str).encode("utf-8"))
-        except ValueError as exc:
-            return _failed(f"tool {tool!r} returned data that is not JSON: {exc}", "unserialisable_result")
-        if size > self.limits.max_result_bytes:
+            error = await asyncio.to_thread(_scrubbed_error, result.error)
+            reply = {"type": "result", "ok": False, "error": f"{tool}: {error.text}"}
+            return _Decision("error", reply, "tool_error", redactions=len(error.findings))
+        # Plain JSON first, then the scrubber (results.py says why); sized by the result, so off the loop.
+        prepared = await asyncio.to_thread(prepare, result.data, self.limits.max_result_bytes)
+        if prepared.problem is not None:
+            return _failed(f"tool {tool!r} returned data the sandbox cannot carry: {prepared.problem}",
+                           "unserialisable_result")
+        if prepared.too_large:
             return _Decision(
                 "error",
-                {"type": "result", "ok": False, "error": f"result of {tool!r} is {size} bytes, over the {self.limits.max_result_bytes}-byte cap"},
+                {"type": "result", "ok": False, "error": f"result of {tool!r} is {'over ' if prepared.at_least else ''}"
+                                                         f"{prepared.size} bytes, over the {self.limits.max_result_bytes}-byte cap"},
                 "result_too_large",
-                size=size,
-                redactions=hits,
+                size=prepared.size,
+                redactions=prepared.redactions,
             )
+        data = prepared.data
         reply = {"type": "result", "ok": True, "data": data, "no_data": result.no_data}
-        return _Decision("allowed", reply, None, size, hits, result_shape(data))
+        return _Decision("allowed", reply, None, prepared.size, prepared.redactions, result_shape(data))
+
+
+def _scrubbed_error(error: Any) -> ScrubResult:
+    """A tool's error message as text, scrubbed (it may quote the tool's input or its credentials)."""
+    text = error if isinstance(error, str) and error else "tool reported an error"
+    return scrub_text(safe_text(text))
 
 
 def _denied(call_id: Any, message: str, reason: str) -> _Decision:
