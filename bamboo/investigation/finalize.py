@@ -3,7 +3,11 @@
 - Cause and Resolution are canonicalised against existing nodes (a cause typed as a synonym of a stored
   one lands on the stored node), unlike upstream, which stored the operator's words verbatim.
 - Procedures are named by their signature only (``proc__<tools>``), so the same step from any session
-  merges on one node and one ``procedures`` row; they are never renamed by similarity.
+  merges on one node and one ``procedures`` row; they are never renamed by similarity. Each capture adds its
+  provenance (the session as the incident, the operator's request and the model's signals as triggers, the
+  cause, the task's clues, who approved it) to that row: equivalent code keeps the stored body and grows its
+  frequency, different code becomes a new version (``ProcedureRepository.capture``). A run that reused a
+  stored procedure is captured as that procedure's body, so reuse grows it too.
 - ``Cause -investigated_by-> Procedure`` edges carry their provenance (trigger signals, result summary,
   execution time, session) in the edge's params, which the store keeps per graph.
 - An abandoned (or expired) session has no cause; its procedures are still stored, as ``tentative``
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 from bamboo.embeddings.base import Embedder
 from bamboo.investigation.procedures import ProcedureRepository
+from bamboo.investigation.provenance import Capture
 from bamboo.models.graph import GraphEdge, GraphNode, GraphWrite, KnowledgeGraph, NodeRef
 from bamboo.investigation.contract import CapturedRun, FinalizeInput, FinalizeResult
 from bamboo.store.canonical import canonical_targets, canonicalise_graph
@@ -49,12 +54,6 @@ class Finalizer:
         resolved = inp.outcome == "resolved" and inp.cause and inp.resolution
         status = "approved" if resolved else "tentative"
         runs = procedure_runs(inp.captured)
-        stored: dict[str, str] = {}
-        for name, run in sorted(runs.items()):
-            stored[name] = await self.procedures.save(name, run.code, status, {
-                "session": inp.session_id, "summary": run.summary, "approved_by": run.approved_by,
-                "trigger_signals": run.trigger_signals,
-            })
 
         graph = KnowledgeGraph()
         renamed: dict[str, str] = {}
@@ -77,6 +76,16 @@ class Finalizer:
                                          params={"session": inp.session_id}))
         else:
             embeddings = {}
+
+        stored: dict[str, str] = {}
+        for name, run in sorted(runs.items()):
+            captured = await self.procedures.capture(name, run.code, status, Capture(
+                incident=session_graph_id(inp.session_id), source="session", summary=run.summary,
+                triggers=tuple(t for t in (run.request, *run.trigger_signals) if t),
+                causes=(cause_ref.name,) if cause_ref else (), clues=tuple(inp.clues),
+                reviewed_by=(run.approved_by,), ran_at=run.executed_at, run_status="ok",
+            ))
+            stored[name] = captured.status
 
         for name, run in sorted(runs.items()):
             ref = graph.add_node(GraphNode(

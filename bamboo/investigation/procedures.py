@@ -5,6 +5,11 @@ sessions, phrasings or causes lands on one row. ``status`` is ``approved`` (code
 ran in a resolved session) or ``tentative`` (kept from an abandoned or expired session: knowledge, not yet
 trusted, never exposed as a tool). An approved row is never downgraded by a later tentative capture.
 
+Captures are de-duplicated by signature: code equivalent to the stored body (same syntax tree,
+``policy.code_identity.logic_hash``) keeps the stored text, the one people reviewed, and only adds to the
+row's provenance (``bamboo.investigation.provenance``: frequency, incidents, triggers); different code becomes
+the current version, the old one stays in ``procedure_versions``, and the provenance says which it replaced.
+
 A grant is the triple (granted_by, granted_at, code_hash); the policy decides whether it still applies by
 comparing that hash with the hash of the current code, so rewriting a procedure silently voids its grant.
 """
@@ -13,11 +18,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 from psycopg_pool import AsyncConnectionPool
 
-from policy.code_identity import code_hash
+from bamboo.investigation.provenance import Capture, ProcedureProvenance
+from policy.code_identity import code_hash, logic_hash
 from policy.grants import ProcedureGrant
 
 ProcedureStatus = Literal["approved", "tentative"]
@@ -30,6 +37,23 @@ class StoredProcedure:
     code_hash: str
     status: ProcedureStatus
     meta: dict[str, Any]
+
+    @property
+    def provenance(self) -> ProcedureProvenance:
+        return ProcedureProvenance.of(self.meta)
+
+
+CaptureOutcome = Literal["new", "same", "new_version", "kept"]
+
+
+@dataclass(frozen=True)
+class Captured:
+    """What a capture did: the row's status now, and whether the code was new, equivalent to the stored body
+    (``same``), a new version replacing it, or a tentative version kept beside an approved body (``kept``)."""
+
+    status: ProcedureStatus
+    outcome: CaptureOutcome
+    code_hash: str
 
 
 class ProcedureRepository:
@@ -53,30 +77,65 @@ class ProcedureRepository:
             return None
         return StoredProcedure(name=row[0], code=row[1], code_hash=row[2], status=row[3], meta=row[4] or {})
 
-    async def save(self, name: str, code: str, status: ProcedureStatus, meta: dict[str, Any]) -> ProcedureStatus:
-        """Insert or update; an approved row stays approved. Returns the status the row now has.
-
-        Approving new code for an existing name replaces the code (and so voids any grant bound to the
-        old code's hash); a tentative capture never replaces approved code.
-        """
+    async def approved(self) -> list[StoredProcedure]:
+        """Every approved procedure with its provenance, one per signature (what the reuse step matches)."""
         async with self._pool.connection() as conn:
+            rows = await (await conn.execute(
+                "SELECT signature, code, code_hash, status, meta FROM procedures WHERE status = 'approved' "
+                "ORDER BY signature")).fetchall()
+        return [StoredProcedure(name=r[0], code=r[1], code_hash=r[2], status=r[3], meta=r[4] or {}) for r in rows]
+
+    async def save(self, name: str, code: str, status: ProcedureStatus,
+                   meta: dict[str, Any] | None = None) -> ProcedureStatus:
+        """``capture`` with the provenance ``meta`` describes (no incident: nothing is counted)."""
+        return (await self.capture(name, code, status, Capture.model_validate(meta or {}))).status
+
+    async def capture(self, name: str, code: str, status: ProcedureStatus, capture: Capture) -> Captured:
+        """Store one capture of a procedure, de-duplicated by signature (module docstring).
+
+        Approving different code for an existing name replaces the current body (and so voids any grant bound
+        to the old body's hash: grants are bound to code hashes); a tentative capture never replaces approved
+        code. Serialised per signature, so concurrent finalizes count every incident once.
+        """
+        hash_ = code_hash(code)
+        async with self._pool.connection() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext('procedure:' || %s))", (name,))
             # Every version is kept, so a review can show what changed since a grant was given.
             await conn.execute(
                 "INSERT INTO procedure_versions (code_hash, signature, code) VALUES (%s, %s, %s) "
-                "ON CONFLICT (code_hash) DO NOTHING", (code_hash(code), name, code))
+                "ON CONFLICT (code_hash) DO NOTHING", (hash_, name, code))
             row = await (await conn.execute(
-                "INSERT INTO procedures (signature, code, code_hash, status, meta) VALUES (%s, %s, %s, %s, %s) "
-                "ON CONFLICT (signature) DO UPDATE SET "
-                "code = CASE WHEN procedures.status = 'approved' AND EXCLUDED.status = 'tentative' "
-                "            THEN procedures.code ELSE EXCLUDED.code END, "
-                "code_hash = CASE WHEN procedures.status = 'approved' AND EXCLUDED.status = 'tentative' "
-                "            THEN procedures.code_hash ELSE EXCLUDED.code_hash END, "
-                "status = CASE WHEN procedures.status = 'approved' THEN 'approved' ELSE EXCLUDED.status END, "
-                "meta = procedures.meta || EXCLUDED.meta "
-                "RETURNING status",
-                (name, code, code_hash(code), status, json.dumps(meta, default=str)),
-            )).fetchone()
-        return row[0]
+                "SELECT code, code_hash, status, meta FROM procedures WHERE signature = %s", (name,))).fetchone()
+            if row is None:
+                record = ProcedureProvenance().merged(capture)
+                await conn.execute(
+                    "INSERT INTO procedures (signature, code, code_hash, status, meta) VALUES (%s, %s, %s, %s, %s)",
+                    (name, code, hash_, status, json.dumps(record.meta())))
+                return Captured(status=status, outcome="new", code_hash=hash_)
+            old_code, old_hash, old_status, meta = row
+            record = ProcedureProvenance.of(meta)
+            if logic_hash(old_code) == logic_hash(code):
+                outcome: CaptureOutcome = "same"
+                kept_code, kept_hash = old_code, old_hash
+                record = record.merged(capture)
+            elif old_status == "approved" and status == "tentative":
+                outcome, kept_code, kept_hash = "kept", old_code, old_hash
+            else:
+                outcome, kept_code, kept_hash = "new_version", code, hash_
+                record = record.merged(capture).replaced(old_hash)
+            new_status: ProcedureStatus = "approved" if "approved" in (old_status, status) else "tentative"
+            await conn.execute(
+                "UPDATE procedures SET code = %s, code_hash = %s, status = %s, meta = %s WHERE signature = %s",
+                (kept_code, kept_hash, new_status, json.dumps({**(meta or {}), **record.meta()}), name))
+        return Captured(status=new_status, outcome=outcome, code_hash=kept_hash)
+
+    async def record_run(self, name: str, code_hash_: str, at: datetime, status: str) -> bool:
+        """Note a run of the procedure's current body (a reused turn); False when the body changed since."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                "UPDATE procedures SET meta = meta || %s::jsonb WHERE signature = %s AND code_hash = %s",
+                (json.dumps({"last_run_at": at.isoformat(), "last_run_status": status}), name, code_hash_))
+            return cur.rowcount > 0
 
     async def versions(self, hashes: list[str]) -> dict[str, str]:
         """The code each of ``hashes`` was computed from (hashes never stored are left out)."""
