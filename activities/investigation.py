@@ -18,10 +18,12 @@ from bamboo.contract import implements
 from bamboo.investigation import contract
 from bamboo.investigation.contract import (
     AuditBatch, CodegenInput, CodegenResult, FinalizeInput, FinalizeResult, GrantInput, IntentInput,
-    IntentResult, PolicyContext, PolicyContextInput, RevokeGrantsInput, SummaryInput, SummaryResult,
+    IntentResult, PolicyContext, PolicyContextInput, ProcedureRun, ReuseCandidates, ReuseQuery, RevokeGrantsInput,
+    SummaryInput, SummaryResult,
 )
 from bamboo.investigation.finalize import Finalizer
 from bamboo.investigation.procedure_tools import ProcedureToolCaller, exposed_procedures, policy_catalog
+from bamboo.investigation.reuse import ProcedureMatcher
 from bamboo.investigation.turns import TurnModel
 from bamboo.llm.metering import SpendMeter
 from bamboo.sandbox import contract as sandbox
@@ -36,7 +38,7 @@ class InvestigationActivities:
 
     def __init__(self, *, tools: ProcedureToolCaller, selector: ToolSelector, model: TurnModel, finalizer: Finalizer,
                  registry: ApproverRegistry, audit_log: AuditSink, approval_rules: ApprovalRules,
-                 allow_mutating_autorun: bool, meter: SpendMeter) -> None:
+                 allow_mutating_autorun: bool, meter: SpendMeter, matcher: ProcedureMatcher) -> None:
         self.tools = tools
         self.repository = tools.repository
         self.selector = selector
@@ -47,6 +49,7 @@ class InvestigationActivities:
         self.approval_rules = approval_rules
         self.allow_mutating_autorun = allow_mutating_autorun
         self.meter = meter
+        self.matcher = matcher
 
     async def _llm(self, work):
         """A model step: its failures as Temporal errors, its token usage priced into the result's ``spend``."""
@@ -85,6 +88,17 @@ class InvestigationActivities:
             exposed_procedures=exposed_procedures(raw, code, self.allow_mutating_autorun),
             policy=await self.registry.policy(self.approval_rules),
         )
+
+    @implements(contract.reuse_candidates)
+    async def reuse_candidates(self, inp: ReuseQuery) -> ReuseCandidates:
+        """What the reuse step chooses from; the choice is the workflow's (``policy.reuse``)."""
+        await self.tools.refresh()
+        with as_activity_error():  # an embedder failure is reported like a model's
+            return await self.matcher.candidates(inp)
+
+    @implements(contract.procedure_ran)
+    async def procedure_ran(self, inp: ProcedureRun) -> bool:
+        return await self.repository.record_run(inp.procedure, inp.code_hash, inp.at, inp.status)
 
     @implements(contract.audit)
     async def audit(self, batch: AuditBatch) -> int:

@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bamboo.models.spend import Budget, ModelPrice, PriceTable
 from policy.approvers import ApprovalRules
+from policy.reuse import ReuseSettings
 from policy.secret_names import is_secret_name
 
 
@@ -142,6 +143,11 @@ class Settings(BaseSettings):
                                   "the root of the approver registry; empty = <data_dir>/admin-keys on the embedded "
                                   "stack (the demo's), none otherwise (docs/trust-model.md)")
     investigation_idle_timeout_s: int = 7 * 24 * 3600
+    reuse_match_threshold: float = Field(
+        default=0.6, ge=0.0, le=1.0, description="Least similarity of a request to a stored read-only procedure's "
+                                                 "triggers for a turn to propose it instead of generating code")
+    reuse_state_changing_threshold: float = Field(
+        default=0.8, ge=0.0, le=1.0, description="The same for a stored procedure that changes state (stricter)")
 
     # --- observability ----------------------------------------------------------------------
     otel_exporter: Literal["none", "console", "otlp"] = Field(
@@ -187,6 +193,11 @@ class Settings(BaseSettings):
             require_signatures=self.require_signatures, require_distinct_approver=self.require_distinct_approver,
             allow_mutating_autorun=self.allow_mutating_autorun, max_signature_ttl_s=self.max_signature_ttl_s,
         )
+
+    def reuse_settings(self) -> ReuseSettings:
+        """How near a request must be to a stored procedure for a turn to reuse it (docs/trust-model.md)."""
+        return ReuseSettings(threshold=self.reuse_match_threshold,
+                             state_changing_threshold=self.reuse_state_changing_threshold)
 
     def masked(self) -> dict[str, Any]:
         """The effective configuration with every secret replaced, safe to print or log."""

@@ -24,6 +24,7 @@ from bamboo.executors.tool_caller import RemoteCommandTools
 from bamboo.investigation.finalize import Finalizer
 from bamboo.investigation.procedure_tools import ProcedureToolCaller
 from bamboo.investigation.procedures import ProcedureRepository
+from bamboo.investigation.reuse import ProcedureMatcher
 from bamboo.investigation.turns import TurnModel
 from bamboo.llm.metering import SpendMeter
 from bamboo.mcp.config import load_servers_config
@@ -150,11 +151,14 @@ def investigation_activities(services: Services, client: Client | None = None) -
         registry=ApproverRegistry(store.pool, store.audit, trust_root(settings)), audit_log=store.audit,
         approval_rules=settings.approval_rules(), allow_mutating_autorun=settings.allow_mutating_autorun,
         meter=spend_meter(settings),
+        matcher=ProcedureMatcher(tools.repository, services.embedder, tools,
+                                 settings.pseudonym_key.get_secret_value().encode(), settings.reuse_settings()),
     )
     sandbox = [] if runner is None else [
         ProcedureSandboxActivities(runner=runner, tools=tools, audit=store.audit, blobs=store.blobs).execute_code]
     return InvestigationWiring(
         llm=[acts.intent, acts.codegen, acts.summary],
-        store=[acts.policy_context, acts.audit, acts.grant, acts.revoke_grants, acts.finalize],
+        store=[acts.policy_context, acts.audit, acts.grant, acts.revoke_grants, acts.finalize,
+               acts.reuse_candidates, acts.procedure_ran],
         sandbox=sandbox, tools=tools,
     )

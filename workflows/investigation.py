@@ -15,6 +15,12 @@ non-retryable error. A decision names the turn and full code hash it answers and
 (``policy.decisions.validate_decision``); every accepted or refused decision's audit row carries the policy
 version that judged it and the signature.
 
+Reuse before regenerate: before a turn's code is generated, the stored, approved procedures are read with how
+near each is to the request (an activity), and ``policy.reuse.choose_procedure`` picks one that fits the
+catalogue, the session's cause and the task; it is proposed as its stored body with this task's values bound
+in front, without a model call, and reviewed like any code (the review shows where it came from and, when its
+body changed under its signature, the diff). A message with ``fresh_code`` asks for new code instead.
+
 When the session opens on a task, a start-up hypothesis runs in the automatic phase: read-only
 allow-set, stored procedures that would change state skipped and surfaced as suggestions.
 
@@ -43,18 +49,19 @@ with workflow.unsafe.imports_passed_through():
         AbandonRequest, Ack, ApprovalsView, AuditBatch, AuditRecord, CapturedRun, CodegenInput, CodegenResult,
         FinalizeInput, FinalizeRequest, GrantInput, IntentInput, InvestigationResult,
         InvestigationStart, InvestigationState, OperatorMessage, PendingView, PolicyContext, PolicyContextInput,
-        RevokeGrantsInput, RevokeRequest, SessionStatus, SummaryInput, SummaryResult,
-        TRANSCRIPT_KEEP, TranscriptEntry,
+        ProcedureRun, ReuseQuery, ReuseView, RevokeGrantsInput, RevokeRequest, SessionStatus, SummaryInput,
+        SummaryResult, TRANSCRIPT_KEEP, TranscriptEntry,
     )
     from policy.approvers import DeploymentPolicy, Role, authenticate
-    from policy.code_identity import short_hash
+    from policy.code_identity import code_hash, short_hash
     from policy.decisions import (
         DecisionKind, DecisionRefusal, DecisionVerdict, OperatorDecision, PendingReview, validate_decision,
     )
     from policy.procedures import assess_read_only
-    from policy.review_facts import review_facts
+    from policy.reuse import ReuseProposal, TaskFacts, choose_procedure, describe_unfit, is_bound_body
+    from policy.review_facts import code_diff, procedure_view, review_facts
     from policy.signing import StatementKind
-    from policy.grants import CodePolicy, make_grant, make_session_policy
+    from policy.grants import CodePolicy, ProcedureGrant, make_grant, make_session_policy
     from policy.phases import Phase
     from policy.procedures import is_procedure_name
     from policy.review import ReviewDecision, CodeVerdict, ReviewRequest, decide_review
@@ -259,7 +266,7 @@ class Investigation:
                 self._entry("finding", msg.text, turn=turn, actor=msg.author,
                             data={"confidence": intent.confidence, "reason": intent.reason})
                 return False
-        proposal = await self._codegen("interactive", msg.text)
+        proposal, reuse = await self._propose(msg, turn)
         if proposal.code is None:
             self._entry("reply", f"No code to review: {proposal.reason or 'no reason given'}", turn=turn)
             return False
@@ -271,10 +278,12 @@ class Investigation:
             decision = decide_review(ReviewRequest(
                 phase=Phase.INTERACTIVE, code=code, catalog=context.catalog,
                 session_policies=st.session_policies, grants=context.grants,
+                reused=reuse.reused if reuse is not None else None,
             ))
             self._entry("code", code, turn=turn, data={
                 "code_hash": decision.code_hash, "summary": proposal.summary, "tools": list(decision.tools),
                 "trigger_signals": proposal.trigger_signals, "strategy": proposal.strategy,
+                "reused": reuse.reused.procedure if reuse is not None else None,
             })
             self._entry("policy", f"{decision.outcome.value}: {decision.detail}", turn=turn,
                         data={"reason": decision.reason.value, "code_hash": decision.code_hash,
@@ -285,16 +294,18 @@ class Investigation:
                 "policy_version": context.policy.version,
             })
             if decision.outcome is CodeVerdict.RUN:
-                await self._execute(turn, code, decision, proposal, f"policy:{decision.reason.value}", requester)
+                await self._execute(turn, code, decision, proposal, f"policy:{decision.reason.value}", requester,
+                                    reuse=reuse, request=msg.text)
                 return False
             if decision.outcome is CodeVerdict.REFUSE:
                 self._entry("refused_run", decision.detail, turn=turn, data={"reason": decision.reason.value})
                 return False
-            answer, expired = await self._ask(turn, code, decision, proposal, requester, askers, context)
+            answer, expired = await self._ask(turn, code, decision, proposal, requester, askers, context, reuse)
             if answer is None:
                 return expired
             if answer.kind is DecisionKind.REJECT:
-                self._entry("reply", f"Rejected by {answer.approver}; the code did not run.", turn=turn)
+                hint = " Send /new with the request for newly written code." if reuse is not None else ""
+                self._entry("reply", f"Rejected by {answer.approver}; the code did not run.{hint}", turn=turn)
                 return False
             if answer.kind is DecisionKind.EDIT:
                 # The edited code is new code (new hash, reviewed again), and its author is now one of those
@@ -303,19 +314,76 @@ class Investigation:
                 requester = answer.approver
                 askers.append(answer.approver)
                 proposal = proposal.model_copy(update={"summary": f"{proposal.summary} (edited by {answer.approver})"})
+                reuse = None  # edited code is new code, not the stored procedure any more
                 continue
-            await self._remember(turn, code, decision, answer, context)
-            await self._execute(turn, code, decision, proposal, answer.approver, requester)
+            await self._remember(turn, code, decision, answer, context, reuse)
+            await self._execute(turn, code, decision, proposal, answer.approver, requester, reuse=reuse,
+                                request=msg.text)
             return False
 
+    # ------------------------------------------------------------------ reuse before regenerate
+    async def _propose(self, msg: OperatorMessage, turn: int) -> tuple[CodegenResult, ReuseProposal | None]:
+        """A stored procedure that fits this turn, proposed without a model call; else newly generated code."""
+        if msg.fresh_code:
+            self._entry("reuse", "new code was asked for, so no stored procedure is proposed", turn=turn,
+                        data={"chosen": False, "fresh_code": True})
+        else:
+            reuse = await self._reuse(msg.text, turn)
+            if reuse is not None:
+                candidate = reuse.candidate
+                return CodegenResult(
+                    code=reuse.code, summary=candidate.summary or f"the stored procedure {candidate.name}",
+                    strategy=f"reuse of {candidate.name}",
+                ), reuse
+        return await self._codegen("interactive", msg.text), None
+
+    async def _reuse(self, request: str, turn: int) -> ReuseProposal | None:
+        st = self._st
+        try:
+            found = await workflow.execute_activity(
+                contract.reuse_candidates,
+                ReuseQuery(session_id=self._inp.session_id, request=request, task_id=self._inp.task_id,
+                           task_known=st.task_facts is not None),
+                **contract.REUSE_STEP.options())
+        except ActivityError as exc:  # reuse is an optimisation: without it the turn writes new code
+            self._entry("reuse", f"stored procedures could not be matched ({_cause(exc)}); new code is written",
+                        turn=turn, data={"chosen": False})
+            return None
+        if found.task is not None:
+            st.task_facts = found.task
+        task = st.task_facts or TaskFacts(
+            parameters={"task_id": self._inp.task_id} if self._inp.task_id is not None else {})
+        context = await self._policy_context()
+        outcome = choose_procedure(found.candidates, context.catalog, task, self._inp.cause, found.settings)
+        if outcome.chosen is None:
+            self._entry("reuse", f"no stored procedure fits, so new code is written: {describe_unfit(outcome.unfit)}",
+                        turn=turn, data={"chosen": False, "unfit": [u.model_dump() for u in outcome.unfit[:20]]})
+            return None
+        chosen = outcome.chosen
+        view = _reuse_view(chosen)
+        self._entry("reuse", view.provenance_line(), turn=turn, data={
+            "chosen": True, "procedure": chosen.reused.procedure, "code_hash": chosen.candidate.code_hash,
+            "parameters": dict(chosen.reused.parameters), "similarity": chosen.candidate.similarity,
+            "score": chosen.score, "cause_matched": chosen.cause_matched, "shared_clues": list(chosen.shared_clues)})
+        self._audit("procedure_reused", "policy", {
+            "turn": turn, "procedure": chosen.reused.procedure, "code_hash": chosen.candidate.code_hash,
+            "parameters": dict(chosen.reused.parameters), "similarity": chosen.candidate.similarity})
+        return chosen
+
     async def _ask(self, turn: int, code: str, decision: ReviewDecision, proposal: CodegenResult,
-                   requester: str, askers: list[str], context: PolicyContext) -> tuple[OperatorDecision | None, bool]:
+                   requester: str, askers: list[str], context: PolicyContext,
+                   reuse: ReuseProposal | None = None) -> tuple[OperatorDecision | None, bool]:
         """Publish the pending review and wait for an accepted answer (or the session closing / expiring)."""
         catalog = context.catalog
         conventions = ReviewRequest(phase=Phase.INTERACTIVE, code=code, catalog=catalog).conventions
         flags = catalog.read_only_flags()
         facts = review_facts(code, assess_read_only(code, flags, catalog.procedure_code, conventions), flags,
                              catalog.procedure_code, context.grants, context.granted_code, conventions)
+        procedures = list(facts.procedures)
+        if reuse is not None and is_bound_body(code, reuse.reused, catalog.procedure_code):
+            name = reuse.reused.procedure
+            procedures.insert(0, procedure_view(name, catalog.procedure_code[name], flags, catalog.procedure_code,
+                                                context.grants, context.granted_code, conventions))
         self._pending = PendingView(
             session_id=self._inp.session_id, turn=turn, code_hash=decision.code_hash, code=code,
             summary=proposal.summary, trigger_signals=proposal.trigger_signals, requester=requester,
@@ -324,7 +392,8 @@ class Investigation:
             allow_set=list(decision.allow_set), task_id=self._inp.task_id,
             opaque_reasons=list(facts.opaque_reasons), hazards=list(facts.hazards),
             state_changing_lines={k: list(v) for k, v in facts.state_changing_lines.items()},
-            procedures=list(facts.procedures), policy_version=context.policy.version, rules=context.policy.rules,
+            procedures=procedures, policy_version=context.policy.version, rules=context.policy.rules,
+            reuse=_reuse_view(reuse) if reuse is not None else None,
         )
         self._review = PendingReview(session_id=self._inp.session_id, turn=turn, code_hash=decision.code_hash,
                                      requester=requester, requesters=tuple(askers), read_only=decision.read_only,
@@ -344,23 +413,22 @@ class Investigation:
         return answer, not answered
 
     async def _remember(self, turn: int, code: str, decision: ReviewDecision, answer: OperatorDecision,
-                        context: PolicyContext) -> None:
-        """Store what the operator chose: a session policy, or durable grants for procedure-only code."""
+                        context: PolicyContext, reuse: ReuseProposal | None = None) -> None:
+        """Store what the operator chose: a session policy, or durable grants for procedure-only code and for
+        a reused procedure (bound to the body the reviewer saw)."""
         procedure_code = context.catalog.procedure_code
         if not decision.read_only:
             return  # nothing standing is ever kept for code that changes state (auto-run is not offered for it)
+        if answer.kind is DecisionKind.AUTO_RUN and reuse is not None \
+                and is_bound_body(code, reuse.reused, procedure_code):
+            await self._grant(turn, [make_grant(reuse.reused.procedure, procedure_code, answer.approver,
+                                                workflow.now())], answer.approver)
+            return
         if answer.kind is DecisionKind.AUTO_RUN and decision.tools and all(
             is_procedure_name(t) and t in procedure_code for t in decision.tools
         ):
             grants = [make_grant(name, procedure_code, answer.approver, workflow.now()) for name in decision.tools]
-            granted = await workflow.execute_activity(
-                contract.grant, GrantInput(session_id=self._inp.session_id, turn=turn, grants=grants),
-                **contract.STORE_STEP.options())
-            for grant in grants:
-                if grant.procedure in granted:
-                    self._st.grants[grant.procedure] = grant
-            self._entry("grant", f"durable auto-run granted to {', '.join(granted)} by {answer.approver}",
-                        turn=turn, actor=answer.approver, data={"procedures": granted})
+            await self._grant(turn, grants, answer.approver)
             return
         policy = {DecisionKind.AUTO_RUN: CodePolicy.AUTO_RUN, DecisionKind.ALWAYS_ASK: CodePolicy.ALWAYS_ASK}
         chosen = policy.get(answer.kind)
@@ -370,9 +438,21 @@ class Investigation:
         self._st.session_policies[hash_] = entry
         self._audit("session_policy_set", answer.approver, {"turn": turn, "code_hash": hash_, "policy": chosen.value})
 
+    async def _grant(self, turn: int, grants: list[ProcedureGrant], approver: str) -> None:
+        granted = await workflow.execute_activity(
+            contract.grant, GrantInput(session_id=self._inp.session_id, turn=turn, grants=grants),
+            **contract.STORE_STEP.options())
+        for grant in grants:
+            if grant.procedure in granted:
+                self._st.grants[grant.procedure] = grant
+        self._entry("grant", f"durable auto-run granted to {', '.join(granted)} by {approver}",
+                    turn=turn, actor=approver, data={"procedures": granted})
+
     async def _execute(self, turn: int, code: str, decision: ReviewDecision, proposal: CodegenResult,
-                       approver: str, requester: str, capture: bool = True) -> None:
-        """Run in the sandbox with the decision's allow-set; ``capture`` keeps human-approved code for finalize."""
+                       approver: str, requester: str, capture: bool = True, *, reuse: ReuseProposal | None = None,
+                       request: str = "") -> None:
+        """Run in the sandbox with the decision's allow-set; ``capture`` keeps human-approved code for finalize
+        (a reused procedure as its stored body, so finalize adds this session to that procedure)."""
         st = self._st
         st.seq += 1
         run_id = f"investigate:{self._inp.session_id}:t{turn}:{short_hash(decision.code_hash)}:{st.seq}"
@@ -397,7 +477,17 @@ class Investigation:
         self._audit("code_run", approver, {
             "turn": turn, "run_id": run_id, "code_hash": decision.code_hash, "status": out.status,
             "allow_set": list(decision.allow_set), "requester": requester, "denied": denied,
+            "reused": reuse.reused.procedure if reuse is not None else None,
         })
+        if reuse is not None:
+            try:
+                await workflow.execute_activity(contract.procedure_ran, ProcedureRun(
+                    session_id=self._inp.session_id, procedure=reuse.reused.procedure,
+                    code_hash=reuse.candidate.code_hash, at=workflow.now(), status=out.status),
+                    **contract.STORE_STEP.options())
+            except ActivityError as exc:  # the run happened; only its note on the procedure is missing
+                self._entry("system", f"the last run of {reuse.reused.procedure} was not recorded: {_cause(exc)}",
+                            turn=turn)
         try:
             summary = await self._llm(contract.summary, SummaryInput(
                 session_id=self._inp.session_id, request=proposal.summary, code_summary=proposal.summary,
@@ -410,10 +500,12 @@ class Investigation:
             summary = SummaryResult(reply="", result_summary=f"{out.status}; not summarised: the model budget is spent")
         if not capture:
             return
+        body = reuse.candidate.code if reuse is not None else code
         st.captured.append(CapturedRun(
-            turn=turn, code=code, code_hash=decision.code_hash, tools=list(decision.tools), summary=proposal.summary,
+            turn=turn, code=body, code_hash=code_hash(body), tools=list(decision.tools), summary=proposal.summary,
             trigger_signals=proposal.trigger_signals, result_summary=summary.result_summary or summary.reply[:300],
-            executed_at=workflow.now(), approved_by=approver, ok=out.status == "ok",
+            executed_at=workflow.now(), approved_by=approver, ok=out.status == "ok", request=request[:500],
+            reused=reuse.reused.procedure if reuse is not None else None,
         ))
 
     # ------------------------------------------------------------------ automatic phase
@@ -466,6 +558,7 @@ class Investigation:
                 cause=self._finalize.cause if resolved else None,
                 resolution=self._finalize.resolution if resolved else None,
                 actor=actor, findings=st.findings, captured=st.captured,
+                clues=list(st.task_facts.clues) if st.task_facts else [],
             ),
             **contract.FINALIZE_STEP.options(),
         )
@@ -761,6 +854,22 @@ def _decode(spec: _Request, raw: RawValue) -> BaseModel:
         problems = [f"{'.'.join(str(p) for p in e['loc']) or '(input)'}: {e['msg']}"
                     for e in exc.errors(include_input=False, include_url=False)[:3]]
         raise _Refused("malformed", "invalid request: " + "; ".join(problems)) from None
+
+
+def _reuse_view(reuse: ReuseProposal) -> ReuseView:
+    """What a review and the transcript say about a reused procedure (``ReuseView``)."""
+    candidate = reuse.candidate
+    diff = ""
+    if candidate.previous_code is not None:
+        diff = code_diff(candidate.previous_code, candidate.code, f"{candidate.name} (previous version)",
+                         f"{candidate.name} (now)")
+    return ReuseView(
+        procedure=candidate.name, code_hash=candidate.code_hash, parameters=dict(reuse.reused.parameters),
+        incidents=list(candidate.incidents), frequency=candidate.frequency, reviewed_by=list(candidate.reviewed_by),
+        causes=list(candidate.causes), last_run_at=candidate.last_run_at, last_run_status=candidate.last_run_status,
+        versions=candidate.versions, diff_from_previous=diff, similarity=candidate.similarity,
+        matched=candidate.matched, summary=candidate.summary,
+    )
 
 
 def _bounded(value: dict | None) -> dict | None:

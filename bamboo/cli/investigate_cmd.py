@@ -51,8 +51,9 @@ CHOICE_WORDS: dict[DecisionKind, str] = {
 TERMINAL_KINDS = {"reply", "finding", "refused_run", "refused_request"}
 QUIET_KINDS = {"intent", "code", "policy", "run", "operator", "decision"}
 QUIT_WORDS = ("/quit", "/exit", "/detach")
-HELP = ("type a question or request; /tool TEXT forces a tool turn; /approvals; /revoke <hash-prefix|proc-name|all>; "
-        "/finalize; /abandon; /quit detaches (the session keeps running)")
+HELP = ("type a question or request (a stored procedure that fits is proposed first); /tool TEXT forces a tool turn; "
+        "/new TEXT asks for newly written code instead of a stored procedure; /approvals; "
+        "/revoke <hash-prefix|proc-name|all>; /finalize; /abandon; /quit detaches (the session keeps running)")
 
 
 def default_identity() -> str:
@@ -89,6 +90,8 @@ def investigate(
     identity: str | None = typer.Option(None, "--as", help="who you are (default: $BAMBOO_OPERATOR or your login)"),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="narrate intent, strategy and each tool call"),
     no_hypothesis: bool = typer.Option(False, "--no-hypothesis", help="skip the automatic start-up hypothesis"),
+    cause: str | None = typer.Option(None, "--cause", help="the cause an analysis chose (bamboo analyze): stored "
+                                                          "procedures captured for another cause are not reused"),
 ) -> None:
     """Investigate a task with human-reviewed code turns (a durable session you can detach from).
 
@@ -100,7 +103,7 @@ def investigate(
         fail("give exactly one of --task-id N, --symptom TEXT or --attach SESSION")
     settings = get_settings()
     speaker = speaker_for(settings, identity)
-    run(_investigate(settings, speaker, task_id, symptom, attach, session, verbose, not no_hypothesis))
+    run(_investigate(settings, speaker, task_id, symptom, attach, session, verbose, not no_hypothesis, cause))
 
 
 async def _connect(settings: Settings) -> Client:
@@ -112,7 +115,8 @@ async def _connect(settings: Settings) -> Client:
 
 
 async def _investigate(settings: Settings, speaker: inv.Speaker, task_id: int | None, symptom: str | None,
-                       attach: str | None, session: str | None, verbose: bool, hypothesis: bool) -> None:
+                       attach: str | None, session: str | None, verbose: bool, hypothesis: bool,
+                       cause: str | None = None) -> None:
     client = await _connect(settings)
     if attach:
         session_id = attach
@@ -123,7 +127,7 @@ async def _investigate(settings: Settings, speaker: inv.Speaker, task_id: int | 
     else:
         session_id = session or f"{speaker.identity}-{uuid.uuid4().hex[:8]}"
         await inv.start(client, inv.start_input(settings, session_id, speaker.identity, task_id=task_id,
-                                                symptom=symptom, startup_hypothesis=hypothesis))
+                                                symptom=symptom, startup_hypothesis=hypothesis, cause=cause))
     console.print(Panel(f"session [bold]{session_id}[/] (workflow {inv.workflow_id(session_id)})\n"
                         f"attach later: bamboo investigate --attach {session_id}\n{HELP}", title="investigate"))
     loop = SessionLoop(client, session_id, speaker, verbose, LineReader())
@@ -216,12 +220,13 @@ class SessionLoop:
             await inv.abandon(self.client, self.session_id, self.speaker, line.removeprefix("/abandon").strip())
             await self.wait_closed()
             return False
-        force = line.startswith("/tool ")
-        text = line.removeprefix("/tool ").strip() if force else line
-        if text.startswith("/"):
+        fresh = line.startswith("/new ")
+        force = fresh or line.startswith("/tool ")
+        text = line.split(" ", 1)[1].strip() if force else line
+        if text.startswith("/") or not text:
             console.print(HELP)
             return True
-        await inv.send_message(self.client, self.session_id, text, self.speaker, force_tool=force)
+        await inv.send_message(self.client, self.session_id, text, self.speaker, force_tool=force, fresh_code=fresh)
         if not await self.follow_until_idle(expect_turn=text):
             _detached(self.session_id)
             return False
@@ -330,6 +335,8 @@ def print_entry(entry: TranscriptEntry, verbose: bool) -> None:
     inert (``inert_rich``), in a column of their own after the entry's kind, so no line of them starts a row."""
     if entry.kind in QUIET_KINDS and not verbose:
         return
+    if entry.kind == "reuse" and not entry.data.get("chosen") and not verbose:
+        return  # why no stored procedure fitted: narration, like the intent
     if entry.kind == "code":
         console.print(inert_rich(f"strategy: {entry.data.get('strategy') or '-'}; tools: {entry.data.get('tools')}",
                                  "dim", one_line=True))
@@ -343,7 +350,8 @@ def print_entry(entry: TranscriptEntry, verbose: bool) -> None:
             console.print(inert_rich(f"  tool {call['tool']}{args} → {call['outcome']}{shape} ({call['bytes']} bytes)"
                                      f"{reason}", "dim", one_line=True))
     style = {"reply": "bold", "refused_run": "red", "refused_decision": "red", "refused_request": "red",
-             "suggestion": "yellow", "hypothesis": "cyan", "grant": "magenta", "revoke": "magenta"}.get(entry.kind, "dim")
+             "suggestion": "yellow", "hypothesis": "cyan", "grant": "magenta", "revoke": "magenta",
+             "reuse": "cyan"}.get(entry.kind, "dim")
     who = f"{entry.actor}: " if entry.actor and entry.kind in ("decision", "refused_decision", "operator") else ""
     row = Table.grid(padding=(0, 1, 0, 0))
     row.add_column(no_wrap=True)
@@ -355,7 +363,10 @@ def print_entry(entry: TranscriptEntry, verbose: bool) -> None:
 def show_pending(view: PendingView) -> None:
     """The model's words first, labelled as such and outside the verdict's panel; then the panel, built from the
     workflow's facts, and the choices right under it, so the last thing above the prompt is trusted."""
-    console.print(model_says(view.summary, view.trigger_signals))
+    signals = list(view.trigger_signals)
+    if view.reuse is not None and view.reuse.matched:
+        signals.append(f"the request is near what it was captured for: {view.reuse.matched}")
+    console.print(model_says(view.summary, signals))
     console.print(pending_panel(view))
     console.print("  ".join(f"{CHOICE_KEYS[c]} = {CHOICE_WORDS[c]}" for c in view.choices))
 

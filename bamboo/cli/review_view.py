@@ -3,7 +3,9 @@
 Lines are wrapped (never cut), numbered, and state-changing lines highlighted; invisible or unusual
 characters are spelled out as ``⟨U+200B⟩`` (its code point); the review's hazards (long lines, statements pushed out of view,
 several statements on a line, non-ASCII letters) are listed under the code; every procedure the code replays
-is shown with its body and, when it changed since it was granted, the diff. What is rendered is the code the
+is shown with its body and, when it changed since it was granted, the diff. Code that reuses a stored
+procedure says so (which one, the incidents it was captured from, its last run, the values bound into it) and,
+when the body changed under its signature, shows the diff from the version before. What is rendered is the code the
 workflow hashed and will run; only the spelling of invisible characters differs.
 
 The panel is the trusted verdict: its title, notes and subtitle are built from the workflow's facts. What the
@@ -47,15 +49,20 @@ def pending_panel(view: PendingView) -> RenderableType:
     notes = _notes(view)
     if notes:
         parts.append(inert_rich("\n".join(notes), style="yellow"))
+    if view.reuse is not None and view.reuse.diff_from_previous:
+        parts.append(inert_rich(f"{view.reuse.procedure} changed under its signature "
+                                f"({view.reuse.versions} versions); the diff from the version before:", style="yellow"))
+        parts.append(Syntax(visible(view.reuse.diff_from_previous), "diff", word_wrap=True, theme="ansi_dark"))
+    reused = view.reuse.procedure if view.reuse is not None else None
     for procedure in view.procedures:
-        parts.append(procedure_panel(procedure))
+        parts.append(procedure_panel(procedure, "reuses" if procedure.name == reused else "replays"))
     title = f"review turn {view.turn} · {short_hash(view.code_hash)} · {effect_line(view)}"
     subtitle = inert_markup(f"asked by {view.requester} · {view.detail}", one_line=True)
     return Panel(Group(*parts), title=title, subtitle=subtitle, subtitle_align="left")
 
 
 def _notes(view: PendingView) -> list[str]:
-    notes = []
+    notes = [view.reuse.provenance_line()] if view.reuse is not None else []
     for tool, lines in sorted(view.state_changing_lines.items()):
         notes.append(f"state-changing: {tool} on line {', '.join(str(n) for n in lines)}")
     for reason in view.opaque_reasons:
@@ -64,7 +71,7 @@ def _notes(view: PendingView) -> list[str]:
     return notes
 
 
-def procedure_panel(procedure: ProcedureView) -> RenderableType:
+def procedure_panel(procedure: ProcedureView, verb: str = "replays") -> RenderableType:
     effect = "read-only" if procedure.read_only else f"STATE-CHANGING ({', '.join(procedure.state_changing)})"
     parts: list[RenderableType] = [code_block(procedure.code)]
     notes = [f"look closely: {hazard.detail}" for hazard in procedure.hazards]
@@ -75,7 +82,7 @@ def procedure_panel(procedure: ProcedureView) -> RenderableType:
         parts.append(inert_rich("\n".join(notes), style="yellow"))
     if procedure.diff_from_granted:
         parts.append(Syntax(visible(procedure.diff_from_granted), "diff", word_wrap=True, theme="ansi_dark"))
-    title = inert_markup(f"replays {procedure.name} · {short_hash(procedure.code_hash)} · {effect}", one_line=True)
+    title = inert_markup(f"{verb} {procedure.name} · {short_hash(procedure.code_hash)} · {effect}", one_line=True)
     return Panel(Group(*parts), title=title, border_style="dim")
 
 

@@ -92,10 +92,11 @@ def parse_decision(text: str) -> DecisionKind:
 
 
 def start_input(settings: Settings, session_id: str, requester: str, *, task_id: int | None = None,
-                symptom: str | None = None, startup_hypothesis: bool = True) -> InvestigationStart:
+                symptom: str | None = None, startup_hypothesis: bool = True,
+                cause: str | None = None) -> InvestigationStart:
     """The start input. It carries no approval rules: the worker applies the deployment's own."""
     return InvestigationStart(
-        session_id=session_id, requester=requester, task_id=task_id, symptom=symptom,
+        session_id=session_id, requester=requester, task_id=task_id, symptom=symptom, cause=cause,
         idle_timeout_s=settings.investigation_idle_timeout_s, startup_hypothesis=startup_hypothesis,
     )
 
@@ -162,9 +163,12 @@ async def update(client: Client, session_id: str, name: str, request: BaseModel,
         raise InvestigationError(f"cannot reach session {session_id}: {exc.message}") from None
 
 
-async def send_message(client: Client, session_id: str, text: str, speaker: Speaker, force_tool: bool = False) -> None:
+async def send_message(client: Client, session_id: str, text: str, speaker: Speaker, force_tool: bool = False,
+                       fresh_code: bool = False) -> None:
+    """``fresh_code`` asks for newly written code instead of a stored procedure that fits."""
     await signal(client, session_id, "message",
-                 OperatorMessage(text=text, author=speaker.identity, force_tool=force_tool), speaker)
+                 OperatorMessage(text=text, author=speaker.identity, force_tool=force_tool, fresh_code=fresh_code),
+                 speaker)
 
 
 async def send_decision(client: Client, session_id: str, decision: OperatorDecision, speaker: Speaker | None = None) -> None:

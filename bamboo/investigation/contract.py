@@ -3,6 +3,11 @@
 decisions, views, activity I/O. Pure pydantic and definitions; imported by the workflow, the activities,
 the worker and every front end (docs/architecture.md).
 
+Reuse before regenerate: before a turn's code is generated, ``reuse_candidates`` reads the approved procedures
+with their provenance and how near each is to the request, and the workflow picks one with
+``policy.reuse.choose_procedure``; a fitting one is proposed without a model call (``ReuseView`` says so at
+review). ``OperatorMessage.fresh_code`` asks for new code instead.
+
 The workflow keeps its whole state in ``InvestigationState`` so a continue-as-new carries it unchanged,
 and every query answers from it without touching any service. Decisions reuse the policy package's
 ``OperatorDecision`` as is, so the shape a UI sends is the shape the policy validates.
@@ -30,6 +35,7 @@ from policy.code_hazards import Hazard
 from policy.decisions import DecisionKind, OperatorDecision
 from policy.grants import ProcedureGrant, SessionPolicy
 from policy.identity import Identity
+from policy.reuse import ParameterValue, ProcedureCandidate, ReuseSettings, TaskFacts
 from policy.review_facts import ProcedureView
 from policy.signing import Authorization, text_digest
 
@@ -55,6 +61,9 @@ class InvestigationStart(BaseModel):
     requester: Identity = Field(description="who opened the session (informational: every request is signed)")
     task_id: int | None = Field(default=None, ge=1, le=2**63 - 1)
     symptom: str | None = Field(default=None, max_length=MAX_NOTE_CHARS)
+    cause: str | None = Field(default=None, max_length=300,
+                              description="the cause an analysis chose for the task, if any: stored procedures "
+                                          "captured for another cause are not reused")
     idle_timeout_s: float = Field(default=7 * 24 * 3600, gt=0)
     max_history_events: int = Field(default=DEFAULT_MAX_HISTORY_EVENTS, ge=50)
     startup_hypothesis: bool = True
@@ -67,10 +76,14 @@ class OperatorMessage(BaseModel):
     text: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
     author: Identity
     force_tool: bool = Field(default=False, description="skip the intent classifier: this is a tool turn")
+    fresh_code: bool = Field(default=False, description="write new code: do not propose a stored procedure")
     auth: Authorization | None = None
 
     def signed_body(self) -> dict[str, Any]:
-        return {"text_sha256": text_digest(self.text), "force_tool": self.force_tool}
+        body: dict[str, Any] = {"text_sha256": text_digest(self.text), "force_tool": self.force_tool}
+        if self.fresh_code:  # only when set, so a message signed before the flag existed still verifies
+            body["fresh_code"] = True
+        return body
 
 
 class RevokeRequest(BaseModel):
@@ -117,7 +130,7 @@ class Ack(BaseModel):
 
 EntryKind = Literal[
     "operator", "intent", "finding", "code", "review", "decision", "refused_decision", "run", "reply", "policy",
-    "revoke", "grant", "hypothesis", "suggestion", "refused_run", "refused_request", "system", "budget",
+    "revoke", "grant", "hypothesis", "suggestion", "refused_run", "refused_request", "system", "budget", "reuse",
 ]
 
 
@@ -129,6 +142,37 @@ class TranscriptEntry(BaseModel):
     turn: int | None = None
     actor: str | None = None
     data: dict[str, Any] = Field(default_factory=dict)
+
+
+class ReuseView(BaseModel):
+    """A reused stored procedure, as its review shows it: which one, where it came from, the values bound into
+    it, and (when its body changed under its signature) the diff from the version before. ``summary`` and
+    ``matched`` were written by a model or an operator: front ends show them inert, apart from the verdict."""
+
+    procedure: str
+    code_hash: str = Field(description="hash of the stored body (the bound code's hash is the review's)")
+    parameters: dict[str, ParameterValue] = Field(default_factory=dict)
+    incidents: list[str] = Field(default_factory=list)
+    frequency: int = 0
+    reviewed_by: list[str] = Field(default_factory=list)
+    causes: list[str] = Field(default_factory=list)
+    last_run_at: datetime | None = None
+    last_run_status: str = ""
+    versions: int = 1
+    diff_from_previous: str = Field(default="", description="unified diff from the version it replaced")
+    similarity: float = 0.0
+    matched: str = ""
+    summary: str = ""
+
+    def provenance_line(self) -> str:
+        """The one line a transcript and a review say about it (no model text in it)."""
+        shown = ", ".join(self.incidents[-5:]) or "no recorded incident"
+        more = f" and {len(self.incidents) - 5} more" if len(self.incidents) > 5 else ""
+        last = (f"last run {self.last_run_at.isoformat(timespec='seconds')} ({self.last_run_status or 'unknown'})"
+                if self.last_run_at else "never run here before")
+        bound = ", ".join(f"{k}={v!r}" for k, v in self.parameters.items()) or "nothing"
+        return (f"reusing procedure {self.procedure}, captured from {shown}{more} ({self.frequency} time(s)); "
+                f"{last}; bound for this task: {bound}; no model call wrote this code")
 
 
 class PendingView(BaseModel):
@@ -155,6 +199,7 @@ class PendingView(BaseModel):
     procedures: list[ProcedureView] = Field(default_factory=list, description="bodies of the procedures it runs")
     policy_version: str = ""
     rules: ApprovalRules = Field(default_factory=ApprovalRules)
+    reuse: ReuseView | None = Field(default=None, description="set when the code is a reused stored procedure")
 
 
 class ApprovalsView(BaseModel):
@@ -175,6 +220,8 @@ class CapturedRun(BaseModel):
     executed_at: datetime
     approved_by: str
     ok: bool
+    request: str = Field(default="", description="the operator's words that led to it (a trigger for reuse)")
+    reused: str | None = Field(default=None, description="the stored procedure this run reused, if any")
 
 
 class InvestigationState(BaseModel):
@@ -198,6 +245,7 @@ class InvestigationState(BaseModel):
     seen_nonces: dict[str, datetime] = Field(default_factory=dict)
     spend: Spend = Field(default_factory=Spend, description="the session's model calls so far")
     turn_spend: float = Field(default=0.0, description="USD of the current turn's model calls")
+    task_facts: TaskFacts | None = Field(default=None, description="the task's clues and parameters, read once")
 
 
 class InvestigationResult(BaseModel):
@@ -321,6 +369,7 @@ class FinalizeInput(BaseModel):
     actor: str
     findings: list[str] = Field(default_factory=list)
     captured: list[CapturedRun] = Field(default_factory=list)
+    clues: list[str] = Field(default_factory=list, description="the task's clues, kept with its procedures")
 
 
 class FinalizeResult(BaseModel):
@@ -329,6 +378,29 @@ class FinalizeResult(BaseModel):
     procedures: list[str] = Field(default_factory=list)
     tentative: list[str] = Field(default_factory=list)
     renamed: dict[str, str] = Field(default_factory=dict)
+
+
+class ReuseQuery(BaseModel):
+    session_id: str
+    request: str
+    task_id: int | None = None
+    task_known: bool = Field(default=False, description="the workflow has the task's facts already")
+
+
+class ReuseCandidates(BaseModel):
+    """Every approved procedure, with how near the request is to each; the choice is the workflow's."""
+
+    candidates: list[ProcedureCandidate] = Field(default_factory=list)
+    task: TaskFacts | None = None
+    settings: ReuseSettings = Field(default_factory=ReuseSettings)
+
+
+class ProcedureRun(BaseModel):
+    session_id: str
+    procedure: str
+    code_hash: str
+    at: datetime
+    status: str
 
 
 InvestigationStart.model_rebuild()
@@ -388,6 +460,18 @@ async def revoke_grants(inp: RevokeGrantsInput) -> list[str]:
     ...
 
 
+@activity_stub("investigation_reuse_candidates")
+async def reuse_candidates(inp: ReuseQuery) -> ReuseCandidates:
+    """The approved procedures with their provenance and their nearness to the request, and the task's facts."""
+    ...
+
+
+@activity_stub("investigation_procedure_ran")
+async def procedure_ran(inp: ProcedureRun) -> bool:
+    """Note that a reused procedure's current body ran (its last run, shown at its next reuse)."""
+    ...
+
+
 @activity_stub("investigation_finalize")
 async def finalize(inp: FinalizeInput) -> FinalizeResult:
     """Store what the session learned: cause, resolution and the procedures approved code defined."""
@@ -398,4 +482,5 @@ async def finalize(inp: FinalizeInput) -> FinalizeResult:
 MODEL_STEP = LLM_CALL
 STORE_STEP = STORE_CALL.but(start_to_close=timedelta(seconds=30))
 POLICY_STEP = STORE_CALL.but(start_to_close=timedelta(seconds=60))
+REUSE_STEP = STORE_CALL.but(start_to_close=timedelta(seconds=60))
 FINALIZE_STEP = STORE_CALL.but(start_to_close=timedelta(minutes=2), heartbeat=LLM_CALL.heartbeat)

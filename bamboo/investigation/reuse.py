@@ -1,0 +1,128 @@
+"""The reuse step's reading: every approved procedure, how near the operator's request is to each, and the task.
+
+What it reads is I/O, so it runs in an activity; which procedure fits is decided by the workflow from what
+this returns (``policy.reuse.choose_procedure``). Nearness is the cosine similarity, in the deployment's
+embedder, between the request and the procedure's triggers (the requests and signals it was captured for) and
+its summary, the best of them. Vectors of texts already seen are kept in memory, so a turn embeds little more
+than its request.
+
+The task's facts (its clue names, by the same routing analysis and accumulation use, and the parameters a
+body may be bound to: the task id, its site, and its first input dataset when a procedure reads one) are read
+once per session through the worker's own read-only PanDA tools; a task that cannot be read leaves them empty
+and says why, and reuse goes on without them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+from bamboo.analysis.clues import extract_clues
+from bamboo.embeddings.base import Embedder
+from bamboo.investigation.contract import ReuseCandidates, ReuseQuery
+from bamboo.investigation.procedures import ProcedureRepository, StoredProcedure
+from bamboo.tools.model import ToolCaller
+from policy.reuse import ProcedureCandidate, ReuseSettings, TaskFacts, needed_parameters, valid_parameter
+
+log = logging.getLogger(__name__)
+
+MAX_TEXTS_PER_PROCEDURE = 20
+CACHE_SIZE = 8192
+TASK_TOOL = "get_task_details"
+DATASET_TOOL = "get_task_input_datasets"
+
+
+class ProcedureMatcher:
+    """Reads what the reuse step chooses from (module docstring); built by the worker."""
+
+    def __init__(self, repository: ProcedureRepository, embedder: Embedder, tools: ToolCaller, pseudonym_key: bytes,
+                 settings: ReuseSettings) -> None:
+        self.repository = repository
+        self.embedder = embedder
+        self.tools = tools
+        self.pseudonym_key = pseudonym_key
+        self.settings = settings
+        self._vectors: OrderedDict[str, list[float]] = OrderedDict()
+
+    async def candidates(self, query: ReuseQuery) -> ReuseCandidates:
+        stored = await self.repository.approved()
+        texts = {p.name: _match_texts(p) for p in stored}
+        vectors = await self._embed([query.request, *(t for group in texts.values() for t in group)])
+        request = vectors[query.request]
+        previous = await self.repository.versions(
+            sorted({h for p in stored if (h := p.provenance.previous_code_hash)}))
+        candidates = []
+        for procedure in stored:
+            scored = [(_cosine(request, vectors[t]), t) for t in texts[procedure.name]]
+            similarity, matched = max(scored, default=(0.0, ""))
+            record = procedure.provenance
+            candidates.append(ProcedureCandidate(
+                name=procedure.name, code=procedure.code, code_hash=procedure.code_hash,
+                similarity=max(-1.0, min(1.0, round(similarity, 6))), matched=matched, summary=record.summary,
+                causes=record.causes, clues=record.clues, incidents=record.incidents, frequency=record.frequency,
+                reviewed_by=record.reviewed_by, source=",".join(record.sources), last_run_at=record.last_run_at,
+                last_run_status=record.last_run_status, versions=record.versions,
+                previous_code=previous.get(record.previous_code_hash or ""),
+            ))
+        task = None
+        if query.task_id is not None and not query.task_known:
+            needs = {p for c in stored for p in needed_parameters(c.code)}
+            task = await self.task_facts(query.task_id, "dataset" in needs)
+        return ReuseCandidates(candidates=candidates, task=task, settings=self.settings)
+
+    async def task_facts(self, task_id: int, with_dataset: bool) -> TaskFacts:
+        """The task's clue names and bindable parameters (the task id always)."""
+        parameters: dict[str, Any] = {"task_id": task_id}
+        read = await self._read_only_call(TASK_TOOL, {"task_id": task_id})
+        if not isinstance(read, dict):
+            return TaskFacts(parameters=parameters, note=f"the task could not be read ({read})")
+        clues = tuple(sorted({c.name for c in extract_clues(read, self.pseudonym_key).clues}))
+        if valid_parameter("site", read.get("site")):
+            parameters["site"] = read["site"]
+        if with_dataset:
+            datasets = await self._read_only_call(DATASET_TOOL, {"task_id": task_id})
+            first = datasets[0].get("name") if isinstance(datasets, list) and datasets else None
+            if isinstance(datasets, list) and datasets and isinstance(datasets[0], dict) \
+                    and valid_parameter("dataset", first):
+                parameters["dataset"] = first
+        return TaskFacts(clues=clues, parameters=parameters)
+
+    async def _read_only_call(self, name: str, arguments: dict[str, Any]) -> Any:
+        """A read-only tool's data, or a short reason it gave none (never a state-changing tool)."""
+        spec = next((s for s in self.tools.list_tools() if s.name == name), None)
+        if spec is None or not spec.read_only:
+            return f"{name} is not a read-only tool here"
+        try:
+            result = await self.tools.call_tool(name, arguments)
+        except Exception as exc:  # noqa: BLE001 — reuse works without the task's facts; say why they are missing
+            log.warning("reuse could not call %s: %s", name, exc)
+            return f"{name} failed: {type(exc).__name__}"
+        return result.data if result.ok else f"{name} failed: {(result.error or '')[:200]}"
+
+    async def _embed(self, texts: Sequence[str]) -> dict[str, list[float]]:
+        missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+        if missing:
+            for text, vector in zip(missing, await self.embedder.embed(missing), strict=True):
+                self._vectors[text] = vector
+        found = {t: self._vectors[t] for t in texts}
+        for text in found:
+            self._vectors.move_to_end(text)
+        while len(self._vectors) > CACHE_SIZE:
+            self._vectors.popitem(last=False)
+        return found
+
+
+def _match_texts(procedure: StoredProcedure) -> list[str]:
+    """What a request is compared with: the procedure's triggers, then its summary."""
+    record = procedure.provenance
+    texts = [t for t in (*record.triggers, record.summary) if t.strip()]
+    return list(dict.fromkeys(texts))[:MAX_TEXTS_PER_PROCEDURE]
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """Cosine of two vectors (the embedder's are unit length; normalised here anyway)."""
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    norm = (sum(x * x for x in a) * sum(y * y for y in b)) ** 0.5
+    return dot / norm if norm else 0.0
