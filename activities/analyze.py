@@ -25,8 +25,15 @@ from activities.llm_errors import to_application_error
 from bamboo.llm.errors import LLMError
 from bamboo.llm.client import LLMClient
 from bamboo.llm.metering import SpendMeter
+from bamboo.offload import BudgetExceeded, in_thread
 from bamboo.store.blobs import PostgresBlobStore
 from bamboo.tools.model import ToolSpec
+
+# Reading one task file (at most 8 MiB) in the offload pool; only a filesystem that stopped answering exceeds it.
+READ_BUDGET_S = 120.0
+# Listing reads every file of the batch to name its analysis; within the listing step's 5 minutes.
+LISTING_BUDGET_S = 240.0
+
 
 class AnalyzeActivities:
     """Built by the worker (``worker/wiring.py``) with the analysis service, the model and the blob store."""
@@ -47,13 +54,16 @@ class AnalyzeActivities:
     @implements(contract.gather_evidence)
     async def gather_evidence(self, inp: AnalyzeInput) -> Evidence:
         try:
+            # Off the loop: a task file is up to 8 MiB of JSON to parse and check.
             if inp.task_data is not None:
-                task = task_fields(inp.task_data, "task data")
+                task = await in_thread(task_fields, inp.task_data, "task data", budget_s=READ_BUDGET_S,
+                                       what="checking the task")
             elif inp.source_path:
-                task = read_task_file(inp.source_path)
+                task = await in_thread(read_task_file, inp.source_path, budget_s=READ_BUDGET_S,
+                                       what="reading the task file")
             else:
                 raise TaskFileError("neither task data nor a task file was given")
-        except TaskFileError as exc:
+        except (TaskFileError, BudgetExceeded) as exc:
             raise ApplicationError(str(exc), type=TASK_REJECTED, non_retryable=True) from None
         try:
             return await with_heartbeats(self.analysis.gather_evidence(task))
@@ -89,8 +99,9 @@ class AnalyzeActivities:
     async def list_tasks(self, inp: TaskListingInput) -> TaskListing:
         """List once, park the list as a blob: a batch of many files must not ride in workflow history."""
         try:
-            sources = list_task_files(inp.path)
-        except TaskFileError as exc:
+            sources = await with_heartbeats(in_thread(list_task_files, inp.path, budget_s=LISTING_BUDGET_S,
+                                                      what="listing the tasks"))
+        except (TaskFileError, BudgetExceeded) as exc:
             raise ApplicationError(str(exc), type="TaskListingError", non_retryable=True) from None
         skip = set(inp.skip_workflow_ids)
         kept = [s for s in sources if s.workflow_id() not in skip]

@@ -11,6 +11,7 @@ import logging
 import signal
 import sys
 
+from psycopg_pool import PoolTimeout
 from temporalio.worker import Worker
 
 from bamboo.approvals.keys import SigningKeyError
@@ -19,7 +20,8 @@ from bamboo.llm.local import resolve_llm_endpoint, stop_shared_local_llm
 from bamboo.services import Services
 from worker.services import build_services
 from bamboo.settings import Settings, get_settings
-from bamboo.temporal_client import connect
+from bamboo.store import StoreNotConfigured
+from bamboo.temporal_client import TemporalUnavailable, connect
 from worker.registry import plan, workflow_runner
 from policy.trust_root import TrustRootError
 from worker.wiring import CommandToolsConfigError
@@ -36,7 +38,13 @@ async def run_worker(settings: Settings, *, services: Services | None = None, st
         services = await build_services(settings, llm_base_url=base_url)
     # The worker names the process for tracing and serves metrics; the client's tracing interceptor is
     # inherited by every worker built on it (passing it to the workers again doubled every span).
-    client = await connect(settings, service="bamboo-worker", runtime=worker_runtime(settings))
+    try:
+        client = await connect(settings, service="bamboo-worker", runtime=worker_runtime(settings))
+    except BaseException:
+        if own:  # Temporal is not there: what was opened for it closes before the worker says so
+            await services.close()
+            stop_shared_local_llm()
+        raise
     workers = [
         Worker(client, task_queue=p.queue, workflows=p.workflows, activities=p.activities,
                max_concurrent_activities=p.max_concurrent_activities, max_concurrent_workflow_tasks=100,
@@ -102,8 +110,18 @@ def main() -> None:
         asyncio.run(_run())
     except (CommandToolsConfigError, CommandConfigError, SigningKeyError, TrustRootError) as exc:
         # The deployment's configuration is wrong: one line saying what, not a traceback.
-        print(f"bamboo worker: {exc}", file=sys.stderr)
+        print(f"bamboo worker: {_one_line(exc)}", file=sys.stderr)
         raise SystemExit(2) from None
+    except (TemporalUnavailable, StoreNotConfigured, ConnectionError, PoolTimeout) as exc:
+        # A service the worker needs is not there (Temporal, Postgres): one line saying which and what to
+        # do (each message says it), not a traceback.
+        print(f"bamboo worker: {_one_line(exc)}", file=sys.stderr)
+        raise SystemExit(3) from None
+
+
+def _one_line(exc: BaseException) -> str:
+    """The message on one line (a database's spans several)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from temporalio.common import RetryPolicy
 from bamboo.contract import LLM_CALL, STORE_CALL, activity_stub
 from bamboo.models.spend import Spend
 
-from bamboo.models.incident import TaskId, task_id_problem
+from bamboo.models.incident import TaskId, task_problem
 
 ClueType = Literal["symptom", "status", "task_feature", "task_context", "component", "environment"]
 NOVEL = "novel"
@@ -220,10 +220,11 @@ class AnalyzeInput(BaseModel):
     @classmethod
     def _task_id_fits(cls, v: dict | None) -> dict | None:
         """Refused here, at the boundary: a task id Temporal's Int search attribute cannot hold makes the
-        analysis workflow's task fail and retry forever, so `bamboo analyze` would never return."""
-        problem = task_id_problem((v or {}).get("jediTaskID"))
+        analysis workflow's task fail and retry forever, so `bamboo analyze` would never return; a status
+        names the workflow and a clue (`task_problem`, the one check of a task wherever it enters)."""
+        problem = task_problem(v or {})
         if problem:
-            raise ValueError(f"task_data.jediTaskID {problem}")
+            raise ValueError(f"task_data.{problem}")
         return v
 
 

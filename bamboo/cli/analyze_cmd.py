@@ -21,7 +21,7 @@ from bamboo.analysis.contract import (
     analyze_workflow_id,
 )
 from bamboo.analysis import contract
-from bamboo.analysis.task_files import TaskFileError, list_task_files, read_task_file
+from bamboo.analysis.task_files import TaskFileError, check_task_id, list_task_files, read_task_file, task_fields
 from bamboo.cli.batch_progress import follow_batch
 from bamboo.cli.common import console, fail, run
 from bamboo.frontends.inert_text import inert_markup
@@ -156,13 +156,15 @@ def analyze(
     settings = get_settings()
 
     async def go() -> AnalysisResult:
-        if task_data is not None:
-            try:
-                task = read_task_file(task_data)
-            except TaskFileError as exc:
-                fail(str(exc))
-        else:
-            task = await fetch_task(settings, task_id)
+        # One check of the task wherever it enters (`task_files`), before PanDA is asked or a workflow starts.
+        try:
+            if task_data is not None:
+                # The link the operator named is followed; links inside the file's directory are judged as any batch's.
+                task = read_task_file(task_data.resolve())
+            else:
+                task = task_fields(await fetch_task(settings, check_task_id(task_id)), f"task {task_id} from PanDA")
+        except TaskFileError as exc:
+            fail(str(exc))
         client = await _client(settings)
         return await analyze_once(client, task, get_settings().exploratory_investigation_threshold)
 

@@ -144,3 +144,11 @@ async def test_a_hostile_summary_is_posted_inert_and_apart_from_the_verdict(room
     html = MarkdownIt("commonmark").render(message)
     assert "<a " not in html and "<img" not in html and "<h1" not in html and html.count("<pre>") == 1
     assert "(at)channel (at)bob" in html and "⟨U+001B⟩c⟨U+202E⟩evil" in html
+
+
+async def test_a_task_id_out_of_range_is_refused_before_panda_is_asked(room, ops):
+    """Issue 28, finding 10: the bot asked PanDA for task 2**70 before any range check; the task is now
+    checked where it enters, as `bamboo analyze` and the console check it."""
+    asked = await room.say("alice", f"analyze {2**70}")
+    await wait_for_post(room.standin, asked["id"], "jediTaskID 1180591620717411303424 is out of range",
+                        by=room.bot_user.id)

@@ -33,6 +33,7 @@ from bamboo.frontends.console.backend import BATCH_SIGNALS, ConsoleBackend, Cons
 from bamboo.frontends.console.headers import SecurityHeaders
 from bamboo.frontends.console.render import code_html, diff_html, inert_filter, pygments_css
 from bamboo.frontends.console.settings import ConsoleSettings
+from bamboo.models.incident import task_problem
 from bamboo.frontends.review import (
     CHOICE_KEYS, CHOICE_WORDS, edit_diff, effect, flagged_lines, notes, procedure_effect, procedure_notes,
 )
@@ -200,6 +201,8 @@ def create_app(backend: ConsoleBackend, settings: ConsoleSettings, accounts: Loc
             raise ConsoleError(f"task id {task_text!r} is not a number") from None
         if (task_id is None) == (symptom is None):
             raise ConsoleError("give either a task id or a symptom")
+        if task_id is not None and (why := task_problem({"jediTaskID": task_id})):
+            raise ConsoleError(f"task id: {why}")
         session_id = f"{user.identity}-{uuid.uuid4().hex[:8]}"
         await backend.start(user.identity, session_id, task_id, symptom,
                             startup_hypothesis=form.get("no_hypothesis") != "on")

@@ -40,6 +40,7 @@ from bamboo.frontends.mattermost.users import UserMap
 from bamboo.frontends.review import edit_diff
 from bamboo.investigation import client as inv
 from bamboo.investigation.contract import OperatorMessage, RevokeRequest
+from bamboo.models.incident import task_problem
 from bamboo.settings import Settings
 from policy.decisions import OperatorDecision
 
@@ -133,6 +134,8 @@ class MattermostBot:
             return await self._say(channel, root, HELP)
         if command.kind == "invalid":
             return await self._say(channel, root, command.error)
+        if command.task_id is not None and (why := task_problem({"jediTaskID": command.task_id})):
+            return await self._say(channel, root, f"Cannot use that task id: {why}")  # before PanDA or Temporal
         if command.kind == "pending":
             return await self._say(channel, root, pending_list(await inv.list_pending(self.client)))
         identity = await self._identity(post, command.kind, None)
