@@ -15,14 +15,15 @@ the reason in full goes to the operator's audit row.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import hashlib
 import hmac
 import json
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from opentelemetry import trace
 
@@ -41,6 +42,7 @@ TOKEN_BYTES = 32  # 256 bits
 MAX_REASON_CHARS = 300
 MAX_TOOL_NAME_CHARS = 100
 UNDECODABLE = "<undecodable frame>"
+T = TypeVar("T")
 
 
 def new_token() -> str:
@@ -133,6 +135,9 @@ class ToolBridge:
         self._refuse_state_changing = refuse_state_changing
         self._closed_reason: str | None = None
         self._slots = asyncio.Semaphore(self.limits.max_concurrent_calls)
+        self._owed: dict[int, dict[str, Any]] = {}  # frames counted but not yet being served (ordinal → frame)
+        self._serving: set[asyncio.Task[Any]] = set()  # tasks inside handle_call (each writes its row)
+        self.audit_lost = asyncio.Event()
         self.calls: list[CallRecord] = []
 
     # -- what the child is told --------------------------------------------------------------
@@ -167,8 +172,11 @@ class ToolBridge:
 
         The runner calls this before it hands the frame to ``handle_call``, so it stops reading from a
         child that forged a token or keeps calling past its budget instead of serving it concurrently.
+        From here on the frame is owed a row: ``handle_call`` writes it, or ``settle`` does when the run
+        ended before the frame was served.
         """
         self._frames += 1
+        self._owed[self._frames] = frame
         if not self.token_matches(frame):
             return self._frames, "bad_token"
         if self._frames > self.limits.max_calls:
@@ -179,48 +187,103 @@ class ToolBridge:
     def frames(self) -> int:
         return self._frames
 
+    @property
+    def audit_failed(self) -> bool:
+        """An audit write failed: the bridge is closed and the run must stop and say so."""
+        return self.audit_lost.is_set()
+
     async def handle_call(self, frame: dict[str, Any], ordinal: int | None = None) -> dict[str, Any]:
-        """Decide, dispatch and audit one ``call`` frame; returns the reply frame for the child."""
+        """Decide, dispatch and audit one ``call`` frame; returns the reply frame for the child.
+
+        The row is written before the reply is returned, and it is written even when the caller is
+        cancelled (the run ended): the cancellation is re-raised once the row is in."""
         if ordinal is None:
             self._frames += 1
             ordinal = self._frames
+        self._owed.pop(ordinal, None)
+        task = asyncio.current_task()
+        if task is not None:
+            self._serving.add(task)
+        try:
+            return await self._handle(frame, ordinal)
+        finally:
+            if task is not None:
+                self._serving.discard(task)
+
+    async def _handle(self, frame: dict[str, Any], ordinal: int) -> dict[str, Any]:
         started = time.monotonic()
         call_id = frame.get("id")
         raw_tool = frame.get("tool")
-        tool = safe_text(raw_tool, MAX_TOOL_NAME_CHARS) if isinstance(raw_tool, str) else safe_text(repr(raw_tool), MAX_TOOL_NAME_CHARS)
         arguments = frame.get("args")
-        digest = args_digest(arguments)
-        preview = args_preview(arguments)
-        decision = self._precheck(frame, call_id, raw_tool, arguments, ordinal)
-        if decision is None:
-            try:
+        facts = asyncio.ensure_future(asyncio.to_thread(_frame_facts, frame))  # sized by the frame: off the loop
+        decision = self._admit(frame, call_id, raw_tool, ordinal)  # before any await: call ids stay in order
+        dispatched = cut = False
+        try:
+            if decision is None:  # _admit found a tool of the run's by this name
+                name = cast(str, raw_tool)
+                decision = await asyncio.to_thread(_validate, name, self._specs[name], arguments, call_id)
+            if decision is None:  # _validate found a JSON object
                 async with self._slots:
-                    decision = await self._dispatch(raw_tool, arguments)
-            except asyncio.CancelledError:
-                # The run ended mid-call: the tool may have acted, so the row is still written.
-                cut = _failed("the run ended while the call was in flight", "cancelled_in_flight")
-                await self._record(tool, digest, preview, cut, started)
-                raise
-        if not await self._record(tool, digest, preview, decision, started):
+                    dispatched = True
+                    decision = await self._dispatch(cast(str, raw_tool), cast(dict[str, Any], arguments))
+        except asyncio.CancelledError:
+            cut = True
+            if dispatched:  # the tool may have acted, so the row says so
+                decision = _failed("the run ended while the call was in flight", "cancelled_in_flight")
+            else:
+                decision = _denied(call_id, "the run ended before the call was served", "cut_off")
+        (tool, digest, preview), late = await _despite_cancellation(facts)
+        written, later = await _despite_cancellation(self._record(ordinal, tool, digest, preview, decision, started))
+        if cut or late or later:
+            raise asyncio.CancelledError()
+        if not written:
             return _error(call_id, "the audit log is unavailable; no further tool calls in this run", denied=True)
         reply = dict(decision.reply)
         reply["id"] = call_id if isinstance(call_id, int) else None
         return reply
 
+    async def settle(self) -> None:
+        """Once the run has ended: wait for the calls still writing their rows, then write one for every
+        frame that was read but never served (cut off by the end of the run, a forged frame or the budget)."""
+        while self._serving:
+            await asyncio.wait(list(self._serving))
+        while self._owed:
+            ordinal = min(self._owed)
+            frame = self._owed.pop(ordinal)
+            started = time.monotonic()
+            tool, digest, preview = await asyncio.to_thread(_frame_facts, frame)
+            cut = _denied(frame.get("id"), "the run ended before the call was served", "cut_off")
+            await self._record(ordinal, tool, digest, preview, cut, started)
+
     async def reject_frame(self, reason: str, detail: str, preview: str) -> None:
         """Audit a frame that is not a call the bridge can judge (undecodable, forged ``done``, unknown type)."""
         self._frames += 1
         self.close(detail)
-        await self._record(UNDECODABLE if reason == "malformed_frame" else "<frame>", args_digest(preview),
-                           safe_text(preview, PREVIEW_CHARS), _Decision("denied", {}, f"{reason}: {detail}"),
-                           time.monotonic())
+        await _despite_cancellation(self._record(
+            self._frames, UNDECODABLE if reason == "malformed_frame" else "<frame>", args_digest(preview),
+            safe_text(preview, PREVIEW_CHARS), _Decision("denied", {}, f"{reason}: {detail}"), time.monotonic()))
 
-    async def _record(self, tool: str, digest: str, preview: str, decision: _Decision, started: float) -> bool:
-        """Append to the call log and the audit; False (and the bridge closed) when the audit failed."""
+    async def accept_done(self, frame: dict[str, Any]) -> bool:
+        """Audit the run's ``done`` frame (its token already checked) before the runner takes its result;
+        False when the audit failed, and then the result is refused. The row is written to its end even if
+        the run is being torn down meanwhile, and the answer says whether it was: the runner's reading
+        stops right after it either way."""
+        event = AuditEvent(kind="sandbox_frame", run_id=self.run_id, actor=self.actor, body={
+            "frame": "done", "outcome": "accepted", "ok": frame.get("ok") is True, "calls": self._frames,
+            "via": "sandbox"})
+        written, _ = await _despite_cancellation(self._append(event))
+        return written
+
+    async def _record(self, ordinal: int, tool: str, digest: str, preview: str, decision: _Decision,
+                      started: float) -> bool:
+        """Add to the call log (in frame order: ``seq`` is the frame's ordinal) and append to the audit; False
+        (and the bridge closed) when the audit failed."""
         METRICS.tool_call(tool, decision.outcome, "sandbox")
-        reason = safe_text(scrub_text(decision.reason).text, MAX_REASON_CHARS) if decision.reason else None
+        # A reason may quote what the child sent (a tool name of any length): cut before the scrubber reads it.
+        reason = (safe_text(scrub_text(decision.reason[: MAX_REASON_CHARS * 4]).text, MAX_REASON_CHARS)
+                  if decision.reason else None)
         record = CallRecord(
-            seq=len(self.calls) + 1,
+            seq=ordinal,
             tool=tool,
             args_sha256=digest,
             args_preview=preview,
@@ -231,31 +294,37 @@ class ToolBridge:
             duration_ms=round((time.monotonic() - started) * 1000.0, 3),
             redactions=decision.redactions,
         )
-        self.calls.append(record)
-        try:
-            await self._audit.append(
-                AuditEvent(
-                    kind="tool_call",
-                    run_id=self.run_id,
-                    actor=self.actor,
-                    body={
-                        "tool": tool,
-                        "args_sha256": digest,
-                        "args_preview": preview,
-                        "outcome": decision.outcome,
-                        "bytes": decision.size,
-                        "duration_ms": record.duration_ms,
-                        "reason": reason,
-                        "via": "sandbox",
-                    },
-                )
+        bisect.insort(self.calls, record, key=lambda r: r.seq)
+        return await self._append(
+            AuditEvent(
+                kind="tool_call",
+                run_id=self.run_id,
+                actor=self.actor,
+                body={
+                    "tool": tool,
+                    "args_sha256": digest,
+                    "args_preview": preview,
+                    "outcome": decision.outcome,
+                    "bytes": decision.size,
+                    "duration_ms": record.duration_ms,
+                    "reason": reason,
+                    "via": "sandbox",
+                },
             )
-        except Exception as exc:  # an unaudited bridge must not keep serving
+        )
+
+    async def _append(self, event: AuditEvent) -> bool:
+        try:
+            await self._audit.append(event)
+        except Exception as exc:  # noqa: BLE001 — an unaudited bridge must not keep serving: it closes, the run stops
             self.close(f"audit append failed: {type(exc).__name__}")
+            self.audit_lost.set()
             return False
         return True
 
-    def _precheck(self, frame: dict[str, Any], call_id: Any, tool: Any, arguments: Any, ordinal: int) -> _Decision | None:
+    def _admit(self, frame: dict[str, Any], call_id: Any, tool: Any, ordinal: int) -> _Decision | None:
+        """The checks that depend on the run's state, in arrival order and cheap; the ones sized by the
+        arguments are ``_validate``'s, in a worker thread."""
         if not self.token_matches(frame):
             self.close("a frame carried a wrong token")
             return _denied(call_id, "invalid bridge token", "bad_token")
@@ -280,17 +349,6 @@ class ToolBridge:
         if self._refuse_state_changing and not spec.read_only:
             return _denied(call_id, f"tool {tool!r} changes state, which a degraded sandbox (no bwrap) refuses",
                            "degraded_isolation")
-        if not isinstance(arguments, dict):
-            return _denied(call_id, "arguments must be a JSON object", "invalid_arguments")
-        problem = value_problem(arguments)
-        if problem is not None:
-            return _denied(call_id, f"arguments for {tool!r} are refused: {problem}", "invalid_arguments")
-        try:
-            validate_arguments(tool, spec.input_schema, arguments)
-        except UnusableSchema as exc:
-            return _denied(call_id, f"tool {tool!r}: {safe_text(str(exc), MAX_REASON_CHARS)}", "invalid_schema")
-        except ArgumentError as exc:
-            return _denied(call_id, safe_text(str(exc), MAX_REASON_CHARS), "invalid_arguments")
         return None
 
     async def _dispatch(self, tool: str, arguments: dict[str, Any]) -> _Decision:
@@ -335,6 +393,48 @@ class ToolBridge:
         data = prepared.data
         reply = {"type": "result", "ok": True, "data": data, "no_data": result.no_data}
         return _Decision("allowed", reply, None, prepared.size, prepared.redactions, result_shape(data))
+
+
+def _frame_facts(frame: dict[str, Any]) -> tuple[str, str, str]:
+    """What a call frame's row names: the tool as text, the arguments' digest and their scrubbed preview."""
+    raw_tool = frame.get("tool")
+    text = raw_tool if isinstance(raw_tool, str) else repr(raw_tool)[: MAX_TOOL_NAME_CHARS * 4]
+    arguments = frame.get("args")
+    return safe_text(text, MAX_TOOL_NAME_CHARS), args_digest(arguments), args_preview(arguments)
+
+
+def _validate(tool: str, spec: ToolSpec, arguments: Any, call_id: Any) -> _Decision | None:
+    """The arguments' checks (valid Unicode, nesting, the tool's schema): sized by the frame, so the bridge
+    runs them in a worker thread."""
+    if not isinstance(arguments, dict):
+        return _denied(call_id, "arguments must be a JSON object", "invalid_arguments")
+    problem = value_problem(arguments)
+    if problem is not None:
+        return _denied(call_id, f"arguments for {tool!r} are refused: {problem}", "invalid_arguments")
+    try:
+        validate_arguments(tool, spec.input_schema, arguments)
+    except UnusableSchema as exc:
+        return _denied(call_id, f"tool {tool!r}: {safe_text(str(exc), MAX_REASON_CHARS)}", "invalid_schema")
+    except ArgumentError as exc:
+        return _denied(call_id, safe_text(str(exc), MAX_REASON_CHARS), "invalid_arguments")
+    return None
+
+
+async def _despite_cancellation(work: Awaitable[T]) -> tuple[T, bool]:
+    """Await ``work`` to its end even when the caller is cancelled meanwhile; (its result, whether a
+    cancellation arrived). For audit rows: a run's teardown cancels the calls in flight, and a row cut
+    off half-way was a tool call with no row."""
+    task = asyncio.ensure_future(work)
+    cancelled = False
+    while True:
+        try:
+            return await asyncio.shield(task), cancelled
+        except asyncio.CancelledError:
+            if task.cancelled():
+                raise
+            cancelled = True
+            if task.done():
+                return task.result(), cancelled
 
 
 def _scrubbed_error(error: Any) -> ScrubResult:

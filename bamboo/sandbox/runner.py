@@ -50,10 +50,12 @@ CHILD_RUNNER_SOURCE = Path(__file__).with_name("child_runner.py")
 READY_TIMEOUT_S = 15.0
 EXIT_GRACE_S = 2.0
 ORPHAN_GRACE_S = 0.5  # a killed child's exit is seen in milliseconds; later means something holds its pipes
+DECODE_INLINE_BYTES = 64 * 1024  # a larger frame is decoded in a worker thread, off the event loop
 DEFAULT_PYTHON = "/usr/bin/python3"
 
 
-Ending = Literal["done", "exited", "timeout", "output_limit", "memory_limit", "call_limit", "protocol_error"]
+Ending = Literal["done", "exited", "timeout", "output_limit", "memory_limit", "call_limit", "protocol_error",
+                 "audit_failed"]
 __all__ = ["ChildOutcome", "SandboxRunner", "SandboxUnavailable"]
 
 T = TypeVar("T")
@@ -410,8 +412,9 @@ class SandboxRunner:
             serve = asyncio.create_task(self._serve(child, bridge, done, stop))
             exited = asyncio.create_task(child.proc.wait())
             limit_wait = asyncio.create_task(limit_hit.wait())
-            tasks += [serve, exited, limit_wait]
-            pending: set[asyncio.Task[Any]] = {serve, exited, limit_wait}
+            audit_lost = asyncio.create_task(bridge.audit_lost.wait())
+            tasks += [serve, exited, limit_wait, audit_lost]
+            pending: set[asyncio.Task[Any]] = {serve, exited, limit_wait, audit_lost}
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -421,9 +424,12 @@ class SandboxRunner:
                 if limit_wait in finished:
                     ending = "output_limit"
                     break
+                if audit_lost in finished:
+                    ending = "audit_failed"
+                    break
                 if serve in finished:
                     result = serve.result()
-                    if result in ("protocol_error", "call_limit"):
+                    if result in _STOPS:
                         ending = result
                     else:
                         ending = "done" if done else "exited"
@@ -434,7 +440,7 @@ class SandboxRunner:
                     # Give the bridge a moment to deliver a done frame that was already written.
                     with contextlib.suppress(asyncio.TimeoutError):
                         await asyncio.wait_for(asyncio.shield(serve), 0.5)
-                    if serve.done() and not serve.cancelled() and serve.result() in ("protocol_error", "call_limit"):
+                    if serve.done() and not serve.cancelled() and serve.result() in _STOPS:
                         ending = serve.result()
                     else:
                         ending = "done" if done else "exited"
@@ -444,10 +450,17 @@ class SandboxRunner:
                 watchdog.stop()
             bridge.close("the run has ended")
             out_of_memory = await _to_the_end(self._end_run(child, tasks, watchdog))
+            # Every frame read has its row before the run reports: those cut off by the end of the run too.
+            await _to_the_end(bridge.settle())
             # Refill after the run, not during it: a concurrent spawn would compete with the run for CPU.
             self._schedule_refill()
+        if ending == "exited" and done:  # the done frame's row was still being written when the child exited
+            ending = "done"
         if out_of_memory and ending not in ("timeout", "output_limit"):
             ending = "memory_limit"
+        if bridge.audit_failed:  # fail closed: whatever the script did, its result is not taken
+            ending = "audit_failed"
+            stop["detail"] = "an audit write failed"
         return ChildOutcome(
             isolation=child.isolation,
             ending=ending,
@@ -475,9 +488,11 @@ class SandboxRunner:
     async def _serve(self, child: _Child, bridge: ToolBridge, done: dict[str, Any], stop: dict[str, str]) -> str:
         """Answer call frames until the child says done, the stream ends, or a frame ends the run.
 
-        Every frame reaches the audit log: calls through the bridge, anything else (undecodable, a forged
-        token, an unknown type) as a rejected frame. A wrong token or a spent budget stops the reading at
-        once, so a flood of frames costs at most one budget's worth of rows.
+        Every frame reaches the audit log before it is answered or dropped: calls through the bridge (a
+        call still in flight when the run ends writes its row as it is cut off, and one never started gets
+        its row from ``ToolBridge.settle``), the ``done`` frame before its result is taken, anything else
+        (undecodable, a forged token, an unknown type) as a rejected frame. A wrong token or a spent budget
+        stops the reading at once, so a flood of frames costs at most one budget's worth of rows.
         """
         in_flight: set[asyncio.Task[None]] = set()
 
@@ -499,7 +514,8 @@ class SandboxRunner:
                     body = await read_raw_frame(child.reader, self.max_frame_bytes)
                     if body is None:
                         return "eof"
-                    frame = decode_frame(body)
+                    frame = decode_frame(body) if len(body) <= DECODE_INLINE_BYTES else await asyncio.to_thread(
+                        decode_frame, body)
                 except ProtocolError as exc:
                     return await reject("malformed_frame", f"protocol error: {exc}", exc.preview)
                 except ConnectionError:
@@ -517,6 +533,9 @@ class SandboxRunner:
                     task.add_done_callback(in_flight.discard)
                 elif kind == "done":
                     if bridge.token_matches(frame):
+                        if not await bridge.accept_done(frame):
+                            stop["detail"] = "the done frame could not be audited"
+                            return "audit_failed"
                         done.update(frame)
                         return "done"
                     return await reject("bad_token", "a done frame carried a wrong token", _frame_preview(body))
@@ -621,6 +640,9 @@ class _JoinThenDrop:
             os.setresuid(self._uid, self._uid, self._uid)
         if self._installer is not None:
             self._installer()
+
+
+_STOPS = ("protocol_error", "call_limit", "audit_failed")  # what _serve returns when a frame ends the run
 
 
 def _frame_preview(body: bytes) -> str:

@@ -192,6 +192,9 @@ class CodeExecutor:
         if outcome.ending == "call_limit":
             return "call_limit", None, (
                 f"the script sent more than {bridge.limits.max_calls} tool calls (denied ones count too) and was stopped")
+        if outcome.ending == "audit_failed":
+            return "error", None, (
+                "the audit log could not record a bridge frame, so the run was stopped and its result refused")
         if outcome.ending == "protocol_error":
             detail = f": {outcome.stop_detail}" if outcome.stop_detail else ""
             return "error", None, f"the script broke the bridge protocol (malformed, oversized or forged frame) and was stopped{detail}"
