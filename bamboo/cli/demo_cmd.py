@@ -89,9 +89,9 @@ def demo(
 
     _analyse_a_new_task(settings)
 
-    from bamboo.cli.investigate_cmd import demo_investigation
+    from bamboo.cli.demo_loop import demo_investigation
 
-    console.rule("[bold]5. An investigation waiting for your review")
+    console.rule("[bold]5. An investigation: reuse, review, a refused and an accepted approval, the sandbox, audit")
     demo_investigation(settings)
 
     console.rule("[bold]Where to look")

@@ -37,7 +37,7 @@ from bamboo.settings import Settings, get_settings
 from bamboo.temporal_client import TemporalUnavailable, connect
 from policy.code_identity import short_hash
 from policy.decisions import DecisionKind
-from policy.identity import IdentityError, canonical_identity
+from policy.identity import IdentityError
 
 POLL_S = 0.4
 CHOICE_KEYS: dict[DecisionKind, str] = {
@@ -455,10 +455,11 @@ DEMO_REQUESTER = "demo-requester"
 
 async def provision_demo_identities(settings: Settings, operator: str, admin: LocalKey | None = None) -> None:
     """The embedded demo's two people, with keys in the local keys directory and registry entries signed by
-    the embedded stack's administrator (``demo-admin``, pinned in <data dir>/admin-keys): the requester may
-    only ask; the operator running the demo may ask and approve anything (but, as everywhere, not
-    state-changing code they asked for themselves). Idempotent. On the demo one person holds all three keys,
-    and the demo says so. ``admin`` signs instead of the embedded administrator (a stack of one's own)."""
+    the embedded stack's administrator (``demo-admin``, pinned in <data dir>/admin-keys): both may ask and
+    approve, but, as everywhere, not state-changing code they asked for themselves, so the demo's requester is
+    refused on its own retry by that rule and the operator running the demo approves it. Idempotent. On the demo
+    one person holds all three keys, and the demo says so. ``admin`` signs instead of the embedded
+    administrator (a stack of one's own)."""
     from bamboo.approvals.admin import PinnedAdmins, embedded_admin
     from bamboo.approvals.keys import KeyStore
     from bamboo.approvals.registry import ApproverRegistry
@@ -467,8 +468,8 @@ async def provision_demo_identities(settings: Settings, operator: str, admin: Lo
 
     admin = admin or embedded_admin(settings)
     keys = KeyStore(settings.resolved_keys_dir())
-    people = {DEMO_REQUESTER: {Role.REQUEST},
-              operator: {Role.REQUEST, Role.APPROVE, Role.APPROVE_STATE_CHANGING}}
+    everything = {Role.REQUEST, Role.APPROVE, Role.APPROVE_STATE_CHANGING}
+    people = {DEMO_REQUESTER: everything, operator: everything}
     async with opened_store(settings) as store:
         registry = ApproverRegistry(store.pool, store.audit, PinnedAdmins.of(settings))
         for identity, roles in people.items():
@@ -481,54 +482,3 @@ DEMO_IDENTITIES_NOTICE = (
     "(registers them), all yours. The rule that someone other than the requester approves state-changing code "
     "separates two keys here, not two people. A deployment pins its own administrators and registers each "
     "person's own key (README, 'Administrators'), and refuses to start with the demo's administrator.")
-
-
-DEMO_QUESTION = "What do the scout jobs say about memory?"
-
-
-def demo_investigation(settings: Settings, task_id: int = 40112233, admin: LocalKey | None = None) -> None:
-    """Start a session on a sample task with a pending review, and tell the operator how to answer it."""
-    me = canonical_identity(default_identity())
-
-    async def go() -> tuple[str, PendingView | None, str]:
-        await provision_demo_identities(settings, me, admin)
-        client = await _connect(settings)
-        session_id = f"demo-{uuid.uuid4().hex[:6]}"
-        # Opened by a separate identity, so that the operator approving from another terminal is a second
-        # person: state-changing (or unanalysable) code needs a distinct approver.
-        requester = inv.Speaker.of(settings, DEMO_REQUESTER)
-        await inv.start(client, inv.start_input(settings, session_id, DEMO_REQUESTER, task_id=task_id))
-        await inv.send_message(client, session_id, DEMO_QUESTION, requester, force_tool=True)
-
-        async def answered():  # a review to give, or the session's reply that there is no code to review
-            view = await inv.pending(client, session_id)
-            if view is not None:
-                return view, ""
-            replies = [e.text for e in await inv.transcript(client, session_id) if e.kind == "reply" and e.turn == 1]
-            return (None, replies[0]) if replies else None
-
-        view, reply = await inv.wait_until(answered, timeout_s=180) or (None, "")
-        return session_id, view, reply
-
-    session_id, view, reply = run(go())
-    ui = f"http://{settings.temporal_address.split(':')[0]}:{settings.temporal_ui_port}"
-    lines = [f"Investigation [bold]{session_id}[/] is running on task {task_id} (opened as {DEMO_REQUESTER}; "
-             f"you approve as {me}, with the key in {settings.resolved_keys_dir()}).",
-             DEMO_IDENTITIES_NOTICE.format(requester=DEMO_REQUESTER, me=me)]
-    if view is not None:
-        lines.append(f"Turn {view.turn} waits for review (code {short_hash(view.code_hash)}).")
-        lines.append(f"  read the code and answer:        bamboo investigate --attach {session_id}")
-        lines.append(f"  approve from another terminal:  bamboo approve {session_id} {view.code_hash[:12]} y")
-        lines.append("  or with the Temporal CLI:        temporal workflow signal --workflow-id "
-                     f"investigate:{session_id} --name decide --input \"$(bamboo sign decide {session_id} "
-                     f"{view.code_hash[:12]} y)\"")
-    elif reply:
-        lines.append(f"Turn 1 has nothing to review. The session says: {inert_markup(reply)}")
-        lines.append("  The offline model often cannot write tool-calling code; with a capable model "
-                     "(BAMBOO_LLM_BASE_URL, BAMBOO_LLM_MODEL) the same question is answered with code to review.")
-        lines.append(f"  ask again, or something else:    bamboo investigate --attach {session_id}")
-    else:
-        lines.append("No review is pending yet (the model may still be working); `bamboo approvals` will show it.")
-    lines.append(f"  find it in Temporal Web:          {ui}/namespaces/{settings.temporal_namespace}/workflows"
-                 "?query=BambooAwaitingApproval%3Dtrue")
-    console.print(Panel("\n".join(lines), title="investigation"))

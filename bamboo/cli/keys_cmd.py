@@ -281,14 +281,16 @@ def sign_message(
     session: str = typer.Argument(...),
     text: str = typer.Argument(..., help="what you ask"),
     tool: bool = typer.Option(False, "--tool", help="a tool turn (skip the intent classifier)"),
+    fresh_code: bool = typer.Option(False, "--fresh-code", help="newly written code, not a stored procedure"),
     identity: str | None = typer.Option(None, "--as"),
     ttl: float = typer.Option(DEFAULT_TTL_S, "--ttl", min=1),
 ) -> None:
     """Print a signed message, for `temporal workflow signal --name message --input ...`."""
     from bamboo.investigation.contract import OperatorMessage
 
-    _signed_json(session, "message", OperatorMessage(text=text, author=_identity(identity), force_tool=tool),
-                 identity, ttl)
+    message = OperatorMessage(text=text, author=_identity(identity), force_tool=tool or fresh_code,
+                              fresh_code=fresh_code)
+    _signed_json(session, "message", message, identity, ttl)
 
 
 @sign_app.command("revoke")

@@ -1,0 +1,221 @@
+"""The demo's investigation: the whole review loop, shown offline, with no model writing code.
+
+``bamboo demo`` stores the reviewed code procedures bundled with the examples (``examples/procedures``), opens a
+session on a bundled task as ``demo-requester`` and walks two turns. The first question is answered by reusing a
+stored read-only procedure: proposed without a model call, shown for review, approved by the operator, run in
+the sandbox, its result printed. The second reuses a state-changing one (a retry): the requester's own approval
+is refused by the distinct-approver rule, the operator's is accepted, and it runs. The session's audit rows
+close the tour. The session stays open for ``bamboo investigate --attach``.
+
+PanDA is the simulator: when nothing answers at the configured API address on this machine, the demo serves the
+bundled tasks there itself for as long as it runs (``bamboo panda-sim`` serves them for longer).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from rich.panel import Panel
+from rich.table import Table
+
+from bamboo.approvals.keys import LocalKey
+from bamboo.cli.common import console, fail, run
+from bamboo.cli.investigate_cmd import (
+    DEMO_IDENTITIES_NOTICE, DEMO_REQUESTER, default_identity, provision_demo_identities, show_pending,
+)
+from bamboo.frontends.inert_text import inert_rich
+from bamboo.investigation import client as inv
+from bamboo.investigation.contract import PendingView, TranscriptEntry
+from bamboo.settings import Settings
+from bamboo.temporal_client import TemporalUnavailable, connect
+from policy.code_identity import short_hash
+from policy.decisions import DecisionKind
+from policy.identity import canonical_identity
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE_PROCEDURES = ROOT / "examples" / "procedures"
+EXAMPLE_INCIDENTS = ROOT / "examples" / "incidents"
+# ex-021: stage-out failed at a storage endpoint. The task is finished, so PanDA accepts a retry of it.
+DEMO_TASK = 40149035
+DEMO_CAUSE = "Storage endpoint unavailable"
+DEMO_QUESTIONS = ("What happened to this task and its jobs?", "The storage endpoint is back: retry the task.")
+TURN_TIMEOUT_S = 300
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def demo_investigation(settings: Settings, task_id: int = DEMO_TASK, admin: LocalKey | None = None) -> None:
+    """Walk one session through the review loop with the bundled procedures (module docstring)."""
+    me = canonical_identity(default_identity())
+    with _simulator(settings):
+        session_id = run(_walk(settings, task_id, me, admin))
+    ui = f"http://{settings.temporal_address.split(':')[0]}:{settings.temporal_ui_port}"
+    console.print(Panel("\n".join([
+        f"Investigation [bold]{session_id}[/] stays open on task {task_id} (opened as {DEMO_REQUESTER}; you approve "
+        f"as {me}, with the key in {settings.resolved_keys_dir()}).",
+        DEMO_IDENTITIES_NOTICE.format(requester=DEMO_REQUESTER, me=me),
+        f"  ask more, or /new for newly written code:  bamboo investigate --attach {session_id}",
+        "  pending reviews from any terminal:          bamboo approvals",
+        f"  find it in Temporal Web:                    {ui}/namespaces/{settings.temporal_namespace}/workflows"
+        "?query=BambooKind%3D%22investigate%22",
+    ]), title="investigation"))
+
+
+async def _walk(settings: Settings, task_id: int, me: str, admin: LocalKey | None) -> str:
+    await provision_demo_identities(settings, me, admin)
+    stored = await store_example_procedures(settings)
+    console.print(f"Stored procedures from examples/procedures (reviewed code, with their incidents): "
+                  f"{', '.join(stored)}")
+    try:
+        client = await connect(settings)
+    except TemporalUnavailable as exc:
+        fail(str(exc))
+        raise
+    requester, operator = inv.Speaker.of(settings, DEMO_REQUESTER), inv.Speaker.of(settings, me)
+    session_id = f"demo-{uuid.uuid4().hex[:6]}"
+    await inv.start(client, inv.start_input(settings, session_id, DEMO_REQUESTER, task_id=task_id, cause=DEMO_CAUSE,
+                                            startup_hypothesis=False))
+    console.print(f"Session {session_id} on task {task_id}, opened by {DEMO_REQUESTER}; the cause an analysis "
+                  f"chose for it: {DEMO_CAUSE}.")
+    for turn, question in enumerate(DEMO_QUESTIONS, start=1):
+        console.rule(f"turn {turn}")
+        console.print(inert_rich(f"{DEMO_REQUESTER} asks: {question}"))
+        await inv.send_message(client, session_id, question, requester, force_tool=True)
+        view = await _review(client, session_id, turn)
+        if view is None:
+            return session_id
+        for line in await _turn_entries(client, session_id, turn, "reuse"):
+            console.print(inert_rich(f"[reuse] {line.text}", "cyan"))
+        show_pending(view)
+        if not view.read_only:
+            await _approve(client, session_id, view, requester)
+        await _approve(client, session_id, view, operator)
+        await _show_run(client, session_id, turn)
+    await _show_audit(settings, session_id)
+    return session_id
+
+
+async def store_example_procedures(settings: Settings) -> list[str]:
+    """The bundled reviewed code procedures, stored as approved (a capture per incident: loading again is a
+    no-op); returns their names."""
+    from bamboo.cli.store_access import opened_store
+    from bamboo.investigation.bundled import load_bundled, store_bundled
+    from bamboo.investigation.procedures import ProcedureRepository
+
+    procedures = load_bundled(EXAMPLE_PROCEDURES, EXAMPLE_INCIDENTS)
+    async with opened_store(settings) as store:
+        await store_bundled(ProcedureRepository(store.pool), procedures)
+    return [p.name for p in procedures]
+
+
+async def _review(client, session_id: str, turn: int) -> PendingView | None:
+    """The turn's pending review; None (after saying why) when the session answered without one."""
+    async def probe():
+        view = await inv.pending(client, session_id)
+        if view is not None and view.turn == turn:
+            return view
+        replies = await _turn_entries(client, session_id, turn, "reply", "refused_run", "system")
+        return replies[-1] if replies else None
+
+    found = await inv.wait_until(probe, timeout_s=TURN_TIMEOUT_S)
+    if isinstance(found, PendingView):
+        return found
+    said = found.text if found is not None else f"nothing within {TURN_TIMEOUT_S} s (is the worker running?)"
+    console.print(inert_rich(f"Turn {turn} has nothing to review. The session says: {said}", "yellow"))
+    return None
+
+
+async def _approve(client, session_id: str, view: PendingView, speaker: inv.Speaker) -> None:
+    """Approve the pending code once as ``speaker``, and print the session's verdict."""
+    try:
+        await inv.decide_by_prefix(client, session_id, view.code_hash, DecisionKind.RUN_ONCE, speaker)
+    except inv.InvestigationError as exc:
+        console.print(inert_rich(f"{speaker.identity} approves {short_hash(view.code_hash)}: REFUSED "
+                                 f"({exc.refusal}): {exc}", "red"))
+        return
+    console.print(inert_rich(f"{speaker.identity} approves {short_hash(view.code_hash)}: accepted", "green"))
+
+
+async def _show_run(client, session_id: str, turn: int) -> None:
+    """The run's outcome and result, then the model's reading of it (labelled as the model's)."""
+    async def replied():
+        return await _turn_entries(client, session_id, turn, "reply", "refused_run")
+
+    await inv.wait_until(replied, timeout_s=TURN_TIMEOUT_S)
+    for entry in await _turn_entries(client, session_id, turn, "run", "refused_run"):
+        if entry.kind == "refused_run":
+            console.print(inert_rich(f"[refused_run] {entry.text}", "red"))
+            continue
+        calls = ", ".join(f"{c['tool']} {c['outcome']}" for c in entry.data.get("calls", []))
+        console.print(inert_rich(f"[run] in the sandbox ({entry.data.get('isolation') or 'sandbox'}), approved by "
+                                 f"{entry.actor}: {entry.data.get('status')}; tool calls: {calls or 'none'}"))
+        result = json.dumps(entry.data.get("return_value"), indent=2, sort_keys=True, ensure_ascii=True)
+        console.print(inert_rich(f"result:\n{result}"))
+        if entry.data.get("error"):
+            console.print(inert_rich(f"error: {entry.data['error']}", "red"))
+    for entry in await _turn_entries(client, session_id, turn, "reply"):
+        console.print(inert_rich(f"The model says (unverified): {entry.text}", "yellow"))
+
+
+async def _show_audit(settings: Settings, session_id: str) -> None:
+    """The session's audit rows: who asked, what the policy decided, who approved or was refused, what ran."""
+    from bamboo.cli.store_access import opened_store
+
+    async with opened_store(settings) as store:
+        async def rows():
+            async with store.pool.connection() as conn:
+                found = await (await conn.execute(
+                    "SELECT seq, kind, actor, body FROM audit WHERE run_id = %s ORDER BY seq",
+                    (f"investigate:{session_id}",))).fetchall()
+            return found if sum(1 for r in found if r[1] == "code_run") >= len(DEMO_QUESTIONS) else None
+
+        found = await inv.wait_until(rows, timeout_s=60, every_s=1.0) or []
+    console.rule("audit rows of the session (bamboo audit verify checks the chain)")
+    table = Table("seq", "kind", "actor", "what")
+    for column in table.columns:
+        column.overflow = "fold"
+    for seq, kind, actor, body in found:
+        table.add_row(str(seq), kind, inert_rich(actor), inert_rich(_audit_summary(body)))
+    console.print(table)
+
+
+def _audit_summary(body: dict) -> str:
+    keys = ("turn", "procedure", "outcome", "reason", "kind", "refusal", "status", "approver", "requester")
+    parts = [f"{k}={body[k]}" for k in keys if body.get(k) not in (None, "", [])]
+    if body.get("code_hash"):
+        parts.append(f"code={short_hash(str(body['code_hash']))}")
+    if body.get("accepted") is not None:
+        parts.append(f"accepted={body['accepted']}")
+    return " ".join(parts)
+
+
+async def _turn_entries(client, session_id: str, turn: int, *kinds: str) -> list[TranscriptEntry]:
+    return [e for e in await inv.transcript(client, session_id) if e.turn == turn and e.kind in kinds]
+
+
+@contextlib.contextmanager
+def _simulator(settings: Settings) -> Iterator[None]:
+    """The PanDA simulator at the configured API address while the demo runs, unless something answers there."""
+    address = urlsplit(settings.panda_api_url)
+    host, port = address.hostname or "", address.port or 80
+    if host not in LOOPBACK or _listening(host, port):
+        console.print(f"PanDA: {settings.panda_api_url}")
+        yield
+        return
+    from bamboo.panda.simulator import PandaSimulator
+
+    with PandaSimulator(EXAMPLE_INCIDENTS, host=host, port=port, require_token=None) as sim:
+        console.print(f"PanDA: the simulator of the bundled tasks at {sim.api_url}, for as long as the demo runs "
+                      "(`bamboo panda-sim` keeps one running)")
+        yield
+
+
+def _listening(host: str, port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
+        return True
+    return False
