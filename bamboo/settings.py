@@ -144,7 +144,7 @@ class Settings(BaseSettings):
                                   "stack (the demo's), none otherwise (docs/trust-model.md)")
     investigation_idle_timeout_s: int = 7 * 24 * 3600
     reuse_match_threshold: float = Field(
-        default=0.6, ge=0.0, le=1.0, description="Least similarity of a request to a stored read-only procedure's "
+        default=0.7, ge=0.0, le=1.0, description="Least similarity of a request to a stored read-only procedure's "
                                                  "triggers for a turn to propose it instead of generating code")
     reuse_state_changing_threshold: float = Field(
         default=0.8, ge=0.0, le=1.0, description="The same for a stored procedure that changes state (stricter)")

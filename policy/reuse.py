@@ -58,7 +58,7 @@ class ReuseSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    threshold: float = Field(default=0.6, ge=0.0, le=1.0, description="least similarity for a read-only one")
+    threshold: float = Field(default=0.7, ge=0.0, le=1.0, description="least similarity for a read-only one")
     state_changing_threshold: float = Field(default=0.8, ge=0.0, le=1.0,
                                             description="least similarity for a state-changing (or opaque) one")
 
