@@ -85,8 +85,9 @@ async def _walk(settings: Settings, task_id: int, me: str, admin: LocalKey | Non
     for turn, question in enumerate(DEMO_QUESTIONS, start=1):
         console.rule(f"turn {turn}")
         console.print(inert_rich(f"{DEMO_REQUESTER} asks: {question}"))
+        seen = max((e.seq for e in await inv.transcript(client, session_id)), default=0)
         await inv.send_message(client, session_id, question, requester, force_tool=True)
-        view = await _review(client, session_id, turn)
+        view = await _review(client, session_id, turn, seen)
         if view is None:
             return session_id
         for line in await _turn_entries(client, session_id, turn, "reuse"):
@@ -113,14 +114,16 @@ async def store_example_procedures(settings: Settings) -> list[str]:
     return [p.name for p in procedures]
 
 
-async def _review(client, session_id: str, turn: int) -> PendingView | None:
-    """The turn's pending review; None (after saying why) when the session answered without one."""
+async def _review(client, session_id: str, turn: int, seen: int) -> PendingView | None:
+    """The turn's pending review; None (after saying why) when the session answered without one, or refused the
+    message (an entry after ``seen`` with no turn)."""
     async def probe():
         view = await inv.pending(client, session_id)
         if view is not None and view.turn == turn:
             return view
-        replies = await _turn_entries(client, session_id, turn, "reply", "refused_run", "system")
-        return replies[-1] if replies else None
+        said = [e for e in await inv.transcript(client, session_id, seen)
+                if (e.turn == turn and e.kind in ("reply", "refused_run", "system")) or e.kind == "refused_request"]
+        return said[-1] if said else None
 
     found = await inv.wait_until(probe, timeout_s=TURN_TIMEOUT_S)
     if isinstance(found, PendingView):

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -94,19 +95,19 @@ def _ensure_audit_key(settings: Settings, echo) -> None:
         echo(f"audit: signing key created at {where.signing_key} (checkpoints in {where.checkpoint_file})")
 
 
-def start_worker(settings: Settings, state: StackState, log: Path) -> ServiceState:
-    env = dict(os.environ)
-    if state.database_url and not settings.database_url:
-        from bamboo.store import resolve_store_location
-
-        where = resolve_store_location(settings)
-        env["BAMBOO_DATABASE_URL"] = where.url
-        if where.owner_url:
-            env["BAMBOO_DATABASE_OWNER_URL"] = where.owner_url
-        if where.checkpoint_file and where.signing_key:
-            env["BAMBOO_AUDIT_CHECKPOINT_FILE"] = str(where.checkpoint_file)
-            env["BAMBOO_AUDIT_SIGNING_KEY"] = str(where.signing_key)
+def worker_environment(settings: Settings, base: Mapping[str, str]) -> dict[str, str]:
+    """The worker's environment: the caller's, and the data directory. On the embedded stack the worker finds the
+    embedded Postgres, its owner and the audit checkpoint from the stack's state, as the CLI does; it is not
+    handed BAMBOO_DATABASE_URL, which makes a worker a deployment with a database of its own: such a worker pins
+    no administrator unless BAMBOO_ADMIN_KEYS_FILE says so, and refuses the demo's, so the demo's registrations
+    counted for nothing and every request to an investigation was refused as unregistered."""
+    env = dict(base)
     env["BAMBOO_DATA_DIR"] = str(settings.resolved_data_dir())
+    return env
+
+
+def start_worker(settings: Settings, state: StackState, log: Path) -> ServiceState:
+    env = worker_environment(settings, os.environ)
     proc = subprocess.Popen([sys.executable, "-m", "worker"], stdout=open(log, "ab"), stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, start_new_session=True, env=env)
     time.sleep(1.0)
