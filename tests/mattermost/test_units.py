@@ -117,3 +117,14 @@ def test_narrated_replies_and_tool_calls_are_inert():
     call = run.split("\n")[1]
     assert call.startswith("- tool `get_task_details(") and call.count("`") == 2 and "@" not in call
     assert "<b>" not in call and "(at)here" in call
+
+
+def test_task_ids_in_commands_are_plain_bounded_integers():
+    """A 5000-digit number or a Unicode digit ('²') passed str.isdigit and made int() raise in the bot."""
+    from bamboo.frontends.mattermost.commands import parse_root
+
+    assert parse_root("analyze 40112233").task_id == 40112233
+    for word in ("9" * 5000, "²", "0", str(2**63), "١٢٣"):
+        assert parse_root(f"analyze {word}").kind == "invalid"
+        command = parse_root(f"investigate {word}")
+        assert command.task_id is None and command.kind == "investigate"

@@ -39,6 +39,19 @@ class Command(BaseModel):
     error: str = ""
 
 
+_TASK_ID = re.compile(r"[0-9]{1,19}")
+MAX_TASK_ID = 2**63 - 1
+
+
+def _task_id(word: str) -> int | None:
+    """A task id as people type one: ASCII digits of a positive 64-bit integer. ``str.isdigit`` also takes
+    '²' and other Unicode digits that ``int`` refuses, and a 5000-digit number made ``int`` raise."""
+    if not _TASK_ID.fullmatch(word):
+        return None
+    value = int(word)
+    return value if 0 < value <= MAX_TASK_ID else None
+
+
 def _word(text: str) -> str:
     return text.lstrip("/!").lower()
 
@@ -55,13 +68,14 @@ def parse_root(message: str) -> Command | None:
         unknown = flags - {"--verbose", "--no-hypothesis"}
         if unknown or not rest:
             return Command(kind="invalid", error="usage: investigate <task-id|symptom> [--verbose] [--no-hypothesis]")
-        task = int(rest[0]) if len(rest) == 1 and rest[0].isdigit() else None
+        task = _task_id(rest[0]) if len(rest) == 1 else None
         return Command(kind="investigate", task_id=task, symptom=None if task else " ".join(rest),
                        verbose="--verbose" in flags, hypothesis="--no-hypothesis" not in flags)
     if head == "analyze":
-        if len(words) != 2 or not words[1].isdigit():
-            return Command(kind="invalid", error="usage: analyze <task-id>")
-        return Command(kind="analyze", task_id=int(words[1]))
+        task = _task_id(words[1]) if len(words) == 2 else None
+        if task is None:
+            return Command(kind="invalid", error="usage: analyze <task-id> (a positive 64-bit integer)")
+        return Command(kind="analyze", task_id=task)
     if head in ("approvals", "pending") and len(words) == 1:
         return Command(kind="pending")
     if head == "bamboo" and len(words) == 1:
