@@ -390,13 +390,22 @@ def approvals_cmd(as_json: bool = typer.Option(False, "--json", help="machine-re
 
     async def go() -> None:
         client = await _connect(settings)
-        found = await inv.list_pending(client)
+        unanswered: list[str] = []
+        found = await inv.list_pending(client, unanswered=unanswered)
         if as_json:
             print(json.dumps([{"session": item.session_id, **item.view.model_dump(mode="json")} for item in found]))
-            return
-        if not found:
+        elif not found and not unanswered:
             console.print("no investigation is waiting for approval")
-            return
+        elif found:
+            _approvals_table(found)
+        if unanswered:
+            err_console.print(inert_rich(
+                f"{len(unanswered)} session(s) wait for approval by Temporal's record but no worker answered for "
+                f"them ({', '.join(unanswered[:5])}{', …' if len(unanswered) > 5 else ''}); start one (`bamboo dev "
+                "up` or `bamboo worker`) to see their reviews", one_line=True))
+            raise typer.Exit(1)
+
+    def _approvals_table(found: list[inv.PendingApproval]) -> None:
         # The table is the facts; the model's summaries follow it, labelled, one line each, never in a row
         # beside the verdict.
         table = Table("session", "turn", "code hash", "asked by", "effect", "tools", show_lines=True)

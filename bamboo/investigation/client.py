@@ -216,14 +216,17 @@ class PendingApproval(BaseModel):
     view: PendingView
 
 
-async def list_pending(client: Client, limit: int = 100) -> list[PendingApproval]:
-    """Pending reviews across sessions: the search attribute finds candidates, the query confirms each."""
+async def list_pending(client: Client, limit: int = 100, unanswered: list[str] | None = None) -> list[PendingApproval]:
+    """Pending reviews across sessions: the search attribute finds candidates, the query confirms each. A
+    session whose query no worker answers is added to ``unanswered`` when given (it may well be waiting)."""
     found: list[PendingApproval] = []
     async for execution in client.list_workflows(PENDING_QUERY, limit=limit):
         session = session_of(execution.id)
         try:
             view = await pending(client, session)
         except InvestigationError:
+            if unanswered is not None:
+                unanswered.append(session)
             continue
         if view is not None:
             found.append(PendingApproval(session_id=session, view=view))

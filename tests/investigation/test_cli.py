@@ -279,3 +279,27 @@ async def test_model_text_is_inert_in_approvals_and_in_the_attached_review(ops, 
         assert words not in panel, words
     said = max(i for i, line in enumerate(lines) if "The model says" in line)
     assert said < top  # the model's words come before the verdict, which the choices follow
+
+
+async def test_approvals_says_when_no_worker_answers_for_a_waiting_session(client, settings):
+    """Issue 28, item 10: with no worker running, `bamboo approvals` said no investigation was waiting while
+    one was. A session Temporal records as awaiting approval, on a queue no worker polls, is named instead."""
+    from temporalio.common import SearchAttributePair, TypedSearchAttributes
+
+    from bamboo.contract import AWAITING_APPROVAL, KIND, Kind
+    from bamboo.investigation.contract import WORKFLOW_NAME
+
+    session = new_session()
+    handle = await client.start_workflow(
+        WORKFLOW_NAME, id=inv.workflow_id(session), task_queue=f"nobody-polls-{session}",
+        search_attributes=TypedSearchAttributes([SearchAttributePair(KIND, Kind.INVESTIGATE.value),
+                                                 SearchAttributePair(AWAITING_APPROVAL, True)]))
+    try:
+        async def listed():
+            out = await _bamboo(settings, "approvals")
+            return out if session in out.stderr else None
+        out = await wait_for(listed, timeout=90, every=2.0)
+        assert out.returncode == 1 and "no worker answered" in out.stderr
+        assert "no investigation is waiting" not in out.stdout
+    finally:
+        await handle.terminate("test over")
