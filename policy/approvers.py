@@ -20,10 +20,10 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from policy.identity import Identity
-from policy.signing import Authorization, StatementKind, decode_public_key, key_id, signature_valid, statement_bytes
+from policy.signing import Authorization, IdentityKey, StatementKind, signature_valid, statement_bytes
 
 DEFAULT_MAX_SIGNATURE_TTL_S = 24 * 3600
 
@@ -35,28 +35,14 @@ class Role(str, Enum):
     FRONT_END = "front_end"  # a console or bot that signs for the registered person it authenticated
 
 
-class RegisteredKey(BaseModel):
-    """One registry entry: a canonical identity, its Ed25519 public key (base64 of 32 bytes) and its roles."""
+class RegisteredKey(IdentityKey):
+    """One registry entry: a canonical identity, its Ed25519 public key and its roles."""
 
-    model_config = ConfigDict(frozen=True)
-
-    identity: Identity
-    public_key: str
     roles: frozenset[Role] = frozenset()
     # A front end's scope: the identities it may sign for (from its registration and the account bindings an
     # administrator signed); a person's: the front ends that may sign for them. Never "everyone".
     speaks_for: frozenset[Identity] = frozenset()
     front_ends: frozenset[Identity] = frozenset()
-
-    @field_validator("public_key")
-    @classmethod
-    def _decodes(cls, value: str) -> str:
-        decode_public_key(value)
-        return value
-
-    @property
-    def key_id(self) -> str:
-        return key_id(self.public_key)
 
 
 class ApprovalRules(BaseModel):

@@ -61,36 +61,14 @@ class GrantTerms(BaseModel):
         return self
 
 
-class CapabilityGrant(BaseModel):
-    model_config = ConfigDict(frozen=True)
+class CapabilityGrant(GrantTerms):
+    """A grant as gates 3 and 4 judge it: the signed terms, its id, and what the store counted."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     grant_id: str = Field(min_length=1, max_length=64)
-    environment: str
-    tool: str
-    rule: str
-    targets: tuple[str, ...] = Field(min_length=1)
-    max_executions: int = Field(ge=1)
-    max_repetitions: int = Field(ge=1)
     executions_used: int = Field(default=0, ge=0)
-    expires_at: datetime
-    granted_by: Identity
     revoked: bool = False
-
-    @field_validator("targets")
-    @classmethod
-    def _sorted_unique(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(sorted(set(value)))
-
-    @field_validator("expires_at")
-    @classmethod
-    def _aware(cls, value: datetime) -> datetime:
-        return utc_expiry(value)
-
-    @model_validator(mode="after")
-    def _repetitions_within_executions(self) -> "CapabilityGrant":
-        if self.max_repetitions > self.max_executions:
-            raise ValueError("a grant cannot allow more repetitions of one command than executions in total")
-        return self
 
 
 def grant_of(grant_id: str, terms: GrantTerms, *, executions_used: int, revoked: bool) -> CapabilityGrant:

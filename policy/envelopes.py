@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from policy.decisions import OperatorDecision
 from policy.identity import Identity
-from policy.signing import NONCE_PATTERN, decode_public_key, key_id, signature_valid, utc_expiry
+from policy.signing import NONCE_PATTERN, IdentityKey, signature_valid, utc_expiry
 
 DOMAIN = b"bamboo-decision-envelope-v1\n"
 DEFAULT_MAX_ENVELOPE_TTL_S = 5 * 60
@@ -47,24 +47,10 @@ AGENT_PHASES: frozenset[str] = frozenset({"automatic", "interactive"})
 PERSON_PHASES: frozenset[str] = frozenset({"operator"})
 
 
-class VerificationKey(BaseModel):
+class VerificationKey(IdentityKey):
     """One key an executor trusts: whose it is, and whether it is the agent's or a person's."""
 
-    model_config = ConfigDict(frozen=True)
-
     kind: KeyKind
-    identity: Identity
-    public_key: str
-
-    @field_validator("public_key")
-    @classmethod
-    def _decodes(cls, value: str) -> str:
-        decode_public_key(value)
-        return value
-
-    @property
-    def key_id(self) -> str:
-        return key_id(self.public_key)
 
 
 class EnvelopeClaims(BaseModel):

@@ -61,6 +61,26 @@ class Authorization(BaseModel):
         return utc_expiry(value)
 
 
+class IdentityKey(BaseModel):
+    """An identity and its Ed25519 public key (base64 of the raw 32 bytes), checked on the way in: what a
+    registry entry, a pinned administrator and an executor's verification key each are, and more."""
+
+    model_config = ConfigDict(frozen=True)
+
+    identity: Identity
+    public_key: str
+
+    @field_validator("public_key")
+    @classmethod
+    def _decodes(cls, value: str) -> str:
+        decode_public_key(value)
+        return value
+
+    @property
+    def key_id(self) -> str:
+        return key_id(self.public_key)
+
+
 def utc_expiry(value: datetime) -> datetime:
     """An expiry as an aware UTC time; a naive one is refused, since its zone would be a guess."""
     if value.tzinfo is None:

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from policy.approvers import RegisteredKey, Role
 from policy.identity import Identity, IdentityError, canonical_identity
-from policy.signing import NONCE_PATTERN, decode_public_key, key_id, signature_valid, utc_expiry
+from policy.signing import NONCE_PATTERN, IdentityKey, decode_public_key, signature_valid, utc_expiry
 
 DOMAIN = b"bamboo-trust-statement-v1\n"
 # Identities the embedded demo provisions start with this; a deployment of its own refuses to pin them.
@@ -39,23 +39,8 @@ class TrustRootError(ValueError):
     """The pinned administrators' keys are unusable; the message says what to fix."""
 
 
-class PinnedAdmin(BaseModel):
+class PinnedAdmin(IdentityKey):
     """One administrator the deployment trusts: a canonical identity and an Ed25519 public key."""
-
-    model_config = ConfigDict(frozen=True)
-
-    identity: Identity
-    public_key: str
-
-    @field_validator("public_key")
-    @classmethod
-    def _decodes(cls, value: str) -> str:
-        decode_public_key(value)
-        return value
-
-    @property
-    def key_id(self) -> str:
-        return key_id(self.public_key)
 
 
 class TrustRoot(BaseModel):

@@ -14,7 +14,6 @@ leaves its owner's keys directory (BAMBOO_KEYS_DIR, default <data dir>/keys).
 
 from __future__ import annotations
 
-import json
 
 import typer
 from rich.markup import escape

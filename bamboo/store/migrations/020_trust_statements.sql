@@ -13,15 +13,15 @@ CREATE TABLE trust_statements (
 );
 CREATE INDEX trust_statements_subject ON trust_statements (kind, subject);
 
--- Append-only for everyone, as the audit log: a revocation cannot be deleted to bring a key back.
-CREATE FUNCTION trust_statements_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+-- Insert-only for everyone, as the audit log: a revocation cannot be deleted to bring a key back. One
+-- trigger function for every insert-only table from here on; its argument is the hint a refusal gives.
+CREATE FUNCTION insert_only() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    RAISE EXCEPTION 'the trust statements are append-only: % is refused', TG_OP
-        USING ERRCODE = 'insufficient_privilege',
-              HINT = 'a change to the registry is a new statement signed by a pinned administrator';
+    RAISE EXCEPTION '% on % is refused: the table is insert-only', TG_OP, TG_TABLE_NAME
+        USING ERRCODE = 'insufficient_privilege', HINT = TG_ARGV[0];
 END
 $$;
-CREATE TRIGGER trust_statements_append_only_rows BEFORE UPDATE OR DELETE ON trust_statements
-    FOR EACH ROW EXECUTE FUNCTION trust_statements_append_only();
-CREATE TRIGGER trust_statements_append_only_truncate BEFORE TRUNCATE ON trust_statements
-    FOR EACH STATEMENT EXECUTE FUNCTION trust_statements_append_only();
+CREATE TRIGGER trust_statements_insert_only_rows BEFORE UPDATE OR DELETE ON trust_statements
+    FOR EACH ROW EXECUTE FUNCTION insert_only('a change to the registry is a new statement signed by a pinned administrator');
+CREATE TRIGGER trust_statements_insert_only_truncate BEFORE TRUNCATE ON trust_statements
+    FOR EACH STATEMENT EXECUTE FUNCTION insert_only('a change to the registry is a new statement signed by a pinned administrator');

@@ -27,23 +27,15 @@ CREATE INDEX capability_grant_revocations_grant ON capability_grant_revocations 
 
 -- Insert-only for everyone, as the audit log and the trust statements: a use deleted would refill a grant, a
 -- revocation deleted would bring it back. The app role also gets only SELECT and INSERT (bamboo.store.roles).
-CREATE FUNCTION capability_rows_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    RAISE EXCEPTION '% on % is refused: capability grants, their uses and revocations are insert-only', TG_OP,
-        TG_TABLE_NAME
-        USING ERRCODE = 'insufficient_privilege',
-              HINT = 'a grant is ended by a signed revocation (`bamboo exec revoke`), never by changing rows';
-END
-$$;
 CREATE TRIGGER capability_grants_append_only_rows BEFORE UPDATE OR DELETE ON capability_grants
-    FOR EACH ROW EXECUTE FUNCTION capability_rows_append_only();
+    FOR EACH ROW EXECUTE FUNCTION insert_only('a grant is ended by a signed revocation (bamboo exec revoke), never by changing rows');
 CREATE TRIGGER capability_grants_append_only_truncate BEFORE TRUNCATE ON capability_grants
-    FOR EACH STATEMENT EXECUTE FUNCTION capability_rows_append_only();
+    FOR EACH STATEMENT EXECUTE FUNCTION insert_only('a grant is ended by a signed revocation (bamboo exec revoke), never by changing rows');
 CREATE TRIGGER capability_grant_uses_append_only_rows BEFORE UPDATE OR DELETE ON capability_grant_uses
-    FOR EACH ROW EXECUTE FUNCTION capability_rows_append_only();
+    FOR EACH ROW EXECUTE FUNCTION insert_only('a grant is ended by a signed revocation (bamboo exec revoke), never by changing rows');
 CREATE TRIGGER capability_grant_uses_append_only_truncate BEFORE TRUNCATE ON capability_grant_uses
-    FOR EACH STATEMENT EXECUTE FUNCTION capability_rows_append_only();
+    FOR EACH STATEMENT EXECUTE FUNCTION insert_only('a grant is ended by a signed revocation (bamboo exec revoke), never by changing rows');
 CREATE TRIGGER capability_grant_revocations_append_only_rows BEFORE UPDATE OR DELETE ON capability_grant_revocations
-    FOR EACH ROW EXECUTE FUNCTION capability_rows_append_only();
+    FOR EACH ROW EXECUTE FUNCTION insert_only('a grant is ended by a signed revocation (bamboo exec revoke), never by changing rows');
 CREATE TRIGGER capability_grant_revocations_append_only_truncate BEFORE TRUNCATE ON capability_grant_revocations
-    FOR EACH STATEMENT EXECUTE FUNCTION capability_rows_append_only();
+    FOR EACH STATEMENT EXECUTE FUNCTION insert_only('a grant is ended by a signed revocation (bamboo exec revoke), never by changing rows');

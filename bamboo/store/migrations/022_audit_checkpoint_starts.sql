@@ -10,13 +10,7 @@ CREATE TABLE audit_checkpoint_starts (
     started_at timestamptz NOT NULL DEFAULT now()
 );
 
-CREATE FUNCTION audit_checkpoint_starts_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    RAISE EXCEPTION 'audit checkpoint starts are append-only: % is refused', TG_OP
-        USING ERRCODE = 'insufficient_privilege';
-END
-$$;
 CREATE TRIGGER audit_checkpoint_starts_append_only_rows BEFORE UPDATE OR DELETE ON audit_checkpoint_starts
-    FOR EACH ROW EXECUTE FUNCTION audit_checkpoint_starts_append_only();
+    FOR EACH ROW EXECUTE FUNCTION insert_only('a new start is recorded by bamboo audit checkpoint --start-new');
 CREATE TRIGGER audit_checkpoint_starts_append_only_truncate BEFORE TRUNCATE ON audit_checkpoint_starts
-    FOR EACH STATEMENT EXECUTE FUNCTION audit_checkpoint_starts_append_only();
+    FOR EACH STATEMENT EXECUTE FUNCTION insert_only('a new start is recorded by bamboo audit checkpoint --start-new');
