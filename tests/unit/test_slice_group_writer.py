@@ -118,7 +118,9 @@ async def test_a_full_group_is_written_without_waiting_for_the_window(tmp_path):
     strategy.go[0].set()
     strategy.go[1].set()
     await asyncio.wait_for(storer.writing.wait(), 10)
-    assert storer.groups == [["unit-0", "unit-1"]], "a full group goes while an incident is still before the LLM"
+    # The two finish in either order (each incident is read in the offload pool); the group holds both.
+    assert [sorted(g) for g in storer.groups] == [["unit-0", "unit-1"]], \
+        "a full group goes while an incident is still before the LLM"
     strategy.go[2].set()
     await asyncio.wait_for(run, 10)
-    assert storer.groups == [["unit-0", "unit-1"], ["unit-2"]]
+    assert [sorted(g) for g in storer.groups] == [["unit-0", "unit-1"], ["unit-2"]]
