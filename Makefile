@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test lint bench clean
 
 install: $(STAMP)
 
@@ -32,9 +32,14 @@ $(STAMP): pyproject.toml Makefile
 demo: install
 	$(BIN)/bamboo demo
 
-test: install
+test: install lint
 	@$(BIN)/python -m pytest -q -p no:cacheprovider; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing on purpose"; exit 1; fi; exit $$rc
+
+# Lint and types (configured in pyproject.toml), run by `make test` and so by CI.
+lint: install
+	$(BIN)/ruff check
+	$(BIN)/mypy
 
 bench: install
 	$(BIN)/python -m bench.populate.run --out bench/populate/results.md

@@ -4,8 +4,9 @@ Analysis runs in the automatic phase (nobody is watching), so the model only see
 and the code it writes is re-judged from its text by `decide_review`: anything that would reach a
 state-changing or unknown tool is refused, never run. The code itself runs in the sandbox
 (`execute_code`, on the sandbox queue) with exactly the allow-set decided here.
-A model that returns neither code nor a capability gap is a genuine failure and raises, so the analysis reports the step as failed instead of silently skipping it. In the
-analysis, code that calls no tool (a bare literal, as the offline model often writes) is not run: it
+A model that returns neither code nor a capability gap is a genuine failure and raises, so the analysis reports the
+step as failed instead of silently skipping it. In the analysis, code that calls no tool (a bare literal, as the
+offline model often writes) is not run: it
 cannot learn anything, and running it would cost a sandbox run and a re-diagnosis for nothing.
 """
 

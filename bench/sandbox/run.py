@@ -170,7 +170,7 @@ async def latency_section(iterations: int, has_bwrap: bool) -> tuple[list[str], 
             seccomp_rows.append(f"| sandbox {label}, {kind} | {on:.2f} | {off:.2f} | {on / off:.2f}× |")
     base_plain = statistics.median(samples["bare `python3 -c pass`"])
     lines = [
-        f"| variant | p50 ms | p95 ms | p50 ÷ bare `-I -S` | p50 ÷ bare `-c pass` |",
+        "| variant | p50 ms | p95 ms | p50 ÷ bare `-I -S` | p50 ÷ bare `-c pass` |",
         "|---|---:|---:|---:|---:|",
     ]
     summary: dict[str, float] = {}

@@ -17,8 +17,8 @@ from tests.analysis.test_override import answer, evidence  # noqa: F401 — the 
 CAUSE = "Corrupted input file"
 RESOLUTION = "Replace the corrupted replica and retry the task"
 GIVEN = json.dumps({"task_id": 40112233, "cause": CAUSE, "resolution": RESOLUTION, "clues": ["pilotErrorCode 1099"]})
-GOOD = (f"Task 40112233 failed because of a corrupted input file (pilot error 1099). "
-        f"Please replace the corrupted replica and retry the task.")
+GOOD = ("Task 40112233 failed because of a corrupted input file (pilot error 1099). "
+        "Please replace the corrupted replica and retry the task.")
 
 
 def test_grounded_prose_passes():
@@ -28,7 +28,7 @@ def test_grounded_prose_passes():
 
 
 @pytest.mark.parametrize("prose, problem", [
-    (f"Task 40112233: a corrupted input file. Resolution: Fixing queue configuration.", "stored resolution"),
+    ("Task 40112233: a corrupted input file. Resolution: Fixing queue configuration.", "stored resolution"),
     (GOOD + ' "supporting_evidence" + the clues', "JSON fragment"),
     (GOOD + ' {"cause": "x"}', "JSON fragment"),
     (GOOD + " <a href='http://x'>details</a>", "HTML"),
@@ -73,7 +73,7 @@ async def test_an_email_draft_that_fails_a_check_is_replaced_by_the_stored_knowl
 
 
 async def test_a_grounded_email_draft_is_shown():
-    body = f"Hello, task 40112233 failed: corrupted input file. Please replace the corrupted replica and retry the task."
+    body = "Hello, task 40112233 failed: corrupted input file. Please replace the corrupted replica and retry the task."
     draft = await draft_email(_Model(body), _email_input())
     assert draft.source == "llm" and draft.body == body
 

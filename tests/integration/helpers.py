@@ -3,7 +3,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from bamboo.accumulation.contract import PopulateInput, PopulateResult
+from bamboo.accumulation.contract import PopulateInput
 from workflows.populate import PopulateBatch
 from bamboo.contract import Queue
 

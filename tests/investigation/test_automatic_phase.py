@@ -17,7 +17,7 @@ from bamboo.investigation.procedure_tools import policy_catalog
 from bamboo.investigation.procedures import ProcedureRepository
 from policy.phases import automatic_allow_set
 from tests.investigation.conftest import (
-    KILL_CODE, KILL_PROC, KILL_PROC_CODE, READ_CODE, READ_PROC, READ_PROC_CODE, TASK_ID, kills, new_session, wait_for,
+    KILL_CODE, KILL_PROC, KILL_PROC_CODE, READ_CODE, READ_PROC, READ_PROC_CODE, TASK_ID, new_session, wait_for,
 )
 
 pytestmark = pytest.mark.usefixtures("terminate_sessions")

@@ -22,7 +22,7 @@ async def _open(client, settings, brain_codes, brain):
     return session
 
 
-async def test_durable_grant_replays_without_prompt_until_code_changes_or_revoked(ops, 
+async def test_durable_grant_replays_without_prompt_until_code_changes_or_revoked(ops,
         client, settings, services, running_worker, brain):
     repo = ProcedureRepository(services.store.pool)
     await repo.save(READ_PROC, READ_PROC_CODE, "approved", {})

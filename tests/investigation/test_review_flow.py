@@ -7,7 +7,7 @@ import pytest
 from bamboo.investigation import client as inv
 from policy.code_identity import code_hash
 from policy.decisions import DecisionKind, OperatorDecision
-from tests.investigation.conftest import entries, pending_turn, wait_for_runs, KILL_CODE, READ_CODE, TASK_ID, kills, new_session, wait_for
+from tests.investigation.conftest import entries, pending_turn, wait_for_runs, KILL_CODE, READ_CODE, TASK_ID, new_session, wait_for
 
 pytestmark = pytest.mark.usefixtures("terminate_sessions")
 

@@ -5,7 +5,6 @@ name and outcome, counters beside the SDK's metrics; a CLI's console spans never
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
 

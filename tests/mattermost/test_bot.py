@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from bamboo.investigation import client as inv
-from tests.investigation.conftest import entries, wait_for
+from tests.investigation.conftest import entries
 from tests.mattermost.standin import wait_for_post
 
 pytestmark = pytest.mark.usefixtures("terminate_sessions")

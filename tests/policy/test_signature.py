@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from policy import scan_names
 from policy.scan_names import NAME_FIELDS
-from policy.signature import CodeSignature, ScanConventions, procedure_signature, scan_code
+from policy.signature import ScanConventions, procedure_signature, scan_code
 from tests.policy.strategies import NOISE_STATEMENTS, REFERENCE_FORMS, tool_names
 
 

@@ -191,7 +191,8 @@ class PandaExtractionStrategy:
         for s in clues.symptoms:
             if s.name.startswith("TaskStatus"):
                 continue
-            out.append(PassageDraft(section="Symptom", key=s.name, content=strip_html(s.props.get("raw_description", s.description))[:2000], node=s.ref))
+            content = strip_html(s.props.get("raw_description", s.description))[:2000]
+            out.append(PassageDraft(section="Symptom", key=s.name, content=content, node=s.ref))
         for key, text in clues.prose.items():
             out.append(PassageDraft(section="Task_Context", key=key, content=text))
         if cause is not None:
