@@ -64,14 +64,19 @@ class Code:
     ref: str
 
 
+def parent_of_first(git_log_args: list[str], what: str) -> str:
+    """The parent of the last commit ``git <git_log_args>`` lists: the code just before a change."""
+    found = subprocess.run(["git", *git_log_args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    if not found:
+        raise SystemExit(f"no commit {what} here: give --old-ref")
+    return subprocess.run(["git", "rev-parse", f"{found[-1]}^"], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
 def old_ref() -> str:
     """The last commit with the lanes code: the parent of the commit that deleted it."""
-    deleted = subprocess.run(["git", "rev-list", "-1", "HEAD", "--", "bamboo/accumulation/lane.py"], cwd=ROOT,
-                             capture_output=True, text=True, check=True).stdout.strip()
-    if not deleted:
-        raise SystemExit("no commit touches bamboo/accumulation/lane.py here: give --old-ref")
-    return subprocess.run(["git", "rev-parse", f"{deleted}^"], cwd=ROOT, capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return parent_of_first(["rev-list", "-1", "HEAD", "--", "bamboo/accumulation/lane.py"],
+                           "touches bamboo/accumulation/lane.py")
 
 
 def extract(ref: str, into: Path) -> Path:

@@ -33,7 +33,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -43,7 +42,7 @@ from bamboo.accumulation.contract import (
 )
 from bamboo.samples import generate_incidents, write_incidents
 from bamboo.temporal_client import connect
-from bench.populate.run import extract, spawn_worker, wait_until_polling
+from bench.populate.run import Code, extract, parent_of_first, spawn_worker, wait_until_polling
 from tests.services import ROOT, start_stack
 from tests.support.answers import accumulation_handler
 from tests.support.scripted_llm import ScriptedLLMServer
@@ -53,21 +52,10 @@ LLM_LATENCY_S = 0.05
 BATCH_LIMIT_S = 600.0
 
 
-@dataclass(frozen=True)
-class Code:
-    name: str
-    root: Path
-    ref: str
-
-
 def old_ref() -> str:
     """The commit before this work: the parent of the commit that added bamboo/offload.py."""
-    added = subprocess.run(["git", "log", "--diff-filter=A", "--format=%H", "--", "bamboo/offload.py"], cwd=ROOT,
-                           capture_output=True, text=True, check=True).stdout.split()
-    if not added:
-        raise SystemExit("no commit adds bamboo/offload.py here: give --old-ref")
-    return subprocess.run(["git", "rev-parse", f"{added[-1]}^"], cwd=ROOT, capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return parent_of_first(["log", "--diff-filter=A", "--format=%H", "--", "bamboo/offload.py"],
+                           "adds bamboo/offload.py")
 
 
 def percentile(values: list[float], q: float) -> float:
