@@ -134,10 +134,10 @@ class AccumulateActivities:
         return await with_heartbeats(self._store_graph(inp))
 
     async def _store_graph(self, inp: StoreInput) -> WriteStats:
-        info = activity.info()
+        workflow_id = _workflow_id()
         # The batch's scope when the workflow names one (then the slice and this workflow audit the same
         # subject once between them); a lone workflow is its own scope.
-        request = StoreRequest(graph=inp, run_id=info.workflow_id, scope=inp.scope or info.workflow_id,
+        request = StoreRequest(graph=inp, run_id=workflow_id, scope=inp.scope or workflow_id,
                                source=inp.source)
         [result] = await self.storer.store_many([request])
         if isinstance(result, StoreRefused):
@@ -165,7 +165,8 @@ class AccumulateActivities:
 
     async def _learn_slice(self, inp: SliceInput, learner: SliceLearner, previous: list[ItemOutcome]) -> SliceResult:
         info = activity.info()
-        scope = inp.store_scope or info.workflow_id
+        workflow_id = _workflow_id()
+        scope = inp.store_scope or workflow_id
         items = list(enumerate(await self._sources(inp.listing_ref, inp.offset, inp.count), start=inp.offset))
         settled = list(previous)
         if info.attempt > 1:
@@ -173,7 +174,7 @@ class AccumulateActivities:
         if not inp.relearn:
             settled += await self._learned_before(items, settled)
         # The batch's workflow id: stable across its continue-as-new runs, the audit rows' run.
-        outcomes = await learner.run(items, run_id=info.workflow_id, scope=scope, done=settled)
+        outcomes = await learner.run(items, run_id=workflow_id, scope=scope, done=settled)
         return SliceResult(outcomes=outcomes, groups=learner.groups)
 
     async def _stored_since(self, scope: str, items: list[tuple[int, IncidentSource]],
@@ -231,6 +232,13 @@ class AccumulateActivities:
             return await with_heartbeats(self._sources(page.ref, page.offset, page.limit))
         except BlobNotFound as exc:
             raise ApplicationError(str(exc), type="ListingLost", non_retryable=True) from None
+
+
+def _workflow_id() -> str:
+    """The calling workflow's id: these activities are only ever scheduled by a workflow."""
+    workflow_id = activity.info().workflow_id
+    assert workflow_id is not None, "scheduled outside a workflow"
+    return workflow_id
 
 
 def _content_error(label: str, exc: Exception) -> ApplicationError:

@@ -15,7 +15,7 @@ Store-bound steps wait out a database outage instead of failing the incident.
 from __future__ import annotations
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
+from temporalio.exceptions import ActivityError, FailureError, TimeoutError, TimeoutType
 
 with workflow.unsafe.imports_passed_through():
     from bamboo.analysis.contract import ExplorationPlan
@@ -174,7 +174,7 @@ class AccumulateIncident:
             cause = exc.cause
             if isinstance(cause, TimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START:
                 return EXPLORATION_UNAVAILABLE, None
-            return f"failed: {exc.cause.message if exc.cause is not None else exc}"[:300], None
+            return f"failed: {cause.message if isinstance(cause, FailureError) else exc}"[:300], None
         seen = findings(report)
         return f"ran: {len(seen['tool_calls'])} tool call(s), sandbox {seen['status']}", seen
 

@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from bamboo.contract import BATCH, KIND, SPEND_USD, TASK_ID, Kind
     from bamboo.models.spend import BudgetSpent, Spend, over_budget
     from workflows.sandbox_steps import execute_code, findings
+    from bamboo.sandbox.contract import SandboxRunResult
 
 
 
@@ -198,8 +199,8 @@ class AnalyzeTask:
             return diagnosis
         gaps.extend(plan.capability_gaps)
         if plan.status != "run":  # refused by the policy, code that calls no tool, or only capability gaps
-            status = "not_needed" if plan.status == "nothing_to_do" else "failed"
-            steps.append(StepReport(step="exploratory_investigation", status=status,
+            steps.append(StepReport(step="exploratory_investigation",
+                                    status="not_needed" if plan.status == "nothing_to_do" else "failed",
                                     detail=f"{why}; {plan.status}: {plan.reason}"))
             return diagnosis
         outcome = await self._sandbox("explore", with_task_preamble(plan.code, evidence.clues.task_id),
@@ -239,7 +240,7 @@ class AnalyzeTask:
             return diagnosis
         return await self._diagnose(evidence, {"procedures": results}, steps, "re_diagnosis")
 
-    async def _sandbox(self, label: str, code: str, allowed: list[str], wait_s: float) -> dict | StepReport:
+    async def _sandbox(self, label: str, code: str, allowed: list[str], wait_s: float) -> SandboxRunResult | StepReport:
         """Run code in the sandbox with exactly `allowed`; a StepReport says why it did not run."""
         step = "exploratory_investigation" if label == "explore" else "procedure_replay"
         try:
@@ -312,13 +313,14 @@ class BatchAnalyze:
         workflow.upsert_search_attributes([KIND.value_set(Kind.ANALYZE_BATCH.value), BATCH.value_set(inp.batch_id)])
         if inp.listing is None:
             try:
-                inp.listing = await workflow.execute_activity(
+                fetched = await workflow.execute_activity(
                     contract.list_tasks, TaskListingInput(path=inp.path, skip_workflow_ids=inp.skip_workflow_ids),
                     **contract.LIST_STEP.options())
             except ActivityError as exc:
                 self._finished = True
                 raise ApplicationError(f"cannot list tasks at {inp.path}: {innermost_reason(exc)}", non_retryable=True)
-            inp.skipped = inp.listing.skipped
+            inp.listing = fetched
+            inp.skipped = fetched.skipped
             inp.skip_workflow_ids = []  # applied to the listing; not carried through continue-as-new
         listing = inp.listing
 
@@ -347,7 +349,7 @@ class BatchAnalyze:
                 AnalyzeTask.run,
                 AnalyzeInput(source_path=source.path, batch_id=inp.batch_id,
                              exploration_threshold=inp.exploration_threshold),
-                id=source.workflow_id(), result_type=AnalysisResult, parent_close_policy=ParentClosePolicy.TERMINATE,
+                id=source.workflow_id(), parent_close_policy=ParentClosePolicy.TERMINATE,
                 execution_timeout=timedelta(hours=1),
             )
             inp.done += 1

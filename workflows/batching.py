@@ -9,7 +9,7 @@ continues as new, so histories stay small however long the batch.
 from __future__ import annotations
 
 import asyncio
-from typing import Awaitable, Callable, Protocol, TypeVar
+from typing import Any, Awaitable, Callable, Coroutine, Protocol, TypeVar
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
@@ -27,7 +27,9 @@ def innermost_reason(exc: BaseException) -> str:
 class BatchState(Protocol):
     cursor: int
     concurrency: int
-    continue_as_new_every: int
+
+    @property  # read-only here, so a batch input whose field is optional until its run sets it conforms
+    def continue_as_new_every(self) -> int | None: ...
     paused: bool
     generation: int
 
@@ -36,7 +38,7 @@ async def run_bounded_children(
     inp: BatchState,
     total: int,
     read_page: Callable[[int], Awaitable[list[T]]],
-    start_child: Callable[[int, T], Awaitable[None]],
+    start_child: Callable[[int, T], Coroutine[Any, Any, None]],
     running: set[int],
     cancelled: Callable[[], bool],
 ) -> None:
@@ -48,7 +50,9 @@ async def run_bounded_children(
     buffer: list[tuple[int, T]] = []
     tasks: set[asyncio.Task] = set()
     while not cancelled():
-        budget_left = started_this_run < inp.continue_as_new_every
+        every = inp.continue_as_new_every
+        assert every is not None, "the caller sets continue_as_new_every before the loop"
+        budget_left = started_this_run < every
         more = inp.cursor < total
         if not inp.paused and more and budget_left and len(running) < inp.concurrency:
             if not buffer:

@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import TypeVar
+from typing import Any, TypeVar
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from pydantic import BaseModel, ValidationError
 from temporalio import workflow
-from temporalio.common import RawValue
+from temporalio.common import RawValue, SearchAttributeUpdate
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -215,7 +215,8 @@ class Investigation:
     @workflow.run
     async def run(self, inp: InvestigationStart) -> InvestigationResult:
         st = self._st
-        attrs = [KIND.value_set(Kind.INVESTIGATE.value), AWAITING_APPROVAL.value_set(False)]
+        attrs: list[SearchAttributeUpdate[Any]] = [KIND.value_set(Kind.INVESTIGATE.value),
+                                                   AWAITING_APPROVAL.value_set(False)]
         if inp.task_id is not None:
             attrs.append(TASK_ID.value_set(inp.task_id))
         workflow.upsert_search_attributes(attrs)
@@ -549,14 +550,15 @@ class Investigation:
     async def _close(self, status: SessionStatus) -> InvestigationResult:
         st = self._st
         actor = (self._finalize.actor if self._finalize else self._abandon.actor if self._abandon else "system")
-        resolved = status is SessionStatus.FINALIZED and self._finalize is not None
+        finalized = self._finalize if status is SessionStatus.FINALIZED else None
+        resolved = finalized is not None
         result = await workflow.execute_activity(
             contract.finalize,
             FinalizeInput(
                 session_id=self._inp.session_id, task_id=self._inp.task_id, symptom=self._inp.symptom,
                 outcome="resolved" if resolved else "abandoned",
-                cause=self._finalize.cause if resolved else None,
-                resolution=self._finalize.resolution if resolved else None,
+                cause=finalized.cause if finalized is not None else None,
+                resolution=finalized.resolution if finalized is not None else None,
                 actor=actor, findings=st.findings, captured=st.captured,
                 clues=list(st.task_facts.clues) if st.task_facts else [],
             ),
@@ -666,7 +668,7 @@ class Investigation:
 
     def _record_refusal(self, name: str, speaker: str, refused: _Refused) -> None:
         body = {"request": name, "refusal": refused.refusal, "detail": refused.detail}
-        kind = "refused_decision" if name == "decide" else "refused_request"
+        kind: contract.EntryKind = "refused_decision" if name == "decide" else "refused_request"
         self._entry(kind, f"{name} from {speaker} refused: {refused.detail}", actor=speaker, data=body)
         self._audit("decision_refused" if name == "decide" else "request_refused", speaker, body)
 
@@ -751,7 +753,7 @@ class Investigation:
         self._context, self._context_at = context, workflow.now()
         return context
 
-    async def _codegen(self, phase: str, request: str) -> CodegenResult:
+    async def _codegen(self, phase: contract.Phase, request: str) -> CodegenResult:
         return await self._llm(contract.codegen, CodegenInput(
             session_id=self._inp.session_id, phase=phase, request=request, task_id=self._inp.task_id,
             symptom=self._inp.symptom, recent=self._recent(),
@@ -807,7 +809,7 @@ class Investigation:
         self._outbox.append(AuditRecord(kind=kind, actor=actor, body={"session": self._inp.session_id, **body},
                                         dedup_key=f"{self._inp.session_id}:audit:{self._st.audit_seq}"))
 
-    def _entry(self, kind: str, text: str, *, turn: int | None = None, actor: str | None = None,
+    def _entry(self, kind: contract.EntryKind, text: str, *, turn: int | None = None, actor: str | None = None,
                data: dict | None = None) -> None:
         st = self._st
         st.seq += 1
@@ -885,6 +887,6 @@ def _bounded(value: dict | None) -> dict | None:
 def _cause(exc: ActivityError) -> str:
     cause = exc.cause
     while cause is not None and getattr(cause, "cause", None) is not None and not getattr(cause, "message", ""):
-        cause = cause.cause
+        cause = getattr(cause, "cause")  # a FailureError's; other exceptions stop the loop above
     return (getattr(cause, "message", None) or str(exc))[:500]
 

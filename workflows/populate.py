@@ -131,12 +131,13 @@ class PopulateBatch:
         workflow.upsert_search_attributes([KIND.value_set(Kind.POPULATE.value), BATCH.value_set(inp.batch_id)])
         if inp.listing is None:
             try:
-                inp.listing = await workflow.execute_activity(contract.list_incident_sources, inp.path,
-                                                              **LISTING.options())
+                fetched = await workflow.execute_activity(contract.list_incident_sources, inp.path,
+                                                          **LISTING.options())
             except ActivityError as exc:
                 inp.listing_error = innermost_reason(exc)
                 self._finished = True
                 raise ApplicationError(f"cannot list incidents at {inp.path}: {inp.listing_error}", non_retryable=True)
+            inp.listing = fetched
         listing = inp.listing
         if inp.one_workflow_per_incident:
             inp.continue_as_new_every = inp.items_per_run()

@@ -49,14 +49,17 @@ def answer_model(candidates: list[str], clue_names: list[str] | None = None) -> 
     choices = tuple(dict.fromkeys([*candidates, NOVEL]))
     names = tuple(dict.fromkeys(clue_names or ()))
     clue = Literal[names] if names else str
+    # Both enums are built at run time from the candidates, which no static type can spell.
+    cause_type: Any = Literal[choices]
+    cited_type: Any = list[clue]  # type: ignore[valid-type]  # a run-time Literal
     return create_model(
         "DiagnosisAnswer",
-        cause=(Literal[choices], Field(description="one of the candidate causes, or novel")),
+        cause=(cause_type, Field(description="one of the candidate causes, or novel")),
         confidence=(float, Field(ge=0.0, le=1.0)),
         reason=(str, Field(max_length=600, description=(
             "why this cause; to move away from the first candidate, name the clues that point at your choice "
             f"(at least {MIN_REASON_WORDS} words)"))),
-        cited_clues=(list[clue], Field(max_length=MAX_CITED_CLUES)),
+        cited_clues=(cited_type, Field(max_length=MAX_CITED_CLUES)),
         explanation=(str, Field(max_length=1200)),
     )
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from bamboo.analysis.grounding import check_prose
-from bamboo.analysis.contract import NOVEL, CandidateCause, Diagnosis, Evidence, ModelProposal
+from bamboo.analysis.contract import NOVEL, CandidateCause, Diagnosis, Evidence, ModelProposal, ModelVerdict
 from bamboo.analysis.ranked import (
     grounded_evidence, novel_label, ranking_diagnosis, stored_resolution,
 )
@@ -153,7 +153,7 @@ def _override(evidence: Evidence, answer: ModelAnswer, margin: float) -> Diagnos
                      ranking_confidence=margin, model=proposal)
 
 
-def _proposal(answer: ModelAnswer, verdict: str, why: str = "") -> ModelProposal:
+def _proposal(answer: ModelAnswer, verdict: ModelVerdict, why: str = "") -> ModelProposal:
     return ModelProposal(cause=answer.cause, confidence=answer.confidence, reason=answer.reason,
                          cited_clues=list(answer.cited_clues), explanation=answer.explanation, verdict=verdict,
                          verdict_reason=why)

@@ -141,7 +141,7 @@ async def cause_stats(pool: AsyncConnectionPool, causes: list[str]) -> dict[str,
     if not causes:
         return {}
     async with pool.connection() as conn:
-        incidents = dict(await (await conn.execute(
+        incidents: dict[str, int] = dict(await (await conn.execute(
             "SELECT c.name, count(DISTINCT p.graph_id) FROM nodes c "
             "JOIN edges e ON (e.dst = c.id OR e.src = c.id) JOIN edge_provenance p ON p.edge_id = e.id "
             "WHERE c.kind = 'Cause' AND c.name = ANY(%s) GROUP BY c.name",

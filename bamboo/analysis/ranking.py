@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import replace
 
-from bamboo.analysis.contract import CandidateCause, Clue, MatchedClue, NovelLead
+from bamboo.analysis.contract import CandidateCause, Clue, ClueType, MatchedClue, NovelLead
 from bamboo.analysis.queries import CauseStats, ClueEdge, VerdictEvidence, clue_key
 
 
@@ -52,7 +52,7 @@ def rank_candidates(
     resolution_incidents: dict[str, dict[str, list[str]]] | None = None,
 ) -> list[CandidateCause]:
     type_of = {(c.kind, c.name): c.type for c in clues}
-    by_cause: dict[str, list[tuple[ClueEdge, str]]] = defaultdict(list)
+    by_cause: dict[str, list[tuple[ClueEdge, ClueType]]] = defaultdict(list)
     for e in edges:
         clue_type = type_of.get((e.clue_kind, e.clue_name))
         if clue_type is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
@@ -103,7 +104,7 @@ def start_input(settings: Settings, session_id: str, requester: str, *, task_id:
 
 async def start(client: Client, inp: InvestigationStart) -> WorkflowHandle:
     """Start the session, or attach to it if it is already running (a duplicate start is a no-op)."""
-    attrs = [SearchAttributePair(KIND, Kind.INVESTIGATE.value),
+    attrs: list[SearchAttributePair[Any]] = [SearchAttributePair(KIND, Kind.INVESTIGATE.value),
              SearchAttributePair(AWAITING_APPROVAL, False)]
     if inp.task_id is not None:
         attrs.append(SearchAttributePair(TASK_ID, inp.task_id))
@@ -125,7 +126,8 @@ def handle(client: Client, session_id: str) -> WorkflowHandle:
 
 async def pending(client: Client, session_id: str) -> PendingView | None:
     try:
-        return await handle(client, session_id).query("pending", result_type=PendingView | None)
+        # temporalio's converter decodes an Optional, but its stub takes only a plain `type`
+        return await handle(client, session_id).query("pending", result_type=PendingView | None)  # type: ignore[arg-type]
     except RPCError as exc:
         raise InvestigationError(f"cannot reach session {session_id}: {exc.message}") from exc
 

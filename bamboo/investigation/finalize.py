@@ -17,7 +17,7 @@
 from __future__ import annotations
 
 from bamboo.embeddings.base import Embedder
-from bamboo.investigation.procedures import ProcedureRepository
+from bamboo.investigation.procedures import ProcedureRepository, ProcedureStatus
 from bamboo.investigation.provenance import Capture
 from bamboo.models.graph import GraphEdge, GraphNode, GraphWrite, KnowledgeGraph, NodeRef
 from bamboo.investigation.contract import CapturedRun, FinalizeInput, FinalizeResult
@@ -51,18 +51,19 @@ class Finalizer:
         self.threshold = threshold
 
     async def finalize(self, inp: FinalizeInput) -> FinalizeResult:
-        resolved = inp.outcome == "resolved" and inp.cause and inp.resolution
-        status = "approved" if resolved else "tentative"
+        cause, resolution = (inp.cause, inp.resolution) if inp.outcome == "resolved" else (None, None)
+        resolved = bool(cause and resolution)
+        status: ProcedureStatus = "approved" if resolved else "tentative"
         runs = procedure_runs(inp.captured)
 
         graph = KnowledgeGraph()
         renamed: dict[str, str] = {}
         cause_ref: NodeRef | None = None
-        if resolved:
+        if cause and resolution:  # i.e. resolved
             core = KnowledgeGraph()
-            cause_ref = core.add_node(GraphNode(kind="Cause", name=inp.cause.strip()[:300], description=inp.cause))
-            res_ref = core.add_node(GraphNode(kind="Resolution", name=inp.resolution.strip()[:300],
-                                              description=inp.resolution))
+            cause_ref = core.add_node(GraphNode(kind="Cause", name=cause.strip()[:300], description=cause))
+            res_ref = core.add_node(GraphNode(kind="Resolution", name=resolution.strip()[:300],
+                                              description=resolution))
             core.add_edge(GraphEdge(src=cause_ref, kind="solved_by", dst=res_ref, params={"session": inp.session_id}))
             vectors = await self.embedder.embed([n.name for n in canonical_targets(core)])
             canon = await canonicalise_graph(core, self.knowledge, vectors, self.threshold)
