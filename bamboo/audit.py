@@ -21,7 +21,7 @@ class AuditEvent(BaseModel):
 
 
 class AuditSink(Protocol):
-    async def append(self, event: AuditEvent) -> None: ...
+    async def append(self, event: AuditEvent, dedup_key: str | None = None) -> int | None: ...
 
 
 class BlobSink(Protocol):
@@ -38,8 +38,9 @@ class MemoryAuditSink:
     def __init__(self) -> None:
         self.events: list[AuditEvent] = []
 
-    async def append(self, event: AuditEvent) -> None:
+    async def append(self, event: AuditEvent, dedup_key: str | None = None) -> int | None:
         self.events.append(event)
+        return None
 
 
 class MemoryBlobSink:

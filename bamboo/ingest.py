@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from bamboo import input_files
 from bamboo.accumulation.contract import IncidentSource
@@ -150,7 +151,7 @@ def parse_incident(raw: bytes, fallback_id: str) -> Incident:
         raise IncidentRejected(f"does not match the incident format: {problems}") from None
 
 
-def _problem(err: dict) -> str:
+def _problem(err: ErrorDetails) -> str:
     """`field: message`, without pydantic's "Value error, " prefix or the field named twice."""
     field = ".".join(str(p) for p in err["loc"]) or "incident"
     msg = err["msg"].removeprefix("Value error, ")

@@ -167,9 +167,8 @@ def check_values(data: Any, max_depth: int = MAX_DEPTH, *, text: bool = True) ->
             first = next(iter(items))[0]
             raise InputRejected(f"{field_name((path + (first,))[:max_depth])}: nested deeper than {max_depth} "
                                 "levels; flatten it")
-        is_dict = isinstance(value, dict)
         for key, item in items:
-            if text and is_dict and _bad_text(key):
+            if text and isinstance(key, str) and _bad_text(key):
                 _check_text(path + (key,), key, what="key")
             if isinstance(item, str):
                 if text and _bad_text(item):

@@ -105,12 +105,13 @@ async def in_child(job: str, payload: bytes, *, budget_s: float, what: str) -> b
 async def _exchange(proc: asyncio.subprocess.Process, payload: bytes) -> tuple[bytes, bytes]:
     """Feed the payload and read both streams at once (a child blocked on a full pipe never ends)."""
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    stdin = proc.stdin
 
     async def feed() -> None:
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            proc.stdin.write(payload)
-            await proc.stdin.drain()
-            proc.stdin.close()
+            stdin.write(payload)
+            await stdin.drain()
+            stdin.close()
 
     async def read(stream: asyncio.StreamReader, limit: int) -> bytes:
         data = bytearray()

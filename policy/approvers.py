@@ -100,7 +100,7 @@ class DeploymentPolicy(BaseModel):
                 ({"identity": a.identity, "public_key": a.public_key, "roles": sorted(r.value for r in a.roles),
                   "speaks_for": sorted(a.speaks_for), "front_ends": sorted(a.front_ends)}
                  for a in self.approvers),
-                key=lambda entry: entry["identity"],
+                key=lambda entry: str(entry["identity"]),
             ),
         }
         canonical = json.dumps(content, sort_keys=True, separators=(",", ":"))

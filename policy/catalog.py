@@ -28,7 +28,7 @@ class ToolFacts(BaseModel):
     @classmethod
     def from_spec(cls, spec: Any) -> "ToolFacts":
         """Build from any object with ``name``, ``read_only``, ``requires_interaction`` and ``origin``."""
-        origin = getattr(spec, "origin", "builtin")
+        origin: Any = getattr(spec, "origin", "builtin")
         return cls(
             name=spec.name,
             read_only=bool(getattr(spec, "read_only", False)),

@@ -258,12 +258,12 @@ class CommandPolicy(_Strict):
             if problem:
                 raise ValueError(f"tool {tool.name}: {problem}")
         for rule in self.rules:
-            tool = tools.get(rule.tool)
-            if tool is None:
+            ruled = tools.get(rule.tool)
+            if ruled is None:
                 raise ValueError(f"rule {rule.name} names unknown tool {rule.tool!r}")
             if self.credentials and rule.credential is not None and rule.credential not in self.credentials:
                 raise ValueError(f"rule {rule.name} names unknown credential family {rule.credential!r}")
-            problem = rule_problem(tool, rule)
+            problem = rule_problem(ruled, rule)
             if problem:
                 raise ValueError(f"rule {rule.name}: {problem}")
         return self

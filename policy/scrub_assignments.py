@@ -253,7 +253,9 @@ def _quoted(text: str, lines: _Lines, pos: int, quote: str) -> Span | None:
     """The content of a quoted value, to its closing quote (or the line's end if it never closes)."""
     start = pos + len(quote)
     if len(quote) == 1:
-        end = _QUOTED_BODY[quote].match(text, start).end()
+        body = _QUOTED_BODY[quote].match(text, start)
+        assert body is not None  # every _QUOTED_BODY pattern matches the empty string
+        end = body.end()
     else:
         line_end = lines.around(start)[1]
         found = text.find(quote, start, line_end)

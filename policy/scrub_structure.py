@@ -82,7 +82,9 @@ def _run_around(
     left = start
     while left > 0 and start - left <= 128 and inside(text[left - 1]):
         left -= 1
-    right = run.match(text, end).end()
+    found = run.match(text, end)
+    assert found is not None  # callers pass a pattern that matches the empty string
+    right = found.end()
     return text[left:right], right
 
 

@@ -22,7 +22,9 @@ def find_xml_values(text: str) -> list[Span]:
     spans: list[Span] = []
     siblings: list[re.Match[str]] = []
     for m in _XML_ELEMENT.finditer(text):
-        if siblings and _BLANK.match(text, siblings[-1].end()).end() != m.start():
+        blank = _BLANK.match(text, siblings[-1].end()) if siblings else None
+        assert blank is not None or not siblings  # _BLANK matches the empty string
+        if blank is not None and blank.end() != m.start():
             _judge_xml_siblings(siblings, spans)
             siblings = []
         siblings.append(m)

@@ -132,8 +132,9 @@ def investigation_activities(services: Services, client: Client | None = None) -
     ``execute_code`` (runs wait for a worker that has one) instead of refusing to start at all. With a
     Temporal ``client`` and the command-tool settings, the catalogue also holds the command tools."""
     settings, store = services.settings, services.store
+    runner: SandboxRunner | None
     try:
-        runner: SandboxRunner | None = runner_from_settings(settings)
+        runner = runner_from_settings(settings)
         services.closers.append(runner.close)  # pooled children must not outlive the worker
     except SandboxUnavailable as exc:
         log.error("this worker will not run sandboxed code: %s", exc)

@@ -99,7 +99,7 @@ def incidents_note(incidents: list[str], shown: int = 3) -> str:
 def print_diagnosis(result: AnalysisResult) -> None:
     """The diagnosis. Causes, explanations, suggestions and the e-mail draft are the model's or the task's
     words: each goes through ``inert_markup`` before it meets rich's markup."""
-    console.rule(f"[bold]Task {result.task_id} ({inert_markup(result.status)})")
+    console.rule(f"[bold]Task {result.task_id} ({inert_markup(result.status or 'unknown')})")
     colour = "yellow" if result.is_novel else "green"
     basis = "model override" if result.cause_source == "model_override" else "ranking margin"
     console.print(f"Root cause: [bold {colour}]{inert_markup(result.root_cause)}[/] — confidence "

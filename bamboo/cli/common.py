@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any, Coroutine
+from typing import Any, Coroutine, NoReturn
 
 import typer
 from rich.console import Console
@@ -44,7 +44,7 @@ def run(coro: Coroutine[Any, Any, Any]) -> Any:
         raise typer.Exit(130) from None
 
 
-def fail(message: str, code: int = 1) -> None:
+def fail(message: str, code: int = 1) -> NoReturn:
     """One line on stderr (a multi-line message, such as a database's, is joined) and exit `code`."""
     _print_error(one_line(message))
     raise typer.Exit(code)

@@ -17,11 +17,12 @@ from bamboo.accumulation.contract import (
     POPULATE_WORKFLOW, WORKFLOW_QUEUE, PopulateInput, PopulateResult, batch_workflow_id,
 )
 from bamboo.settings import get_settings
+from bamboo.store.knowledge import KbStats
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "incidents"
 
 
-async def _top_causes(limit: int = 8) -> list[tuple[str, int, str]]:
+async def _top_causes(limit: int = 8) -> tuple[list[tuple[str, int, str]], KbStats]:
     from bamboo.cli.store_access import opened_store
 
     async with opened_store(get_settings()) as store:
@@ -58,7 +59,7 @@ def demo(
                       "not the diagnoses; set BAMBOO_LLM_BASE_URL / BAMBOO_LLM_MODEL / BAMBOO_LLM_API_KEY for a "
                       "capable model.")
 
-    async def go() -> PopulateResult | None:
+    async def go() -> tuple[PopulateResult | None, str]:
         client = await connect(settings)
         console.rule("[bold]2. Populate the knowledge base")
         bid = f"demo-{int(time.time())}"

@@ -67,7 +67,7 @@ def _claims(settings: Settings, key, tool: str, argv: list[str], environment: st
     try:
         return signer.command_claims(_policy(settings), tool, argv, run_id=run_id,
                                      tool_call_id=f"cli-{uuid.uuid4().hex[:12]}", environment=environment,
-                                     channel=channel, phase="operator", requester=key.identity, key=key)
+                                     channel="rw" if channel == "rw" else "ro", phase="operator", requester=key.identity, key=key)
     except CommandDenied as exc:
         fail(f"command refused: {exc.reason}")
     except ValueError as exc:

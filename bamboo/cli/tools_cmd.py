@@ -171,7 +171,7 @@ def mcp_check(as_json: Annotated[bool, typer.Option("--json", help="Machine-read
 
     from bamboo.mcp.external import client_for
 
-    async def run():  # type: ignore[no-untyped-def]
+    async def run():
         clients = [client_for(s) for s in config.servers]
         try:
             return await asyncio.gather(*(c.connect() for c in clients))

@@ -88,7 +88,7 @@ def load_command_config(path: str | Path) -> CommandConfig:
     tools = raw.get("tools", [])
     if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
         raise CommandConfigError(f"{file}: tools: write each tool as a [[tools]] table")
-    resolved = []
+    resolved: list[Any] = []  # tool tables as dicts; CommandPolicy validates them into CommandTool
     for i, tool in enumerate(tools):
         tool = dict(tool)
         tool["executable"] = _resolve_executable(file, i, tool.get("executable"))

@@ -77,10 +77,10 @@ def clean_environment(match: CommandMatch, families: dict[str, CredentialFamily]
         if name not in family.env:
             raise CommandDenied(f"{{{{secret:{name}}}}} is not a variable of credential family {family.name}")
     for child, holder in family.env.items():
-        value = source.get(holder)
-        if not value:
+        given = source.get(holder)
+        if not given:
             raise CommandDenied(f"credential family {family.name} needs {holder} in the executor's environment; set it")
-        env[child] = value
+        env[child] = given
     env["HOME"] = private_home()  # last: a refused environment leaves no directory behind
     return env
 

@@ -119,7 +119,7 @@ def start_worker(settings: Settings, state: StackState, log: Path) -> ServiceSta
 
 
 def _terminate(pid: int | None, timeout: float = 15) -> None:
-    if not pid_alive(pid):
+    if pid is None or not pid_alive(pid):
         return
     try:
         os.killpg(pid, signal.SIGTERM)

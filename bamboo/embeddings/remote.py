@@ -42,7 +42,7 @@ class OpenAIEmbedder:
             api_key=api_key or "not-needed",
             timeout=timeout_s,
             max_retries=0,
-            http_client=http_client or default_http_client(),
+            http_client=http_client or default_http_client(),  # type: ignore[arg-type]  # openai accepts a legacy httpx client at runtime; its stub names httpx2 only
         )
 
     async def embed(self, texts: list[str]) -> list[list[float]]:

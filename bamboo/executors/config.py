@@ -22,7 +22,7 @@ from bamboo.commands.config import load_command_config
 from bamboo.commands.credentials import CredentialFamily
 from policy.approvers import ApprovalRules
 from policy.commands import CommandPolicy
-from policy.envelopes import DEFAULT_MAX_ENVELOPE_TTL_S, Channel, VerificationKey
+from policy.envelopes import DEFAULT_MAX_ENVELOPE_TTL_S, Channel, KeyKind, VerificationKey
 
 
 class ExecutorConfigError(ValueError):
@@ -81,8 +81,9 @@ def parse_verification_keys(text: str, *, source: str = "the verification keys f
                                       f"{KEY_LINE_FORMAT}")
         if len(parts) != 3 or parts[0] not in ("agent", "person"):
             raise ExecutorConfigError(f"{source} line {number}: expected {KEY_LINE_FORMAT}")
+        kind: KeyKind = "agent" if parts[0] == "agent" else "person"
         try:
-            key = VerificationKey(kind=parts[0], identity=parts[1], public_key=parts[2])
+            key = VerificationKey(kind=kind, identity=parts[1], public_key=parts[2])
         except ValidationError as exc:
             reason = str(exc.errors()[0].get("msg", "invalid")).splitlines()[0]
             raise ExecutorConfigError(f"{source} line {number} is unusable: {reason}") from None

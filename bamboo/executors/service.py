@@ -70,6 +70,7 @@ class CommandExecutor:
         verdict = verify_envelope(request.envelope, keys=cfg.verification_keys, environment=cfg.environment,
                                   channel=cfg.channel, now=now, max_ttl_s=cfg.max_envelope_ttl_s)
         if not verdict.ok:
+            assert verdict.refusal is not None  # a failed verdict names its refusal
             await self._refuse(request, f"{contract.ExecRefusalType.ENVELOPE}.{verdict.refusal.value}",
                                f"refused at {Gate.EXECUTOR_SIGNATURE.label}: {verdict.detail}")
         nonces = [("envelope", claims.nonce)]
@@ -97,6 +98,7 @@ class CommandExecutor:
         checked = verify_request(claims, tool=match.tool, executable=match.executable,
                                  argv_digest=argv_digest(match.argv), targets=match.targets)
         if not checked.ok:
+            assert checked.refusal is not None  # a failed check names its refusal
             await self._refuse(request, f"{contract.ExecRefusalType.ENVELOPE}.{checked.refusal.value}",
                                f"refused at {Gate.EXECUTOR_SIGNATURE.label}: {checked.detail}", match)
         phase = phase_refusal(claims, match.access)

@@ -82,7 +82,7 @@ class LLMClient:
             api_key=api_key or "not-needed",
             timeout=timeout_s,
             max_retries=0,
-            http_client=http_client,
+            http_client=http_client,  # type: ignore[arg-type]  # openai accepts a legacy httpx client at runtime; its stub names httpx2 only
         )
 
     @classmethod

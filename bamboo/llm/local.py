@@ -90,7 +90,7 @@ WEIGHT_LABELS = {"gemma3-270m": "Gemma 3 270M", "smollm2-135m": "SmolLM2-135M-In
 
 def resolved_weights(settings: Settings) -> str:
     """The offline model the settings choose (``auto``: the first installed of AUTO_ORDER)."""
-    choice = settings.llm_local_weights
+    choice: str = settings.llm_local_weights
     if choice == "auto":
         installed = installed_weights()
         choice = installed[0] if installed else AUTO_ORDER[0]

@@ -8,9 +8,11 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
+from pydantic import BaseModel
+
 from bamboo.models.spend import Budget, PriceTable, Spend
 
-R = TypeVar("R")
+R = TypeVar("R", bound=BaseModel)
 
 
 class _Meter:

@@ -43,7 +43,7 @@ def _models_entry(payload: Any, model: str) -> dict[str, Any] | None:
 
 
 def _window_of(entry: dict[str, Any]) -> int | None:
-    meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
+    meta: dict[str, Any] = entry["meta"] if isinstance(entry.get("meta"), dict) else {}
     for value in (meta.get("n_ctx"), entry.get("max_model_len"), entry.get("context_length"), entry.get("context_window")):
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value

@@ -153,7 +153,8 @@ class McpSessionClient(ABC):
                 tools: list[mt.Tool] = []
                 cursor: str | None = None
                 while True:
-                    page = await session.list_tools(cursor=cursor) if cursor else await session.list_tools()
+                    page = (await session.list_tools(params=mt.PaginatedRequestParams(cursor=cursor)) if cursor
+                            else await session.list_tools())
                     tools.extend(page.tools)
                     cursor = page.next_cursor
                     if not cursor:

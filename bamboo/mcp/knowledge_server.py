@@ -82,7 +82,7 @@ def build_knowledge_server(reader: KnowledgeReader, name: str = "bamboo-knowledg
     server = MCPServer(name, instructions="Read-only knowledge learned from resolved PanDA incidents.",
                        log_level="WARNING")
 
-    async def ask(what: str, coro):  # type: ignore[no-untyped-def]
+    async def ask(what: str, coro):
         try:
             return await coro
         except ToolError:

@@ -27,6 +27,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bamboo.sandbox.errors import SandboxUnavailable
 from bamboo.sandbox.contract import Isolation
@@ -187,7 +188,7 @@ def probe(plan: LaunchPlan, uid: int | None) -> str | None:
 
 
 def _probe_once(plan: LaunchPlan, uid: int | None) -> str | None:
-    extra: dict[str, object] = {}
+    extra: dict[str, Any] = {}
     if uid is not None:
         extra.update(user=uid, group=uid, extra_groups=[])
     fd = program_fd(plan.seccomp_program) if plan.seccomp_program is not None else None
@@ -196,7 +197,7 @@ def _probe_once(plan: LaunchPlan, uid: int | None) -> str | None:
     try:
         done = subprocess.run(
             argv, env=plan.env, stdin=subprocess.DEVNULL, capture_output=True, timeout=30, cwd="/",
-            pass_fds=(fd,) if fd is not None else (), **extra,  # type: ignore[arg-type]
+            pass_fds=(fd,) if fd is not None else (), **extra,
         )
     except (OSError, subprocess.SubprocessError) as exc:
         return str(exc)

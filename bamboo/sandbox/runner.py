@@ -29,7 +29,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeGuard, TypeVar
 
 from bamboo.sandbox.bridge import ToolBridge
 from bamboo.sandbox.errors import SandboxUnavailable
@@ -246,7 +246,7 @@ class SandboxRunner:
         lease: UidLease | None = None
         leaf: CgroupLeaf | None = None
         seccomp_fd: int | None = None
-        transport: asyncio.BaseTransport | None = None
+        transport: asyncio.WriteTransport | None = None
         try:
             if self._uids is not None:
                 try:
@@ -429,7 +429,7 @@ class SandboxRunner:
                     break
                 if serve in finished:
                     result = serve.result()
-                    if result in _STOPS:
+                    if _is_stop(result):
                         ending = result
                     else:
                         ending = "done" if done else "exited"
@@ -440,8 +440,9 @@ class SandboxRunner:
                     # Give the bridge a moment to deliver a done frame that was already written.
                     with contextlib.suppress(asyncio.TimeoutError):
                         await asyncio.wait_for(asyncio.shield(serve), 0.5)
-                    if serve.done() and not serve.cancelled() and serve.result() in _STOPS:
-                        ending = serve.result()
+                    stopped = serve.result() if serve.done() and not serve.cancelled() else None
+                    if stopped is not None and _is_stop(stopped):
+                        ending = stopped
                     else:
                         ending = "done" if done else "exited"
                     break
@@ -643,6 +644,10 @@ class _JoinThenDrop:
 
 
 _STOPS = ("protocol_error", "call_limit", "audit_failed")  # what _serve returns when a frame ends the run
+
+
+def _is_stop(result: str) -> TypeGuard[Ending]:
+    return result in _STOPS
 
 
 def _frame_preview(body: bytes) -> str:

@@ -268,9 +268,8 @@ class PostgresAuditLog:
     async def _chain(self, conn: Any | None) -> str:
         if self._chain_id is None:
             async with contextlib.AsyncExitStack() as stack:
-                if conn is None:
-                    conn = await stack.enter_async_context(self._pool.connection())
-                row = await (await conn.execute("SELECT value FROM store_meta WHERE key = 'audit_chain_id'")).fetchone()
+                live: Any = conn if conn is not None else await stack.enter_async_context(self._pool.connection())
+                row = await (await live.execute("SELECT value FROM store_meta WHERE key = 'audit_chain_id'")).fetchone()
             self._chain_id = row[0] if row else "unnamed"
         return self._chain_id
 

@@ -33,7 +33,9 @@ async def open_pool(url: str, embedding_dim: int, embedding_model: str, max_size
     try:
         app_role = await _role_of(url) if owner_url else None
         async with await psycopg.AsyncConnection.connect(owner_url or url, autocommit=True) as conn:
-            owner_role = (await (await conn.execute("SELECT current_user")).fetchone())[0]
+            row = await (await conn.execute("SELECT current_user")).fetchone()
+            assert row is not None  # SELECT current_user always returns a row
+            owner_role = row[0]
             await migrate(conn, embedding_dim, embedding_model, app_role if app_role != owner_role else None)
     except psycopg.OperationalError as exc:
         raise ConnectionError(
@@ -48,7 +50,9 @@ async def open_pool(url: str, embedding_dim: int, embedding_model: str, max_size
 
 async def _role_of(url: str) -> str:
     async with await psycopg.AsyncConnection.connect(url) as conn:
-        return (await (await conn.execute("SELECT current_user")).fetchone())[0]
+        row = await (await conn.execute("SELECT current_user")).fetchone()
+        assert row is not None  # SELECT current_user always returns a row
+        return str(row[0])
 
 
 def _redact(url: str) -> str:

@@ -195,9 +195,11 @@ class ExecutorState:
                 revocations = (await self._revocations(conn, [gid])).get(gid, [])
                 if any(not isinstance(r, str) and revokes(r, root, gid) for r in (_signed(*x) for x in revocations)):
                     raise GrantExhausted(f"grant {gid} was revoked")
-                used, repetitions = await (await conn.execute(
+                counted = await (await conn.execute(
                     "SELECT count(*), count(*) FILTER (WHERE argv_digest = %s) FROM capability_grant_uses "
                     "WHERE grant_id = %s", (claims.argv_digest, gid))).fetchone()
+                assert counted is not None  # an aggregate always returns a row
+                used, repetitions = counted
                 current = grant.model_copy(update={"executions_used": int(used)})
                 reason = capacity_refusal(current, now=datetime.now(timezone.utc), repetitions_of_argv=int(repetitions))
                 if reason is not None:

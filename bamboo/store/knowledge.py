@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from psycopg.errors import DeadlockDetected
@@ -216,9 +216,9 @@ class KnowledgeStore:
         stored = {(scope, graph_id): source for graph_id, scope, source in rows if scope is not None}
         for i, item in keyed:
             assert item.origin is not None
-            first = stored.get((item.origin.scope, item.write.graph_id))
-            if first is not None and first != item.origin.source:
-                out[i] = DuplicateGraph(item.write.graph_id, item.origin.source, first)
+            found = stored.get((item.origin.scope, item.write.graph_id))
+            if found is not None and found != item.origin.source:
+                out[i] = DuplicateGraph(item.write.graph_id, item.origin.source, found)
         return out
 
     async def _write_graphs(self, items: list[GraphVectors], nodes: list[tuple[GraphNode, list[float] | None]],
@@ -464,7 +464,7 @@ class KnowledgeStore:
         return None
 
     @waits_out_outages("match names against the stored nodes")
-    async def nearest_nodes(self, queries: list[tuple[str, list[float]]], threshold: float) -> list[str | None]:
+    async def nearest_nodes(self, queries: Sequence[tuple[str, list[float]]], threshold: float) -> list[str | None]:
         """`nearest_node` for many (kind, embedding) pairs in one round trip."""
         if not queries:
             return []
@@ -510,10 +510,12 @@ class KnowledgeStore:
     async def stats(self) -> KbStats:
         async with self._pool.connection() as conn:
             async def scalar(sql: str) -> int:
-                return (await (await conn.execute(sql)).fetchone())[0]
+                row = await (await conn.execute(sql)).fetchone()
+                assert row is not None  # an aggregate always returns a row
+                return int(row[0])
 
-            nodes = dict(await (await conn.execute("SELECT kind, count(*) FROM nodes GROUP BY kind ORDER BY kind")).fetchall())
-            edges = dict(await (await conn.execute("SELECT kind, count(*) FROM edges GROUP BY kind ORDER BY kind")).fetchall())
+            nodes: dict[str, int] = dict(await (await conn.execute("SELECT kind, count(*) FROM nodes GROUP BY kind ORDER BY kind")).fetchall())
+            edges: dict[str, int] = dict(await (await conn.execute("SELECT kind, count(*) FROM edges GROUP BY kind ORDER BY kind")).fetchall())
             return KbStats(
                 graphs=await scalar("SELECT count(*) FROM graphs"),
                 nodes=nodes, edges=edges,
@@ -560,4 +562,9 @@ class KnowledgeStore:
     async def row_counts(self) -> dict[str, int]:
         tables = ["graphs", "nodes", "edges", "edge_provenance", "passages", "human_requests"]
         async with self._pool.connection() as conn:
-            return {t: (await (await conn.execute(f"SELECT count(*) FROM {t}")).fetchone())[0] for t in tables}
+            counts: dict[str, int] = {}
+            for t in tables:
+                row = await (await conn.execute(f"SELECT count(*) FROM {t}")).fetchone()
+                assert row is not None  # count(*) always returns a row
+                counts[t] = row[0]
+            return counts

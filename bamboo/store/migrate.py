@@ -43,7 +43,9 @@ async def migrate(conn: psycopg.AsyncConnection, embedding_dim: int, embedding_m
     try:
         # An app role may not create tables: nothing is created (not even IF NOT EXISTS, which still
         # needs the privilege) unless something is pending.
-        exists = (await (await conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL")).fetchone())[0]
+        row = await (await conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL")).fetchone()
+        assert row is not None  # a bare SELECT always returns a row
+        exists = row[0]
         if not exists:
             await conn.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, name text NOT NULL, "

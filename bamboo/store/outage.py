@@ -22,7 +22,7 @@ import logging
 import random
 import time
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, Callable, Concatenate, Coroutine, ParamSpec, TypeVar
 
 import psycopg
 
@@ -81,13 +81,23 @@ class OutagePolicy:
 NO_WAIT = OutagePolicy()
 
 
-def waits_out_outages(what: str) -> Callable[[Callable[..., Awaitable[T]]], Callable[..., Awaitable[T]]]:
+_S = TypeVar("_S")
+_P = ParamSpec("_P")
+
+
+def waits_out_outages(
+    what: str,
+) -> Callable[
+    [Callable[Concatenate[_S, _P], Awaitable[T]]], Callable[Concatenate[_S, _P], Coroutine[Any, Any, T]]
+]:
     """Decorate a store method (on an object with an `outage: OutagePolicy`) so the whole method —
     every statement and transaction in it — is tried again while the database is away."""
 
-    def decorate(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+    def decorate(
+        method: Callable[Concatenate[_S, _P], Awaitable[T]],
+    ) -> Callable[Concatenate[_S, _P], Coroutine[Any, Any, T]]:
         @functools.wraps(method)
-        async def wrapper(self: Any, *args: Any, **kwargs: Any) -> T:
+        async def wrapper(self: _S, *args: _P.args, **kwargs: _P.kwargs) -> T:
             policy: OutagePolicy = getattr(self, "outage", NO_WAIT)
             return await policy.run(lambda: method(self, *args, **kwargs), what)
 

@@ -49,7 +49,7 @@ _TIME_EDGES_H = (1, 6, 12, 24, 48)
 
 
 def _bucket(value: float, edges: tuple[float, ...], unit: str) -> str:
-    lower = 0
+    lower: float = 0
     for edge in edges:
         if value < edge:
             return f"{lower}-{edge}{unit}"

@@ -91,7 +91,7 @@ class LocalAccounts:
             self.hasher.verify(account.password_hash if account else self._dummy, password)
         except (VerificationError, InvalidHashError):
             return None
-        if account is None:
+        if account is None or key is None:
             return None
         if self.hasher.check_needs_rehash(account.password_hash):
             data.accounts[key] = account.model_copy(update={"password_hash": self.hasher.hash(password)})

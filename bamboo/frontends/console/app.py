@@ -280,7 +280,8 @@ def create_app(backend: ConsoleBackend, settings: ConsoleSettings, accounts: Loc
     async def healthz(request: Request) -> Response:
         return PlainTextResponse("ok")
 
-    async def forbidden(request: Request, exc: HTTPException) -> Response:
+    async def forbidden(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)  # registered for HTTPException only
         return HTMLResponse(templates.get_template("error.html").render(
             request=request, user=None, roles=None, csrf="", flashes=[], refresh=None, oidc=False,
             message=exc.detail), status_code=exc.status_code)

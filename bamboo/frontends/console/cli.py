@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import getpass
 import sys
+from typing import Any
 
 import typer
 
@@ -32,7 +33,7 @@ def serve_console(
     from bamboo.store import StoreNotConfigured
     from bamboo.temporal_client import TemporalUnavailable
 
-    overrides = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
+    overrides: dict[str, Any] = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
     settings = ConsoleSettings(**overrides)
     try:
         run(serve(get_settings(), settings, echo=out.print))

@@ -177,7 +177,7 @@ class MattermostBot:
             id=wid, task_queue=Queue.MAIN, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             result_type=AnalysisResult)
         result: AnalysisResult = await handle.result()
-        lines = [f"**Task {result.task_id} ({inert_markdown(result.status)})**: root cause "
+        lines = [f"**Task {result.task_id} ({inert_markdown(result.status or 'unknown')})**: root cause "
                  f"**{inert_markdown(result.root_cause)}** — confidence {result.confidence:.2f} "
                  f"({inert_markdown(result.diagnosis_source)})"]
         if result.resolution:
@@ -226,6 +226,7 @@ class MattermostBot:
                 prompt = thread.prompt_for(int(post.get("create_at") or 0))
                 if prompt is None:
                     return await self._say(channel, root, "No review was posted in this thread before your reply.")
+                assert command.decision is not None  # the parser sets it for every decision command
                 request = OperatorDecision(turn=prompt.turn, code_hash=prompt.code_hash, kind=command.decision,
                                            approver=identity, replacement_code=command.replacement_code)
                 await inv.update(self.client, thread.session_id, "decide", request, speaker)

@@ -102,7 +102,7 @@ def task_details(world: World, tid: int, base_url: str | None = None) -> dict[st
     row = world.tasks.get(tid)
     if row is None:
         return None
-    out = {name: row.get(name) for name in TASK_ATTRIBUTES}
+    out: dict[str, Any] = {name: row.get(name) for name in TASK_ATTRIBUTES}
     out["splitRule"] = decode_split_rule(row.get("splitRule"))
     if base_url and out.get("errorDialog"):  # fixtures link PanDA hosts; serve them from here for the demo
         out["errorDialog"] = _HOST_RE.sub(lambda m: m.group(1) + base_url, out["errorDialog"])
@@ -173,8 +173,10 @@ def build_endpoints(state: SimulatorState) -> dict[tuple[str, str], Endpoint]:
             "mergeStatus": None, "mergePandaID": [],
         }
         if include_status:
+            assert task is not None  # checked above
             out["status"] = task["status"]
         if include_parameters:
+            assert params is not None  # checked above
             out["cliParams"] = params.get("cliParams")
         return Envelope.ok(out)
 
@@ -298,7 +300,7 @@ def build_endpoints(state: SimulatorState) -> dict[tuple[str, str], Endpoint]:
             job = world.job(panda_id)
             ok = (job is not None and job["jobStatus"] not in FINAL_JOB_STATES
                   and (caller.production or job.get("prodUserName") == caller.user))
-            if ok:
+            if ok and job is not None:
                 job["commandToPilot"] = "tobekilled"
             done.append(ok)
         state.record("job/kill", None, any(done), f"killed {sum(done)} of {len(done)} jobs", True)

@@ -179,6 +179,7 @@ def _check(p: Param, value: Any) -> None:
         return
     if value is None and p.default is None:
         return
+    assert isinstance(p.kind, type)  # every string kind is handled above
     if not isinstance(value, p.kind):
         raise ArgumentProblem(f"Type error: '{p.name}' must be of type {_type_name(p.kind)}, got {type(value).__name__}.")
 

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from pydantic import ValidationError
 
@@ -85,6 +85,10 @@ class World:
         return None
 
 
+@overload
+def _as_datetime(value: Any, default: datetime) -> datetime: ...
+@overload
+def _as_datetime(value: Any, default: None = None) -> datetime | None: ...
 def _as_datetime(value: Any, default: datetime | None = None) -> datetime | None:
     if isinstance(value, datetime):
         return value
