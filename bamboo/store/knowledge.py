@@ -514,8 +514,10 @@ class KnowledgeStore:
                 assert row is not None  # an aggregate always returns a row
                 return int(row[0])
 
-            nodes: dict[str, int] = dict(await (await conn.execute("SELECT kind, count(*) FROM nodes GROUP BY kind ORDER BY kind")).fetchall())
-            edges: dict[str, int] = dict(await (await conn.execute("SELECT kind, count(*) FROM edges GROUP BY kind ORDER BY kind")).fetchall())
+            nodes: dict[str, int] = dict(await (await conn.execute(
+                "SELECT kind, count(*) FROM nodes GROUP BY kind ORDER BY kind")).fetchall())
+            edges: dict[str, int] = dict(await (await conn.execute(
+                "SELECT kind, count(*) FROM edges GROUP BY kind ORDER BY kind")).fetchall())
             return KbStats(
                 graphs=await scalar("SELECT count(*) FROM graphs"),
                 nodes=nodes, edges=edges,
