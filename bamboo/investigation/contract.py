@@ -79,12 +79,18 @@ class OperatorMessage(BaseModel):
     author: Identity
     force_tool: bool = Field(default=False, description="skip the intent classifier: this is a tool turn")
     fresh_code: bool = Field(default=False, description="write new code: do not propose a stored procedure")
+    codify: str | None = Field(
+        default=None, max_length=300,
+        description="turn a resolved incident's written procedure into code: its number in the session's "
+                    "listing or its name; an empty string lists the written procedures that fit the session")
     auth: Authorization | None = None
 
     def signed_body(self) -> dict[str, Any]:
         body: dict[str, Any] = {"text_sha256": text_digest(self.text), "force_tool": self.force_tool}
         if self.fresh_code:  # only when set, so a message signed before the flag existed still verifies
             body["fresh_code"] = True
+        if self.codify is not None:  # likewise: what is to be codified is part of what the author signed
+            body["codify"] = self.codify
         return body
 
 
