@@ -441,31 +441,11 @@ class KnowledgeStore:
             )).fetchall()
         return {r[0] for r in rows}
 
-    @waits_out_outages("record a human-input request")
-    async def record_human_request(self, graph_id: str, request: str) -> None:
-        async with self._pool.connection() as conn:
-            await conn.execute(
-                "INSERT INTO human_requests (graph_id, request) VALUES (%s, %s) ON CONFLICT DO NOTHING",
-                (graph_id, request),
-            )
-
     # ------------------------------------------------------------------ reads
-    @waits_out_outages("match a name against the stored nodes")
-    async def nearest_node(self, kind: str, embedding: list[float], threshold: float) -> str | None:
-        """The existing node of this kind whose name means the same (cosine ≥ threshold), if any."""
-        async with self._pool.connection() as conn:
-            row = await (await conn.execute(
-                "SELECT name, 1 - (embedding <=> %s) AS sim FROM nodes WHERE kind = %s AND embedding IS NOT NULL "
-                "ORDER BY embedding <=> %s LIMIT 1",
-                (np.asarray(embedding, dtype=np.float32), kind, np.asarray(embedding, dtype=np.float32)),
-            )).fetchone()
-        if row and row[1] >= threshold:
-            return row[0]
-        return None
-
     @waits_out_outages("match names against the stored nodes")
     async def nearest_nodes(self, queries: Sequence[tuple[str, list[float]]], threshold: float) -> list[str | None]:
-        """`nearest_node` for many (kind, embedding) pairs in one round trip."""
+        """For each (kind, embedding) pair, the existing node of that kind whose name means the same
+        (cosine ≥ threshold), if any; all pairs in one round trip."""
         if not queries:
             return []
         async with self._pool.connection() as conn:
