@@ -6,7 +6,11 @@ never recorded, raw JSON pasted into an e-mail. Prose is shown only when every c
 * it is within its length bound and not empty;
 * it has no markup (HTML tags, markdown headings, emphasis or code fences) and no JSON fragments;
 * it names the chosen cause (most of the cause label's words) and, for an e-mail, the task;
-* where a resolution is stored, it carries that resolution's words (most of them);
+* where a resolution is stored, it carries that resolution's *action* words (most of them): the words of
+  the resolution the cause's name does not already hold. "Renew the VOMS proxy and retry the task" shares
+  "VOMS proxy task" with the cause "The user's VOMS proxy expired while the task was running", so a draft
+  that only restates the cause carried three of its five words and passed while telling the owner nothing
+  to do; what it must carry is "renew" and "retry" (in any inflection: "renewed", "retrying");
 * every number and every identifier-like token (digits, underscores, dots inside a word, CamelCase) it
   contains appears in what the model was given.
 
@@ -53,11 +57,50 @@ def _content_words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.lower()) if w not in _STOP and len(w) > 1}
 
 
+def _stem(word: str) -> str:
+    """A crude stem, enough that "retried", "retrying" and "retry" (or "renewed" and "renew") are one word."""
+    if word.endswith(("ies", "ied")) and len(word) > 4:
+        word = word[:-3] + "i"
+    elif word.endswith("ing") and len(word) > 5:
+        word = word[:-3]
+    elif word.endswith("ed") and len(word) > 4:
+        word = word[:-2]
+    elif word.endswith("es") and len(word) > 4:
+        word = word[:-2]
+    elif word.endswith("s") and not word.endswith("ss") and len(word) > 3:
+        word = word[:-1]
+    if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "aeiouls":
+        word = word[:-1]  # "resubmitt(ed)" → "resubmit"
+    if word.endswith("y") and len(word) > 3:
+        word = word[:-1] + "i"
+    return word
+
+
+def _stems(text: str) -> set[str]:
+    return {_stem(w) for w in _content_words(text)}
+
+
 def _covers(prose: str, label: str) -> bool:
-    wanted = _content_words(label)
+    wanted = _stems(label)
     if not wanted:
         return True
-    return len(wanted & _content_words(prose)) >= COVERAGE * len(wanted)
+    return len(wanted & _stems(prose)) >= COVERAGE * len(wanted)
+
+
+def action_words(resolution: str, cause: str) -> set[str]:
+    """The resolution's words that say what to do: its content words (stemmed) less the cause's name's.
+
+    When the resolution only repeats the cause's words, all of them are wanted (nothing else tells them apart)."""
+    wanted = _stems(resolution)
+    return (wanted - _stems(cause)) or wanted
+
+
+def carries_resolution(prose: str, resolution: str, cause: str) -> bool:
+    """Most of the resolution's action words are in the prose (words shared with the cause's name do not count)."""
+    wanted = action_words(resolution, cause)
+    if not wanted:
+        return True
+    return len(wanted & _stems(prose)) >= COVERAGE * len(wanted)
 
 
 def _needs_grounding(token: str) -> bool:
@@ -96,8 +139,10 @@ def check_prose(prose: str, *, cause: str, given: str, resolution: str = "", tas
                 break
     if not _covers(prose, cause):
         problems.append(f"it does not name the cause {cause!r}")
-    if resolution and not _covers(prose, resolution):
-        problems.append("it does not carry the stored resolution")
+    if resolution and not carries_resolution(prose, resolution, cause):
+        absent = action_words(resolution, cause) - _stems(prose)
+        missing = list(dict.fromkeys(w for w in _WORD.findall(resolution.lower()) if _stem(w) in absent))
+        problems.append(f"it does not carry the stored resolution (what to do: {', '.join(missing[:5])})")
     if task_id is not None and str(task_id) not in prose:
         problems.append(f"it does not name task {task_id}")
     invented = ungrounded_tokens(prose, given)

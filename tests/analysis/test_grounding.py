@@ -86,3 +86,25 @@ def test_an_explanation_that_invents_is_replaced_and_the_note_says_why(evidence)
     grounded = judge(evidence, answer(cause="Expired user proxy",
                                       explanation="an expired user proxy: prodSourceLabel=user points at it"))
     assert grounded.explanation_source == "llm" and "prodSourceLabel=user" in grounded.explanation
+
+
+PROXY_CAUSE = "The user's VOMS proxy expired while the task was running"
+PROXY_FIX = "Renew the VOMS proxy and retry the task"
+
+
+def test_a_draft_that_restates_the_cause_does_not_carry_the_resolution():
+    """Issue 30: three of the resolution's five content words are the cause's name's, so restating the cause
+    passed as carrying the fix while telling the owner nothing to do."""
+    draft = ("Hello, task 41402004 failed because of: The user's VOMS proxy expired while the task was running. "
+             "Best regards")
+    check = check_prose(draft, cause=PROXY_CAUSE, given=json.dumps({"task": 41402004}), resolution=PROXY_FIX,
+                        task_id=41402004, max_words=EMAIL_MAX_WORDS)
+    assert not check.passed and "does not carry the stored resolution (what to do: renew, retry)" in check.reason
+
+
+def test_a_draft_that_says_what_to_do_carries_the_resolution_in_its_own_inflection():
+    draft = ("Hello, task 41402004 failed because the user's VOMS proxy expired while the task was running. "
+             "Once the proxy is renewed, the task can be retried. Best regards")
+    check = check_prose(draft, cause=PROXY_CAUSE, given=json.dumps({"task": 41402004}), resolution=PROXY_FIX,
+                        task_id=41402004, max_words=EMAIL_MAX_WORDS)
+    assert check.passed, check.problems
