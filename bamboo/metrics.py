@@ -23,7 +23,6 @@ class Metrics:
         self._llm = meter.create_counter("bamboo_llm_calls", "LLM calls by schema and outcome")
         self._sandbox = meter.create_counter("bamboo_sandbox_runs", "sandbox runs by status and isolation")
         self._tools = meter.create_counter("bamboo_tool_calls", "bridged and built-in tool calls by outcome")
-        self._stored = meter.create_counter("bamboo_graphs_stored", "incident graphs written to the store")
 
     def __post_init__(self) -> None:
         self.bind(self.meter)
@@ -36,10 +35,6 @@ class Metrics:
 
     def tool_call(self, tool: str, outcome: str, via: str) -> None:
         self._tools.add(1, {"tool": tool, "outcome": outcome, "via": via})
-
-    def graphs_stored(self, count: int) -> None:
-        if count:
-            self._stored.add(count)
 
 
 METRICS = Metrics()

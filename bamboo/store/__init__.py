@@ -58,10 +58,6 @@ def resolve_store_location(settings: Settings) -> StoreLocation:
     return StoreLocation(url=url, owner_url=owner, checkpoint_file=checkpoint, signing_key=key)
 
 
-def resolve_database_url(settings: Settings) -> str:
-    return resolve_store_location(settings).url
-
-
 @dataclass
 class Store:
     pool: AsyncConnectionPool
