@@ -12,7 +12,8 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from activities.accumulate import AccumulateActivities
 from bamboo.services import Services
 from workflows.accumulate import AccumulateIncident
-from workflows.analyze import AnalyzeTask, BatchAnalyze
+from workflows.analyze import AnalyzeTask
+from workflows.batch_analyze import BatchAnalyze
 from workflows.exec_command import ExecCommand
 from workflows.investigation import Investigation
 from workflows.populate import PopulateBatch

@@ -19,7 +19,8 @@ from bamboo.analysis.service import AnalysisService
 from bamboo.extraction.labels import normalise_label
 from tests.analysis.answers import analysis_handler, explore_with, pick_top
 from tests.support.scripted_llm import Reply
-from workflows.analyze import AnalyzeTask, BatchAnalyze
+from workflows.analyze import AnalyzeTask
+from workflows.batch_analyze import BatchAnalyze
 from bamboo.contract import Queue
 
 pytestmark = pytest.mark.integration

@@ -12,7 +12,8 @@ import pytest
 from bamboo.analysis.contract import AnalyzeInput, BatchAnalyzeInput, BatchAnalyzeResult, analyze_workflow_id
 from bamboo.contract import SPEND_USD, Queue
 from bamboo.models.spend import ModelPrice
-from workflows.analyze import AnalyzeTask, BatchAnalyze
+from workflows.analyze import AnalyzeTask
+from workflows.batch_analyze import BatchAnalyze
 
 pytestmark = pytest.mark.integration
 

@@ -5,7 +5,8 @@ from temporalio import activity, workflow
 from activities.analyze import AnalyzeActivities
 from bamboo.analysis import contract
 from bamboo.contract import activity_name
-from workflows.analyze import AnalyzeTask, BatchAnalyze
+from workflows.analyze import AnalyzeTask
+from workflows.batch_analyze import BatchAnalyze
 from worker.registry import WORKFLOWS
 
 STUBS = ("gather_evidence", "diagnose", "plan_exploration", "procedure_plan", "email", "list_tasks", "read_tasks")
