@@ -48,19 +48,20 @@ with workflow.unsafe.imports_passed_through():
     from bamboo.investigation.contract import (
         AbandonRequest, Ack, ApprovalsView, AuditBatch, AuditRecord, CapturedRun, CodegenInput, CodegenResult,
         FinalizeInput, FinalizeRequest, GrantInput, IntentInput, InvestigationResult,
-        InvestigationStart, InvestigationState, OperatorMessage, PendingView, PolicyContext, PolicyContextInput,
-        ProcedureRun, ReuseQuery, ReuseView, RevokeGrantsInput, RevokeRequest, SessionStatus, SummaryInput,
-        SummaryResult, TRANSCRIPT_KEEP, TranscriptEntry,
+        InvestigationStart, InvestigationState, MESSAGE_KINDS, MESSAGE_MODELS, Message, OperatorMessage,
+        PENDING_MEMO, PendingMemo, PendingView, PolicyContext, PolicyContextInput, ProcedureRun, Query, ReuseQuery,
+        ReuseView, RevokeGrantsInput, RevokeRequest, SessionStatus, SummaryInput, SummaryResult, TRANSCRIPT_KEEP,
+        TranscriptEntry, WrittenProcedure, WrittenQuery,
     )
     from policy.approvers import DeploymentPolicy, Role, authenticate
     from policy.code_identity import code_hash, short_hash
+    from policy.signing import StatementKind
     from policy.decisions import (
         DecisionKind, DecisionRefusal, DecisionVerdict, OperatorDecision, PendingReview, validate_decision,
     )
     from policy.procedures import assess_read_only
     from policy.reuse import ReuseProposal, TaskFacts, choose_procedure, describe_unfit, is_bound_body
     from policy.review_facts import code_diff, procedure_view, review_facts
-    from policy.signing import StatementKind
     from policy.grants import CodePolicy, ProcedureGrant, make_grant, make_session_policy
     from policy.phases import Phase
     from policy.procedures import is_procedure_name
@@ -91,13 +92,12 @@ class _Request:
         self.model, self.kind, self.max_bytes, self.speaker = model, kind, max_bytes, speaker
 
 
-REQUESTS: dict[str, _Request] = {
-    "message": _Request(OperatorMessage, StatementKind.MESSAGE, 24 * 1024, "author"),
-    "decide": _Request(OperatorDecision, StatementKind.DECISION, 96 * 1024, "approver"),
-    "revoke": _Request(RevokeRequest, StatementKind.REVOKE, 8 * 1024, "actor"),
-    "finalize": _Request(FinalizeRequest, StatementKind.FINALIZE, 8 * 1024, "actor"),
-    "abandon": _Request(AbandonRequest, StatementKind.ABANDON, 8 * 1024, "actor"),
+_LIMITS: dict[Message, tuple[int, str]] = {  # size bound and the field naming who speaks
+    Message.MESSAGE: (24 * 1024, "author"), Message.DECIDE: (96 * 1024, "approver"),
+    Message.REVOKE: (8 * 1024, "actor"), Message.FINALIZE: (8 * 1024, "actor"), Message.ABANDON: (8 * 1024, "actor"),
 }
+REQUESTS: dict[Message, _Request] = {
+    name: _Request(MESSAGE_MODELS[name], MESSAGE_KINDS[name], *_LIMITS[name]) for name in Message}
 
 
 class _Refused(Exception):
@@ -127,23 +127,23 @@ class Investigation:
         self._admission = asyncio.Lock()
 
     # ------------------------------------------------------------------ queries
-    @workflow.query
+    @workflow.query(name=Query.TRANSCRIPT)
     def transcript(self, since: int = 0) -> list[TranscriptEntry]:
         return [e for e in self._st.transcript if e.seq > since]
 
-    @workflow.query
+    @workflow.query(name=Query.PENDING)
     def pending(self) -> PendingView | None:
         return self._pending
 
-    @workflow.query
+    @workflow.query(name=Query.APPROVALS)
     def approvals(self) -> ApprovalsView:
         return ApprovalsView(session_policies=dict(self._st.session_policies), grants=dict(self._st.grants))
 
-    @workflow.query
+    @workflow.query(name=Query.STATUS)
     def status(self) -> SessionStatus:
         return self._st.status
 
-    @workflow.query
+    @workflow.query(name=Query.SPEND)
     def spend(self) -> Spend:
         return self._st.spend
 
@@ -151,65 +151,65 @@ class Investigation:
     # Each request has a signal (fire and forget: refusals land in the transcript) and an update of the same
     # name (the sender gets the verdict). Both take the raw payload, so a malformed one is refused and
     # recorded here instead of being dropped by the SDK with only a worker-log line.
-    @workflow.signal(name="message")
+    @workflow.signal(name=Message.MESSAGE)
     async def message(self, raw: RawValue) -> None:
-        await self._admit("message", raw)
+        await self._admit(Message.MESSAGE, raw)
 
-    @workflow.signal(name="decide")
+    @workflow.signal(name=Message.DECIDE)
     async def decide(self, raw: RawValue) -> None:
-        await self._admit("decide", raw)
+        await self._admit(Message.DECIDE, raw)
 
-    @workflow.signal(name="revoke")
+    @workflow.signal(name=Message.REVOKE)
     async def revoke(self, raw: RawValue) -> None:
-        await self._admit("revoke", raw)
+        await self._admit(Message.REVOKE, raw)
 
-    @workflow.signal(name="finalize")
+    @workflow.signal(name=Message.FINALIZE)
     async def finalize(self, raw: RawValue) -> None:
-        await self._admit("finalize", raw)
+        await self._admit(Message.FINALIZE, raw)
 
-    @workflow.signal(name="abandon")
+    @workflow.signal(name=Message.ABANDON)
     async def abandon(self, raw: RawValue) -> None:
-        await self._admit("abandon", raw)
+        await self._admit(Message.ABANDON, raw)
 
-    @workflow.update(name="message")
+    @workflow.update(name=Message.MESSAGE)
     async def message_update(self, raw: RawValue) -> Ack:
-        return await self._admit_or_raise("message", raw)
+        return await self._admit_or_raise(Message.MESSAGE, raw)
 
     @message_update.validator
     def _validate_message(self, raw: RawValue) -> None:
-        _check_size("message", raw)
+        _check_size(Message.MESSAGE, raw)
 
-    @workflow.update(name="decide")
+    @workflow.update(name=Message.DECIDE)
     async def decide_update(self, raw: RawValue) -> Ack:
-        return await self._admit_or_raise("decide", raw)
+        return await self._admit_or_raise(Message.DECIDE, raw)
 
     @decide_update.validator
     def _validate_decide(self, raw: RawValue) -> None:
-        _check_size("decide", raw)
+        _check_size(Message.DECIDE, raw)
 
-    @workflow.update(name="revoke")
+    @workflow.update(name=Message.REVOKE)
     async def revoke_update(self, raw: RawValue) -> Ack:
-        return await self._admit_or_raise("revoke", raw)
+        return await self._admit_or_raise(Message.REVOKE, raw)
 
     @revoke_update.validator
     def _validate_revoke(self, raw: RawValue) -> None:
-        _check_size("revoke", raw)
+        _check_size(Message.REVOKE, raw)
 
-    @workflow.update(name="finalize")
+    @workflow.update(name=Message.FINALIZE)
     async def finalize_update(self, raw: RawValue) -> Ack:
-        return await self._admit_or_raise("finalize", raw)
+        return await self._admit_or_raise(Message.FINALIZE, raw)
 
     @finalize_update.validator
     def _validate_finalize(self, raw: RawValue) -> None:
-        _check_size("finalize", raw)
+        _check_size(Message.FINALIZE, raw)
 
-    @workflow.update(name="abandon")
+    @workflow.update(name=Message.ABANDON)
     async def abandon_update(self, raw: RawValue) -> Ack:
-        return await self._admit_or_raise("abandon", raw)
+        return await self._admit_or_raise(Message.ABANDON, raw)
 
     @abandon_update.validator
     def _validate_abandon(self, raw: RawValue) -> None:
-        _check_size("abandon", raw)
+        _check_size(Message.ABANDON, raw)
 
     # ------------------------------------------------------------------ run
     @workflow.run
@@ -258,16 +258,18 @@ class Investigation:
         st.turn_spend = 0.0
         turn = st.turn
         self._entry("operator", msg.text, turn=turn, actor=msg.author)
-        if not msg.force_tool:
-            intent = await self._llm(contract.intent,
-                                     IntentInput(session_id=self._inp.session_id, text=msg.text, recent=self._recent()))
-            self._entry("intent", f"{intent.intent} (confidence {intent.confidence:.2f}): {intent.reason}", turn=turn)
-            if intent.intent == "finding":
-                st.findings.append(msg.text)
-                self._entry("finding", msg.text, turn=turn, actor=msg.author,
-                            data={"confidence": intent.confidence, "reason": intent.reason})
+        codified: WrittenProcedure | None = None
+        if msg.codify is not None:
+            codified = await self._written(msg.codify, turn)
+            if codified is None:
                 return False
-        proposal, reuse = await self._propose(msg, turn)
+            proposal, reuse = await self._codegen("interactive", codified.request()), None
+            request = codified.description or codified.name
+        else:
+            if not msg.force_tool and await self._is_finding(msg, turn):
+                return False
+            proposal, reuse = await self._propose(msg, turn)
+            request = msg.text
         if proposal.code is None:
             self._entry("reply", f"No code to review: {proposal.reason or 'no reason given'}", turn=turn)
             return False
@@ -285,6 +287,7 @@ class Investigation:
                 "code_hash": decision.code_hash, "summary": proposal.summary, "tools": list(decision.tools),
                 "trigger_signals": proposal.trigger_signals, "strategy": proposal.strategy,
                 "reused": reuse.reused.procedure if reuse is not None else None,
+                "codifies": codified.name if codified is not None else None,
             })
             self._entry("policy", f"{decision.outcome.value}: {decision.detail}", turn=turn,
                         data={"reason": decision.reason.value, "code_hash": decision.code_hash,
@@ -296,12 +299,13 @@ class Investigation:
             })
             if decision.outcome is CodeVerdict.RUN:
                 await self._execute(turn, code, decision, proposal, f"policy:{decision.reason.value}", requester,
-                                    reuse=reuse, request=msg.text)
+                                    reuse=reuse, request=request, codified=codified)
                 return False
             if decision.outcome is CodeVerdict.REFUSE:
                 self._entry("refused_run", decision.detail, turn=turn, data={"reason": decision.reason.value})
                 return False
-            answer, expired = await self._ask(turn, code, decision, proposal, requester, askers, context, reuse)
+            answer, expired = await self._ask(turn, code, decision, proposal, requester, askers, context, reuse,
+                                              codified)
             if answer is None:
                 return expired
             if answer.kind is DecisionKind.REJECT:
@@ -319,8 +323,58 @@ class Investigation:
                 continue
             await self._remember(turn, code, decision, answer, context, reuse)
             await self._execute(turn, code, decision, proposal, answer.approver, requester, reuse=reuse,
-                                request=msg.text)
+                                request=request, codified=codified)
             return False
+
+    async def _is_finding(self, msg: OperatorMessage, turn: int) -> bool:
+        """Ask the intent step whether the message states a finding (kept, no code) rather than asks for work."""
+        intent = await self._llm(contract.intent,
+                                 IntentInput(session_id=self._inp.session_id, text=msg.text, recent=self._recent()))
+        self._entry("intent", f"{intent.intent} (confidence {intent.confidence:.2f}): {intent.reason}", turn=turn)
+        if intent.intent != "finding":
+            return False
+        self._st.findings.append(msg.text)
+        self._entry("finding", msg.text, turn=turn, actor=msg.author,
+                    data={"confidence": intent.confidence, "reason": intent.reason})
+        return True
+
+    # ------------------------------------------------------------------ written procedures become code
+    async def _written(self, wanted: str, turn: int) -> WrittenProcedure | None:
+        """The written procedure ``/codify`` names (its number in the listing, or its name); with none named,
+        or none found, the listing is the turn's answer and nothing is generated."""
+        first_request = next((e.text for e in self._st.transcript if e.kind == "operator"), "")
+        try:
+            found = await workflow.execute_activity(
+                contract.written_procedures,
+                WrittenQuery(session_id=self._inp.session_id, cause=self._inp.cause,
+                             hint=(self._inp.symptom or first_request)[:2000]),
+                **contract.REUSE_STEP.options())
+        except ActivityError as exc:
+            self._entry("reply", f"The written procedures could not be read ({_cause(exc)}); try /codify again.",
+                        turn=turn)
+            return None
+        chosen = found.pick(wanted)
+        if chosen is not None and chosen.codified_as is None:
+            self._entry("codify", f"writing code for the written procedure {chosen.name!r}, recorded in "
+                        f"{len(chosen.incidents)} resolved incident(s); it is reviewed like any code",
+                        turn=turn, data={"written": chosen.model_dump(), "chosen": True})
+            return chosen
+        if chosen is not None:
+            self._entry("reply", f"{chosen.name!r} was turned into code already: {chosen.codified_as}. Ask for it "
+                        "in your own words and the stored procedure is proposed.", turn=turn)
+            return None
+        listing = "; ".join(f"{i}. {w.name}" + (f" (code: {w.codified_as})" if w.codified_as else "")
+                            for i, w in enumerate(found.items, 1))
+        if not found.items:
+            text = ("No written procedure fits this session: its cause has none recorded and none is near its "
+                    "symptom.")
+        elif wanted.strip():
+            text = f"No written procedure {wanted.strip()!r} here; send /codify N with one of: {listing}"
+        else:
+            text = f"Written procedures ({found.basis}): {listing}. Send /codify N to turn one into code."
+        self._entry("written", text, turn=turn,
+                    data={"basis": found.basis, "items": [w.model_dump() for w in found.items]})
+        return None
 
     # ------------------------------------------------------------------ reuse before regenerate
     async def _propose(self, msg: OperatorMessage, turn: int) -> tuple[CodegenResult, ReuseProposal | None]:
@@ -373,7 +427,8 @@ class Investigation:
 
     async def _ask(self, turn: int, code: str, decision: ReviewDecision, proposal: CodegenResult,
                    requester: str, askers: list[str], context: PolicyContext,
-                   reuse: ReuseProposal | None = None) -> tuple[OperatorDecision | None, bool]:
+                   reuse: ReuseProposal | None = None,
+                   codified: WrittenProcedure | None = None) -> tuple[OperatorDecision | None, bool]:
         """Publish the pending review and wait for an accepted answer (or the session closing / expiring)."""
         catalog = context.catalog
         conventions = ReviewRequest(phase=Phase.INTERACTIVE, code=code, catalog=catalog).conventions
@@ -394,7 +449,7 @@ class Investigation:
             opaque_reasons=list(facts.opaque_reasons), hazards=list(facts.hazards),
             state_changing_lines={k: list(v) for k, v in facts.state_changing_lines.items()},
             procedures=procedures, policy_version=context.policy.version, rules=context.policy.rules,
-            reuse=_reuse_view(reuse) if reuse is not None else None,
+            reuse=_reuse_view(reuse) if reuse is not None else None, codifies=codified,
         )
         self._review = PendingReview(session_id=self._inp.session_id, turn=turn, code_hash=decision.code_hash,
                                      requester=requester, requesters=tuple(askers), read_only=decision.read_only,
@@ -402,9 +457,10 @@ class Investigation:
         self._answer = None
         self._entry("review", f"waiting for a decision on {short_hash(decision.code_hash)}: {decision.detail}",
                     turn=turn, data={"code_hash": decision.code_hash, "choices": [c.value for c in decision.choices]})
-        workflow.upsert_search_attributes([AWAITING_APPROVAL.value_set(True)])
+        _publish_pending(PendingMemo(turn=turn, code_hash=decision.code_hash, requester=requester,
+                                     read_only=decision.read_only, choices=list(decision.choices)))
         answered = await self._wait(lambda: self._answer is not None or self._closing())
-        workflow.upsert_search_attributes([AWAITING_APPROVAL.value_set(False)])
+        _publish_pending(None)
         answer, self._answer = self._answer, None
         self._pending = None
         self._review = None
@@ -451,7 +507,7 @@ class Investigation:
 
     async def _execute(self, turn: int, code: str, decision: ReviewDecision, proposal: CodegenResult,
                        approver: str, requester: str, capture: bool = True, *, reuse: ReuseProposal | None = None,
-                       request: str = "") -> None:
+                       request: str = "", codified: WrittenProcedure | None = None) -> None:
         """Run in the sandbox with the decision's allow-set; ``capture`` keeps human-approved code for finalize
         (a reused procedure as its stored body, so finalize adds this session to that procedure)."""
         st = self._st
@@ -506,7 +562,7 @@ class Investigation:
             turn=turn, code=body, code_hash=code_hash(body), tools=list(decision.tools), summary=proposal.summary,
             trigger_signals=proposal.trigger_signals, result_summary=summary.result_summary or summary.reply[:300],
             executed_at=workflow.now(), approved_by=approver, ok=out.status == "ok", request=request[:500],
-            reused=reuse.reused.procedure if reuse is not None else None,
+            reused=reuse.reused.procedure if reuse is not None else None, codified=codified,
         ))
 
     # ------------------------------------------------------------------ automatic phase
@@ -565,7 +621,7 @@ class Investigation:
             **contract.FINALIZE_STEP.options(),
         )
         st.status = status
-        workflow.upsert_search_attributes([AWAITING_APPROVAL.value_set(False)])
+        _publish_pending(None)
         kept = result.procedures + result.tentative
         self._entry("system", f"session {status.value}; procedures stored: {', '.join(kept) or 'none'}",
                     actor=actor, data=result.model_dump())
@@ -578,13 +634,13 @@ class Investigation:
 
     # ------------------------------------------------------------------ helpers
     # ------------------------------------------------------------------ admitting requests
-    async def _admit_or_raise(self, name: str, raw: RawValue) -> Ack:
+    async def _admit_or_raise(self, name: Message, raw: RawValue) -> Ack:
         ack = await self._admit(name, raw)
         if not ack.accepted:
             raise ApplicationError(ack.detail, type=ack.refusal or "refused", non_retryable=True)
         return ack
 
-    async def _admit(self, name: str, raw: RawValue) -> Ack:
+    async def _admit(self, name: Message, raw: RawValue) -> Ack:
         """Decode, bound, authenticate and act on one request. A refusal is recorded and returned."""
         self._touch()
         spec = REQUESTS[name]
@@ -600,7 +656,7 @@ class Investigation:
                 self._record_refusal(name, speaker, refused)
                 return Ack(accepted=False, detail=refused.detail, refusal=refused.refusal)
 
-    async def _admit_request(self, name: str, spec: _Request, request) -> str:
+    async def _admit_request(self, name: Message, spec: _Request, request) -> str:
         """Messages, revokes, finalize and abandon: authenticated, then queued; returns the acknowledgement."""
         if self._st.status is not SessionStatus.ACTIVE or self._closing():
             raise _Refused("closed", "This investigation is closing or closed; start a new one.")
@@ -612,20 +668,20 @@ class Investigation:
         if not verdict.ok:
             raise _Refused(verdict.refusal.value if verdict.refusal else "refused", verdict.detail)
         self._remember_nonce(request.auth)
-        roles = (Role.REQUEST,) if name == "message" else (Role.REQUEST, Role.APPROVE, Role.APPROVE_STATE_CHANGING)
+        roles = (Role.REQUEST,) if name is Message.MESSAGE else (Role.REQUEST, Role.APPROVE, Role.APPROVE_STATE_CHANGING)
         if not any(policy.may(speaker, role) for role in roles):
-            raise _Refused("missing_role", f"{speaker} is not registered to {'ask for code' if name == 'message' else name} "
+            raise _Refused("missing_role", f"{speaker} is not registered to {'ask for code' if name is Message.MESSAGE else name} "
                                            "in investigations here; ask the deployment to register you.")
-        if name == "message":
+        if name is Message.MESSAGE:
             self._st.inbox.append(request)
             return f"queued as message {len(self._st.inbox)} in line"
-        if name == "revoke":
+        if name is Message.REVOKE:
             plan = plan_revocation(request.target, self._st.session_policies, self._st.grants)
             if not plan.ok:
                 raise _Refused("invalid_revoke_target", plan.error or "invalid revoke target")
             self._st.revokes.append(request)
             return "revocation queued; /approvals shows the result"
-        if name == "finalize":
+        if name is Message.FINALIZE:
             self._finalize = request
             return "finalizing"
         self._abandon = request
@@ -666,11 +722,11 @@ class Investigation:
         return Ack(accepted=verdict.accepted, detail=verdict.detail or f"{decision.kind.value} accepted",
                    refusal=verdict.refusal.value if verdict.refusal else None)
 
-    def _record_refusal(self, name: str, speaker: str, refused: _Refused) -> None:
+    def _record_refusal(self, name: Message, speaker: str, refused: _Refused) -> None:
         body = {"request": name, "refusal": refused.refusal, "detail": refused.detail}
-        kind: contract.EntryKind = "refused_decision" if name == "decide" else "refused_request"
+        kind: contract.EntryKind = "refused_decision" if name is Message.DECIDE else "refused_request"
         self._entry(kind, f"{name} from {speaker} refused: {refused.detail}", actor=speaker, data=body)
-        self._audit("decision_refused" if name == "decide" else "request_refused", speaker, body)
+        self._audit("decision_refused" if name is Message.DECIDE else "request_refused", speaker, body)
 
     def _remember_nonce(self, auth) -> None:
         if auth is None:
@@ -783,7 +839,7 @@ class Investigation:
         except ActivityError as exc:
             self._pending = None
             self._review = None
-            workflow.upsert_search_attributes([AWAITING_APPROVAL.value_set(False)])
+            _publish_pending(None)
             self._entry("system", f"this step failed and was skipped: {_cause(exc)}")
             return False
         except BudgetSpent as exc:
@@ -831,7 +887,14 @@ _BEFORE_AUTHENTICATION = {
 }
 
 
-def _check_size(name: str, raw: RawValue) -> None:
+def _publish_pending(memo: PendingMemo | None) -> None:
+    """Say on the server whether a review waits and what a decision must name: the search attribute finds it,
+    the memo lets a client sign and signal a decision while no worker runs to answer a query or an update."""
+    workflow.upsert_search_attributes([AWAITING_APPROVAL.value_set(memo is not None)])
+    workflow.upsert_memo({PENDING_MEMO: memo.model_dump(mode="json") if memo is not None else None})
+
+
+def _check_size(name: Message, raw: RawValue) -> None:
     """Update validators refuse oversized requests before they enter history (a signal cannot be refused
     that early; its admission refuses it without copying it anywhere)."""
     size, limit = len(raw.payload.data), REQUESTS[name].max_bytes

@@ -22,7 +22,7 @@ deployment's (``PolicyContext.policy``), never part of what a client sends.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from enum import Enum
+from enum import Enum, StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -39,7 +39,7 @@ from policy.grants import ProcedureGrant, SessionPolicy
 from policy.identity import Identity
 from policy.reuse import ParameterValue, ProcedureCandidate, ReuseSettings, TaskFacts
 from policy.review_facts import ProcedureView
-from policy.signing import Authorization, text_digest
+from policy.signing import Authorization, StatementKind, text_digest
 
 __all__ = ["OperatorDecision", "DecisionKind"]
 
@@ -139,6 +139,7 @@ class Ack(BaseModel):
 EntryKind = Literal[
     "operator", "intent", "finding", "code", "review", "decision", "refused_decision", "run", "reply", "policy",
     "revoke", "grant", "hypothesis", "suggestion", "refused_run", "refused_request", "system", "budget", "reuse",
+    "written", "codify",
 ]
 
 
@@ -208,11 +209,33 @@ class PendingView(BaseModel):
     policy_version: str = ""
     rules: ApprovalRules = Field(default_factory=ApprovalRules)
     reuse: ReuseView | None = Field(default=None, description="set when the code is a reused stored procedure")
+    codifies: WrittenProcedure | None = Field(
+        default=None, description="set when the code was written from a resolved incident's written procedure")
 
 
 class ApprovalsView(BaseModel):
     session_policies: dict[str, SessionPolicy] = Field(default_factory=dict)
     grants: dict[str, ProcedureGrant] = Field(default_factory=dict)
+
+
+class WrittenProcedure(BaseModel):
+    """A resolved incident's written investigation step ("check the scout jobs' maxPSS against ramCount"):
+    knowledge, not code. ``/codify`` turns one into code under review; finalize stores that code with these
+    incidents and this name as where it came from, so it is written once. Its text was written by a model or
+    an operator: front ends show it inert."""
+
+    name: str
+    description: str = ""
+    cause: str = ""
+    incidents: list[str] = Field(default_factory=list)
+    codified_as: str | None = Field(default=None, description="the stored code procedure made from it, if any")
+
+    def request(self) -> str:
+        """What code generation is asked for: the written step, with where it came from."""
+        where = f" (recorded when resolving {', '.join(self.incidents[:5])})" if self.incidents else ""
+        cause = f" for the cause {self.cause!r}" if self.cause else ""
+        return (f"Turn this written investigation step{cause}{where} into code that uses the tools, "
+                f"for this task: {self.description or self.name}")
 
 
 class CapturedRun(BaseModel):
@@ -230,6 +253,7 @@ class CapturedRun(BaseModel):
     ok: bool
     request: str = Field(default="", description="the operator's words that led to it (a trigger for reuse)")
     reused: str | None = Field(default=None, description="the stored procedure this run reused, if any")
+    codified: WrittenProcedure | None = Field(default=None, description="the written procedure this code implements")
 
 
 class InvestigationState(BaseModel):
@@ -403,6 +427,28 @@ class ReuseCandidates(BaseModel):
     settings: ReuseSettings = Field(default_factory=ReuseSettings)
 
 
+class WrittenQuery(BaseModel):
+    session_id: str
+    cause: str | None = Field(default=None, description="the cause the session's analysis chose")
+    hint: str = Field(default="", max_length=2000, description="text to match when there is no cause")
+    limit: int = Field(default=10, ge=1, le=50)
+
+
+class WrittenProcedures(BaseModel):
+    """The written procedures that fit a session, and how they were found (``cause`` or ``nearest``)."""
+
+    items: list[WrittenProcedure] = Field(default_factory=list)
+    basis: Literal["cause", "nearest", "none"] = "none"
+
+    def pick(self, wanted: str) -> WrittenProcedure | None:
+        """The item ``wanted`` names: its number in this listing (from 1) or its name, case aside."""
+        wanted = wanted.strip()
+        if wanted.isdigit():
+            index = int(wanted) - 1
+            return self.items[index] if 0 <= index < len(self.items) else None
+        return next((w for w in self.items if wanted and w.name.casefold() == wanted.casefold()), None)
+
+
 class ProcedureRun(BaseModel):
     session_id: str
     procedure: str
@@ -415,10 +461,64 @@ InvestigationStart.model_rebuild()
 
 
 # ---------------------------------------------------------------------------------------------- names
-# Compatibility data: renaming any of these orphans running sessions (docs/versioning.md).
+# Compatibility data: renaming any of these orphans running sessions (docs/versioning.md). The workflow's
+# handlers and every client (CLI, console, bot) use these names, never a string of their own.
 WORKFLOW_NAME = "Investigation"
-MESSAGES = ("message", "decide", "revoke", "finalize", "abandon")  # each both a signal and an update
-QUERIES = ("transcript", "pending", "approvals", "status", "spend")
+
+
+class Message(StrEnum):
+    """Operator requests. Each is both a signal (durable, needs no worker to be delivered; a refusal lands in
+    the transcript) and an update of the same name (the sender gets the verdict, but only while a worker runs)."""
+
+    MESSAGE = "message"
+    DECIDE = "decide"
+    REVOKE = "revoke"
+    FINALIZE = "finalize"
+    ABANDON = "abandon"
+
+
+class Query(StrEnum):
+    """Read-only views of a session's state; each needs a worker to answer (``PENDING_MEMO`` does not)."""
+
+    TRANSCRIPT = "transcript"
+    PENDING = "pending"
+    APPROVALS = "approvals"
+    STATUS = "status"
+    SPEND = "spend"
+
+
+# Each message's payload model and the statement kind its signature is made for.
+MESSAGE_MODELS: dict[Message, type[BaseModel]] = {
+    Message.MESSAGE: OperatorMessage, Message.DECIDE: OperatorDecision, Message.REVOKE: RevokeRequest,
+    Message.FINALIZE: FinalizeRequest, Message.ABANDON: AbandonRequest,
+}
+MESSAGE_KINDS: dict[Message, StatementKind] = {
+    Message.MESSAGE: StatementKind.MESSAGE, Message.DECIDE: StatementKind.DECISION,
+    Message.REVOKE: StatementKind.REVOKE, Message.FINALIZE: StatementKind.FINALIZE,
+    Message.ABANDON: StatementKind.ABANDON,
+}
+# What each query answers (``transcript`` takes ``since: int``, the others nothing).
+QUERY_RESULTS: dict[Query, Any] = {
+    Query.TRANSCRIPT: list[TranscriptEntry], Query.PENDING: PendingView | None, Query.APPROVALS: ApprovalsView,
+    Query.STATUS: SessionStatus, Query.SPEND: Spend,
+}
+MESSAGES = tuple(Message)
+QUERIES = tuple(Query)
+
+# The memo key under which a waiting review is published (``PendingMemo``), removed once it is answered.
+PENDING_MEMO = "bamboo_pending_review"
+
+
+class PendingMemo(BaseModel):
+    """What a decision must name, readable from the server without a worker (``describe``): a client signs
+    its decision against this and sends it as a signal when no worker answers, and the workflow judges it
+    through the same admission as any decision when it runs. No model text: it is only numbers and names."""
+
+    turn: int
+    code_hash: str
+    requester: str
+    read_only: bool
+    choices: list[DecisionKind] = Field(default_factory=list)
 
 
 def workflow_id(session_id: str) -> str:
@@ -471,6 +571,12 @@ async def revoke_grants(inp: RevokeGrantsInput) -> list[str]:
 @activity_stub("investigation_reuse_candidates")
 async def reuse_candidates(inp: ReuseQuery) -> ReuseCandidates:
     """The approved procedures with their provenance and their nearness to the request, and the task's facts."""
+    ...
+
+
+@activity_stub("investigation_written_procedures")
+async def written_procedures(inp: WrittenQuery) -> WrittenProcedures:
+    """The resolved incidents' written procedures for the session's cause (or nearest its symptom)."""
     ...
 
 
