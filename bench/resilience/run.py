@@ -1,24 +1,24 @@
-"""Small work beside a pathological neighbour on the same worker, before and after issue 28, in one run.
+"""Small work beside a pathological neighbour on the same worker (issue 28).
 
-Two parts, each measured for the code before the change and for this tree, interleaved in one invocation
-so a shared machine's drift falls on both:
+Two parts, each measured for this tree (figures of the code before issue 28 are recorded in
+`bench/resilience/notes.md` with the commit they came from: a benchmark runs from a fresh clone with what
+`make install` installs, and an older tree needs its own dependencies):
 
 - *sandbox*: small runs (`return {...}`) through one `execute_code` activity object on one event loop,
   alone, then while a neighbour run prints about 4 MiB a stream of secret-shaped lines, over and over
-  (`bench/resilience/sandbox_probe.py`, run in a child interpreter with the tree under test first on
-  its module path). Also the worst event-loop gap and the neighbour's worst heartbeat gap.
-- *populate*: a real worker process of the tree under test against the real Temporal dev server and
-  Postgres, with a scripted LLM at a fixed latency per call. Small incidents, each its own one-incident
-  batch, alone, then while a neighbour batch learns large legal incidents (a task with 1.5 million
-  array elements, one with 200k keys; each under 8 MiB and every bound) again and again. Then one batch
-  mixing small incidents with six large ones on a fresh database: model calls per stored incident (two
-  for every incident on the email path: extraction and review), escalations, failures.
+  (`bench/resilience/sandbox_probe.py`, run in a child interpreter). Also the worst event-loop gap and
+  the neighbour's worst heartbeat gap.
+- *populate*: a real worker process against the real Temporal dev server and Postgres, with a scripted
+  LLM at a fixed latency per call. Small incidents, each its own one-incident batch, alone, then while a
+  neighbour batch learns large legal incidents (a task with 1.5 million array elements, one with 200k
+  keys; each under 8 MiB and every bound) again and again. Then one batch mixing small incidents with six
+  large ones on a fresh database: model calls per stored incident (two for every incident on the email
+  path: extraction and review), escalations, failures.
 
 Latencies are reported as p50 and p99 (nearest rank) with and without the neighbour and as the ratio
-beside ÷ alone; the *before* code is extracted with `git archive` from `--old-ref` (default: the parent
-of the commit that added `bamboo/offload.py`) into a temporary directory and runs from there.
+beside ÷ alone.
 
-    .venv/bin/python -m bench.resilience.run
+    .venv/bin/python -m bench.resilience.run --write
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from bamboo.accumulation.contract import (
 )
 from bamboo.samples import generate_incidents, write_incidents
 from bamboo.temporal_client import connect
-from bench.populate.run import Code, extract, parent_of_first, spawn_worker, wait_until_polling
+from bench.populate.run import spawn_worker, wait_until_polling
 from tests.services import ROOT, start_stack
 from tests.support.answers import accumulation_handler
 from tests.support.scripted_llm import ScriptedLLMServer
@@ -52,10 +52,8 @@ LLM_LATENCY_S = 0.05
 BATCH_LIMIT_S = 600.0
 
 
-def old_ref() -> str:
-    """The commit before this work: the parent of the commit that added bamboo/offload.py."""
-    return parent_of_first(["log", "--diff-filter=A", "--format=%H", "--", "bamboo/offload.py"],
-                           "adds bamboo/offload.py")
+RESULTS = Path(__file__).with_name("results.md")
+CODE = "this tree"
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -64,12 +62,12 @@ def percentile(values: list[float], q: float) -> float:
 
 
 # ---------------------------------------------------------------- sandbox
-def sandbox_part(code: Code, seconds: float, at_least: int) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(code.root)}
-    done = subprocess.run([sys.executable, str(PROBE), str(seconds), str(at_least)], cwd=code.root, env=env,
+def sandbox_part(seconds: float, at_least: int) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, str(PROBE), str(seconds), str(at_least)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
-        raise SystemExit(f"the sandbox probe failed for {code.name}:\n{done.stderr[-3000:]}")
+        raise SystemExit(f"the sandbox probe failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -124,17 +122,17 @@ async def timed_small(client, dirs: list[Path], tag: str) -> list[float]:
     return latencies
 
 
-async def populate_part(stack, code: Code, work: Path, small: int) -> dict:
+async def populate_part(stack, work: Path, small: int) -> dict:
     with ScriptedLLMServer(accumulation_handler(), latency_s=LLM_LATENCY_S) as llm, ScriptedLLMServer() as emb:
         settings = stack.settings(stack.new_database(), llm.base_url).model_copy(
             update={"embedding_base_url": emb.base_url})
-        log = work / f"worker-{code.name}-{time.time_ns()}.log"
-        worker = spawn_worker(settings, log, code.root)
+        log = work / f"worker-{time.time_ns()}.log"
+        worker = spawn_worker(settings, log)
         try:
             client = await connect(settings)
             await wait_until_polling([log], [worker])
-            alone = await timed_small(client, small_batches(work / code.name, small, seed=101), "alone")
-            neighbour_dir = work / code.name / "large"
+            alone = await timed_small(client, small_batches(work, small, seed=101), "alone")
+            neighbour_dir = work / "large"
             write_large(large_legal_incidents(201) + large_legal_incidents(202) + large_legal_incidents(203),
                         neighbour_dir)
             neighbour_batches = [0]
@@ -147,27 +145,27 @@ async def populate_part(stack, code: Code, work: Path, small: int) -> dict:
 
             noisy = asyncio.create_task(neighbour())
             await asyncio.sleep(2.0)  # its first slice is reading the large files
-            beside = await timed_small(client, small_batches(work / code.name, small, seed=102), "beside")
+            beside = await timed_small(client, small_batches(work, small, seed=102), "beside")
             stop.set()
             await noisy  # let the neighbour batch end normally: its outcome is part of the figure
         finally:
             worker.terminate()
             worker.wait(30)
-        mixed = await mixed_batch(stack, code, work, small)
+        mixed = await mixed_batch(stack, work, small)
     return {"alone": alone, "beside": beside, "neighbour_batches": neighbour_batches[0], **mixed}
 
 
-async def mixed_batch(stack, code: Code, work: Path, small: int) -> dict:
+async def mixed_batch(stack, work: Path, small: int) -> dict:
     """Small incidents and six large legal ones in one batch on a fresh database: model calls per stored incident."""
-    batch = work / code.name / "mixed"
+    batch = work / "mixed"
     write_incidents([i.model_copy(update={"resolution_record": None}) for i in generate_incidents(small, seed=301)],
                     batch)
     write_large(large_legal_incidents(302) + large_legal_incidents(303) + large_legal_incidents(304), batch)
     with ScriptedLLMServer(accumulation_handler(), latency_s=LLM_LATENCY_S) as llm, ScriptedLLMServer() as emb:
         settings = stack.settings(stack.new_database(), llm.base_url).model_copy(
             update={"embedding_base_url": emb.base_url})
-        log = work / f"worker-{code.name}-mixed-{time.time_ns()}.log"
-        worker = spawn_worker(settings, log, code.root)
+        log = work / f"worker-mixed-{time.time_ns()}.log"
+        worker = spawn_worker(settings, log)
         try:
             client = await connect(settings)
             await wait_until_polling([log], [worker])
@@ -192,12 +190,12 @@ def latency_rows(part: str, results: dict[str, dict]) -> list[str]:
     return rows
 
 
-def report(sandbox: dict[str, dict], populate: dict[str, dict], codes: list[Code], seconds: float,
-           small: int, args: list[str]) -> str:
-    old = next(c for c in codes if c.name == "before")
+def report(sandbox: dict[str, dict], populate: dict[str, dict], seconds: float, small: int, args: list[str]) -> str:
     lines = [
-        f"Command: `.venv/bin/python -m bench.resilience.run{''.join(' ' + a for a in args)}` (before = "
-        f"{old.ref[:12]}, the parent of the first commit of this work; after = this tree; this machine: "
+        "# Small work beside a pathological neighbour on the same worker (issue 28)",
+        "",
+        f"Command: `.venv/bin/python -m bench.resilience.run{''.join(' ' + a for a in args)} --write` (this tree; "
+        f"run at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; this machine: "
         f"{psutil.cpu_count()} cores; sandbox: small runs for {seconds:g} s alone and {seconds:g} s beside a run "
         f"printing ~4 MiB a stream of `aws key=` lines, isolation {next(iter(sandbox.values()))['isolation']}; "
         f"populate: {small} one-incident batches alone and {small} beside a batch of six large legal incidents "
@@ -232,37 +230,34 @@ def _scalars(figures: dict) -> str:
     return json.dumps({k: v for k, v in figures.items() if not isinstance(v, list)})
 
 
-async def main(seconds: float, small: int, ref: str, args: list[str]) -> None:
+async def main(seconds: float, small: int, args: list[str], write: bool) -> None:
     if shutil.which("bwrap") is None:
         print("note: bubblewrap is not installed; the sandbox runs degraded (same scrubbing path)", file=sys.stderr)
     base = Path(tempfile.mkdtemp(prefix="bamboo-bench-resilience-"))
-    codes = [Code("before", extract(ref, base / "before-tree"), ref), Code("after", ROOT, "this tree")]
-    sandbox: dict[str, dict] = {}
-    populate: dict[str, dict] = {}
     (base / "stack").mkdir()
     (base / "work").mkdir()
     stack = start_stack(base / "stack", persistent=False)
     try:
-        for code in codes:
-            sandbox[code.name] = sandbox_part(code, seconds, at_least=5)
-            print(f"sandbox {code.name}: {_scalars(sandbox[code.name])}", flush=True)
-        for code in codes:
-            populate[code.name] = await populate_part(stack, code, base / "work", small)
-            print(f"populate {code.name}: {_scalars(populate[code.name])}", flush=True)
+        sandbox = {CODE: sandbox_part(seconds, at_least=5)}
+        print(f"sandbox: {_scalars(sandbox[CODE])}", flush=True)
+        populate = {CODE: await populate_part(stack, base / "work", small)}
+        print(f"populate: {_scalars(populate[CODE])}", flush=True)
     finally:
         stack.stop()
         if not os.environ.get("BAMBOO_BENCH_KEEP"):
             shutil.rmtree(base, ignore_errors=True)
-    print(report(sandbox, populate, codes, seconds, small, args))
+    text = report(sandbox, populate, seconds, small, args)
+    print(text)
+    if write:
+        RESULTS.write_text(text)
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=30.0, help="how long small sandbox runs are measured, per phase")
     ap.add_argument("--small", type=int, default=20, help="one-incident batches measured per phase")
-    ap.add_argument("--old-ref", help="the code before (default: the parent of the commit that added "
-                                      "bamboo/offload.py)")
+    ap.add_argument("--write", action="store_true", help=f"store the output in {RESULTS.relative_to(ROOT)}")
     a = ap.parse_args()
     extra = [f"--seconds {a.seconds:g}"] if a.seconds != 30.0 else []
     extra += [f"--small {a.small}"] if a.small != 20 else []
-    sys.exit(asyncio.run(main(a.seconds, a.small, a.old_ref or old_ref(), extra)))
+    sys.exit(asyncio.run(main(a.seconds, a.small, extra, a.write)))

@@ -1,8 +1,8 @@
 """Small sandbox runs alone, then beside a neighbour whose output is megabytes of secret-shaped lines,
 all through one `execute_code` activity object on one event loop (one worker). Prints one JSON object.
 
-Run by `bench.resilience.run` as a script, with the tree under test first on the module path, so the
-same probe measures the code before and after a change (it imports only what both trees have).
+Run by `bench.resilience.run` as a script in a child interpreter, with this tree first on the module path,
+so the probe's loop is a worker's loop of its own and not the benchmark's.
 """
 
 from __future__ import annotations
