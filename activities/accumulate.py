@@ -20,8 +20,8 @@ from temporalio.exceptions import ApplicationError
 from activities.heartbeat import with_heartbeats
 from bamboo.accumulation import contract
 from bamboo.accumulation.contract import (
-    ExtractInput, IncidentSource, ItemOutcome, LoadIncidentInput, LoadedIncident, PriorAttempt,
-    ReviewExplorationInput, ReviewInput, ReviewOutcome, SliceHeartbeat, SliceInput, SliceResult, SourceListing,
+    ExtractInput, ItemOutcome, LoadIncidentInput, LoadedIncident, PriorAttempt,
+    ReviewExplorationInput, ReviewInput, SliceHeartbeat, SliceInput, SliceResult, SourceListing,
     SourcePageInput, StoreInput,
 )
 from bamboo.accumulation.slice_learner import SliceLearner
@@ -35,7 +35,8 @@ from bamboo.ingest import IncidentRejected, content_hash_off_loop, list_sources,
 from activities.llm_errors import to_application_error
 from bamboo.llm.errors import LLMError
 from bamboo.models.graph import WriteStats
-from bamboo.models.incident import Incident
+from bamboo.models.incident import Incident, IncidentSource
+from bamboo.models.review import ReviewOutcome
 from bamboo.offload import in_thread
 from bamboo.services import Services
 from bamboo.store.blobs import BlobNotFound
@@ -155,8 +156,8 @@ class AccumulateActivities:
         any model call. Heartbeats go on while the database is waited out, so waiting is never
         taken for a dead worker."""
         info = activity.info()
-        learner = SliceLearner(self.s.strategy, self.s.llm, self.storer,
-                               parallelism=min(inp.parallelism, self.s.settings.llm_concurrency))
+        # The slice's own width; the worker's model client bounds the calls of all its slices together.
+        learner = SliceLearner(self.s.strategy, self.s.llm, self.storer, parallelism=inp.parallelism)
         return await with_heartbeats(
             self._learn_slice(inp, learner, _previous_outcomes(info.heartbeat_details)),
             details=lambda: SliceHeartbeat(outcomes=list(learner.outcomes.values())).model_dump(

@@ -17,9 +17,8 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from bamboo import input_files
-from bamboo.accumulation.contract import IncidentSource
 from bamboo.input_files import InputRejected
-from bamboo.models.incident import Incident
+from bamboo.models.incident import Incident, IncidentSource
 from bamboo.offload import BudgetExceeded, in_thread
 
 MAX_FILE_BYTES = 8 * 1024 * 1024

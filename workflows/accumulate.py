@@ -24,10 +24,10 @@ with workflow.unsafe.imports_passed_through():
     from bamboo.accumulation import contract
     from bamboo.accumulation.contract import (
         LLM_STEP, LOCAL_STORE_READ, REVIEW_STEP, STORE_STEP, AccumulateInput, AccumulateResult, ExtractInput,
-        LoadIncidentInput, LoadedIncident, PriorAttempt, ReviewExplorationInput, ReviewInput, ReviewOutcome,
-        StoreInput,
+        LoadIncidentInput, LoadedIncident, PriorAttempt, ReviewExplorationInput, ReviewInput, StoreInput,
     )
     from bamboo.models.graph import WriteStats
+    from bamboo.models.review import ReviewOutcome
     from bamboo.contract import BATCH, KIND, Kind, TASK_ID
     from workflows.sandbox_steps import execute_code, findings
 

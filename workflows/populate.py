@@ -39,9 +39,10 @@ from temporalio.workflow import ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     from bamboo.accumulation import contract
     from bamboo.accumulation.contract import (
-        LISTING, LISTING_PAGE, SLICE, AccumulateInput, FailedItem, IncidentSource, ItemOutcome, PopulateInput,
+        LISTING, LISTING_PAGE, SLICE, AccumulateInput, FailedItem, ItemOutcome, PopulateInput,
         PopulateProgress, PopulateResult, SliceInput, SliceResult, SourceListing, SourcePageInput,
     )
+    from bamboo.models.incident import IncidentSource
     from bamboo.contract import BATCH, KIND, Kind
     from workflows.accumulate import AccumulateIncident
     from workflows.batching import innermost_reason, run_bounded_children

@@ -28,6 +28,8 @@ from bamboo.analysis.contract import ExplorationPlan
 from bamboo.contract import HEARTBEAT, LLM_CALL, STORE_RETRY, ActivityOptions, Queue, activity_stub
 from bamboo.extraction.base import ExtractionResult
 from bamboo.models.graph import KnowledgeGraph, PassageDraft, WriteStats
+from bamboo.models.incident import IncidentSource
+from bamboo.models.review import ReviewOutcome
 
 # ---------------------------------------------------------------- names (compatibility data)
 ACCUMULATE_WORKFLOW = "AccumulateIncident"
@@ -53,18 +55,6 @@ def escalation_workflow_id(batch_id: str, index: int) -> str:
 def slice_activity_id(offset: int) -> str:
     """A slice activity's id in its batch run: where a client finds the slice's heartbeats."""
     return f"slice-{offset}"
-
-
-class IncidentSource(BaseModel):
-    """Where one incident lives: a JSON file, or one line of a JSONL file (1-based)."""
-
-    path: str
-    line: int | None = None
-    offset: int | None = Field(default=None, description="byte offset of the line in a JSONL file: a reader seeks "
-                               "to it instead of scanning the file up to its line, once per incident")
-
-    def label(self) -> str:
-        return f"{self.path}:{self.line}" if self.line else self.path
 
 
 class LoadIncidentInput(BaseModel):
@@ -103,21 +93,6 @@ class ReviewInput(BaseModel):
     graph: KnowledgeGraph
     task_fields: dict = Field(default_factory=dict)
     source: str = Field(default="", description="resolution_record | email | none (from the extraction)")
-
-
-class ReviewOutcome(BaseModel):
-    approved: bool
-    issues: list[str] = Field(default_factory=list)
-    feedback: str = ""
-    hard_failures: list[str] = Field(default_factory=list)
-    reviewer_error: str | None = None
-    human_input_needed: list[str] = Field(default_factory=list)
-    llm_reviewed: bool = True
-
-    @property
-    def score(self) -> int:
-        """Fewer problems is better; used to keep the best attempt."""
-        return len(self.hard_failures) * 10 + len(self.issues)
 
 
 class ReviewExplorationInput(BaseModel):

@@ -30,8 +30,9 @@ from bamboo.extraction.review import review_graph
 from bamboo.ingest import IncidentRejected, read_incident_off_loop
 from bamboo.llm.client import LLMClient
 from bamboo.llm.errors import LLMError
-from bamboo.accumulation.contract import IncidentSource, ItemOutcome, PriorAttempt, ReviewOutcome, StoreInput
-from bamboo.models.incident import Incident
+from bamboo.accumulation.contract import ItemOutcome, PriorAttempt, StoreInput
+from bamboo.models.incident import Incident, IncidentSource
+from bamboo.models.review import ReviewOutcome
 
 log = logging.getLogger(__name__)
 

@@ -3,8 +3,8 @@ a workflow (they are pure functions of the graph)."""
 
 from __future__ import annotations
 
-from bamboo.accumulation.contract import ReviewOutcome
 from bamboo.models.graph import KnowledgeGraph
+from bamboo.models.review import ReviewOutcome
 
 NO_PROCEDURE = "no investigation procedure captured"
 HUMAN_ONLY_GAPS = (NO_PROCEDURE,)

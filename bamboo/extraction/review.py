@@ -14,8 +14,8 @@ from bamboo.extraction.checks import HUMAN_ONLY_GAPS, hard_checks, outcome_of_ch
 from bamboo.extraction.llm_schemas import ReviewVerdict
 from bamboo.llm.client import LLMClient
 from bamboo.llm.errors import LLMError
-from bamboo.accumulation.contract import ReviewOutcome
 from bamboo.models.graph import KnowledgeGraph
+from bamboo.models.review import ReviewOutcome
 
 log = logging.getLogger(__name__)
 

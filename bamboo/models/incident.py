@@ -118,3 +118,16 @@ class Incident(BaseModel):
         if tid is not None:
             return f"panda:{tid}:{status or 'unknown'}"
         return f"incident:{self.incident_id}"
+
+
+class IncidentSource(BaseModel):
+    """Where one incident lives: a JSON file, or one line of a JSONL file (1-based). Beside `Incident` because
+    both the reader (`bamboo/ingest.py`) and the populate contract name it, and neither may import the other."""
+
+    path: str
+    line: int | None = None
+    offset: int | None = Field(default=None, description="byte offset of the line in a JSONL file: a reader seeks "
+                               "to it instead of scanning the file up to its line, once per incident")
+
+    def label(self) -> str:
+        return f"{self.path}:{self.line}" if self.line else self.path

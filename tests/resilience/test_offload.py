@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from bamboo.accumulation.contract import IncidentSource
+from bamboo.models.incident import IncidentSource
 from bamboo.ingest import IncidentRejected, read_incident, read_incident_off_loop
 from bamboo.offload import BudgetExceeded, ChildFailed, in_child, in_thread
 from tests.resilience.loop_lag import loop_lag

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from bamboo.ingest import IncidentRejected, SourceListingError, list_sources, load_incident
-from bamboo.accumulation.contract import IncidentSource
+from bamboo.models.incident import IncidentSource
 
 
 def test_jsonl_lines_are_sources_and_blank_lines_skipped(tmp_path):

@@ -15,7 +15,7 @@ from pathlib import Path
 from bamboo.accumulation.slice_learner import SliceLearner
 from bamboo.accumulation.storing import StoreRequest
 from bamboo.extraction.base import ExtractionResult
-from bamboo.accumulation.contract import IncidentSource
+from bamboo.models.incident import IncidentSource
 from bamboo.models.graph import GraphNode, KnowledgeGraph, WriteStats
 
 # A graph the hard checks pass; a "resolution_record" source is approved without an LLM review.
