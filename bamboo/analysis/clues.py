@@ -2,7 +2,8 @@
 
 Analysis must name a clue exactly as accumulation named the node it stored, so it calls the same
 deterministic `route_task_data` and nothing else — no LLM, no canonicalisation that could write a
-label (upstream defects #16: "read-only" analysis wrote canonical-label vectors).
+label (an earlier analysis, "read-only" by intent, canonicalised clue labels and so wrote their vectors
+to the store).
 The generic TaskStatus symptom gets its own clue type: it indicates almost every cause, so counting
 it as the same evidence type as the error dialog would let it stand in for the dialog in the breadth.
 Context features (the kind of work: processingType, prodSourceLabel, ...) are stored linked to the

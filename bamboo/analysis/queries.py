@@ -2,8 +2,8 @@
 found it (a test compares every table's row count before and after).
 
 Each clue type is looked up through the one edge kind accumulation writes for it (EDGE_SHAPES), so the
-edge written and the edge queried are the same (upstream defect #6: Environment written with one kind,
-queried with another).
+edge written and the edge queried are the same (an earlier version wrote Environment clues with one edge
+kind and queried them with another, so they never matched).
 """
 
 from __future__ import annotations

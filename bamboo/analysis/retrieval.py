@@ -1,8 +1,8 @@
 """Similar past incidents by meaning: embed what the task says, search the sections accumulation writes.
 
 Only sections that are written are queried — Symptom (the error dialog) and Task_Context (the task
-name) — (upstream defect #7 queried sections nobody wrote). The second step fetches each hit's
-incident summary from the `graphs` table.
+name); an earlier version queried sections nobody wrote, and so never found anything. The second step
+fetches each hit's incident summary from the `graphs` table.
 """
 
 from __future__ import annotations
