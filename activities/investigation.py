@@ -19,12 +19,13 @@ from bamboo.investigation import contract
 from bamboo.investigation.contract import (
     AuditBatch, CodegenInput, CodegenResult, FinalizeInput, FinalizeResult, GrantInput, IntentInput,
     IntentResult, PolicyContext, PolicyContextInput, ProcedureRun, ReuseCandidates, ReuseQuery, RevokeGrantsInput,
-    SummaryInput, SummaryResult,
+    SummaryInput, SummaryResult, WrittenProcedures, WrittenQuery,
 )
 from bamboo.investigation.finalize import Finalizer
 from bamboo.investigation.procedure_tools import ProcedureToolCaller, exposed_procedures, policy_catalog
 from bamboo.investigation.reuse import ProcedureMatcher
 from bamboo.investigation.turns import TurnModel
+from bamboo.investigation.written import WrittenProcedureReader
 from bamboo.llm.metering import SpendMeter
 from bamboo.sandbox import contract as sandbox
 from bamboo.sandbox.contract import ExecuteCodeInput, SandboxRunResult
@@ -38,7 +39,8 @@ class InvestigationActivities:
 
     def __init__(self, *, tools: ProcedureToolCaller, selector: ToolSelector, model: TurnModel, finalizer: Finalizer,
                  registry: ApproverRegistry, audit_log: AuditSink, approval_rules: ApprovalRules,
-                 allow_mutating_autorun: bool, meter: SpendMeter, matcher: ProcedureMatcher) -> None:
+                 allow_mutating_autorun: bool, meter: SpendMeter, matcher: ProcedureMatcher,
+                 written: WrittenProcedureReader) -> None:
         self.tools = tools
         self.repository = tools.repository
         self.selector = selector
@@ -50,6 +52,7 @@ class InvestigationActivities:
         self.allow_mutating_autorun = allow_mutating_autorun
         self.meter = meter
         self.matcher = matcher
+        self.written = written
 
     async def _llm(self, work):
         """A model step: its failures as Temporal errors, its token usage priced into the result's ``spend``."""
@@ -95,6 +98,12 @@ class InvestigationActivities:
         await self.tools.refresh()
         with as_activity_error():  # an embedder failure is reported like a model's
             return await self.matcher.candidates(inp)
+
+    @implements(contract.written_procedures)
+    async def written_procedures(self, inp: WrittenQuery) -> WrittenProcedures:
+        """What ``/codify`` may turn into code; the choice and the code's review are the workflow's."""
+        with as_activity_error():  # an embedder failure is reported like a model's
+            return await self.written.for_session(inp)
 
     @implements(contract.procedure_ran)
     async def procedure_ran(self, inp: ProcedureRun) -> bool:

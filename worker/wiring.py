@@ -26,6 +26,7 @@ from bamboo.investigation.procedure_tools import ProcedureToolCaller
 from bamboo.investigation.procedures import ProcedureRepository
 from bamboo.investigation.reuse import ProcedureMatcher
 from bamboo.investigation.turns import TurnModel
+from bamboo.investigation.written import WrittenProcedureReader
 from bamboo.llm.metering import SpendMeter
 from bamboo.mcp.config import load_servers_config
 from bamboo.mcp.factory import build_tool_caller
@@ -154,12 +155,13 @@ def investigation_activities(services: Services, client: Client | None = None) -
         meter=spend_meter(settings),
         matcher=ProcedureMatcher(tools.repository, services.embedder, tools,
                                  settings.pseudonym_key.get_secret_value().encode(), settings.reuse_settings()),
+        written=WrittenProcedureReader(store.pool, services.embedder),
     )
     sandbox = [] if runner is None else [
         ProcedureSandboxActivities(runner=runner, tools=tools, audit=store.audit, blobs=store.blobs).execute_code]
     return InvestigationWiring(
         llm=[acts.intent, acts.codegen, acts.summary],
         store=[acts.policy_context, acts.audit, acts.grant, acts.revoke_grants, acts.finalize,
-               acts.reuse_candidates, acts.procedure_ran],
+               acts.reuse_candidates, acts.procedure_ran, acts.written_procedures],
         sandbox=sandbox, tools=tools,
     )

@@ -5,7 +5,8 @@
 - Procedures are named by their signature only (``proc__<tools>``), so the same step from any session
   merges on one node and one ``procedures`` row; they are never renamed by similarity. Each capture adds its
   provenance (the session as the incident, the operator's request and the model's signals as triggers, the
-  cause, the task's clues, who approved it) to that row: equivalent code keeps the stored body and grows its
+  cause, the task's clues, who approved it; for code written from a resolved incident's written procedure, that
+  procedure's name, text and incidents) to that row: equivalent code keeps the stored body and grows its
   frequency, different code becomes a new version (``ProcedureRepository.capture``). A run that reused a
   stored procedure is captured as that procedure's body, so reuse grows it too.
 - ``Cause -investigated_by-> Procedure`` edges carry their provenance (trigger signals, result summary,
@@ -80,11 +81,15 @@ class Finalizer:
 
         stored: dict[str, str] = {}
         for name, run in sorted(runs.items()):
+            written = run.codified
             captured = await self.procedures.capture(name, run.code, status, Capture(
                 incident=session_graph_id(inp.session_id), source="session", summary=run.summary,
-                triggers=tuple(t for t in (run.request, *run.trigger_signals) if t),
-                causes=(cause_ref.name,) if cause_ref else (), clues=tuple(inp.clues),
-                reviewed_by=(run.approved_by,), ran_at=run.executed_at, run_status="ok",
+                triggers=tuple(t for t in (run.request, *run.trigger_signals,
+                                           written.description if written else "") if t),
+                causes=tuple(c for c in (cause_ref.name if cause_ref else "", written.cause if written else "") if c),
+                clues=tuple(inp.clues), reviewed_by=(run.approved_by,), ran_at=run.executed_at, run_status="ok",
+                codified_from=(written.name,) if written else (),
+                written_incidents=tuple(written.incidents) if written else (),
             ))
             stored[name] = captured.status
 

@@ -4,7 +4,10 @@ A procedure is one row per signature (``proc__<tools>``). Each capture of it (a 
 that approved and ran it, or a bundled example) adds to its provenance: the incident it came from counts once,
 so its frequency is the number of distinct incidents; the requests and signals that led to it become triggers
 the reuse step matches an operator's request against; the causes and the task's clues it was captured on, who
-reviewed it, and its last run are kept beside them. Lists are bounded, oldest entries first out.
+reviewed it, and its last run are kept beside them. Code written from a resolved incident's written procedure
+(``/codify``) also brings the incidents that recorded that procedure, and names it in ``codified_from``, so the
+written procedure is shown as turned into code and is not written again. Lists are bounded, oldest entries first
+out.
 
 Pure: the repository reads and writes it as the row's ``meta``; nothing here talks to the database.
 """
@@ -41,6 +44,10 @@ class Capture(BaseModel):
     reviewed_by: tuple[str, ...] = ()
     ran_at: datetime | None = None
     run_status: str = ""
+    codified_from: tuple[str, ...] = Field(
+        default=(), description="the written procedures this code implements (``/codify``)")
+    written_incidents: tuple[str, ...] = Field(
+        default=(), description="the resolved incidents that recorded those written procedures; each counted once")
 
 
 class ProcedureProvenance(BaseModel):
@@ -58,6 +65,7 @@ class ProcedureProvenance(BaseModel):
     reviewed_by: tuple[str, ...] = ()
     last_run_at: datetime | None = None
     last_run_status: str = ""
+    codified_from: tuple[str, ...] = ()
     versions: int = 1
     previous_code_hash: str | None = None
 
@@ -79,12 +87,13 @@ class ProcedureProvenance(BaseModel):
 
     def merged(self, capture: Capture) -> ProcedureProvenance:
         """This record with ``capture`` added: a new incident counts once, lists grow without repeats."""
-        counted = capture.incident is not None and capture.incident not in self.incidents
+        came_from = [i for i in (capture.incident, *capture.written_incidents) if i]
+        counted = len({i for i in came_from if i not in self.incidents})
         people = [p for p in capture.reviewed_by if p and not p.startswith(_NOT_A_PERSON)]
         later = capture.ran_at is not None and (self.last_run_at is None or capture.ran_at >= self.last_run_at)
         return self.model_copy(update={
-            "frequency": self.frequency + (1 if counted else 0),
-            "incidents": _union(self.incidents, [capture.incident] if capture.incident else [], MAX_INCIDENTS),
+            "frequency": self.frequency + counted,
+            "incidents": _union(self.incidents, came_from, MAX_INCIDENTS),
             "sources": _union(self.sources, [capture.source], MAX_SMALL),
             "summary": self.summary or capture.summary[:MAX_TEXT * 4],
             "triggers": _union(self.triggers, capture.triggers, MAX_TRIGGERS),
@@ -93,6 +102,7 @@ class ProcedureProvenance(BaseModel):
             "reviewed_by": _union(self.reviewed_by, people, MAX_SMALL),
             "last_run_at": capture.ran_at if later else self.last_run_at,
             "last_run_status": capture.run_status if later else self.last_run_status,
+            "codified_from": _union(self.codified_from, capture.codified_from, MAX_SMALL),
         })
 
     def replaced(self, previous_code_hash: str) -> ProcedureProvenance:
