@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Annotated
 
@@ -61,6 +61,13 @@ class ReuseSettings(BaseModel):
     threshold: float = Field(default=0.7, ge=0.0, le=1.0, description="least similarity for a read-only one")
     state_changing_threshold: float = Field(default=0.8, ge=0.0, le=1.0,
                                             description="least similarity for a state-changing (or opaque) one")
+    tool_margin: float = Field(
+        default=0.05, ge=0.0, le=2.0,
+        description="how much better a tool the procedure does not call may fit the request before it is not "
+                    "proposed (a request about logs is not answered by a status procedure that reads no log)")
+    verbatim: float = Field(default=0.95, ge=0.0, le=1.0,
+                            description="a request this near a trigger is what the procedure was captured for: "
+                                        "the tool check does not apply")
 
 
 class ProcedureCandidate(BaseModel):
@@ -184,8 +191,12 @@ def is_bound_body(code: str, reused: ReusedCode, procedure_code: Mapping[str, st
 
 
 def choose_procedure(candidates: Sequence[ProcedureCandidate], catalog: ToolCatalog, task: TaskFacts,
-                     cause: str | None, settings: ReuseSettings) -> ReuseOutcome:
-    """The stored procedure this turn should propose, if one fits, and why each other one does not."""
+                     cause: str | None, settings: ReuseSettings,
+                     tool_fit: Mapping[str, float] | None = None) -> ReuseOutcome:
+    """The stored procedure this turn should propose, if one fits, and why each other one does not.
+
+    ``tool_fit`` is the request's similarity to each offered tool's description: a procedure whose own tools fit
+    the request clearly worse than a tool it does not call answers another question (``better_tool``)."""
     conventions = ScanConventions.for_tools(tool.name for tool in catalog.tools)
     offered = {t.name for t in catalog.tools if t.origin != "procedure" and not t.requires_interaction}
     flags = catalog.read_only_flags()
@@ -225,6 +236,12 @@ def choose_procedure(candidates: Sequence[ProcedureCandidate], catalog: ToolCata
                                reason=f"the request is not near what it was captured for "
                                       f"({candidate.similarity:.2f} < {least:.2f})"))
             continue
+        better = better_tool(verdict.raw_tools, tool_fit or {}, settings.tool_margin) \
+            if candidate.similarity < settings.verbatim else None
+        if better is not None:
+            unfit.append(Unfit(name=candidate.name, reason=f"calls none of what the request is about ({better} "
+                                                           "fits it better than its own tools)"))
+            continue
         shared = tuple(sorted(task_clues & set(candidate.clues)))
         matched = bool(wanted_cause and wanted_cause in causes)
         overlap = len(shared) / len(set(candidate.clues)) if candidate.clues else 0.0
@@ -237,6 +254,18 @@ def choose_procedure(candidates: Sequence[ProcedureCandidate], catalog: ToolCata
         ))
     fits.sort(key=lambda p: (-p.score, -p.candidate.frequency, p.candidate.name))
     return ReuseOutcome(chosen=fits[0] if fits else None, unfit=tuple(unfit))
+
+
+def better_tool(own: Iterable[str], tool_fit: Mapping[str, float], margin: float) -> str | None:
+    """The offered tool a procedure does not call that fits the request more than ``margin`` better than the
+    best of the procedure's own tools, if any (None without fit figures for both)."""
+    own = set(own)
+    inside = [fit for name, fit in tool_fit.items() if name in own]
+    outside = [(fit, name) for name, fit in tool_fit.items() if name not in own]
+    if not inside or not outside:
+        return None
+    best_fit, best_name = max(outside)
+    return best_name if best_fit - max(inside) > margin else None
 
 
 def describe_unfit(unfit: Sequence[Unfit]) -> str:

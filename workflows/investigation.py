@@ -409,7 +409,8 @@ class Investigation:
         task = st.task_facts or TaskFacts(
             parameters={"task_id": self._inp.task_id} if self._inp.task_id is not None else {})
         context = await self._policy_context()
-        outcome = choose_procedure(found.candidates, context.catalog, task, self._inp.cause, found.settings)
+        outcome = choose_procedure(found.candidates, context.catalog, task, self._inp.cause, found.settings,
+                                   found.tool_fit)
         if outcome.chosen is None:
             self._entry("reuse", f"no stored procedure fits, so new code is written: {describe_unfit(outcome.unfit)}",
                         turn=turn, data={"chosen": False, "unfit": [u.model_dump() for u in outcome.unfit[:20]]})

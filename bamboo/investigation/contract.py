@@ -425,6 +425,8 @@ class ReuseCandidates(BaseModel):
     candidates: list[ProcedureCandidate] = Field(default_factory=list)
     task: TaskFacts | None = None
     settings: ReuseSettings = Field(default_factory=ReuseSettings)
+    tool_fit: dict[str, float] = Field(
+        default_factory=dict, description="the request's similarity to each offered tool's description")
 
 
 class WrittenQuery(BaseModel):

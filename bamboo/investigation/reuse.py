@@ -3,8 +3,9 @@
 What it reads is I/O, so it runs in an activity; which procedure fits is decided by the workflow from what
 this returns (``policy.reuse.choose_procedure``). Nearness is the cosine similarity, in the deployment's
 embedder, between the request and the procedure's triggers (the requests and signals it was captured for) and
-its summary, the best of them. Vectors of texts already seen are kept in memory, so a turn embeds little more
-than its request.
+its summary, the best of them. The request is also compared with each offered tool's description, so the
+workflow can tell a procedure whose tools are not what the request is about (``policy.reuse.better_tool``).
+Vectors of texts already seen are kept in memory, so a turn embeds little more than its request.
 
 The task's facts (its clue names, by the same routing analysis and accumulation use, and the parameters a
 body may be bound to: the task id, its site, and its first input dataset when a procedure reads one) are read
@@ -24,6 +25,8 @@ from bamboo.embeddings.base import Embedder
 from bamboo.investigation.contract import ReuseCandidates, ReuseQuery
 from bamboo.investigation.procedures import ProcedureRepository, StoredProcedure
 from bamboo.tools.model import ToolCaller
+from bamboo.tools.selection import tool_text
+from policy.procedures import is_procedure_name
 from policy.reuse import ProcedureCandidate, ReuseSettings, TaskFacts, needed_parameters, valid_parameter
 
 log = logging.getLogger(__name__)
@@ -49,8 +52,11 @@ class ProcedureMatcher:
     async def candidates(self, query: ReuseQuery) -> ReuseCandidates:
         stored = await self.repository.approved()
         texts = {p.name: _match_texts(p) for p in stored}
-        vectors = await self._embed([query.request, *(t for group in texts.values() for t in group)])
+        offered = {spec.name: tool_text(spec) for spec in self.tools.list_tools() if not is_procedure_name(spec.name)}
+        vectors = await self._embed([query.request, *(t for group in texts.values() for t in group),
+                                     *offered.values()])
         request = vectors[query.request]
+        tool_fit = {name: round(_cosine(request, vectors[text]), 6) for name, text in offered.items()}
         previous = await self.repository.versions(
             sorted({h for p in stored if (h := p.provenance.previous_code_hash)}))
         candidates = []
@@ -70,7 +76,7 @@ class ProcedureMatcher:
         if query.task_id is not None and not query.task_known:
             needs = {p for c in stored for p in needed_parameters(c.code)}
             task = await self.task_facts(query.task_id, "dataset" in needs)
-        return ReuseCandidates(candidates=candidates, task=task, settings=self.settings)
+        return ReuseCandidates(candidates=candidates, task=task, settings=self.settings, tool_fit=tool_fit)
 
     async def task_facts(self, task_id: int, with_dataset: bool) -> TaskFacts:
         """The task's clue names and bindable parameters (the task id always)."""

@@ -213,7 +213,8 @@ def config_namespace(servers_fingerprint: str, embedder_id: str, dim: int) -> st
     return f"tools-{digest[:16]}"
 
 
-def _tool_text(spec: ToolSpec) -> str:
+def tool_text(spec: ToolSpec) -> str:
+    """What a tool is matched by: its name and description (selection and the reuse step's tool check)."""
     return f"{spec.name}: {spec.description}"
 
 
@@ -239,10 +240,10 @@ class ToolSelector:
 
     async def ensure_indexed(self, tools: Sequence[ToolSpec]) -> int:
         """Embed only tools that are new or whose description changed since this selector last wrote."""
-        stale = [t for t in tools if self._indexed.get(t.name) != _content_hash(_tool_text(t))]
+        stale = [t for t in tools if self._indexed.get(t.name) != _content_hash(tool_text(t))]
         if not stale:
             return 0
-        texts = [_tool_text(t) for t in stale]
+        texts = [tool_text(t) for t in stale]
         vectors = await self.embedder.embed(texts)
         items = [
             VectorItem(id=t.name, content=text, embedding=v, meta={"hash": _content_hash(text)})

@@ -142,3 +142,21 @@ def test_the_bound_body_check_reads_the_current_stored_code():
     assert is_bound_body(code, reused, {READ: READ_BODY})
     assert not is_bound_body(code, reused, {READ: READ_BODY + "\nreturn 1"})
     assert not is_bound_body(code, reused.model_copy(update={"parameters": {"task_id": 43}}), {READ: READ_BODY})
+
+
+def test_a_procedure_whose_tools_fit_the_request_worse_than_another_tool_is_not_proposed():
+    """A request about a site is not answered by the task-and-jobs procedure, however near its wording."""
+    procedures = {READ: READ_BODY}
+    about_the_site = {"get_task": 0.40, "get_jobs": 0.38, "get_site": 0.71, "kill_task": 0.2}
+    outcome = choose_procedure([candidate(READ, READ_BODY, 0.72)], catalog(procedures), TASK, None,
+                               ReuseSettings(), about_the_site)
+    assert outcome.chosen is None
+    assert outcome.unfit[0].reason == "calls none of what the request is about (get_site fits it better than its own tools)"
+    close_call = {**about_the_site, "get_site": 0.44}  # within the margin: the procedure's tools are as good
+    assert choose_procedure([candidate(READ, READ_BODY, 0.72)], catalog(procedures), TASK, None,
+                            ReuseSettings(), close_call).chosen is not None
+    verbatim = choose_procedure([candidate(READ, READ_BODY, 0.97)], catalog(procedures), TASK, None,
+                                ReuseSettings(), about_the_site)
+    assert verbatim.chosen is not None  # what it was captured for: the tool check does not apply
+    assert choose_procedure([candidate(READ, READ_BODY, 0.72)], catalog(procedures), TASK, None,
+                            ReuseSettings(), {}).chosen is not None  # no fit figures: nothing to compare
