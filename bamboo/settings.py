@@ -58,7 +58,15 @@ class Settings(BaseSettings):
     llm_local_weights: Literal["auto", "smollm2-135m", "gemma3-270m"] = Field(
         default="auto", description="Offline model when no endpoint is set (docs/offline-models.md); auto = the "
                                     "measured default among those installed")
-    llm_concurrency: int = 8
+    # Model calls one worker makes at once, across everything it runs (populate slices, escalated incidents,
+    # analyses, investigations): its LLM queue's activity slots and one gate on every model call. A batch's
+    # --concurrency gets at most the sum over the workers, and `bamboo populate` says so at start. 32, not 8:
+    # a served model (a hosted API, vLLM) answers in seconds and serves dozens of requests at once, and with
+    # 8 a batch asking 32 got half of it (issue 25: a 2 s model, c=32, throughput halved); a waiting call
+    # costs the worker a coroutine and a connection, not a thread. Lower it to what the endpoint can serve
+    # (the offline model decodes 2 requests at a time and queues the rest).
+    llm_concurrency: int = Field(default=32, ge=1, le=1024, description="model calls one worker makes at once "
+                                 "(its LLM queue's slots); a batch's --concurrency gets at most the workers' sum")
     # --- spend limits (post-call stop-loss; docs/operations.md) ----------------------------
     llm_prices: dict[str, ModelPrice] = Field(
         default_factory=dict,

@@ -26,12 +26,12 @@ from worker.registry import plan, workflow_runner
 from policy.trust_root import TrustRootError
 from worker.wiring import CommandToolsConfigError
 from bamboo.telemetry import flush_tracing, worker_runtime
+from bamboo.worker_slots import with_llm_slots
 
 log = logging.getLogger("bamboo.worker")
 
 
-async def run_worker(settings: Settings, *, services: Services | None = None, stop: asyncio.Event | None = None,
-                     llm_concurrency: int | None = None) -> None:
+async def run_worker(settings: Settings, *, services: Services | None = None, stop: asyncio.Event | None = None) -> None:
     own = services is None
     if services is None:
         base_url = await asyncio.to_thread(resolve_llm_endpoint, settings)
@@ -45,11 +45,14 @@ async def run_worker(settings: Settings, *, services: Services | None = None, st
             await services.close()
             stop_shared_local_llm()
         raise
+    # The identity publishes the worker's model-call slots, so a client starting a batch can say what the
+    # batch's concurrency will get (bamboo/worker_slots.py).
+    identity = with_llm_slots(client.identity, settings.llm_concurrency)
     workers = [
         Worker(client, task_queue=p.queue, workflows=p.workflows, activities=p.activities,
                max_concurrent_activities=p.max_concurrent_activities, max_concurrent_workflow_tasks=100,
-               workflow_runner=workflow_runner())
-        for p in plan(services, llm_concurrency or settings.llm_concurrency, client)
+               workflow_runner=workflow_runner(), identity=identity)
+        for p in plan(services, settings.llm_concurrency, client)
     ]
     stop = stop or asyncio.Event()
     if own:  # a worker process of its own; a test running workers in its process keeps its collector

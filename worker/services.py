@@ -6,6 +6,12 @@ activities, so one configuration reaches every activity the same way.
 
 from __future__ import annotations
 
+import asyncio
+from typing import TypeVar
+
+import httpx
+from pydantic import BaseModel
+
 from bamboo.embeddings.factory import build_embedder
 from bamboo.extraction.base import ExtractionStrategy
 from bamboo.extraction.panda.strategy import PandaExtractionStrategy
@@ -13,6 +19,38 @@ from bamboo.llm.client import LLMClient
 from bamboo.services import Services
 from bamboo.settings import Settings
 from bamboo.store import open_configured_store
+
+T = TypeVar("T", bound=BaseModel)
+
+
+class SlottedLLMClient(LLMClient):
+    """The worker's model client: at most `BAMBOO_LLM_CONCURRENCY` calls at once, whoever makes them.
+
+    One gate for the whole process, so the setting means one thing: a populate slice running many
+    incidents, an escalated incident, an analysis and an investigation all draw from the same slots
+    (a slice is one activity on the LLM queue but makes many calls, so the queue's activity slots
+    alone never bounded the calls). A call waits for a slot inside its activity, behind the calls ahead of it.
+    """
+
+    slots: asyncio.Semaphore
+
+    @classmethod
+    def for_worker(cls, settings: Settings, *, base_url: str | None = None,
+                   transport: httpx.AsyncBaseTransport | None = None) -> SlottedLLMClient:
+        client = cls.from_settings(settings, base_url=base_url, transport=transport)
+        assert isinstance(client, cls)
+        client.slots = asyncio.Semaphore(settings.llm_concurrency)
+        return client
+
+    async def structured(self, *, system: str, user: str, output: type[T], temperature: float = 0.0,
+                         name: str | None = None) -> T:
+        async with self.slots:
+            return await super().structured(system=system, user=user, output=output, temperature=temperature,
+                                            name=name)
+
+    async def text(self, *, system: str, user: str, temperature: float = 0.0, max_tokens: int | None = None) -> str:
+        async with self.slots:
+            return await super().text(system=system, user=user, temperature=temperature, max_tokens=max_tokens)
 
 
 def build_strategy(settings: Settings, llm: LLMClient) -> ExtractionStrategy:
@@ -26,5 +64,5 @@ def build_strategy(settings: Settings, llm: LLMClient) -> ExtractionStrategy:
 async def build_services(settings: Settings, *, llm_base_url: str | None = None, pool_size: int = 10) -> Services:
     embedder = build_embedder(settings)
     store = await open_configured_store(settings, embedder.dim, embedder.model_id, max_size=pool_size, for_worker=True)
-    llm = LLMClient.from_settings(settings, base_url=llm_base_url)
+    llm = SlottedLLMClient.for_worker(settings, base_url=llm_base_url)
     return Services(settings=settings, store=store, llm=llm, embedder=embedder, strategy=build_strategy(settings, llm))

@@ -13,6 +13,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 
 from bamboo.cli.batch_progress import follow_batch
+from bamboo.cli.concurrency_note import concurrency_note, llm_offer
 from bamboo.cli.common import console, fail, run
 from bamboo.ingest import SourceListingError, list_sources
 from bamboo.accumulation.contract import (
@@ -73,7 +74,9 @@ def populate(
     attach: str = typer.Option(None, "--attach", help="Re-attach to a running batch by its id"),
     batch_id: str = typer.Option(None, help="Batch id (default: derived from the path)"),
     concurrency: int = typer.Option(
-        None, min=1, max=256, help="Incidents talking to the model at once (slices and escalated incidents together)"),
+        None, min=1, max=256,
+        help="Incidents talking to the model at once (slices and escalated incidents together); the workers' "
+             "BAMBOO_LLM_CONCURRENCY caps it, and the start says what the batch gets"),
     max_review_retries: int = typer.Option(None, min=0, max=10, help="Reviewer rejections before storing the best"),
     detach: bool = typer.Option(False, "--detach", help="Start and return immediately"),
     one_workflow_per_incident: bool = typer.Option(
@@ -111,10 +114,10 @@ def populate(
             except SourceListingError as exc:
                 fail(str(exc))
             bid = batch_id or default_batch_id(path)
+            asked = concurrency or settings.populate_concurrency
             handle = await client.start_workflow(
                 POPULATE_WORKFLOW,
-                PopulateInput(batch_id=bid, path=str(path.resolve()),
-                              concurrency=concurrency or settings.populate_concurrency,
+                PopulateInput(batch_id=bid, path=str(path.resolve()), concurrency=asked,
                               continue_as_new_every=settings.populate_continue_as_new_every,
                               max_review_retries=settings.max_review_retries if max_review_retries is None else max_review_retries,
                               one_workflow_per_incident=one_workflow_per_incident, chunk_size=chunk_size,
@@ -124,6 +127,7 @@ def populate(
                 result_type=PopulateResult,
             )
             console.print(f"Batch [bold]{bid}[/] ({count} incidents) — workflow id {handle.id}")
+            console.print(concurrency_note(asked, await llm_offer(client)), highlight=False, soft_wrap=True)
             if detach:
                 console.print(f"Follow it with: bamboo populate --attach {bid}")
                 return

@@ -1,0 +1,64 @@
+"""`bamboo populate --concurrency` means what it says (issue 25): asked above what the workers offer, the start
+says what the batch gets and which setting limits it, read from the running worker's own configuration; and
+the worker never makes more model calls at once than its setting, however many slices it runs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from temporalio.client import WorkflowHandle
+from typer.testing import CliRunner
+
+from bamboo.accumulation.contract import PopulateResult, batch_workflow_id
+from bamboo.cli.concurrency_note import llm_offer
+from bamboo.cli.main import app
+from bamboo.worker_slots import Offer
+
+SLOTS = 4
+TASK = {"status": "failed", "errorDialog": "reason=WalltimeExceeded job hit limit", "processingType": "simul",
+        "coreCount": 1}
+EMAIL = "From: shifter\nThe jobs failed due to too short walltime. We increased the walltime and resubmitted."
+
+
+def _write(tmp_path: Path, n: int) -> Path:
+    d = tmp_path / "incidents"
+    d.mkdir()
+    for i in range(n):
+        (d / f"{i:03d}.json").write_text(json.dumps(
+            {"incident_id": f"conc-{i}", "task_data": {**TASK, "jediTaskID": 42000000 + i}, "email_text": EMAIL}))
+    return d
+
+
+async def test_concurrency_above_the_workers_slots_is_said_at_start_and_the_worker_holds_to_its_slots(
+        settings, llm_server, client, tmp_path, monkeypatch):
+    from worker.main import run_worker
+    from worker.services import build_services
+
+    narrow = settings.model_copy(update={"llm_concurrency": SLOTS})
+    services = await build_services(narrow, llm_base_url=narrow.llm_base_url, pool_size=2)
+    stop = asyncio.Event()
+    worker = asyncio.create_task(run_worker(narrow, services=services, stop=stop))
+    try:
+        # The worker publishes its slots when it polls; wait for that poll (earlier tests' workers in this
+        # process polled with other slots and count once, with their latest).
+        while await llm_offer(client) != Offer(workers=1, slots=SLOTS):
+            await asyncio.sleep(0.2)
+        llm_server.latency_s = 0.2
+        monkeypatch.setattr("bamboo.cli.populate_cmd.get_settings", lambda: narrow)
+        out = await asyncio.to_thread(CliRunner().invoke, app, [
+            "populate", str(_write(tmp_path, 40)), "--concurrency", "32", "--batch-id", "conc-32", "--detach"])
+        assert out.exit_code == 0, out.output
+        assert (f"concurrency 32 asked, the batch gets at most {SLOTS} model calls at once: limited by "
+                "BAMBOO_LLM_CONCURRENCY") in " ".join(out.output.split()), out.output
+
+        handle: WorkflowHandle = client.get_workflow_handle(batch_workflow_id("conc-32"), result_type=PopulateResult)
+        result = await handle.result()
+        assert (result.done, result.failed) == (40, 0), result.failures
+        # Two slices of 20 on one worker: before, each was capped at the setting on its own (8 calls at once).
+        assert llm_server.max_chats_in_flight <= SLOTS
+    finally:
+        stop.set()
+        await asyncio.wait_for(worker, 30)
+        await services.close()
