@@ -1,3 +1,16 @@
+"""Root fixtures, and the test tiers.
+
+A test's tier is derived from what it uses, never written by hand: ``pytest_collection_modifyitems`` marks
+every test whose fixture closure reaches a fixture that starts a server (``SERVERS``), and adds ``services``
+to each, so ``-m "not services"`` (``make test-fast``) is exactly the tests that start none. A new test that
+asks for ``stack``, or for any fixture built on it, is in the services tier without anyone remembering to
+say so. The one way around the closure is asking for a server fixture at run time
+(``request.getfixturevalue``); the server fixtures refuse that (``require_tier``), so such a test fails
+loudly instead of slipping a Temporal and a Postgres into the fast tier. A test that starts a server in its
+own body has no fixture to read and carries that server's mark (tests/policy/test_workflow_sandbox.py);
+a server started that way is better a fixture in ``SERVERS``.
+"""
+
 from __future__ import annotations
 
 import asyncio
@@ -14,9 +27,65 @@ from tests.support.scripted_llm import ScriptedLLMServer
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "incidents"
 
+# The fixtures that start a server, and what each starts. The marks are registered in pyproject.toml.
+SERVERS: dict[str, frozenset[str]] = {
+    "stack": frozenset({"temporal", "postgres"}),  # the suite's shared dev server and Postgres
+    "dev_env": frozenset({"temporal", "postgres"}),  # tests/devstack: `bamboo dev up` starts its own pair
+    "temporal_server": frozenset({"temporal"}),  # tests/workflows: a dev server alone, activities faked
+    "real_server": frozenset({"panda_server"}),  # tests/contract: the real PanDA server and its Postgres
+    "browsers": frozenset({"browser"}),  # tests/console: chromium on a running console (also on `stack`)
+    "local_server": frozenset({"local_model"}),  # tests/llm: the offline model's llama.cpp server (minutes here)
+}
+SERVICE_TIERS = frozenset().union(*SERVERS.values())
+# The marks that used to be written by hand and said less than the structure does.
+RETIRED_MARKS = {"integration": "the tier is derived from the fixtures a test uses (tests/conftest.py)"}
+_CURRENT_TEST = pytest.StashKey[pytest.Item]()
+
+
+def server_tiers(item: pytest.Item) -> set[str]:
+    """The servers ``item`` starts, read from its fixture closure. The contract tier chooses its PanDA
+    server by parameter (``target``) and fetches the real one at run time, so its parameter counts too."""
+    tiers: set[str] = set()
+    for name in getattr(item, "fixturenames", ()):
+        tiers |= SERVERS.get(name, frozenset())
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and callspec.params.get("target") == "real":
+        tiers.add("panda_server")
+    # A test that starts a server inline, with no fixture to read, names the server with its mark.
+    tiers |= {mark.name for mark in item.iter_markers() if mark.name in SERVICE_TIERS}
+    return tiers
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for mark in item.iter_markers():
+            if mark.name in RETIRED_MARKS:
+                item.warn(pytest.PytestWarning(f"the {mark.name!r} mark is retired: {RETIRED_MARKS[mark.name]}"))
+        tiers = server_tiers(item)
+        for tier in sorted(tiers):
+            item.add_marker(tier)
+        if tiers:
+            item.add_marker("services")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.config.stash[_CURRENT_TEST] = item
+
+
+def require_tier(request: pytest.FixtureRequest, tier: str, what: str) -> None:
+    """Refuse to start a server for a test that does not carry its tier: it reached the fixture at run time,
+    outside its declared closure, so the tiers (and the fast tier's promise of no servers) would be wrong.
+    Session-scoped servers are started during some test's set-up or call; the stash names that test."""
+    item = request.config.stash.get(_CURRENT_TEST, None)
+    if item is not None and item.get_closest_marker(tier) is None:
+        pytest.fail(f"{item.nodeid} started {what} without naming the fixture in its signature (or in one of its "
+                    f"fixtures'), so it is not in the {tier!r} tier; name it there", pytrace=False)
+
 
 @pytest.fixture(scope="session")
-def stack() -> TestStack:
+def stack(request: pytest.FixtureRequest) -> TestStack:
+    require_tier(request, "postgres", "the shared Temporal and Postgres stack")
     base = Path(tempfile.mkdtemp(prefix="bamboo-test-"))
     s = start_stack(base)
     yield s

@@ -7,7 +7,6 @@ import asyncio
 import json
 import uuid
 
-import pytest
 from typer.testing import CliRunner
 
 from bamboo.analysis.feedback import record_feedback
@@ -22,8 +21,6 @@ from tests.support.scripted_llm import Reply
 from workflows.analyze import AnalyzeTask
 from workflows.batch_analyze import BatchAnalyze
 from bamboo.contract import Queue
-
-pytestmark = pytest.mark.integration
 
 # Tables analysis may write: its feedback table, claim-check blobs (batch listings) and the audit log.
 ANALYSIS_MAY_WRITE = {"analysis_feedback", "blobs", "audit"}

@@ -15,8 +15,6 @@ from bamboo.models.spend import ModelPrice
 from workflows.analyze import AnalyzeTask
 from workflows.batch_analyze import BatchAnalyze
 
-pytestmark = pytest.mark.integration
-
 DEAR = ModelPrice(input_per_mtok=1_000_000, output_per_mtok=1_000_000)  # a dollar a token: one call spends it all
 
 

@@ -20,8 +20,6 @@ from tests.analysis.answers import analysis_handler, pick_runner_up, pick_top
 from workflows.analyze import AnalyzeTask
 from bamboo.contract import Queue
 
-pytestmark = pytest.mark.integration
-
 OLD_FIELDS = {"resolution": "", "supporting_evidence": []}
 INVENTED = "Fixing queue configuration."
 

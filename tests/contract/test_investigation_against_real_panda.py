@@ -19,8 +19,6 @@ from tests.investigation.conftest import (  # noqa: F401 — keys_dir and ops ar
 KILL = ("r = await tools.kill_task(task_id=task_id)\n"
         "return {'registered': r['registered'], 'status': r['status'], 'message': r['message']}")
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture
 def settings(stack, database_url, llm_server, real_server, keys_dir):

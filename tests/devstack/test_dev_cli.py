@@ -13,8 +13,6 @@ import pytest
 from bamboo.devstack.ports import free_port
 from tests.services import ROOT
 
-pytestmark = pytest.mark.integration
-
 
 def _bamboo(args, env):
     return subprocess.run([sys.executable, "-m", "bamboo.cli.main", *args], cwd=ROOT, env=env,

@@ -21,8 +21,6 @@ from bamboo.store import open_store
 from policy.audit_hash import GENESIS, row_hash
 from tests.services import ROOT, worker_env
 
-pytestmark = pytest.mark.integration
-
 ATTACK = "ALTER TABLE audit DISABLE TRIGGER USER"
 
 

@@ -1,11 +1,8 @@
 """A new Cause that means the same as a stored one takes the stored name; edges follow the rename."""
 
-import pytest
 
 from bamboo.models.graph import GraphEdge, GraphNode, GraphWrite, KnowledgeGraph
 from bamboo.store.canonical import canonical_targets, canonicalise_graph
-
-pytestmark = pytest.mark.integration
 
 
 def _graph(cause: str) -> KnowledgeGraph:

@@ -12,8 +12,6 @@ import pytest
 
 from tests.services import ROOT, worker_env
 
-pytestmark = pytest.mark.integration
-
 
 def _bamboo(settings, *args, extra_env=None, timeout=60) -> subprocess.CompletedProcess:
     env = {**worker_env(settings), "COLUMNS": "300", **(extra_env or {})}

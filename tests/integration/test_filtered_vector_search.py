@@ -10,12 +10,9 @@ large as the crowd, so the planner does prefer the index.
 import uuid
 
 import numpy as np
-import pytest
 
 from bamboo.store.vectors import PgVectorIndex
 from bamboo.tools.vector_index import VectorItem
-
-pytestmark = pytest.mark.integration
 
 DIM = 384
 

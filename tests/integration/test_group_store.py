@@ -21,8 +21,6 @@ from bamboo.store import Store, open_store
 from bamboo.store.canonical import canonical_targets, canonicalise_graphs
 from bamboo.store.knowledge import GraphVectors
 
-pytestmark = pytest.mark.integration
-
 DIM = 384
 
 

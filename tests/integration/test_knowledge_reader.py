@@ -1,12 +1,9 @@
 """What `bamboo mcp serve` answers by default comes from the populated store."""
 
-import pytest
 
 from bamboo.mcp.knowledge_reader import PgKnowledgeReader
 from tests.conftest import EXAMPLES
 from tests.integration.helpers import populate
-
-pytestmark = pytest.mark.integration
 
 
 async def test_reader_answers_from_populated_examples(client, running_worker, services, settings):

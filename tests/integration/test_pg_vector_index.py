@@ -5,8 +5,6 @@ import pytest
 from bamboo.store.vectors import PgVectorIndex
 from bamboo.tools.vector_index import MemoryVectorIndex, VectorItem
 
-pytestmark = pytest.mark.integration
-
 
 def _v(*xs: float) -> list[float]:
     return list(xs) + [0.0] * (384 - len(xs))

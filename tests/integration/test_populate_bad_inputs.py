@@ -6,13 +6,10 @@ import asyncio
 import json
 import shutil
 
-import pytest
 
 from bamboo.accumulation.contract import PopulateProgress, PopulateResult
 from tests.conftest import EXAMPLES
 from tests.integration.helpers import populate
-
-pytestmark = pytest.mark.integration
 
 
 async def test_bad_inputs_fail_alone_with_clear_reasons(client, running_worker, services, tmp_path):

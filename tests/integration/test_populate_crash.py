@@ -18,7 +18,7 @@ from tests.services import spawn_worker
 from tests.support.answers import accumulation_handler
 from tests.support.scripted_llm import ScriptedLLMServer
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 
 async def _expected(incidents, settings, base_url):

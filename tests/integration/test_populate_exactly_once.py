@@ -20,7 +20,7 @@ from bamboo.accumulation.storing import GraphStorer
 from bamboo.samples import generate_incidents, write_incidents
 from tests.integration.helpers import populate
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 N = 12
 

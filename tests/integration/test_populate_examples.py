@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
 from tests.conftest import EXAMPLES
 from tests.integration.helpers import populate
-
-pytestmark = pytest.mark.integration
 
 
 async def test_examples_yield_expected_nodes_and_edges_and_repopulate_adds_nothing(client, running_worker, services):

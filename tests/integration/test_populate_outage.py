@@ -30,7 +30,7 @@ from tests.support.answers import accumulation_handler
 from tests.support.scripted_llm import ScriptedLLMServer
 from bamboo.contract import HEARTBEAT
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 N = 48
 # Longer than the slice's heartbeat timeout (10 s), a local activity's start-to-close (30 s) and the

@@ -16,8 +16,6 @@ import pytest
 from tests.integration.helpers import populate
 from tests.services import ROOT, worker_env
 
-pytestmark = pytest.mark.integration
-
 TASK = {"status": "failed", "errorDialog": "reason=WalltimeExceeded job hit limit", "processingType": "simul",
         "coreCount": 1}
 EMAIL = ("From: shifter\nThe jobs failed due to too short walltime for the simulation step. "

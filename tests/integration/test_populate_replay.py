@@ -28,8 +28,6 @@ from tests.support.scripted_llm import schema_router
 from workflows.accumulate import AccumulateIncident
 from workflows.populate import PopulateBatch
 
-pytestmark = pytest.mark.integration
-
 TASK = {"status": "failed", "errorDialog": "reason=WalltimeExceeded job hit limit", "processingType": "simul",
         "coreCount": 1}
 EMAIL = "From: shifter\nThe jobs failed due to too short walltime. We increased the walltime and resubmitted."

@@ -22,8 +22,6 @@ from tests.support.scripted_llm import Reply, schema_router
 from workflows.populate import PopulateBatch
 from bamboo.contract import Queue
 
-pytestmark = pytest.mark.integration
-
 TASK = {"status": "failed", "errorDialog": "reason=WalltimeExceeded job hit limit", "processingType": "simul",
         "coreCount": 1}
 EMAIL = ("From: shifter\nThe jobs failed due to too short walltime for the simulation step. "

@@ -6,13 +6,10 @@ import json
 import uuid
 from pathlib import Path
 
-import pytest
 
 from bamboo.accumulation.contract import PopulateInput, PopulateResult
 from workflows.populate import PopulateBatch
 from bamboo.contract import Queue
-
-pytestmark = pytest.mark.integration
 
 
 def _incident(i: int) -> dict:

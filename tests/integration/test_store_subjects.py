@@ -15,8 +15,6 @@ from bamboo.accumulation.storing import GraphStorer, StoreRefused, StoreRequest
 from bamboo.models.graph import WriteStats
 from tests.integration.test_group_store import _store_input
 
-pytestmark = pytest.mark.integration
-
 
 def _storer(services) -> GraphStorer:
     return GraphStorer(services.store, services.embedder, canonical_threshold=0.9)

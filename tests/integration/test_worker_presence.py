@@ -8,15 +8,12 @@ import io
 import uuid
 from dataclasses import dataclass
 
-import pytest
 from rich.console import Console
 from temporalio import workflow
 from temporalio.worker import Worker
 
 from bamboo.cli import batch_progress
 from bamboo.cli.worker_presence import queue_has_worker
-
-pytestmark = pytest.mark.integration
 
 
 @dataclass

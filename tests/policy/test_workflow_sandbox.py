@@ -29,7 +29,7 @@ from policy.revocation import RevocationPlan
 from policy.signing import StatementKind
 from tests.policy.sandbox_workflow import PolicyProbeWorkflow
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.temporal  # starts its own dev server inline
 
 TEMPORAL_CLI = shutil.which("temporal", path=str(Path(sys.executable).parent)) or shutil.which("temporal")
 

@@ -13,14 +13,11 @@ from __future__ import annotations
 import asyncio
 import json
 
-import pytest
 
 from bamboo.accumulation.contract import PopulateResult
 from bamboo.samples import generate_incidents, write_incidents
 from tests.integration.helpers import populate
 from tests.resilience.loop_lag import loop_lag
-
-pytestmark = pytest.mark.integration
 
 LOOP_BOUND_S = 1.0  # generous: a healthy loop answers within milliseconds
 SMALL = 10
