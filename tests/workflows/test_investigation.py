@@ -1,0 +1,207 @@
+"""Investigation with its model, store and sandbox activities faked: who may let a block run, read through the
+session's public messages (signed, as every client sends them), queries and result."""
+
+from __future__ import annotations
+
+import uuid
+from collections import deque
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from pydantic import BaseModel
+from temporalio.client import Client, WorkflowHandle
+
+from bamboo.approvals.keys import LocalKey
+from bamboo.contract import implements
+from bamboo.investigation import contract
+from bamboo.investigation.contract import (
+    AuditBatch, CodegenInput, CodegenResult, FinalizeInput, FinalizeRequest, FinalizeResult, GrantInput,
+    IntentInput, IntentResult, InvestigationResult, InvestigationStart, Message, OperatorMessage, PendingView,
+    PolicyContext, PolicyContextInput, ProcedureRun, Query, ReuseCandidates, ReuseQuery, RevokeGrantsInput,
+    SessionStatus, SummaryInput, SummaryResult, TranscriptEntry, WrittenProcedures, WrittenQuery,
+)
+from bamboo.sandbox import contract as sandbox
+from bamboo.sandbox.contract import ExecuteCodeInput, SandboxRunResult
+from policy.approvers import ApprovalRules, DeploymentPolicy, RegisteredKey, Role
+from policy.catalog import ToolCatalog, ToolFacts
+from policy.decisions import DecisionKind, OperatorDecision
+from tests.workflows.conftest import until, workers
+from workflows.investigation import Investigation
+
+TASK = 40112233
+READ_CODE = "t = await tools.get_task_details(task_id=task_id)\nreturn {'status': t['status']}"
+KILL_CODE = "r = await tools.kill_task(task_id=task_id)\nreturn {'killed': r['accepted']}"
+CATALOG = ToolCatalog.build([ToolFacts(name="get_task_details", read_only=True), ToolFacts(name="kill_task")])
+KEYS = {name: LocalKey(name, Ed25519PrivateKey.generate()) for name in ("alice", "bob")}
+POLICY = DeploymentPolicy(
+    rules=ApprovalRules(require_signatures=True, require_distinct_approver=True),
+    approvers=tuple(RegisteredKey(identity=name, public_key=key.public_key,
+                                  roles=frozenset({Role.REQUEST, Role.APPROVE, Role.APPROVE_STATE_CHANGING}))
+                    for name, key in KEYS.items()))
+
+
+class FakeSession:
+    """The activities of a session: the deployment's policy and catalogue, a model that proposes the code a
+    test queued, an empty procedure store, and a sandbox and an audit log that record what reached them."""
+
+    def __init__(self, *codes: str) -> None:
+        self.codes = deque(codes)
+        self.runs: list[ExecuteCodeInput] = []
+        self.audit_kinds: list[str] = []
+        self.finalized: list[FinalizeInput] = []
+
+    @implements(contract.policy_context)
+    async def policy_context(self, inp: PolicyContextInput) -> PolicyContext:
+        return PolicyContext(catalog=CATALOG, policy=POLICY)
+
+    @implements(contract.reuse_candidates)
+    async def reuse_candidates(self, inp: ReuseQuery) -> ReuseCandidates:
+        return ReuseCandidates()
+
+    @implements(contract.written_procedures)
+    async def written_procedures(self, inp: WrittenQuery) -> WrittenProcedures:
+        return WrittenProcedures()
+
+    @implements(contract.intent)
+    async def intent(self, inp: IntentInput) -> IntentResult:
+        return IntentResult(intent="tool", confidence=0.9, reason="scripted")
+
+    @implements(contract.codegen)
+    async def codegen(self, inp: CodegenInput) -> CodegenResult:
+        if not self.codes:
+            return CodegenResult(code=None, reason="nothing scripted")
+        return CodegenResult(code=self.codes.popleft(), summary="scripted step")
+
+    @implements(contract.summary)
+    async def summary(self, inp: SummaryInput) -> SummaryResult:
+        return SummaryResult(reply=f"run {inp.status}", result_summary=f"status {inp.status}")
+
+    @implements(contract.audit)
+    async def audit(self, batch: AuditBatch) -> int:
+        self.audit_kinds += [r.kind for r in batch.records]
+        return len(batch.records)
+
+    @implements(contract.grant)
+    async def grant(self, inp: GrantInput) -> list[str]:
+        return [g.procedure for g in inp.grants]
+
+    @implements(contract.revoke_grants)
+    async def revoke_grants(self, inp: RevokeGrantsInput) -> list[str]:
+        return list(inp.procedures)
+
+    @implements(contract.procedure_ran)
+    async def procedure_ran(self, inp: ProcedureRun) -> bool:
+        return True
+
+    @implements(contract.finalize)
+    async def finalize(self, inp: FinalizeInput) -> FinalizeResult:
+        self.finalized.append(inp)
+        return FinalizeResult(cause=inp.cause, resolution=inp.resolution)
+
+    @implements(sandbox.execute_code)
+    async def execute_code(self, inp: ExecuteCodeInput) -> SandboxRunResult:
+        self.runs.append(inp)
+        return SandboxRunResult(run_id=inp.run_id, status="ok", isolation="bwrap", return_value={"done": True})
+
+    def activities(self) -> list:
+        return [self.policy_context, self.reuse_candidates, self.written_procedures, self.intent, self.codegen,
+                self.summary, self.audit, self.grant, self.revoke_grants, self.procedure_ran, self.finalize,
+                self.execute_code]
+
+
+class Session:
+    """One session as a client drives it: every request signed by its sender's key and sent as a signal."""
+
+    def __init__(self, handle: WorkflowHandle, session_id: str) -> None:
+        self.handle, self.id = handle, session_id
+
+    async def send(self, name: Message, request: BaseModel, signer: str) -> None:
+        auth = KEYS[signer].authorize(contract.MESSAGE_KINDS[name], self.id, request.signed_body())  # type: ignore[attr-defined]
+        await self.handle.signal(name.value, request.model_copy(update={"auth": auth}))
+
+    async def ask(self, author: str, text: str) -> None:
+        await self.send(Message.MESSAGE, OperatorMessage(text=text, author=author), author)
+
+    async def decide(self, approver: str, review: PendingView, kind: DecisionKind) -> None:
+        decision = OperatorDecision(turn=review.turn, code_hash=review.code_hash, kind=kind, approver=approver)
+        await self.send(Message.DECIDE, decision, approver)
+
+    async def pending(self, turn: int) -> PendingView:
+        """The review of ``turn`` once it waits for a decision."""
+        return await until(lambda: self.handle.query(Query.PENDING.value, result_type=PendingView | None),
+                           lambda view: view is not None and view.turn == turn)
+
+    async def entries(self, kind: str, count: int = 1) -> list[TranscriptEntry]:
+        """The transcript's entries of ``kind``, once there are ``count`` of them."""
+        async def of_kind() -> list[TranscriptEntry]:
+            found = await self.handle.query(Query.TRANSCRIPT.value, 0, result_type=list[TranscriptEntry])
+            return [e for e in found if e.kind == kind]
+        return await until(of_kind, lambda found: len(found) >= count)
+
+
+async def open_session(client: Client, queue: str, requester: str = "alice") -> Session:
+    session_id = f"test-{uuid.uuid4().hex[:10]}"
+    start = InvestigationStart(session_id=session_id, requester=requester, task_id=TASK, startup_hypothesis=False)
+    handle = await client.start_workflow(Investigation.run, start, id=contract.workflow_id(session_id),
+                                         task_queue=queue)
+    return Session(handle, session_id)
+
+
+async def test_an_approved_read_runs_once_in_the_sandbox_and_is_kept_at_finalize(temporal: Client) -> None:
+    fake = FakeSession(READ_CODE)
+    async with workers(temporal, [Investigation], fake.activities()) as queue:
+        session = await open_session(temporal, queue)
+        await session.ask("alice", "what is the task's status?")
+        review = await session.pending(turn=1)
+        assert review.read_only and review.tools == ["get_task_details"]
+        await session.decide("alice", review, DecisionKind.RUN_ONCE)  # a read may be approved by its requester
+        [run] = await session.entries("run")
+        assert run.data["status"] == "ok" and run.actor == "alice"
+        await session.send(Message.FINALIZE, FinalizeRequest(cause="a cause", resolution="a fix", actor="alice"),
+                           "alice")
+        result: InvestigationResult = await session.handle.result()
+    assert (result.status, result.turns, result.cause) == (SessionStatus.FINALIZED, 1, "a cause")
+    [ran] = fake.runs
+    assert READ_CODE in ran.code and ran.allowed_tools == ["get_task_details"] and ran.phase == "interactive"
+    [finalized] = fake.finalized
+    assert [c.code for c in finalized.captured] == [READ_CODE]
+    assert "decision_accepted" in fake.audit_kinds and "code_run" in fake.audit_kinds
+
+
+async def test_a_state_changing_block_waits_for_an_approver_other_than_its_requester(temporal: Client) -> None:
+    fake = FakeSession(KILL_CODE)
+    async with workers(temporal, [Investigation], fake.activities()) as queue:
+        session = await open_session(temporal, queue)
+        await session.ask("alice", "kill the task")
+        review = await session.pending(turn=1)
+        assert not review.read_only and review.state_changing == ["kill_task"]
+
+        await session.decide("alice", review, DecisionKind.RUN_ONCE)
+        [refused] = await session.entries("refused_decision")
+        assert refused.actor == "alice"
+        # Still waiting on the same code, and nothing reached the sandbox.
+        still = await session.pending(turn=1)
+        assert still.code_hash == review.code_hash
+        assert fake.runs == []
+
+        await session.decide("bob", review, DecisionKind.RUN_ONCE)
+        [run] = await session.entries("run")
+        assert run.actor == "bob"
+    [ran] = fake.runs
+    assert KILL_CODE in ran.code and "kill_task" in ran.allowed_tools and ran.actor == "bob"
+
+
+async def test_a_rejected_block_never_reaches_the_sandbox(temporal: Client) -> None:
+    fake = FakeSession(KILL_CODE)
+    async with workers(temporal, [Investigation], fake.activities()) as queue:
+        session = await open_session(temporal, queue)
+        await session.ask("alice", "kill the task")
+        review = await session.pending(turn=1)
+        await session.decide("bob", review, DecisionKind.REJECT)
+        [reply] = await session.entries("reply")
+        assert "did not run" in reply.text
+        await session.send(Message.FINALIZE, FinalizeRequest(cause="a cause", resolution="none", actor="alice"),
+                           "alice")
+        result: InvestigationResult = await session.handle.result()
+    # The session is over: no run of the rejected code can come later.
+    assert result.status is SessionStatus.FINALIZED
+    assert fake.runs == []
+    assert fake.finalized[0].captured == []
