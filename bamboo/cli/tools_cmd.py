@@ -240,17 +240,28 @@ def panda_sim(
     incidents: Annotated[Path, typer.Option(help="Incident files the tasks come from")] = Path("examples/incidents"),
     require_token: Annotated[str | None, typer.Option(help="Demand this OIDC bearer token (with an Origin VO) on every request")] = None,
     jedi_delay: Annotated[float, typer.Option(help="Seconds before JEDI applies a registered kill or retry")] = 30.0,
+    production_role: Annotated[bool, typer.Option(
+        "--production-role", help="Give the test identity PanDA's production role (kill, retry, pause any "
+                                  "task), as a shifter has; without it, a plain user as on the real server")] = False,
 ) -> None:
     """Serve the PanDA API v1 (as the real server speaks it) and the monitor's log browser from incident
-    fixtures (GET /sim/calls shows every kill/retry received, /sim/commands what was registered for JEDI)."""
+    fixtures (GET /sim/calls shows every kill/retry received, /sim/commands what was registered for JEDI).
+    Callers are the test identity, a plain user unless --production-role (the demo's retry needs it)."""
     from bamboo.panda.simulator import PandaSimulator
+    from bamboo.panda.simulator.contract_seed import TEST_USER
 
     if not incidents.is_dir():
         raise _fail(f"--incidents {incidents} is not a directory")
     if jedi_delay < 0:
         raise _fail(f"--jedi-delay {jedi_delay} is negative; give the seconds JEDI waits, e.g. 30")
-    sim = PandaSimulator(incidents, host=host, port=port, require_token=require_token, jedi_delay_s=jedi_delay)
+    sim = PandaSimulator(incidents, host=host, port=port, require_token=require_token, jedi_delay_s=jedi_delay,
+                         production_role=production_role)
     err.print(f"PanDA simulator: {len(sim.world.tasks)} tasks from {incidents}")
+    if production_role:
+        err.print(f"caller   {TEST_USER}, with the production role: may kill, retry and pause any task")
+    else:
+        err.print(f"caller   {TEST_USER}, a plain user as on the real server: kill and retry only its own tasks, "
+                  "no pause or resume (--production-role to act as a shifter, as the demo's retry needs)")
     for name, reason in sim.world.skipped_files.items():
         err.print(f"[yellow]skipped {name}:[/yellow] {escape(reason)}")
     try:

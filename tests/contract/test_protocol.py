@@ -178,3 +178,19 @@ def test_a_second_command_replaces_the_first(target: Target) -> None:
     assert target.commands(RUNNING_TASK) == ["kill"]
     finish = post_json(target, "task/finish", {"task_id": RUNNING_TASK, "soft": True}).json()
     assert finish["success"] and target.commands(RUNNING_TASK) == ["finish"]
+
+
+def test_roles_go_by_the_callers_identity(target: Target) -> None:
+    """Another plain user: its own task only, no pause, and only its own tasks listed (issue 27: the
+    simulator of incident files gave every caller the production role)."""
+    other = {"X-Test-DN": "/DC=ch/DC=cern/OU=Users/CN=someone else"}
+    not_owner = {"success": False, "message": "not the task owner or no production role", "data": None}
+    assert post_json(target, "task/kill", {"task_id": RUNNING_TASK}, headers=other).json() == not_owner
+    assert post_json(target, "task/pause", {"task_id": OTHERS_TASK}, headers=other).json() == {
+        "success": False, "message": "production or pilot role required", "data": None}
+    killed = post_json(target, "task/kill", {"task_id": OTHERS_TASK}, headers=other).json()
+    assert killed["success"] and killed["data"] == 0
+    since = (datetime.now() - timedelta(days=7)).strftime("%Y-%m-%d %H:%M:%S")
+    listed = get_json(target, "task/get_tasks_detailed_info_since", headers=other, since=since).json()["data"]
+    assert [t["jediTaskID"] for t in listed] == [OTHERS_TASK]
+    assert target.commands(OTHERS_TASK) == ["kill"] and target.commands(RUNNING_TASK) == []

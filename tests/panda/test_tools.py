@@ -103,7 +103,7 @@ async def test_linked_logs_only_from_allowlisted_hosts(toolbox: PandaToolbox) ->
 
 
 async def test_state_changing_calls_are_recorded(incidents_dir) -> None:
-    with PandaSimulator(incidents_dir) as sim:
+    with PandaSimulator(incidents_dir, production_role=True) as sim:  # kills user-a's tasks
         async with PandaClient(sim.api_url, sim.monitor_url) as client:
             toolbox = PandaToolbox(client)
             killed = await toolbox.call_tool("kill_task", {"task_id": RUNNING_TASK})
@@ -127,7 +127,7 @@ async def test_state_changing_calls_are_recorded(incidents_dir) -> None:
 
 async def test_a_kill_is_applied_later_and_wait_s_sees_it(incidents_dir) -> None:
     """JEDI's asynchrony: straight after the kill the task still runs; polling with a bound sees it abort."""
-    with PandaSimulator(incidents_dir, jedi_delay_s=1.0) as sim:
+    with PandaSimulator(incidents_dir, jedi_delay_s=1.0, production_role=True) as sim:
         async with PandaClient(sim.api_url, sim.monitor_url) as client:
             toolbox = PandaToolbox(client)
             quick = await toolbox.call_tool("kill_task", {"task_id": RUNNING_TASK})

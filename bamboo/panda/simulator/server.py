@@ -19,11 +19,20 @@ import uvicorn
 
 from bamboo.panda.simulator.app import SimAuth, SimulatorState, build_app
 from bamboo.panda.simulator.contract_seed import TEST_DN
+from bamboo.panda.simulator.protocol import Caller
 from bamboo.panda.simulator.world import FIXTURES_DIR, World, build_world
 
 STARTUP_TIMEOUT_S = 15.0
 DEFAULT_JEDI_DELAY_S = 5.0
-PRODUCTION_FQAN = "VOMS /atlas/Role=production"
+
+
+def sim_auth(*, require_token: str | None = None, production_role: bool = False) -> SimAuth:
+    """The test identity, by client certificate or (``require_token``) by that bearer token only; with the
+    production role when its DN is listed as a production DN, never because of who else might call."""
+    production_dns = (TEST_DN,) if production_role else ()
+    if require_token:
+        return SimAuth(default_dn=None, tokens={require_token: TEST_DN}, production_dns=production_dns)
+    return SimAuth(default_dn=TEST_DN, production_dns=production_dns)
 
 
 class PandaSimulator:
@@ -33,6 +42,14 @@ class PandaSimulator:
     ``require_token`` makes the simulator accept only that OIDC bearer token (with an ``Origin`` VO) and no
     client certificate; ``auth`` describes authentication fully. ``jedi_delay_s`` is how long a registered
     kill or retry waits before JEDI applies it.
+
+    Roles go by the caller's identity, as on the real server: the test identity (``bamboo tester``) is a
+    plain user, who may kill or retry only its own tasks and may not pause, resume or reactivate any.
+    ``production_role=True`` lists that identity among the server's production DNs (``production_dns`` in
+    the server's config), so it may act on every task, as a shifter does; another identity (``X-Test-DN``)
+    stays a plain user. Left unset, an incident world keeps the production role for the in-process callers
+    written before roles (the demo's own simulator and the suites that approve kills of other users'
+    tasks), and a given world has none; ``bamboo panda-sim`` always says which.
     """
 
     def __init__(
@@ -46,18 +63,16 @@ class PandaSimulator:
         require_token: str | None = None,
         auth: SimAuth | None = None,
         jedi_delay_s: float = DEFAULT_JEDI_DELAY_S,
+        production_role: bool | None = None,
     ) -> None:
-        from_incidents = world is None
+        if production_role is None:
+            production_role = world is None
         if world is None:
             if incidents_dir is None:
                 raise ValueError("give the simulator an incidents directory or a world")
             world = build_world(Path(incidents_dir), fixtures_dir)
         if auth is None:
-            # The demo's operator acts on other users' tasks, so it holds the production role; a given world
-            # (the contract seed) gets the real test identity's plain rights unless ``auth`` says otherwise.
-            fqans = (PRODUCTION_FQAN,) if from_incidents else ()
-            auth = (SimAuth(default_dn=None, tokens={require_token: TEST_DN}, default_fqans=fqans) if require_token
-                    else SimAuth(default_fqans=fqans))
+            auth = sim_auth(require_token=require_token, production_role=production_role)
         self.world: World = world
         self.state = SimulatorState(self.world, auth, jedi_delay_s)
         self.host = host
@@ -65,6 +80,11 @@ class PandaSimulator:
         self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
         self.port = port
+
+    @property
+    def production_role(self) -> bool:
+        """Whether the test identity holds the production role here."""
+        return Caller(dn=TEST_DN, production_dns=self.state.auth.production_dns).production
 
     @property
     def base_url(self) -> str:

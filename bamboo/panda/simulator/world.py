@@ -76,6 +76,7 @@ class World:
         for panda_id, files in logs.items():
             self.logs[panda_id] = files
         self.datasets[tid] = synthesise_datasets(task, jobs)
+        self.task_params.setdefault(tid, task_params_of(task))
 
     def job(self, panda_id: int) -> dict[str, Any] | None:
         for jobs in self.jobs.values():
@@ -113,6 +114,19 @@ def incident_task_row(task: dict[str, Any]) -> dict[str, Any]:
         "ramUnit": task.get("ramUnit") or ("MBPerCore" if task.get("ramCount") else None),
     }
     return task_row(values)
+
+
+# The submission parameters JEDI keeps for every task (its JEDI_TaskParams row), as far as an incident says them.
+TASK_PARAM_KEYS = ("taskName", "userName", "vo", "prodSourceLabel", "taskType", "processingType", "transUses",
+                   "transHome", "architecture", "ramCount", "ramUnit", "coreCount", "walltime", "site", "cloud",
+                   "campaign", "workingGroup", "cliParams")
+
+
+def task_params_of(task: dict[str, Any]) -> dict[str, Any]:
+    """The task parameters the real server holds for every task it serves (``getJediTaskDetails(full=True)``
+    and ``get_detailed_info``'s ``raw_task_params`` read them). Only what the incident states: a submission
+    command (``cliParams``) is kept when the incident has one, never invented."""
+    return {key: task[key] for key in TASK_PARAM_KEYS if task.get(key) not in (None, "")}
 
 
 def _profile_for(task: dict[str, Any], profiles: dict[str, Any]) -> dict[str, Any]:
