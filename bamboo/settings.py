@@ -9,15 +9,48 @@ from __future__ import annotations
 from functools import lru_cache
 from urllib.parse import urlsplit, urlunsplit
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import AfterValidator, AnyUrl, Field, SecretStr, TypeAdapter, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bamboo.models.spend import Budget, ModelPrice, PriceTable
 from policy.approvers import ApprovalRules
 from policy.reuse import ReuseSettings
-from policy.secret_names import is_secret_name
+from policy.secret_names import is_secret_parameter
+
+_URL = TypeAdapter(AnyUrl)
+
+
+def _http_url(value: str) -> str:
+    """An http(s) URL, checked with pydantic's URL type but kept as written: clients join paths onto it, and
+    pydantic's normal form would add a slash. The message never repeats the value, which may hold a key.
+    Empty stays empty: for the optional endpoints it means "none" (the local model, no exporter)."""
+    if not value:
+        return value
+    try:
+        parsed = _URL.validate_python(value)
+    except ValidationError as exc:
+        reason = exc.errors()[0]["msg"].removeprefix("Input should be a valid URL, ")
+        raise ValueError(f"not a URL ({reason}); expected http(s)://host[:port][/path]") from None
+    if parsed.scheme not in ("http", "https"):
+        raise ValueError(f"the scheme is {parsed.scheme!r}; expected http(s)://host[:port][/path]")
+    return value
+
+
+def _host_port(value: str) -> str:
+    """``host:port`` with a port a service can listen on (1-65535); empty means off where that is allowed."""
+    if not value:
+        return value
+    host, colon, port = value.rpartition(":")
+    if not colon or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"expected host:port with a port from 1 to 65535, got {value!r}")
+    return value
+
+
+HttpUrlText = Annotated[str, AfterValidator(_http_url)]
+HostPort = Annotated[str, AfterValidator(_host_port)]
+Port = Annotated[int, Field(ge=0, le=65535, description="a TCP port; 0 = none or any free one")]
 
 
 class Settings(BaseSettings):
@@ -25,9 +58,9 @@ class Settings(BaseSettings):
 
     # --- embedded stack / locations -------------------------------------------------------
     data_dir: Path = Field(default=Path(".bamboo"), description="Where the embedded stack keeps its state")
-    temporal_address: str = Field(default="127.0.0.1:7233", description="Temporal frontend host:port")
+    temporal_address: HostPort = Field(default="127.0.0.1:7233", description="Temporal frontend host:port")
     temporal_namespace: str = "default"
-    temporal_ui_port: int = 8233
+    temporal_ui_port: Port = 8233
     temporal_embedded: bool = Field(default=True, description="`bamboo dev up` starts a Temporal dev server")
     database_url: str | None = Field(
         default=None,
@@ -49,12 +82,12 @@ class Settings(BaseSettings):
                                   "(empty: audit-signing.key beside the checkpoint file)")
 
     # --- LLM --------------------------------------------------------------------------------
-    llm_base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint; empty = the local offline model")
+    llm_base_url: HttpUrlText | None = Field(default=None, description="OpenAI-compatible endpoint; empty = the local offline model")
     llm_model: str = "local"
     llm_api_key: SecretStr = SecretStr("not-needed")
     llm_timeout_s: float = 120.0
     llm_max_tokens: int = Field(default=768, description="Cap on generated tokens per call; bounds a rambling model")
-    llm_local_port: int = 8765
+    llm_local_port: Port = 8765
     llm_local_weights: Literal["auto", "smollm2-135m", "gemma3-270m"] = Field(
         default="auto", description="Offline model when no endpoint is set (docs/offline-models.md); auto = the "
                                     "measured default among those installed")
@@ -83,7 +116,7 @@ class Settings(BaseSettings):
     tool_retrieval_candidate_k: int = Field(default=0, ge=0, description="Ranking pool per source; 0 = max(40, 3 x the cap)")
 
     # --- embeddings -------------------------------------------------------------------------
-    embedding_base_url: str | None = Field(default=None, description="OpenAI-compatible /embeddings; empty = local MiniLM")
+    embedding_base_url: HttpUrlText | None = Field(default=None, description="OpenAI-compatible /embeddings; empty = local MiniLM")
     embedding_model: str = "all-MiniLM-L6-v2"
     embedding_api_key: SecretStr = SecretStr("not-needed")
     embedding_dim: int = 384
@@ -115,8 +148,8 @@ class Settings(BaseSettings):
     sandbox_uid_count: int = Field(default=4096, ge=16, le=1_000_000, description="how many uids runs may lease")
 
     # --- PanDA ------------------------------------------------------------------------------
-    panda_api_url: str = "http://127.0.0.1:8780/api/v1"
-    panda_monitor_url: str = "http://127.0.0.1:8780"
+    panda_api_url: HttpUrlText = "http://127.0.0.1:8780/api/v1"
+    panda_monitor_url: HttpUrlText = "http://127.0.0.1:8780"
     panda_auth: Literal["none", "oidc", "x509"] = "none"
     panda_log_hosts: list[str] = Field(
         default_factory=list, description="Extra hosts whose errorDialog log links may be fetched (API and monitor hosts always)")
@@ -160,8 +193,8 @@ class Settings(BaseSettings):
     # --- observability ----------------------------------------------------------------------
     otel_exporter: Literal["none", "console", "otlp"] = Field(
         default="none", description="Traces: console writes to <data_dir>/logs/<service>-spans.log")
-    otel_endpoint: str | None = Field(default=None, description="OTLP/HTTP base URL, e.g. http://collector:4318")
-    metrics_bind: str | None = Field(
+    otel_endpoint: HttpUrlText | None = Field(default=None, description="OTLP/HTTP base URL, e.g. http://collector:4318")
+    metrics_bind: HostPort | None = Field(
         default=None, description="host:port where a worker serves Prometheus metrics (/metrics); empty = off")
 
     @model_validator(mode="after")
@@ -208,32 +241,53 @@ class Settings(BaseSettings):
                              state_changing_threshold=self.reuse_state_changing_threshold)
 
     def masked(self) -> dict[str, Any]:
-        """The effective configuration with every secret replaced, safe to print or log."""
+        """The effective configuration with every secret replaced, safe to print or log (text and JSON alike):
+        every secret setting (typed ``SecretStr``), every secret-named key of a mapping, and the secret parts of
+        every URL or ``user:password@host`` value, however deep in a list or mapping it sits."""
         out: dict[str, Any] = {}
         for name, value in self.model_dump().items():
             if isinstance(getattr(self, name), SecretStr):
                 out[name] = MASK if value else None
-            elif isinstance(value, str) and "://" in value:  # any URL: endpoints, DSNs, OTLP
-                out[name] = mask_url(value)
             else:
-                out[name] = str(value) if isinstance(value, Path) else value
+                out[name] = mask_value(value)
         return out
 
 
+def mask_value(value: Any) -> Any:
+    """``value`` with the secret parts of its URLs and of its secret-named mapping keys replaced; paths as text."""
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, str):
+        return mask_url(value) if "://" in value or "@" in value else value
+    if isinstance(value, dict):
+        return {k: MASK if isinstance(k, str) and is_secret_parameter(k) and v not in (None, "") else mask_value(v)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [mask_value(v) for v in value]
+    return value
+
+
 def mask_url(url: str) -> str:
-    """The URL with its password and every secret-named query parameter (``password=``, ``token=``,
-    ``api_key=``, ...) replaced: safe to print. Structure and other parameters stay readable."""
-    parts = urlsplit(url)
+    """The URL with its password and every secret-named query or fragment parameter (``password=``,
+    ``token=``, ``api_key=``, ``key=``, ...) replaced: safe to print. Structure and other parameters stay
+    readable. A value without a scheme (``user:password@host``, a DSN's tail) is masked the same way."""
+    schemeless = "://" not in url
+    parts = urlsplit(f"//{url}" if schemeless else url)
     netloc = parts.netloc
     if "@" in netloc:
         creds, _, host = netloc.rpartition("@")
         user, colon, _ = creds.partition(":")
-        # user:password keeps the user; a lone userinfo may be a token (https://TOKEN@host) and is masked whole
-        netloc = f"{user}:{MASK}@{host}" if colon else f"{MASK}@{host}"
-    query = "&".join(
-        f"{key}={MASK}" if is_secret_name(key) else (f"{key}={val}" if eq else key)
-        for key, eq, val in (item.partition("=") for item in parts.query.split("&") if item))
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+        # user:password keeps the user; a lone userinfo may be a token (https://TOKEN@host) and is masked whole,
+        # unless there is no scheme: then it is the name part of an address (alice@example.org)
+        netloc = f"{user}:{MASK}@{host}" if colon else (netloc if schemeless else f"{MASK}@{host}")
+    masked = urlunsplit((parts.scheme, netloc, parts.path, _mask_params(parts.query), _mask_params(parts.fragment)))
+    return masked.removeprefix("//") if schemeless else masked
+
+
+def _mask_params(params: str) -> str:
+    return "&".join(
+        f"{key}={MASK}" if is_secret_parameter(key) and val else (f"{key}={val}" if eq else key)
+        for key, eq, val in (item.partition("=") for item in params.split("&") if item))
 
 
 MASK = "********"

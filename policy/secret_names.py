@@ -121,6 +121,20 @@ def is_secret_name(name: str) -> bool:
     return bool(_secret_words(name))
 
 
+# Names that hold a secret where a value is configured (a URL's query, a settings mapping) though they are
+# too common to be secret names in free text: ``?key=`` is how several HTTP APIs take an API key, ``sig`` a
+# signed URL's signature, ``code`` a function key or an OAuth code, ``session`` a session id.
+_CONFIG_SECRET_WORDS = frozenset({"key", "keys", "sig", "code", "session", "sessionid", "sid"})
+
+
+@lru_cache(maxsize=1024)
+def is_secret_parameter(name: str) -> bool:
+    """True when a configured value called ``name`` (a URL query parameter, a key of a settings mapping) is a
+    secret: every secret name, and also a bare ``key``, ``sig`` or ``code``, which ``is_secret_name`` leaves
+    alone because in logs and code ``key=AOD`` is rarely one."""
+    return is_secret_name(name) or name_words(name) in {(w,) for w in _CONFIG_SECRET_WORDS}
+
+
 # Secret words that name a credential when they hold a scalar (docker's ``"auth": "<base64>"``) but a
 # settings section when they hold a mapping or a list (``auth: {type: x509, lifetime: 3600}``).
 _SECTION_ONLY_WORDS = frozenset({"auth", "authorization"})
