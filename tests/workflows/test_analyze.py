@@ -11,7 +11,7 @@ from temporalio.exceptions import ApplicationError
 from bamboo.analysis import contract
 from bamboo.analysis.contract import (
     AnalysisResult, AnalyzeInput, CandidateCause, Clue, DiagnoseInput, Diagnosis, EmailDraft, EmailInput, Evidence,
-    ExplorationInput, ExplorationPlan, ProcedurePlan, ProcedurePlanInput, ProcedureStep, TaskClues,
+    ExplorationInput, ExplorationPlan, MatchedClue, ProcedurePlan, ProcedurePlanInput, ProcedureStep, TaskClues,
 )
 from bamboo.contract import implements
 from bamboo.sandbox import contract as sandbox
@@ -41,8 +41,9 @@ class FakeAnalysis:
     async def gather_evidence(self, inp: AnalyzeInput) -> Evidence:
         clues = TaskClues(task_id=TASK, status="broken",
                           clues=[Clue(type="symptom", kind="Symptom", name="SiteUnavailable")])
+        linked = MatchedClue(type="symptom", name="SiteUnavailable", edge_frequency=6, share=0.8)
         ranked = [CandidateCause(name=RANKED_FIRST, breadth=2, support=1.6, frequency=6, confidence=0.8,
-                                 resolutions=["set the queue online"]),
+                                 resolutions=["set the queue online"], matched=[linked]),
                   CandidateCause(name=MODEL_CAUSE, breadth=1, support=0.4, frequency=2, confidence=0.5)]
         return Evidence(clues=clues, candidates=ranked)
 
