@@ -186,7 +186,8 @@ def mcp_check(as_json: Annotated[bool, typer.Option("--json", help="Machine-read
             state = "[green]reachable[/green]" if s.reachable else f"[red]unreachable[/red] ({escape(str(s.error))})"
             if not s.enabled:
                 state = "[dim]disabled[/dim]"
-            out.print(f"[bold]{s.name}[/bold] [{s.transport}] {state}")
+            # the transport in brackets is text, not markup: unescaped, rich took "[stdio]" for a tag and dropped it
+            out.print(f"[bold]{escape(s.name)}[/bold] {escape(f'[{s.transport}]')} {state}")
             if s.tools:
                 table = Table(show_header=True, box=None, padding=(0, 2))
                 for col in ("tool", "read-only", "why"):

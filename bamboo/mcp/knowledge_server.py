@@ -3,12 +3,18 @@
 The server is written against ``KnowledgeReader`` so the store behind it can change (the Postgres
 knowledge store in production, resolved incident files offline). Every tool is annotated read-only.
 An empty answer means "nothing known"; a reader failure is an MCP error result, never an empty list.
+
+What a client sees on connecting is what the server is: its version is the package's, it advertises tools
+only (the SDK registers resource and prompt handlers on every server, which then advertised capabilities
+answered with empty lists), and each tool's input schema carries its bounds (a non-empty text, ``limit``
+1-50), so a client can check a call before making it.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Protocol
+from importlib.metadata import PackageNotFoundError, version
+from typing import Annotated, Protocol
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -18,6 +24,24 @@ from pydantic import BaseModel, Field
 log = logging.getLogger(__name__)
 
 MAX_LIMIT = 50
+DISTRIBUTION = "bamboo-temporal"
+# Methods the SDK serves on every MCPServer; this server has no resources or prompts, so it does not offer them.
+UNSERVED_METHODS = ("resources/list", "resources/read", "resources/templates/list", "resources/subscribe",
+                    "resources/unsubscribe", "prompts/list", "prompts/get")
+
+Limit = Annotated[int, Field(ge=1, le=MAX_LIMIT, description=f"how many to return, 1 to {MAX_LIMIT}")]
+
+
+def _text(what: str) -> object:
+    return Field(min_length=1, description=what)
+
+
+def server_version() -> str:
+    """The installed package's version, which the server declares on initialize."""
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "0+unknown"
 
 
 class CauseMatch(BaseModel):
@@ -78,9 +102,18 @@ def _check(text: str, limit: int, what: str) -> int:
     return limit
 
 
+def _offer_tools_only(server: MCPServer) -> MCPServer:
+    """Drop the resource and prompt handlers the SDK installs on every server: capabilities are derived from
+    the handlers present, and a capability whose list is always empty tells a client something false."""
+    handlers = server._lowlevel_server._request_handlers  # the SDK has no public way to unregister a method
+    for method in UNSERVED_METHODS:
+        handlers.pop(method, None)
+    return server
+
+
 def build_knowledge_server(reader: KnowledgeReader, name: str = "bamboo-knowledge") -> MCPServer:
     server = MCPServer(name, instructions="Read-only knowledge learned from resolved PanDA incidents.",
-                       log_level="WARNING")
+                       version=server_version(), log_level="WARNING")
 
     async def ask(what: str, coro):
         try:
@@ -92,22 +125,28 @@ def build_knowledge_server(reader: KnowledgeReader, name: str = "bamboo-knowledg
             raise ToolError(f"knowledge store unavailable ({what}): {type(exc).__name__}: {exc}") from exc
 
     @server.tool(annotations=READ_ONLY)
-    async def causes_for_symptom(symptom: str, limit: int = 5) -> CausesAnswer:
+    async def causes_for_symptom(
+        symptom: Annotated[str, _text("an error message or a behaviour")], limit: Limit = 5,
+    ) -> CausesAnswer:
         """Known root causes for a symptom (an error message or behaviour), best match first."""
         _check(symptom, limit, "symptom")
         return CausesAnswer(symptom=symptom, causes=await ask("causes_for_symptom", reader.causes_for_symptom(symptom, limit)))
 
     @server.tool(annotations=READ_ONLY)
-    async def similar_incidents(description: str, limit: int = 5) -> IncidentsAnswer:
+    async def similar_incidents(
+        description: Annotated[str, _text("what went wrong, in a sentence or an error")], limit: Limit = 5,
+    ) -> IncidentsAnswer:
         """Resolved incidents most like a description, with their cause and resolution."""
         _check(description, limit, "description")
         found = await ask("similar_incidents", reader.similar_incidents(description, limit))
         return IncidentsAnswer(description=description, incidents=found)
 
     @server.tool(annotations=READ_ONLY)
-    async def procedures_for_cause(cause: str, limit: int = 5) -> ProceduresAnswer:
+    async def procedures_for_cause(
+        cause: Annotated[str, _text("a root cause, as causes_for_symptom names it")], limit: Limit = 5,
+    ) -> ProceduresAnswer:
         """Investigation procedures that were used for a known cause, most used first."""
         _check(cause, limit, "cause")
         return ProceduresAnswer(cause=cause, procedures=await ask("procedures_for_cause", reader.procedures_for_cause(cause, limit)))
 
-    return server
+    return _offer_tools_only(server)

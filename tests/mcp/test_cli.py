@@ -112,6 +112,25 @@ def test_mcp_check_reports_each_server(cli_env: Path) -> None:
     assert not statuses["gone"]["reachable"] and statuses["gone"]["error"]
 
 
+def test_mcp_check_shows_each_servers_transport(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 27: the transport, printed in brackets, was taken by rich for markup and vanished."""
+    servers = tmp_path / "servers.json"
+    servers.write_text(json.dumps({"servers": [
+        {"name": "time", "command": TIME_SERVER, "trust_annotations": True},
+        {"name": "gone", "url": f"http://127.0.0.1:{free_port()}/mcp", "connect_timeout_s": 5}]}))
+    monkeypatch.setenv("BAMBOO_MCP_SERVERS_CONFIG", str(servers))
+    monkeypatch.setenv("COLUMNS", "200")
+    get_settings.cache_clear()
+    try:
+        result = runner.invoke(mcp_app, ["check"])
+    finally:
+        get_settings.cache_clear()
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("time [stdio] reachable") for line in lines), result.stdout
+    assert any(line.startswith("gone [http] unreachable") for line in lines), result.stdout
+
+
 def test_mcp_check_rejects_a_bad_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bad = tmp_path / "servers.json"
     bad.write_text(json.dumps({"servers": [{"name": "x"}]}))

@@ -55,6 +55,30 @@ async def test_nothing_known_differs_from_store_down_and_bad_input() -> None:
         assert not empty.ok and "must not be empty" in empty.error
 
 
+async def test_the_server_says_what_it_is_and_offers_only_tools() -> None:
+    """Issue 27: an empty server version, resources and prompts advertised though the lists were always empty,
+    and the limit's bounds known only by calling."""
+    from importlib.metadata import version
+
+    from mcp import MCPError
+
+    async with Client(build_knowledge_server(InMemoryReader())) as client:
+        assert client.server_info.name == "bamboo-knowledge"
+        assert client.server_info.version == version("bamboo-temporal") != ""
+        capabilities = client.server_capabilities
+        assert capabilities.tools is not None
+        assert capabilities.resources is None and capabilities.prompts is None
+        with pytest.raises(MCPError, match="Method not found"):
+            await client.list_prompts()
+        for tool in (await client.list_tools()).tools:
+            properties = tool.input_schema["properties"]
+            assert (properties["limit"]["minimum"], properties["limit"]["maximum"]) == (1, 50), tool.name
+            [text] = [p for name, p in properties.items() if name != "limit"]
+            assert text["type"] == "string" and text["minLength"] == 1, tool.name
+        zero = convert_result(await client.call_tool("similar_incidents", {"description": "x", "limit": 0}))
+        assert not zero.ok and "limit" in zero.error
+
+
 async def test_incident_file_reader_over_the_examples() -> None:
     from pathlib import Path
 
