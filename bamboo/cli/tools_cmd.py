@@ -3,7 +3,8 @@
     bamboo tools list [--json]            every tool, where it comes from, read-only or not
     bamboo tools call NAME --args JSON    call one tool and print its result
     bamboo mcp check [--json]             per external server: reachable, tools, read-only and why
-    bamboo mcp serve --incidents DIR      Bamboo's knowledge as a read-only MCP server over stdio
+    bamboo mcp serve --incidents DIR      Bamboo's knowledge as a read-only MCP server (stdio, or
+                                          --transport streamable-http --port N)
     bamboo panda-sim                      the PanDA simulator for the demo and manual testing
 """
 
@@ -13,6 +14,7 @@ import asyncio
 import contextlib
 import importlib
 import json
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -201,6 +203,13 @@ def mcp_check(as_json: Annotated[bool, typer.Option("--json", help="Machine-read
         raise typer.Exit(1)
 
 
+class McpTransport(str, Enum):
+    """How `bamboo mcp serve` talks to its clients."""
+
+    stdio = "stdio"
+    streamable_http = "streamable-http"
+
+
 def _load_reader(spec: str) -> Any:
     module_name, _, attr = spec.partition(":")
     if not attr:
@@ -216,9 +225,14 @@ def _load_reader(spec: str) -> Any:
 def mcp_serve(
     incidents: Annotated[Path | None, typer.Option(help="Answer from resolved incident files in this directory")] = None,
     reader: Annotated[str | None, typer.Option(help="'module:factory' returning a KnowledgeReader from Settings")] = None,
+    transport: Annotated[McpTransport, typer.Option(help="stdio for a client that starts this command; "
+                                                         "streamable-http to serve clients at http://HOST:PORT/mcp")]
+    = McpTransport.stdio,
+    host: Annotated[str, typer.Option(help="Interface to bind (streamable-http)")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on (streamable-http)", min=1, max=65535)] = 8790,
 ) -> None:
-    """Serve read-only knowledge tools (causes_for_symptom, similar_incidents, procedures_for_cause) over stdio,
-    from the knowledge store by default."""
+    """Serve read-only knowledge tools (causes_for_symptom, similar_incidents, procedures_for_cause) over stdio
+    or streamable HTTP, from the knowledge store by default."""
     from bamboo.mcp.incident_reader import IncidentFileKnowledgeReader
     from bamboo.mcp.knowledge_server import build_knowledge_server
 
@@ -232,7 +246,15 @@ def mcp_serve(
         knowledge = IncidentFileKnowledgeReader.from_dir(incidents)
     else:
         knowledge = _load_reader(reader or "")
-    build_knowledge_server(knowledge).run("stdio")
+    server = build_knowledge_server(knowledge)
+    if transport is McpTransport.stdio:
+        server.run("stdio")
+        return
+    err.print(f"MCP      http://{host}:{port}/mcp   (streamable HTTP; Ctrl-C stops)")
+    try:
+        server.run("streamable-http", host=host, port=port)
+    except KeyboardInterrupt:
+        pass
 
 
 def panda_sim(

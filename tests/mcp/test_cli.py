@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -168,6 +170,55 @@ async def test_mcp_serve_over_stdio(tmp_path: Path) -> None:
         assert nothing.ok and nothing.data["incidents"] == []
     finally:
         await client.close()
+
+
+def _wait_for_port(process: subprocess.Popen, port: int) -> None:
+    """Readiness, not timing: poll until the server accepts a connection (or has exited)."""
+    for _ in range(400):
+        assert process.poll() is None, "bamboo mcp serve exited during start-up"
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"bamboo mcp serve did not listen on {port}")
+
+
+@pytest.mark.parametrize("transport", ["stdio", "streamable-http"])
+async def test_mcp_serve_over_both_transports_with_the_official_client(tmp_path: Path, transport: str) -> None:
+    """Issue 27: stdio only. The official client sees the same server over stdio and streamable HTTP."""
+    from importlib.metadata import version
+
+    from mcp import Client, StdioServerParameters
+
+    incident = {"incident_id": "mem-1",
+                "task_data": {"jediTaskID": 1, "status": "failed", "errorDialog": "maxPSS exceeded the ramCount limit"},
+                "resolution_record": {"cause": "Insufficient memory request", "resolution": "Raise ramCount",
+                                      "procedure": ["get_scout_job_details"]}}
+    (tmp_path / "mem.json").write_text(json.dumps(incident))
+    args = ["-c", "from bamboo.cli.tools_cmd import mcp_app; mcp_app()", "serve", "--incidents", str(tmp_path)]
+    process = None
+    if transport == "stdio":
+        target: object = StdioServerParameters(command=sys.executable, args=args)
+    else:
+        port = free_port()
+        process = subprocess.Popen([sys.executable, *args, "--transport", transport, "--port", str(port)],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        _wait_for_port(process, port)
+        target = f"http://127.0.0.1:{port}/mcp"
+    try:
+        async with Client(target) as client:  # type: ignore[arg-type]
+            assert client.server_info.version == version("bamboo-temporal")
+            assert client.server_capabilities.resources is None and client.server_capabilities.prompts is None
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert tools["similar_incidents"].input_schema["properties"]["limit"]["maximum"] == 50
+            answer = await client.call_tool("causes_for_symptom", {"symptom": "maxPSS exceeded"})
+            assert answer.structured_content["causes"][0]["cause"] == "Insufficient memory request"
+    finally:
+        if process is not None:
+            process.send_signal(signal.SIGINT)
+            assert process.wait(timeout=15) == 0
+            assert "http://127.0.0.1:" in (process.stderr.read() if process.stderr else "")
 
 
 def test_panda_sim_command_serves_and_stops_on_interrupt(tmp_path: Path) -> None:
