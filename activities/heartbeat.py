@@ -1,22 +1,40 @@
-"""Heartbeat while awaiting slow work, so a worker that dies mid-call is noticed within the
-heartbeat timeout instead of the (long) start-to-close timeout, and the call is retried elsewhere."""
+"""The one heartbeat loop of the activities: heartbeat while awaiting slow work, so a worker that dies
+mid-call is noticed within the heartbeat timeout instead of the (long) start-to-close timeout, and the
+call is retried elsewhere; and when Temporal cancels the activity, the work is cancelled and allowed to
+clean up (a sandbox run kills its child) before the cancellation propagates."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any, Awaitable, Callable, TypeVar
 
 from temporalio import activity
 
 T = TypeVar("T")
+EVERY_S = 2.0
+MIN_EVERY_S = 0.1
 
 
-async def with_heartbeats(work: Awaitable[T], every_s: float = 2.0, details: Callable[[], Any] | None = None) -> T:
-    """`details`, when given, is called at each beat for the progress a retried attempt resumes from."""
+def beat_interval(every_s: float = EVERY_S) -> float:
+    """`every_s`, but at most a third of the activity's heartbeat timeout: two beats may be lost or late
+    before Temporal takes the worker for dead."""
+    timeout = activity.info().heartbeat_timeout if activity.in_activity() else None
+    if timeout is None:
+        return every_s
+    return max(MIN_EVERY_S, min(every_s, timeout.total_seconds() / 3))
+
+
+async def with_heartbeats(work: Awaitable[T], every_s: float = EVERY_S, details: Callable[[], Any] | None = None) -> T:
+    """`work`'s result, heartbeating every `beat_interval(every_s)` while it runs. `details`, when given, is
+    called at each beat for what the heartbeat carries (the progress a retried attempt resumes from, or
+    what a person reading the pending activity sees). The first beat comes after one interval, so an
+    attempt never overwrites its predecessor's details before it has settled anything of its own."""
     task = asyncio.ensure_future(work)
+    interval = beat_interval(every_s)
     try:
         while True:
-            done, _ = await asyncio.wait({task}, timeout=every_s)
+            done, _ = await asyncio.wait({task}, timeout=interval)
             if done:
                 return task.result()
             if details is None:
@@ -26,3 +44,5 @@ async def with_heartbeats(work: Awaitable[T], every_s: float = 2.0, details: Cal
     finally:
         if not task.done():
             task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task  # its own cleanup runs before the cancellation (or failure) goes on

@@ -1,30 +1,95 @@
-"""The bounded-children loop shared by PopulateBatch and BatchAnalyze.
+"""What every batch workflow (PopulateBatch, BatchAnalyze) does the same way, written once.
+
+`BatchControl` is the batch's controls: its input taken in `@workflow.init` (so a `pause` sent with the
+start holds the batch before anything runs), the `pause` / `resume` / `cancel` signals and the `progress`
+query under the names of `bamboo/batch/contract.py`, failures recorded by one rule. `run_bounded_children`
+is the loop that keeps at most `concurrency` children running: started in listing order, `paused` stops
+new starts, and after `continue_as_new_every` starts in one run it drains the running children and
+continues as new, so histories stay small however long the batch.
 
 Deterministic: it only reads workflow state, starts coroutines the caller provides, and waits on
-workflow conditions. Children are started in listing order, at most `concurrency` at once; `paused`
-stops new starts; after `continue_as_new_every` starts in one run it drains the running children and
-continues as new, so histories stay small however long the batch.
+workflow conditions.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Callable, Coroutine, Protocol, TypeVar
+from typing import Any, Awaitable, Callable, Coroutine, Generic, Protocol, TypeVar
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
+from temporalio.exceptions import ActivityError, ChildWorkflowError, FailureError
+
+with workflow.unsafe.imports_passed_through():
+    from bamboo.batch.contract import (
+        CANCEL_SIGNAL, PAUSE_SIGNAL, PROGRESS_QUERY, RECENT_FAILURES, RESUME_SIGNAL, BatchProgress, BatchState,
+    )
+    from bamboo.contract import BATCH, KIND, Kind
 
 T = TypeVar("T")
+S = TypeVar("S", bound=BatchState)
+MAX_REASON = 500
+
+
+def _said(exc: BaseException) -> str:
+    return exc.message if isinstance(exc, FailureError) else str(exc)
 
 
 def innermost_reason(exc: BaseException) -> str:
-    """The innermost message: what the operator needs, not the chain of wrappers."""
-    while isinstance(exc, (ChildWorkflowError, ActivityError)) and exc.cause is not None:
+    """The one rule for why something failed, as an operator reads it: through the wrappers Temporal adds
+    (a child's or an activity's failure) and any failure that says nothing, to the innermost that does;
+    its message, at most MAX_REASON characters."""
+    while isinstance(exc, FailureError) and exc.cause is not None and (
+            isinstance(exc, (ChildWorkflowError, ActivityError)) or not _said(exc)):
         exc = exc.cause
-    return (exc.message if isinstance(exc, ApplicationError) else str(exc))[:500]
+    return (_said(exc) or type(exc).__name__)[:MAX_REASON]
 
 
-class BatchState(Protocol):
+class BatchControl(Generic[S]):
+    """The controls of a batch workflow. A batch subclasses it, decorates its own `__init__` with
+    `@workflow.init` and calls this one first, and says what its progress adds (`_progress`)."""
+
+    def __init__(self, inp: S) -> None:
+        # Taken before any signal is handled: a pause sent with the start holds the batch.
+        self._inp: S = inp
+        self._cancelled = False
+        self._finished = False
+
+    @workflow.signal(name=PAUSE_SIGNAL)
+    def pause(self) -> None:
+        self._inp.paused = True
+
+    @workflow.signal(name=RESUME_SIGNAL)
+    def resume(self) -> None:
+        self._inp.paused = False
+
+    @workflow.signal(name=CANCEL_SIGNAL)
+    def cancel(self) -> None:
+        self._cancelled = True
+
+    @workflow.query(name=PROGRESS_QUERY)
+    def progress(self) -> BatchProgress:
+        return self._progress()
+
+    def _progress(self) -> BatchProgress:
+        raise NotImplementedError
+
+    def _counts(self, total: int | None, running: int, pending: int | None) -> dict[str, Any]:
+        """The progress every batch reports, from what it carries and what it says runs and waits."""
+        inp = self._inp
+        return {"batch_id": inp.batch_id, "total": total, "done": inp.done, "skipped": inp.skipped,
+                "failed": inp.failed_count, "running": running, "pending": pending, "paused": inp.paused,
+                "cancelled": self._cancelled, "finished": self._finished, "generation": inp.generation,
+                "recent_failures": inp.failed[-RECENT_FAILURES:]}
+
+    def _announce(self, kind: Kind) -> None:
+        """What the batch is, for Temporal Web's filters."""
+        workflow.upsert_search_attributes([KIND.value_set(kind.value), BATCH.value_set(self._inp.batch_id)])
+
+    def _failed(self, index: int, source: str, reason: str) -> None:
+        self._inp.record_failure(index, source, reason)
+
+
+class BoundedState(Protocol):
     cursor: int
     concurrency: int
 
@@ -35,7 +100,7 @@ class BatchState(Protocol):
 
 
 async def run_bounded_children(
-    inp: BatchState,
+    inp: BoundedState,
     total: int,
     read_page: Callable[[int], Awaitable[list[T]]],
     start_child: Callable[[int, T], Coroutine[Any, Any, None]],

@@ -16,9 +16,10 @@ several times the orchestration cost per incident).
 Either way: a failed item is recorded with its reason and the batch goes on; an incident whose
 content a stored graph was learned from is skipped (counted `skipped`) unless `relearn`; `pause`
 starts nothing new, `resume` goes on, `cancel` lets running slices and children finish and starts
-nothing new; a `progress` query; continue-as-new every N items (after draining) keeps the history
-small however long the batch is. Children are named `accumulate:<batch>:<index>`, so a replayed or
-restarted batch never starts an item twice.
+nothing new; a `progress` query (the controls of every batch, `workflows/batching.py`);
+continue-as-new every N items (after draining) keeps the history small however long the batch is.
+Children are named `accumulate:<batch>:<index>`, so a replayed or restarted batch never starts an
+item twice.
 
 Slices and children store under the batch's *scope* (its id and its first run): within it a graph id
 belongs to one file, a stored incident has exactly one audit row whoever stored it, and an incident
@@ -39,15 +40,14 @@ from temporalio.workflow import ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     from bamboo.accumulation import contract
     from bamboo.accumulation.contract import (
-        LISTING, LISTING_PAGE, SLICE, AccumulateInput, FailedItem, ItemOutcome, PopulateInput,
+        LISTING, LISTING_PAGE, SLICE, AccumulateInput, ItemOutcome, PopulateInput,
         PopulateProgress, PopulateResult, SliceInput, SliceResult, SourceListing, SourcePageInput,
     )
     from bamboo.models.incident import IncidentSource
-    from bamboo.contract import BATCH, KIND, Kind
+    from bamboo.contract import Kind
     from workflows.accumulate import AccumulateIncident
-    from workflows.batching import innermost_reason, run_bounded_children
+    from workflows.batching import BatchControl, innermost_reason, run_bounded_children
 
-MAX_KEPT_FAILURES = 500
 CHILD_TIMEOUT = timedelta(hours=2)
 PAGE = 100
 # The window: two slices at a time (one below a concurrency of 8), each with half the batch's LLM
@@ -81,55 +81,29 @@ class _Window:
 
 
 @workflow.defn(name=contract.POPULATE_WORKFLOW)
-class PopulateBatch:
+class PopulateBatch(BatchControl[PopulateInput]):
     @workflow.init
     def __init__(self, inp: PopulateInput) -> None:
-        # The input is taken before any signal is handled, so a pause sent with the start holds the batch.
-        self._inp: PopulateInput = inp
+        super().__init__(inp)
         self._children: set[int] = set()  # indexes of running escalation children
         self._slices: dict[int, tuple[int, int]] = {}  # running slice activities: offset -> (count, width)
-        self._cancelled = False
-        self._finished = False
 
-    # ---------------------------------------------------------------- messages
-    @workflow.signal(name=contract.PAUSE_SIGNAL)
-    def pause(self) -> None:
-        if self._inp:
-            self._inp.paused = True
-
-    @workflow.signal(name=contract.RESUME_SIGNAL)
-    def resume(self) -> None:
-        if self._inp:
-            self._inp.paused = False
-
-    @workflow.signal(name=contract.CANCEL_SIGNAL)
-    def cancel(self) -> None:
-        self._cancelled = True
-
-    @workflow.query(name=contract.PROGRESS_QUERY)
-    def progress(self) -> PopulateProgress:
+    def _progress(self) -> PopulateProgress:
         """Settled counts, and what runs now. A running slice's own progress is in its heartbeats,
         which a client adds (`bamboo.accumulation.progress.live_progress`)."""
         inp = self._inp
-        if inp is None:
-            return PopulateProgress(batch_id="", total=None, done=0, failed=0, running=0, pending=None, paused=False,
-                                    cancelled=False, finished=False, generation=0)
         total = inp.listing.total if inp.listing else None
-        return PopulateProgress(
-            batch_id=inp.batch_id, total=total, done=inp.done, failed=inp.failed_count, skipped=inp.skipped,
-            running=len(self._children) + sum(count for count, _ in self._slices.values()),
-            escalated=inp.escalated,
-            pending=(total - inp.cursor + len(inp.pending_escalations)) if total is not None else None,
-            paused=inp.paused, cancelled=self._cancelled, finished=self._finished, generation=inp.generation,
-            recent_failures=inp.failed[-20:], listing_error=inp.listing_error, slices_done=inp.slices_done,
-            running_slices=sorted(self._slices),
-        )
+        counts = self._counts(
+            total, running=len(self._children) + sum(count for count, _ in self._slices.values()),
+            pending=(total - inp.cursor + len(inp.pending_escalations)) if total is not None else None)
+        return PopulateProgress(**counts, escalated=inp.escalated, listing_error=inp.listing_error,
+                                slices_done=inp.slices_done, running_slices=sorted(self._slices))
 
     # ---------------------------------------------------------------- run
     @workflow.run
     async def run(self, inp: PopulateInput) -> PopulateResult:
         inp = self._inp  # the instance @workflow.init took, which signals may already have changed
-        workflow.upsert_search_attributes([KIND.value_set(Kind.POPULATE.value), BATCH.value_set(inp.batch_id)])
+        self._announce(Kind.POPULATE)
         if inp.listing is None:
             try:
                 fetched = await workflow.execute_activity(contract.list_incident_sources, inp.path,
@@ -152,7 +126,7 @@ class PopulateBatch:
                               skipped=inp.skipped)
 
     async def _read_page(self, offset: int) -> list[IncidentSource]:
-        assert self._inp is not None and self._inp.listing is not None
+        assert self._inp.listing is not None
         return await workflow.execute_activity(
             contract.read_incident_sources, SourcePageInput(ref=self._inp.listing.ref, offset=offset, limit=PAGE),
             **LISTING_PAGE.options())
@@ -212,12 +186,10 @@ class PopulateBatch:
     def _snapshot(self) -> tuple:
         """What the window waits on: a slice or child ending, an escalation arriving, a signal."""
         inp = self._inp
-        assert inp is not None
         return (len(self._children), len(self._slices), len(inp.pending_escalations), inp.paused, self._cancelled)
 
     async def _slice(self, offset: int, count: int, width: int, listing: SourceListing) -> None:
         inp = self._inp
-        assert inp is not None
         try:
             try:
                 result: SliceResult = await workflow.execute_activity(
@@ -245,7 +217,6 @@ class PopulateBatch:
 
     def _settle(self, outcomes: list[ItemOutcome]) -> None:
         inp = self._inp
-        assert inp is not None
         for outcome in outcomes:
             if outcome.status == "stored":
                 inp.done += 1
@@ -258,22 +229,13 @@ class PopulateBatch:
                 inp.escalated += 1
                 inp.pending_escalations.append(outcome)
 
-    def _failed(self, index: int, source: str, reason: str) -> None:
-        inp = self._inp
-        assert inp is not None
-        inp.failed_count += 1
-        inp.failed.append(FailedItem(index=index, source=source, reason=reason))
-        del inp.failed[:-MAX_KEPT_FAILURES]
-
     def _store_scope(self) -> str:
         """The batch in the store: its id and its first run, the same across continue-as-new and for every
         slice and child, and new when a finished batch's id is started again (that is a new learning)."""
-        assert self._inp is not None
         return f"populate:{self._inp.batch_id}:{workflow.info().first_execution_run_id}"
 
     async def _child(self, index: int, source: IncidentSource, prior_ref: str | None = None) -> None:
         inp = self._inp
-        assert inp is not None
         try:
             result = await workflow.execute_child_workflow(
                 AccumulateIncident.run,

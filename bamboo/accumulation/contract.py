@@ -8,7 +8,8 @@
   incidents to their own `AccumulateIncident`. Both run on `Queue.MAIN`.
 - Activities: declared below as stubs with their names (compatibility data, pinned by a test) and
   called by reference with the named option presets; `activities/accumulate.py` implements them.
-- Messages: the batch's `pause` / `resume` / `cancel` signals and its `progress` query.
+- Messages: the batch's `pause` / `resume` / `cancel` signals and its `progress` query, those of every
+  batch (`bamboo/batch/contract.py`, re-exported here for the populate clients).
 - Models: every input and output of the above.
 
 Pure by design (pydantic models and temporalio's definition decorators, no I/O), so the workflows
@@ -25,6 +26,11 @@ from pydantic import BaseModel, Field
 from temporalio.common import RetryPolicy
 
 from bamboo.analysis.contract import ExplorationPlan
+from bamboo.batch.contract import BatchProgress, BatchResult, BatchState
+# Re-exported: a populate client steers its batch with the names every batch answers to.
+from bamboo.batch.contract import CANCEL_SIGNAL as CANCEL_SIGNAL, PAUSE_SIGNAL as PAUSE_SIGNAL
+from bamboo.batch.contract import PROGRESS_QUERY as PROGRESS_QUERY, RESUME_SIGNAL as RESUME_SIGNAL
+from bamboo.batch.contract import FailedItem as FailedItem
 from bamboo.contract import HEARTBEAT, LLM_CALL, STORE_RETRY, ActivityOptions, Queue, activity_stub
 from bamboo.extraction.base import ExtractionResult
 from bamboo.models.graph import KnowledgeGraph, PassageDraft, WriteStats
@@ -35,11 +41,6 @@ from bamboo.models.review import ReviewOutcome
 ACCUMULATE_WORKFLOW = "AccumulateIncident"
 POPULATE_WORKFLOW = "PopulateBatch"
 WORKFLOW_QUEUE = Queue.MAIN
-
-PAUSE_SIGNAL = "pause"
-RESUME_SIGNAL = "resume"
-CANCEL_SIGNAL = "cancel"
-PROGRESS_QUERY = "progress"
 
 
 def batch_workflow_id(batch_id: str) -> str:
@@ -163,12 +164,6 @@ class SourcePageInput(BaseModel):
     limit: int
 
 
-class FailedItem(BaseModel):
-    index: int
-    source: str
-    reason: str
-
-
 class ItemOutcome(BaseModel):
     """What became of one incident in a populate slice.
 
@@ -219,10 +214,8 @@ PER_INCIDENT_ITEMS_PER_RUN = 200
 SLICE_ITEMS_PER_RUN = 5000
 
 
-class PopulateInput(BaseModel):
-    batch_id: str
+class PopulateInput(BatchState):
     path: str
-    concurrency: int = Field(default=8, ge=1, le=256)
     continue_as_new_every: int | None = Field(
         default=None, ge=1,
         description="incidents per workflow run before continue-as-new; default by mode: 200 with one workflow per "
@@ -242,15 +235,8 @@ class PopulateInput(BaseModel):
                                    description="incidents per slice activity; default 8 x a slice's parallelism")
     relearn: bool = Field(default=False, description="learn every incident again, also those a stored graph was "
                           "learned from (by default they are skipped before any model call)")
-    # carried across continue-as-new
+    # carried across continue-as-new, besides what every batch carries (BatchState)
     listing: SourceListing | None = None
-    cursor: int = 0
-    done: int = 0
-    skipped: int = 0
-    failed: list[FailedItem] = Field(default_factory=list)
-    failed_count: int = 0
-    paused: bool = False
-    generation: int = 0
     listing_error: str | None = None
     escalated: int = 0
     slices_done: int = 0
@@ -262,21 +248,12 @@ class PopulateInput(BaseModel):
         return PER_INCIDENT_ITEMS_PER_RUN if self.one_workflow_per_incident else SLICE_ITEMS_PER_RUN
 
 
-class PopulateProgress(BaseModel):
-    batch_id: str
-    total: int | None
-    done: int
-    failed: int
-    running: int
-    pending: int | None
-    paused: bool
-    cancelled: bool
-    finished: bool
-    generation: int
-    recent_failures: list[FailedItem] = Field(default_factory=list)
+class PopulateProgress(BatchProgress):
+    """The batch progress, with the slices: `skipped` counts incidents already learned from the same content
+    (no model call, nothing stored)."""
+
     listing_error: str | None = None
     escalated: int = 0
-    skipped: int = Field(default=0, description="already learned from the same content: no model call, nothing stored")
     slices_done: int = Field(default=0, description="slice activities that ended in this batch (all its runs)")
     running_slices: list[int] = Field(default_factory=list, description="offsets of the slice activities running "
                                       "now; a client adds their last heartbeats (see `live_progress`)")
@@ -286,15 +263,10 @@ class PopulateProgress(BaseModel):
         return len(self.running_slices)
 
 
-class PopulateResult(BaseModel):
-    batch_id: str
-    total: int
-    done: int
-    failed: int
-    cancelled: bool
-    failures: list[FailedItem]
+class PopulateResult(BatchResult):
+    """`skipped` counts incidents already learned from the same content: no model call, nothing stored."""
+
     escalated: int = Field(default=0, description="incidents that needed their own AccumulateIncident workflow")
-    skipped: int = Field(default=0, description="already learned from the same content: no model call, nothing stored")
 
 
 # ---------------------------------------------------------------- activity option presets

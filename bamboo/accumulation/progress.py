@@ -11,7 +11,8 @@ from __future__ import annotations
 from temporalio.client import WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from bamboo.accumulation.contract import PROGRESS_QUERY, PopulateProgress, SliceHeartbeat, slice_activity_id
+from bamboo.accumulation.contract import PopulateProgress, SliceHeartbeat, slice_activity_id
+from bamboo.batch.contract import PROGRESS_QUERY
 
 
 async def live_progress(handle: WorkflowHandle) -> PopulateProgress:

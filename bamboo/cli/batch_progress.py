@@ -1,4 +1,5 @@
-"""One progress view for any batch workflow (populate, batch analyze) fed by its `progress` query.
+"""One progress view for any batch workflow (populate, batch analyze) fed by its `progress` query
+(`bamboo/batch/contract.py`).
 
 On a terminal it is a live bar whose last frame is the batch's final counts; elsewhere (a log file, CI, a
 pipe) it is one plain line whenever the counts change, at most every few seconds, and a final line. The
@@ -15,6 +16,7 @@ from typing import Any
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from temporalio.client import Client, WorkflowHandle
 
+from bamboo.batch.contract import PROGRESS_QUERY
 from bamboo.cli.common import console
 from bamboo.cli.worker_presence import no_worker_hint, queue_has_worker
 
@@ -52,8 +54,8 @@ class _WorkerWatch:
 
 
 def _counts(p: Any) -> dict[str, Any]:
-    skipped = getattr(p, "skipped", 0) or 0
-    return {"total": p.total, "completed": p.done + p.failed + skipped, "failed": p.failed, "skipped": skipped,
+    """The bar's counts from a progress or a result (which runs nothing)."""
+    return {"total": p.total, "completed": p.done + p.failed + p.skipped, "failed": p.failed, "skipped": p.skipped,
             "running": getattr(p, "running", 0)}
 
 
@@ -63,13 +65,13 @@ def _line(name: str, c: dict[str, Any], state: str = "") -> str:
             f"{c['running']} running{(' ' + state) if state else ''}")
 
 
-async def follow_batch(handle: WorkflowHandle, progress_type: type, reattach_hint: str, quiet: bool = False,
-                       read: Callable[[WorkflowHandle], Awaitable[Any]] | None = None,
+async def follow_batch(handle: WorkflowHandle, progress_type: type, reattach_hint: str,
+                       quiet: bool = False, read: Callable[[WorkflowHandle], Awaitable[Any]] | None = None,
                        worker_queue: tuple[Client, str] | None = None) -> Any | None:
     """Poll until the batch ends and return its result; on Ctrl-C print how to re-attach and return None.
 
-    `progress_type` is any model with total, done, failed, running, paused and cancelled fields;
-    `read`, when given, reads it instead of the bare `progress` query. With `worker_queue` (the client and
+    `progress_type` is the batch's progress model (a `BatchProgress`); `read`, when given, reads it instead
+    of the bare `progress` query. With `worker_queue` (the client and
     the batch's task queue) the view checks every WORKER_CHECK_S that a worker polls the queue and says
     so, once, when none does (and again when one is back).
     """
@@ -90,7 +92,7 @@ async def follow_batch(handle: WorkflowHandle, progress_type: type, reattach_hin
                     await asyncio.sleep(0.5)
                     continue
                 try:
-                    p = await (read(handle) if read else handle.query("progress", result_type=progress_type))
+                    p = await (read(handle) if read else handle.query(PROGRESS_QUERY, result_type=progress_type))
                 except Exception:  # noqa: BLE001 — between continue-as-new runs the query may briefly fail
                     await asyncio.sleep(0.5)
                     continue

@@ -26,7 +26,7 @@ PURE_PROJECT_PREFIXES = (
 )
 PURE_PROJECT_MODULES = {
     "bamboo", "bamboo.accumulation", "bamboo.analysis", "bamboo.investigation", "bamboo.sandbox", "bamboo.tools",
-    "bamboo.extraction", "bamboo.executors",
+    "bamboo.extraction", "bamboo.executors", "bamboo.batch",
     "bamboo.metrics",              # metric names and a meter wrapper; the meter is the SDK's own
     "bamboo.investigation.code",   # string assembly of the code a run executes (the task preamble)
     "bamboo.analysis.ranked",      # the deterministic ranking the diagnosis is checked against

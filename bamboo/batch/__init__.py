@@ -1,0 +1,1 @@
+"""Batch control shared by the populate and analyze batches (see `contract.py`)."""
