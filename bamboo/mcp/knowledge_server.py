@@ -29,11 +29,14 @@ DISTRIBUTION = "bamboo-temporal"
 UNSERVED_METHODS = ("resources/list", "resources/read", "resources/templates/list", "resources/subscribe",
                     "resources/unsubscribe", "prompts/list", "prompts/get")
 
-Limit = Annotated[int, Field(ge=1, le=MAX_LIMIT, description=f"how many to return, 1 to {MAX_LIMIT}")]
+# The bounds are published in the schema and enforced by ``_check``, not by the SDK's argument model: its
+# refusal is a multi-line validation report, ours one line saying what to send.
+Limit = Annotated[int, Field(description=f"how many to return, 1 to {MAX_LIMIT}",
+                             json_schema_extra={"minimum": 1, "maximum": MAX_LIMIT})]
 
 
 def _text(what: str) -> object:
-    return Field(min_length=1, description=what)
+    return Field(description=what, json_schema_extra={"minLength": 1})
 
 
 def server_version() -> str:

@@ -76,7 +76,8 @@ async def test_the_server_says_what_it_is_and_offers_only_tools() -> None:
             [text] = [p for name, p in properties.items() if name != "limit"]
             assert text["type"] == "string" and text["minLength"] == 1, tool.name
         zero = convert_result(await client.call_tool("similar_incidents", {"description": "x", "limit": 0}))
-        assert not zero.ok and "limit" in zero.error
+        assert not zero.ok and "limit must be between 1 and 50, got 0" in zero.error
+        assert "\n" not in zero.error  # one line saying what to send, not a validation report
 
 
 async def test_incident_file_reader_over_the_examples() -> None:
