@@ -80,6 +80,7 @@ class ActivityOptions(BaseModel):
     start_to_close: timedelta
     heartbeat: timedelta | None = None
     schedule_to_start: timedelta | None = None
+    schedule_to_close: timedelta | None = None
     retry: RetryPolicy | None = None
 
     def options(self, **overrides: Any) -> dict[str, Any]:
@@ -88,6 +89,8 @@ class ActivityOptions(BaseModel):
             values["heartbeat_timeout"] = self.heartbeat
         if self.schedule_to_start is not None:
             values["schedule_to_start_timeout"] = self.schedule_to_start
+        if self.schedule_to_close is not None:
+            values["schedule_to_close_timeout"] = self.schedule_to_close
         if self.retry is not None:
             values["retry_policy"] = self.retry
         values.update(overrides)
@@ -101,6 +104,17 @@ class ActivityOptions(BaseModel):
 LLM_CALL = ActivityOptions(task_queue=Queue.LLM, start_to_close=timedelta(minutes=5), heartbeat=HEARTBEAT,
                            retry=LLM_RETRY)
 STORE_CALL = ActivityOptions(task_queue=Queue.STORE, start_to_close=timedelta(minutes=1), retry=STORE_RETRY)
+
+
+def llm_call_within(deadline: timedelta) -> ActivityOptions:
+    """LLM_CALL for a step its caller waits for at most ``deadline``, every attempt included.
+
+    LLM_CALL's fixed five minutes and six attempts made a slow model hold a caller for half an hour per step
+    whatever the deployment's ``BAMBOO_LLM_TIMEOUT_S`` said (issue 30). Here one attempt may use the whole
+    deadline (a model slower than five minutes is waited for when the setting allows it) and quick transient
+    failures are retried only while the deadline lasts; when it passes the step fails with a timeout, which
+    the caller reads as "the model is too slow for this deadline", not as a fault to retry."""
+    return LLM_CALL.but(start_to_close=deadline, schedule_to_close=deadline)
 
 
 _NAME_ATTRIBUTE = "__bamboo_activity_name__"

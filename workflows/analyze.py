@@ -6,6 +6,12 @@ investigation → (known cause) procedure replay with state-changing procedures 
 suggestions → email draft. A step that cannot run says so in `steps` — never a silent no-op.
 The workflow id is `analyze:<task>:<status>`, so a duplicate start finds the running analysis.
 
+The ranking's answer comes first: as soon as the evidence is read, the `result` query holds the ranked
+diagnosis, its stored resolution and the deterministic draft (answer "first"), so a client shows it in
+seconds whatever the model's speed. The model's second opinion and prose then refine it, each step held to
+the starter's deadline (`AnalyzeInput.model_deadline_s`, its BAMBOO_LLM_TIMEOUT_S); a model that misses it
+is not asked again in this run, the ranking's answer stands and the result says the model was too slow.
+
 The batch of many analyses is `workflows/batch_analyze.py`.
 """
 
@@ -23,11 +29,11 @@ from temporalio.exceptions import (
 with workflow.unsafe.imports_passed_through():
     from bamboo.analysis.contract import (
         AnalysisResult, AnalyzeInput,
-        CapabilityGap, Diagnosis, DiagnoseInput, EmailInput, Evidence, ExplorationInput,
+        CapabilityGap, Diagnosis, DiagnoseInput, EmailDraft, EmailInput, Evidence, ExplorationInput, ModelStatus,
         ProcedurePlan, ProcedureStep,
         ProcedurePlanInput, StepReport,
     )
-    from bamboo.analysis.ranked import ranking_diagnosis
+    from bamboo.analysis.ranked import ranking_diagnosis, template_draft
     from bamboo.investigation.code import with_task_preamble
     from workflows.batching import innermost_reason
     from bamboo.analysis import contract
@@ -64,6 +70,32 @@ def override_reason(diagnosis: Diagnosis) -> str:
     return ""
 
 
+class ModelTooSlow(Exception):
+    """The model missed a step's deadline in this run: later model steps are skipped, not tried again."""
+
+
+def analysis_result(evidence: Evidence, diagnosis: Diagnosis, draft: EmailDraft, *, gaps: list[CapabilityGap],
+                    plan: list[ProcedureStep], suggestions: list[str], steps: list[StepReport], notes: list[str],
+                    spend: Spend, model_status: ModelStatus, deadline_s: float, first: bool = False) -> AnalysisResult:
+    """The result from what the run has so far: the first answer (ranking only) and the final one alike."""
+    return AnalysisResult(
+        task_id=evidence.clues.task_id, status=evidence.clues.status, root_cause=diagnosis.root_cause,
+        is_novel=diagnosis.is_novel, confidence=diagnosis.confidence, resolution=diagnosis.resolution,
+        explanation=diagnosis.explanation, supporting_evidence=diagnosis.supporting_evidence,
+        capability_gaps=gaps, email_subject=draft.subject, email_content=draft.body,
+        candidates=evidence.candidates, novel_leads=evidence.novel, similar_incidents=evidence.similar,
+        procedure_plan=plan, suggestions=suggestions, steps=list(steps),
+        diagnosis_source=diagnosis.source, notes=notes, cause_source=diagnosis.cause_source,
+        override_reason=override_reason(diagnosis),
+        confidence_basis=diagnosis.confidence_basis, ranking_confidence=diagnosis.ranking_confidence,
+        resolution_source="store" if diagnosis.resolution else "none",
+        resolution_incidents=diagnosis.resolution_incidents, model_proposal=diagnosis.model,
+        spend=spend, explanation_source=diagnosis.explanation_source, email_source=draft.source,
+        answer="first" if first else "final", model_status=model_status, model_deadline_s=deadline_s,
+        operator_verdict=evidence.operator_verdict if diagnosis.cause_source == "operator" else None,
+    )
+
+
 I = TypeVar("I", bound=BaseModel)
 O = TypeVar("O")
 
@@ -74,6 +106,9 @@ class AnalyzeTask:
         self._stage = "starting"
         self._steps: list[StepReport] = []
         self._spend = Spend()
+        self._deadline_s = contract.DEFAULT_MODEL_DEADLINE_S
+        self._model_status: ModelStatus = "pending"
+        self._result: AnalysisResult | None = None
 
     def _budget_spent(self) -> bool:
         return over_budget(self._spend.usd, self._spend.budget.run_usd)
@@ -83,15 +118,31 @@ class AnalyzeTask:
         if check and self._budget_spent():
             raise BudgetSpent(f"the analysis's model budget is spent (${self._spend.usd:.4f} of "
                               f"${self._spend.budget.run_usd:.4f})")
-        result = await workflow.execute_activity(step, arg, **contract.MODEL_STEP.options())
+        if self._model_status == "too_slow":
+            raise ModelTooSlow(self._too_slow())
+        try:
+            result = await workflow.execute_activity(step, arg, **contract.model_step(self._deadline_s).options())
+        except ActivityError as exc:
+            if isinstance(exc.cause, TimeoutError):
+                self._model_status = "too_slow"
+                raise ModelTooSlow(self._too_slow()) from exc
+            raise
         if result.spend is not None:
             self._spend = self._spend.plus(result.spend)
             workflow.upsert_search_attributes([SPEND_USD.value_set(self._spend.usd)])
         return result
 
+    def _too_slow(self) -> str:
+        return f"the model did not answer within the {self._deadline_s:g} s deadline; skipped"
+
     @workflow.query
     def progress(self) -> dict:
         return {"stage": self._stage, "steps": [s.model_dump() for s in self._steps]}
+
+    @workflow.query(name=contract.RESULT_QUERY)
+    def result(self) -> AnalysisResult | None:
+        """The answer so far: None before the evidence is read, then the ranking's, then the final one."""
+        return self._result
 
     @workflow.run
     async def run(self, inp: AnalyzeInput) -> AnalysisResult:
@@ -102,6 +153,7 @@ class AnalyzeTask:
         steps = self._steps
         notes: list[str] = []
         gaps: list[CapabilityGap] = []
+        self._deadline_s = inp.model_deadline_s
 
         self._stage = "evidence"
         evidence = await workflow.execute_activity(contract.gather_evidence, inp, **contract.EVIDENCE_STEP.options())
@@ -113,6 +165,13 @@ class AnalyzeTask:
                                 detail=f"{len(evidence.candidates)} candidate causes, {len(evidence.novel)} novel leads"))
         steps.append(StepReport(step="vector_retrieval", status="ran",
                                 detail=f"{len(evidence.similar)} similar incidents"))
+        task_name = evidence.clues.prose.get("taskName", "")
+        first = ranking_diagnosis(evidence)
+        self._result = analysis_result(
+            evidence, first, template_draft(EmailInput(task_id=evidence.clues.task_id, task_name=task_name,
+                                                       diagnosis=first)),
+            gaps=[], plan=[], suggestions=[], steps=steps, notes=list(notes), spend=self._spend,
+            model_status="pending", deadline_s=self._deadline_s, first=True)
 
         self._stage = "diagnosis"
         diagnosis = await self._diagnose(evidence, {}, steps, "llm_diagnosis")
@@ -152,10 +211,9 @@ class AnalyzeTask:
                            f"{len(suggestions)} state-changing suggestion(s))"))
 
         self._stage = "email"
-        # With the budget spent the activity writes the template: the owner still gets the diagnosis.
-        draft = await self._model(contract.email, EmailInput(
-            task_id=evidence.clues.task_id, task_name=evidence.clues.prose.get("taskName", ""),
-            diagnosis=diagnosis, suggestions=suggestions, use_model=not self._budget_spent()), check=False)
+        draft = await self._email(EmailInput(task_id=evidence.clues.task_id, task_name=task_name,
+                                             diagnosis=diagnosis, suggestions=suggestions,
+                                             use_model=not self._budget_spent()))
         steps.append(StepReport(step="email_draft", status="ran", detail=draft.source))
         if draft.note:
             notes.append(draft.note)
@@ -163,20 +221,21 @@ class AnalyzeTask:
             notes.append(diagnosis.note)
 
         self._stage = "done"
-        return AnalysisResult(
-            task_id=evidence.clues.task_id, status=evidence.clues.status, root_cause=diagnosis.root_cause,
-            is_novel=diagnosis.is_novel, confidence=diagnosis.confidence, resolution=diagnosis.resolution,
-            explanation=diagnosis.explanation, supporting_evidence=diagnosis.supporting_evidence,
-            capability_gaps=gaps, email_subject=draft.subject, email_content=draft.body,
-            candidates=evidence.candidates, novel_leads=evidence.novel, similar_incidents=evidence.similar,
-            procedure_plan=plan.steps, suggestions=suggestions, steps=list(steps),
-            diagnosis_source=diagnosis.source, notes=notes, cause_source=diagnosis.cause_source,
-            override_reason=override_reason(diagnosis),
-            confidence_basis=diagnosis.confidence_basis, ranking_confidence=diagnosis.ranking_confidence,
-            resolution_source="store" if diagnosis.resolution else "none",
-            resolution_incidents=diagnosis.resolution_incidents, model_proposal=diagnosis.model,
-            spend=self._spend, explanation_source=diagnosis.explanation_source, email_source=draft.source,
-        )
+        self._result = analysis_result(
+            evidence, diagnosis, draft, gaps=gaps, plan=plan.steps, suggestions=suggestions, steps=steps,
+            notes=notes, spend=self._spend, model_status=self._model_status, deadline_s=self._deadline_s)
+        return self._result
+
+    async def _email(self, inp: EmailInput) -> EmailDraft:
+        """The model's draft within the deadline; the template when the model is too slow or its step failed.
+
+        With the budget spent the activity writes the template itself: the owner still gets the diagnosis."""
+        try:
+            return await self._model(contract.email, inp, check=False)
+        except ModelTooSlow as exc:
+            return template_draft(inp, note=f"e-mail draft: {exc}; the draft from the stored knowledge is shown")
+        except ActivityError as exc:
+            return template_draft(inp, note=f"LLM email draft failed ({innermost_reason(exc)}); template used")
 
     async def _explore(self, inp: AnalyzeInput, evidence: Evidence, diagnosis: Diagnosis, steps: list[StepReport],
                        gaps: list[CapabilityGap]) -> Diagnosis:
@@ -186,6 +245,9 @@ class AnalyzeTask:
             plan = await self._model(contract.plan_exploration, ExplorationInput(evidence=evidence, diagnosis=diagnosis))
         except BudgetSpent as exc:
             steps.append(StepReport(step="exploratory_investigation", status="budget_spent", detail=f"{why}; {exc}"))
+            return diagnosis
+        except ModelTooSlow as exc:
+            steps.append(StepReport(step="exploratory_investigation", status="too_slow", detail=f"{why}; {exc}"))
             return diagnosis
         except ActivityError as exc:
             steps.append(StepReport(step="exploratory_investigation", status="failed",
@@ -211,7 +273,7 @@ class AnalyzeTask:
         steps.append(StepReport(step="exploratory_investigation", status="ran",
                                 detail=f"{why}; sandbox {found['status']}, {len(found['tool_calls'])} tool "
                                        f"call(s) with allow-set {', '.join(plan.allowed_tools)}"))
-        return await self._diagnose(evidence, {"exploration": found}, steps, "re_diagnosis")
+        return await self._diagnose(evidence, {"exploration": found}, steps, "re_diagnosis", diagnosis)
 
     async def _replay(self, inp: AnalyzeInput, evidence: Evidence, diagnosis: Diagnosis,
                       replayable: list[ProcedureStep], steps: list[StepReport]) -> Diagnosis:
@@ -232,7 +294,7 @@ class AnalyzeTask:
                                     detail=f"{proc.name}: sandbox {results[proc.name]['status']}"))
         if not results:
             return diagnosis
-        return await self._diagnose(evidence, {"procedures": results}, steps, "re_diagnosis")
+        return await self._diagnose(evidence, {"procedures": results}, steps, "re_diagnosis", diagnosis)
 
     async def _sandbox(self, label: str, code: str, allowed: list[str], wait_s: float) -> SandboxRunResult | StepReport:
         """Run code in the sandbox with exactly `allowed`; a StepReport says why it did not run."""
@@ -245,17 +307,27 @@ class AnalyzeTask:
                 return StepReport(step=step, status="unavailable", detail=f"{SANDBOX_UNAVAILABLE} (waited {wait_s:g} s)")
             return StepReport(step=step, status="failed", detail=f"sandbox run failed: {innermost_reason(exc)}")
 
-    async def _diagnose(self, evidence: Evidence, extra: dict, steps: list[StepReport], step: str) -> Diagnosis:
-        """The LLM's diagnosis; if the LLM step fails for good, the ranking's, with the reason recorded."""
+    async def _diagnose(self, evidence: Evidence, extra: dict, steps: list[StepReport], step: str,
+                        current: Diagnosis | None = None) -> Diagnosis:
+        """The LLM's diagnosis; if the LLM step fails for good, the ranking's, with the reason recorded.
+
+        A model too slow for the deadline leaves the diagnosis as it was (`current`, else the ranking's)."""
         try:
             diagnosis = await self._model(contract.diagnose, DiagnoseInput(evidence=evidence, extra_context=extra))
         except BudgetSpent as exc:
             diagnosis = ranking_diagnosis(evidence, note=f"{exc}; used the graph ranking")
             steps.append(StepReport(step=step, status="budget_spent", detail=diagnosis.note))
+            self._model_status = "budget_spent"
             return diagnosis
+        except ModelTooSlow as exc:
+            kept = current or ranking_diagnosis(evidence, note=f"{exc}; the ranking's answer stands")
+            steps.append(StepReport(step=step, status="too_slow", detail=str(exc)))
+            return kept
         except ActivityError as exc:
             diagnosis = ranking_diagnosis(evidence, note=f"LLM diagnosis failed ({innermost_reason(exc)}); used the graph ranking")
             steps.append(StepReport(step=step, status="failed", detail=diagnosis.note))
+            self._model_status = "failed"
             return diagnosis
         steps.append(StepReport(step=step, status="ran", detail=diagnosis_detail(diagnosis)))
+        self._model_status = "consulted"
         return diagnosis

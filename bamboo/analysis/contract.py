@@ -18,13 +18,14 @@ from pydantic import BaseModel, Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
 from temporalio.common import RetryPolicy
 
-from bamboo.contract import LLM_CALL, STORE_CALL, activity_stub
+from bamboo.contract import LLM_CALL, STORE_CALL, ActivityOptions, activity_stub, llm_call_within
 from bamboo.models.spend import Spend
 
 from bamboo.models.incident import TaskId, task_problem
 
 ClueType = Literal["symptom", "status", "task_feature", "task_context", "component", "environment"]
 NOVEL = "novel"
+OperatorVerdict = Literal["confirmed", "corrected"]
 
 
 class Clue(BaseModel):
@@ -95,6 +96,15 @@ class Evidence(BaseModel):
     notes: list[str] = Field(default_factory=list)
     operator_cause: str | None = Field(
         default=None, description="the cause an operator confirmed or corrected to for this very task")
+    operator_verdict: OperatorVerdict | None = Field(
+        default=None, description="confirmed: the operator agreed with the analysis; corrected: named another cause")
+
+
+# What became of the model's second opinion: pending (the first answer, from the ranking alone), consulted,
+# too_slow (it did not answer within the deadline, so the ranking's answer stands and later model steps
+# were skipped), failed (its step failed for good), budget_spent (the run's model budget was spent).
+ModelStatus = Literal["pending", "consulted", "too_slow", "failed", "budget_spent"]
+DEFAULT_MODEL_DEADLINE_S = 300.0
 
 
 class CapabilityGap(BaseModel):
@@ -166,7 +176,7 @@ class StepReport(BaseModel):
     """What a conditional step did — or, explicitly, why it did not run."""
 
     step: str
-    status: Literal["ran", "not_needed", "unavailable", "failed", "budget_spent"]
+    status: Literal["ran", "not_needed", "unavailable", "failed", "budget_spent", "too_slow"]
     detail: str = ""
 
 
@@ -217,6 +227,10 @@ class AnalyzeInput(BaseModel):
                                          description="below this confidence an exploratory investigation runs")
     sandbox_wait_s: float = Field(default=60.0, gt=0,
                                   description="how long the exploration waits for a worker on the sandbox queue")
+    model_deadline_s: float = Field(
+        default=DEFAULT_MODEL_DEADLINE_S, gt=0,
+        description="how long each model step may take, attempts included, before the ranking's answer stands "
+                    "without it: the starter's BAMBOO_LLM_TIMEOUT_S (a workflow cannot read settings)")
 
     @field_validator("task_data")
     @classmethod
@@ -261,6 +275,12 @@ class AnalysisResult(BaseModel):
     spend: Spend = Field(default_factory=Spend, description="this analysis's model calls, tokens and USD")
     explanation_source: Literal["llm", "ranking"] = "ranking"
     email_source: Literal["llm", "template"] = "template"
+    answer: Literal["first", "final"] = Field(
+        default="final", description="first: the ranking's answer, shown while the model's second opinion runs")
+    model_status: ModelStatus = Field(default="consulted", description="what became of the model's second opinion")
+    model_deadline_s: float = Field(default=DEFAULT_MODEL_DEADLINE_S, description="each model step's deadline")
+    operator_verdict: OperatorVerdict | None = Field(
+        default=None, description="set when an operator's verdict on this task decided the cause")
 
 
 class Feedback(BaseModel):
@@ -378,6 +398,9 @@ ANALYZE_WORKFLOW = "AnalyzeTask"
 BATCH_ANALYZE_WORKFLOW = "BatchAnalyze"
 BATCH_SIGNALS = ("pause", "resume", "cancel")
 PROGRESS_QUERY = "progress"
+# The analysis's answer so far: None until the evidence is read, then the ranking's (answer "first"),
+# then the final one; a client shows the first while the model's second opinion runs.
+RESULT_QUERY = "result"
 # ApplicationError type of a task file or task data that cannot be analysed (not retried).
 TASK_REJECTED = "TaskRejected"
 
@@ -428,5 +451,10 @@ async def read_tasks(page: TaskPageInput) -> list[TaskSource]:
 EVIDENCE_STEP = STORE_CALL.but(start_to_close=timedelta(minutes=2), heartbeat=LLM_CALL.heartbeat)
 PROCEDURE_STEP = STORE_CALL.but(heartbeat=LLM_CALL.heartbeat)
 MODEL_STEP = LLM_CALL
+
+
+def model_step(deadline_s: float) -> ActivityOptions:
+    """A model step of an analysis: held to the starter's deadline (AnalyzeInput.model_deadline_s)."""
+    return llm_call_within(timedelta(seconds=deadline_s))
 LIST_STEP = STORE_CALL.but(start_to_close=timedelta(minutes=5), retry=RetryPolicy(maximum_attempts=5))
 PAGE_STEP = STORE_CALL.but(start_to_close=timedelta(seconds=20), retry=RetryPolicy(maximum_attempts=10))

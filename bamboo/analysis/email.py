@@ -12,6 +12,7 @@ import json
 
 from bamboo.analysis.contract import EmailDraft, EmailInput
 from bamboo.analysis.grounding import EMAIL_MAX_WORDS, check_prose
+from bamboo.analysis.ranked import subject, template_body
 from bamboo.llm.client import LLMClient
 from bamboo.llm.errors import LLMError
 
@@ -21,33 +22,6 @@ SYSTEM = (
     "its own words. Plain text, no markdown, no JSON, no greeting placeholders, at most 200 words. Do not "
     "invent facts, names or numbers beyond the diagnosis given."
 )
-
-
-def subject(inp: EmailInput) -> str:
-    task = f"task {inp.task_id}" if inp.task_id is not None else "your task"
-    return f"PanDA {task}: {inp.diagnosis.root_cause}"[:200]
-
-
-def template_body(inp: EmailInput) -> str:
-    d = inp.diagnosis
-    lines = [
-        "Hello,",
-        "",
-        f"We looked at {'task ' + str(inp.task_id) if inp.task_id is not None else 'your task'}"
-        f"{' (' + inp.task_name + ')' if inp.task_name else ''}.",
-        f"Most likely cause: {d.root_cause} (confidence {d.confidence:.0%}).",
-    ]
-    if d.explanation:
-        lines.append(d.explanation)
-    if d.supporting_evidence:
-        lines += ["", "What points at it:"] + [f"- {e}" for e in d.supporting_evidence[:5]]
-    if d.resolution:
-        seen = f" (recorded for {', '.join(d.resolution_incidents[:3])})" if d.resolution_incidents else ""
-        lines += ["", f"Suggested resolution{seen}: {d.resolution}"]
-    if inp.suggestions:
-        lines += ["", "Steps an operator may take for you:"] + [f"- {s}" for s in inp.suggestions]
-    lines += ["", "Best regards,", "PanDA operations"]
-    return "\n".join(lines)
 
 
 async def draft_email(llm: LLMClient, inp: EmailInput) -> EmailDraft:

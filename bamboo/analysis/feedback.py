@@ -4,7 +4,8 @@ A confirmation (or a correction naming the true cause) decides the same task's n
 that cause's frequency in the ranking, and — when the verdict carries the task's clues — counts as one
 more incident linking those clues to that cause, so similar tasks rank it higher too. The share of
 confirmed proposals is the cause's resolution success rate. Stored counts in
-edge_provenance stay what the incidents said (upstream defect #14: feedback was discarded).
+edge_provenance stay what the incidents said; verdicts are counted on top of them, from this table (an
+earlier version accepted feedback and discarded it).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import difflib
 
 from psycopg_pool import AsyncConnectionPool
 
-from bamboo.analysis.contract import Feedback, FeedbackReceipt
+from bamboo.analysis.contract import Feedback, FeedbackReceipt, OperatorVerdict
 from bamboo.analysis.queries import cause_names, cause_stats, find_cause_name
 
 
@@ -54,3 +55,18 @@ async def record_feedback(pool: AsyncConnectionPool, feedback: Feedback, *, new_
                            matched_known_cause=known is not None,
                            cause_frequency=stats.incidents + stats.confirmations,
                            cause_confirmations=stats.confirmations, clues=len(set(feedback.clues)))
+
+
+async def operator_verdict(pool: AsyncConnectionPool, task_id: int | None) -> tuple[str, OperatorVerdict] | None:
+    """The cause an operator gave for this very task and whether it confirmed or corrected the analysis.
+
+    Which of the two it was is what a reader must be told: a correction is the operator's decision against
+    the analysis, and was shown as "an operator confirmed" when the corrected cause had since risen to the top."""
+    if task_id is None:
+        return None
+    async with pool.connection() as conn:
+        row = await (await conn.execute("SELECT cause, verdict FROM analysis_feedback WHERE task_id = %s",
+                                        (task_id,))).fetchone()
+    if row is None:
+        return None
+    return row[0], "confirmed" if row[1] == "correct" else "corrected"

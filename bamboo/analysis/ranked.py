@@ -6,12 +6,13 @@ when the LLM step fails, and the benchmark can score the ranking on its own.
 Everything shown for a cause is read from the store: the resolution is the one most recorded for that
 cause, with the incidents that recorded it, never text a model wrote. The confidence is the ranking's
 margin — how far its top candidate is ahead of the runner-up — so it says how contested the ranking is
-whatever the model answered.
+whatever the model answered. The e-mail draft built from that diagnosis is here too: it is the first
+answer's draft, shown before (and whenever) the model's prose is not.
 """
 
 from __future__ import annotations
 
-from bamboo.analysis.contract import CandidateCause, Diagnosis, Evidence
+from bamboo.analysis.contract import CandidateCause, Diagnosis, EmailDraft, EmailInput, Evidence
 
 RANKING_BASIS = "ranking margin: the top candidate's share of the support of the top two"
 
@@ -77,3 +78,35 @@ def novel_label(evidence: Evidence) -> str:
     if evidence.novel:
         return "Novel: " + ", ".join(n.symptom for n in evidence.novel)
     return "Novel: no known cause matches"
+
+
+def subject(inp: EmailInput) -> str:
+    task = f"task {inp.task_id}" if inp.task_id is not None else "your task"
+    return f"PanDA {task}: {inp.diagnosis.root_cause}"[:200]
+
+
+def template_body(inp: EmailInput) -> str:
+    d = inp.diagnosis
+    lines = [
+        "Hello,",
+        "",
+        f"We looked at {'task ' + str(inp.task_id) if inp.task_id is not None else 'your task'}"
+        f"{' (' + inp.task_name + ')' if inp.task_name else ''}.",
+        f"Most likely cause: {d.root_cause} (confidence {d.confidence:.0%}).",
+    ]
+    if d.explanation:
+        lines.append(d.explanation)
+    if d.supporting_evidence:
+        lines += ["", "What points at it:"] + [f"- {e}" for e in d.supporting_evidence[:5]]
+    if d.resolution:
+        seen = f" (recorded for {', '.join(d.resolution_incidents[:3])})" if d.resolution_incidents else ""
+        lines += ["", f"Suggested resolution{seen}: {d.resolution}"]
+    if inp.suggestions:
+        lines += ["", "Steps an operator may take for you:"] + [f"- {s}" for s in inp.suggestions]
+    lines += ["", "Best regards,", "PanDA operations"]
+    return "\n".join(lines)
+
+
+def template_draft(inp: EmailInput, note: str = "") -> EmailDraft:
+    """The draft from the stored knowledge alone (no model call)."""
+    return EmailDraft(subject=subject(inp), body=template_body(inp), source="template", note=note)

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import replace
 
-from bamboo.analysis.contract import CandidateCause, Clue, ClueType, MatchedClue, NovelLead
+from bamboo.analysis.contract import CandidateCause, Clue, ClueType, MatchedClue, NovelLead, OperatorVerdict
 from bamboo.analysis.queries import CauseStats, ClueEdge, VerdictEvidence, clue_key
 
 
@@ -138,17 +138,20 @@ def novel_leads(clues: list[Clue], causes_per_symptom: dict[str, int]) -> list[N
     return leads
 
 
-def operator_first(candidates: list[CandidateCause], verdict: str | None) -> tuple[list[CandidateCause], str]:
+def operator_first(candidates: list[CandidateCause], verdict: str | None,
+                   kind: OperatorVerdict = "confirmed") -> tuple[list[CandidateCause], str]:
     """An operator's verdict on this very task decides its next analysis: that cause goes first.
 
     Returns the candidates and a note ("" without a verdict). A verdict naming a cause no clue of the task
-    reaches leaves the ranking as it is and says so."""
+    reaches leaves the ranking as it is and says so. The note says what the operator did (`kind`), not
+    whether the ranking happens to agree now: a correction that since rose to the top is still a correction."""
     if not verdict:
         return candidates, ""
     chosen = next((c for c in candidates if c.name.lower() == verdict.lower()), None)
     if chosen is None:
         return candidates, f"no candidate is the cause an operator gave for this task ({verdict}); ranking kept"
+    said = (f"an operator confirmed {chosen.name} for this task" if kind == "confirmed"
+            else f"an operator corrected this task to {chosen.name}")
     if candidates and candidates[0] is chosen:
-        return candidates, f"an operator confirmed {chosen.name} for this task"
-    return [chosen, *[c for c in candidates if c is not chosen]], (
-        f"an operator corrected this task to {chosen.name}; it is ranked first")
+        return candidates, said
+    return [chosen, *[c for c in candidates if c is not chosen]], f"{said}; it is ranked first"

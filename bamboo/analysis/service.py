@@ -11,6 +11,7 @@ from typing import Any
 from bamboo.analysis import queries
 from bamboo.analysis.clues import extract_clues
 from bamboo.analysis.diagnosis import llm_diagnosis
+from bamboo.analysis.feedback import operator_verdict
 from bamboo.analysis.ranked import ranking_diagnosis
 from bamboo.analysis.email import draft_email
 from bamboo.analysis.contract import Diagnosis, DiagnoseInput, EmailDraft, EmailInput, Evidence, ProcedurePlan
@@ -46,12 +47,13 @@ class AnalysisService:
         if not clues.of_type("symptom"):
             notes.append("the task has no errorDialog: ranking rests on status and task features only")
         similar = await similar_incidents(clues, self.s.store.knowledge, self._pool, self.s.embedder)
-        verdict = await queries.operator_cause(self._pool, clues.task_id)
-        candidates, verdict_note = operator_first(candidates, verdict)
+        verdict, kind = await operator_verdict(self._pool, clues.task_id) or (None, None)
+        candidates, verdict_note = operator_first(candidates, verdict, kind or "confirmed")
         if verdict_note:
             notes.append(verdict_note)
+        decided = bool(verdict) and not verdict_note.startswith("no candidate")
         return Evidence(clues=clues, candidates=candidates, novel=novel, similar=similar, notes=notes,
-                        operator_cause=verdict if not verdict_note.startswith("no candidate") else None)
+                        operator_cause=verdict if decided else None, operator_verdict=kind if decided else None)
 
     async def diagnose(self, inp: DiagnoseInput) -> Diagnosis:
         """The LLM's diagnosis; if the model cannot produce a valid answer, the ranking's, saying so."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import time
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
@@ -21,6 +22,8 @@ from bamboo.analysis.contract import (
     analyze_workflow_id,
 )
 from bamboo.analysis import contract
+from bamboo.analysis.follow import follow_analysis
+from bamboo.analysis.provenance import provenance
 from bamboo.analysis.task_files import TaskFileError, check_task_id, list_task_files, read_task_file, task_fields
 from bamboo.cli.batch_progress import follow_batch
 from bamboo.cli.common import console, fail, run
@@ -74,21 +77,6 @@ def write_result(result: AnalysisResult, path: Path) -> None:
     path.write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
 
 
-def chosen_by(result: AnalysisResult) -> str:
-    """Who decided the cause: the ranking (and what the model said about it) or the model, with its reason."""
-    proposal = result.model_proposal
-    if result.cause_source == "model_override" and proposal is not None:
-        top = result.candidates[0].name if result.candidates else "the ranking's top candidate"
-        return (f"the model, overriding the ranking's {top} (ranking margin {result.ranking_confidence:.2f}): "
-                f"{result.override_reason}")
-    if proposal is None:
-        return "the ranking (the model was not consulted: see the notes)"
-    if proposal.verdict == "agreed":
-        return "the ranking; the model agreed"
-    return (f"the ranking; the model proposed {proposal.cause} at {proposal.confidence:.2f}, not taken because "
-            f"{proposal.verdict_reason}")
-
-
 def incidents_note(incidents: list[str], shown: int = 3) -> str:
     if not incidents:
         return ""
@@ -100,11 +88,13 @@ def print_diagnosis(result: AnalysisResult) -> None:
     """The diagnosis. Causes, explanations, suggestions and the e-mail draft are the model's or the task's
     words: each goes through ``inert_markup`` before it meets rich's markup."""
     console.rule(f"[bold]Task {result.task_id} ({inert_markup(result.status or 'unknown')})")
+    said = provenance(result)
+    if said.first_answer:
+        console.print(f"[cyan]{inert_markup(said.first_answer)}[/]")
     colour = "yellow" if result.is_novel else "green"
-    basis = "model override" if result.cause_source == "model_override" else "ranking margin"
     console.print(f"Root cause: [bold {colour}]{inert_markup(result.root_cause)}[/] — confidence "
-                  f"{result.confidence:.2f} ({basis})")
-    console.print(f"Chosen by: {inert_markup(chosen_by(result))}")
+                  f"{inert_markup(said.confidence)}")
+    console.print(f"Chosen by: {inert_markup(said.chosen_by)}")
     if result.resolution:
         console.print(f"Resolution (stored{inert_markup(incidents_note(result.resolution_incidents))}): "
                       f"{inert_markup(result.resolution)}")
@@ -135,13 +125,20 @@ def print_diagnosis(result: AnalysisResult) -> None:
                       f"{inert_markup(result.email_content)}")
 
 
-async def analyze_once(client: Client, task: dict, threshold: float) -> AnalysisResult:
+async def analyze_once(client: Client, task: dict, threshold: float, deadline_s: float | None = None,
+                       on_first: Callable[[AnalysisResult], None] | None = None) -> AnalysisResult:
+    """Start (or find) the task's analysis and wait for it; `on_first` sees the ranking's answer meanwhile.
+
+    The model's deadline is this process's BAMBOO_LLM_TIMEOUT_S unless given: the workflow cannot read settings."""
     wid = analyze_workflow_id(task.get("jediTaskID"), task.get("status"))
+    deadline = deadline_s if deadline_s is not None else get_settings().llm_timeout_s
     handle = await client.start_workflow(
-        contract.ANALYZE_WORKFLOW, AnalyzeInput(task_data=task, exploration_threshold=threshold), id=wid, task_queue=Queue.MAIN,
+        contract.ANALYZE_WORKFLOW,
+        AnalyzeInput(task_data=task, exploration_threshold=threshold, model_deadline_s=deadline),
+        id=wid, task_queue=Queue.MAIN,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING, result_type=AnalysisResult,
     )
-    return await handle.result()
+    return await follow_analysis(handle, on_first)
 
 
 def analyze(
@@ -166,7 +163,13 @@ def analyze(
         except TaskFileError as exc:
             fail(str(exc))
         client = await _client(settings)
-        return await analyze_once(client, task, get_settings().exploratory_investigation_threshold)
+
+        def show_first(first: AnalysisResult) -> None:
+            print_diagnosis(first)
+            console.print("[dim]Waiting for the model's second opinion (Ctrl-C detaches; the analysis goes on)…[/]")
+
+        return await analyze_once(client, task, settings.exploratory_investigation_threshold,
+                                  settings.llm_timeout_s, None if as_json else show_first)
 
     result = run(go())
     if out:

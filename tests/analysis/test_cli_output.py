@@ -40,7 +40,7 @@ def test_an_accepted_override_shows_the_models_reason_and_the_rankings_margin():
         resolution_incidents=["incident:e"],
         model_proposal=ModelProposal(cause="Misconfigured storage token", confidence=0.9,
                                      verdict="override_accepted")))
-    assert "confidence 0.90 (model override)" in out
+    assert "confidence 0.90 (model override; ranking margin 0.62)" in out
     assert ("Chosen by: the model, overriding the ranking's Expired user proxy (ranking margin 0.62): "
             "site=MWT2_UCORE points at the token") in out
     assert "Resolution (stored, from 1 incident(s): incident:e): Fix the storage token" in out
@@ -60,3 +60,38 @@ def test_the_models_words_are_printed_inert():
                          email_content=hostile))
     assert "\x1b" not in out and "\x9b" not in out and "\u202e" not in out
     assert out.count("⟨U+001B⟩c⟨U+001B⟩]8;;http://evil") == 4 and out.count("[link=http://evil]click[/link]") == 4
+
+
+def test_an_operators_correction_is_shown_as_the_operators_decision_with_the_rankings_margin_beside_it():
+    """Issue 30: after a correction the CLI printed "confidence 1.00 (ranking margin)" and "Chosen by: the ranking;
+    the model agreed" while the result said the operator decided and the ranking's margin was 0.63."""
+    out = printed(result(confidence=1.0, cause_source="operator", operator_verdict="corrected", ranking_confidence=0.63,
+                         model_proposal=ModelProposal(cause="Expired user proxy", confidence=0.7, verdict="agreed"),
+                         notes=["an operator corrected this task to Expired user proxy"]))
+    assert "confidence 1.00 (operator's verdict on this task; ranking margin 0.63)" in out
+    assert ("Chosen by: an operator, who corrected this task's analysis to Expired user proxy; the model agreed"
+            in out)
+    assert "(ranking margin)" not in out and "Chosen by: the ranking" not in out and "operator confirmed" not in out
+
+
+def test_the_first_answer_says_the_models_opinion_is_pending_and_a_slow_model_is_said_to_be_skipped():
+    first = printed(result(answer="first", model_status="pending", model_deadline_s=120))
+    assert "first answer, from the ranking alone" in first
+    assert "Chosen by: the ranking; the model's second opinion is pending (at most 120 s per step)" in first
+    slow = printed(result(model_status="too_slow", model_deadline_s=120))
+    assert "the model was skipped: it did not answer within the 120 s deadline" in slow
+
+
+def test_the_bot_posts_the_same_reading_of_who_decided():
+    """The bot printed the confidence with the diagnosis source ("llm") and never said who decided."""
+    from bamboo.frontends.mattermost.bot import analysis_post
+
+    post = analysis_post(result(confidence=1.0, cause_source="operator", operator_verdict="corrected",
+                                ranking_confidence=0.63,
+                                model_proposal=ModelProposal(cause="Expired user proxy", confidence=0.7,
+                                                             verdict="agreed"))).replace("\\", "")
+    assert "confidence 1.00 (operator's verdict on this task; ranking margin 0.63)" in post
+    assert "Chosen by: an operator, who corrected this task's analysis to Expired user proxy; the model agreed" in post
+    hostile = analysis_post(result(root_cause="@channel [x](http://evil)", cause_source="model_override",
+                                   override_reason="**bold** @all"))
+    assert "@channel" not in hostile and "@all" not in hostile and "[x](http" not in hostile

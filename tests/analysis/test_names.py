@@ -24,3 +24,9 @@ def test_activity_names_are_pinned_and_implemented_under_the_contracts_name():
     assert [activity_name(getattr(contract, m)) for m in STUBS] == [f"analysis_{m}" for m in STUBS]
     for m in STUBS:
         assert activity._Definition.must_from_callable(getattr(AnalyzeActivities, m)).name == f"analysis_{m}"
+
+
+def test_the_first_answer_query_is_pinned():
+    """Clients read the ranking's first answer through this query while the model runs."""
+    assert contract.RESULT_QUERY == "result" and contract.RESULT_QUERY in workflow._Definition.must_from_class(
+        AnalyzeTask).queries

@@ -30,6 +30,8 @@ from temporalio.service import RPCError
 
 from bamboo.contract import Queue
 from bamboo.analysis.contract import ANALYZE_WORKFLOW, AnalysisResult, AnalyzeInput, analyze_workflow_id
+from bamboo.analysis.follow import follow_analysis
+from bamboo.analysis.provenance import provenance
 from bamboo.approvals.keys import LocalKey
 from bamboo.audit import AuditEvent, AuditSink
 from bamboo.frontends.inert_text import inert_markdown
@@ -50,6 +52,23 @@ STATUS_EVERY = 5
 HELP = ("In a channel: `investigate <task-id|symptom> [--verbose]`, `analyze <task-id>`, `approvals`. In a session's "
         "thread: a question or request, review replies `y` `a` `k` `e` `N`, `/approvals`, `/revoke <hash|proc|all>`, "
         "`--verbose` / `verbose off`. Only people the deployment mapped to a registered identity can act.")
+
+
+def analysis_post(result: AnalysisResult) -> str:
+    """An analysis result as a post: the cause, who decided it and what the confidence means (the one
+    reading every front end shows, `bamboo.analysis.provenance`), the stored resolution, the candidates."""
+    said = provenance(result)
+    lines = [f"**Task {result.task_id} ({inert_markdown(result.status or 'unknown')})**: root cause "
+             f"**{inert_markdown(result.root_cause)}** — confidence {inert_markdown(said.confidence)}"]
+    if said.first_answer:
+        lines.insert(0, f"_{inert_markdown(said.first_answer)}_")
+    lines.append(f"Chosen by: {inert_markdown(said.chosen_by)}")
+    if result.resolution:
+        lines.append(f"Resolution: {inert_markdown(result.resolution)}")
+    lines += [f"- candidate: {inert_markdown(c.name)} ({c.breadth} clue types, {c.frequency} incidents)"
+              for c in result.candidates[:3]]
+    lines += [f"- suggestion: {inert_markdown(s)}" for s in result.suggestions[:5]]
+    return "\n".join(lines)
 
 
 @dataclass
@@ -173,19 +192,16 @@ class MattermostBot:
         wid = analyze_workflow_id(task.get("jediTaskID"), task.get("status"))
         await self._say(channel, root, f"Analysing task {task_id} (workflow `{wid}`, read-only)…")
         handle = await self.client.start_workflow(
-            ANALYZE_WORKFLOW, AnalyzeInput(task_data=task, exploration_threshold=self.settings.exploratory_investigation_threshold),
+            ANALYZE_WORKFLOW, AnalyzeInput(task_data=task, exploration_threshold=self.settings.exploratory_investigation_threshold,
+                                           model_deadline_s=self.settings.llm_timeout_s),
             id=wid, task_queue=Queue.MAIN, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             result_type=AnalysisResult)
-        result: AnalysisResult = await handle.result()
-        lines = [f"**Task {result.task_id} ({inert_markdown(result.status or 'unknown')})**: root cause "
-                 f"**{inert_markdown(result.root_cause)}** — confidence {result.confidence:.2f} "
-                 f"({inert_markdown(result.diagnosis_source)})"]
-        if result.resolution:
-            lines.append(f"Resolution: {inert_markdown(result.resolution)}")
-        lines += [f"- candidate: {inert_markdown(c.name)} ({c.breadth} clue types, {c.frequency} incidents)"
-                  for c in result.candidates[:3]]
-        lines += [f"- suggestion: {inert_markdown(s)}" for s in result.suggestions[:5]]
-        await self._say(channel, root, "\n".join(lines))
+
+        async def say_first(first: AnalysisResult) -> None:
+            await self._say(channel, root, analysis_post(first))
+
+        result = await follow_analysis(handle, say_first)
+        await self._say(channel, root, analysis_post(result))
 
     # ------------------------------------------------------------------ thread commands
     async def _thread_for(self, root_id: str, channel_id: str) -> Thread | None:
