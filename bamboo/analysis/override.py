@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field
 from bamboo.analysis.grounding import check_prose
 from bamboo.analysis.contract import NOVEL, CandidateCause, Diagnosis, Evidence, ModelProposal, ModelVerdict
 from bamboo.analysis.ranked import (
-    grounded_evidence, novel_label, ranking_diagnosis, stored_resolution,
+    grounded_evidence, novel_label, ranking_diagnosis, stored_resolution, unlinked_defining,
 )
 
 OVERRIDE_MIN_CONFIDENCE = 0.8
@@ -103,6 +103,16 @@ def judge(evidence: Evidence, answer: ModelAnswer) -> Diagnosis:
     """The diagnosis after the model's answer: the ranking's top, or the model's choice if it earned it."""
     ranked = ranking_diagnosis(evidence)
     ranked.source = "llm"
+    if ranked.is_novel and evidence.candidates and ranked.cause_source == "ranking":
+        # The ranking abstained: no candidate is linked to the task's defining evidence, so none can be
+        # defining for the model's choice either; "novel" is agreement, a candidate a refused override.
+        if answer.cause == NOVEL:
+            ranked.model = _proposal(answer, "agreed")
+            return ranked
+        ranked.model = _proposal(answer, "override_refused", (
+            f"no stored cause is linked to the task's {', '.join(unlinked_defining(evidence))}; "
+            f"{answer.cause} matches only weaker clues"))
+        return ranked
     if not evidence.candidates or answer.cause == evidence.candidates[0].name:
         ranked.model = _proposal(answer, "agreed")
         return with_checked_explanation(ranked, answer, evidence)

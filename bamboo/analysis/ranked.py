@@ -15,6 +15,8 @@ from __future__ import annotations
 from bamboo.analysis.contract import CandidateCause, Diagnosis, EmailDraft, EmailInput, Evidence
 
 RANKING_BASIS = "ranking margin: the top candidate's share of the support of the top two"
+ABSTAIN_BASIS = "no stored cause is linked to the task's defining evidence"
+PILOT_CODE = "pilotErrorCode="
 
 
 def ranking_confidence(candidates: list[CandidateCause]) -> float:
@@ -51,6 +53,37 @@ def ranking_explanation(evidence: Evidence) -> str:
             f"support {top.support}, seen in {top.frequency} incidents")
 
 
+def defining_clues(evidence: Evidence) -> list[str]:
+    """What names a cause: the task's error symptom classes and pilot error codes (symptoms first)."""
+    clues = evidence.clues.clues
+    return ([c.name for c in clues if c.type == "symptom"]
+            + [c.name for c in clues if c.type == "task_feature" and c.name.startswith(PILOT_CODE)])
+
+
+def unlinked_defining(evidence: Evidence) -> list[str]:
+    """The task's defining clues when no candidate is linked to any of them, else [].
+
+    Then every candidate rests on weaker clues (the status, a VO, a core count) that incidents of many causes
+    share: issue 30 saw "No site with enough memory" proposed at confidence 1.00 from vo=atlas and
+    coreCount=1 for a task whose InsufficientMemory symptom no stored cause was linked to. Such candidates
+    are the closest known causes, shown as suggestions; the diagnosis is "no known cause"."""
+    defining = defining_clues(evidence)
+    matched = {m.name for c in evidence.candidates for m in c.matched}
+    return [] if not defining or matched.intersection(defining) else defining
+
+
+def abstention(evidence: Evidence, unlinked: list[str], note: str = "") -> Diagnosis:
+    closest = ", ".join(c.name for c in evidence.candidates[:3])
+    return Diagnosis(
+        root_cause=f"Novel: no known cause ({', '.join(unlinked)})", is_novel=True, confidence=0.0,
+        source="ranking", note=note, confidence_basis=ABSTAIN_BASIS,
+        explanation=(f"no stored cause is linked to the task's {', '.join(unlinked)}; the closest known causes "
+                     f"({closest}) match only weaker clues that many incidents share, so they are suggestions, "
+                     "not a diagnosis"),
+        supporting_evidence=[f"{name}: no stored cause" for name in unlinked],
+        ranking_confidence=ranking_confidence(evidence.candidates))
+
+
 def ranking_diagnosis(evidence: Evidence, note: str = "") -> Diagnosis:
     """The deterministic answer: the top-ranked cause, its stored resolution, the ranking's margin."""
     if not evidence.candidates:
@@ -66,6 +99,9 @@ def ranking_diagnosis(evidence: Evidence, note: str = "") -> Diagnosis:
             explanation=f"an operator gave {top.name} as this task's cause", supporting_evidence=grounded_evidence(top),
             source="ranking", note=note, cause_source="operator",
             confidence_basis="an operator's verdict on this task", ranking_confidence=margin)
+    unlinked = unlinked_defining(evidence)
+    if unlinked:
+        return abstention(evidence, unlinked, note)
     return Diagnosis(
         root_cause=top.name, confidence=margin, resolution=resolution, resolution_incidents=incidents,
         explanation=ranking_explanation(evidence), supporting_evidence=grounded_evidence(top),

@@ -87,9 +87,10 @@ async def test_a_bare_or_weak_reason_does_not_replace_the_top_candidate_even_at_
         assert refusal in result.model_proposal.verdict_reason, result.model_proposal
 
 
-async def test_an_override_with_evidence_and_confidence_is_taken_and_says_so(contested, analysis_client,
-                                                                            analysis_services, llm):
-    """Here the evidence is an error the knowledge base has never seen, so the model may answer "novel";
+async def test_an_error_no_stored_cause_is_linked_to_is_no_known_cause_and_the_models_novel_agrees(
+        contested, analysis_client, analysis_services, llm):
+    """Here the evidence is an error the knowledge base has never seen: the candidates rest on the status and
+    features alone, so the ranking itself answers "no known cause" (issue 30) and the model's "novel" agrees;
     an override to another stored cause (and its stored resolution) is tested in test_override.py."""
     task = {**contested[0], "errorDialog": "zzkx: the flux capacitor rejected the payload"}
     evidence = await AnalysisService(analysis_services).gather_evidence(task)
@@ -103,12 +104,11 @@ async def test_an_override_with_evidence_and_confidence_is_taken_and_says_so(con
 
     llm.handler = analysis_handler(diagnose=novel)
     result = await run_analysis(analysis_client, task)
-    assert result.is_novel and result.root_cause == f"Novel: {unexplained}"
-    assert result.cause_source == "model_override" and unexplained in result.override_reason
-    assert result.model_proposal.verdict == "override_accepted"
+    assert result.is_novel and result.root_cause.startswith(f"Novel: no known cause ({unexplained}")
+    assert result.cause_source == "ranking" and result.model_proposal.verdict == "agreed"
     assert result.resolution == "" and result.resolution_source == "none", "a novel cause has no stored resolution"
-    assert result.confidence == 0.9 and result.ranking_confidence == margin(evidence)
-    assert "overriding the ranking" in result.confidence_basis
+    assert result.confidence == 0.0 and result.ranking_confidence == margin(evidence)
+    assert evidence.candidates[0].name in result.explanation, "the closest known causes are named as suggestions"
 
 
 async def test_the_resolution_shown_is_the_stored_one_with_its_incidents_not_the_models_text(

@@ -109,3 +109,37 @@ def test_ranking_confidence_is_the_margin_of_the_top_two(evidence):
     tied = [candidate("a", 1.0, {}, "x"), candidate("b", 1.0, {}, "y")]
     assert ranking_confidence(tied) == 0.5
     assert ranking_diagnosis(Evidence(clues=TaskClues(), candidates=tied)).confidence == 0.5
+
+
+def test_a_store_lacking_the_tasks_cause_answers_no_known_cause(evidence):
+    """Issue 30: candidates linked to the task only by clues many incidents share (the status, a VO, a core
+    count) were proposed at confidence 1.00 while the task's own symptom, linked to no stored cause, was a
+    "novel lead". The answer is now "no known cause", the novel symptom first, the candidates suggestions."""
+    from bamboo.analysis.contract import Clue
+
+    lone = Evidence(
+        clues=TaskClues(task_id=1001, status="failed", clues=[
+            Clue(type="symptom", kind="Symptom", name="InsufficientMemory"),
+            Clue(type="task_feature", kind="Task_Feature", name="pilotErrorCode=1234"),
+            Clue(type="task_feature", kind="Task_Feature", name="vo=atlas"),
+            Clue(type="task_feature", kind="Task_Feature", name="coreCount=1")]),
+        candidates=[candidate("No site with enough memory", 1.2, {"vo=atlas": (0.3, 9), "coreCount=1": (0.3, 9)},
+                              "Lower the memory request")],
+        novel=[NovelLead(symptom="InsufficientMemory", reason="symptom never seen before")])
+    d = ranking_diagnosis(lone)
+    assert d.is_novel and d.confidence == 0.0 and "no known cause" in d.root_cause.lower()
+    assert d.root_cause == "Novel: no known cause (InsufficientMemory, pilotErrorCode=1234)"
+    assert "No site with enough memory" in d.explanation and "suggestions, not a diagnosis" in d.explanation
+    agreed = judge(lone, answer(cause="No site with enough memory", confidence=0.95,
+                                reason="vo=atlas and coreCount=1 point at it", cited_clues=["vo=atlas"]))
+    assert agreed.is_novel and agreed.model.verdict == "override_refused" and "weaker clues" in agreed.model.verdict_reason
+    assert judge(lone, answer(cause=NOVEL, confidence=0.6)).model.verdict == "agreed"
+
+
+def test_a_candidate_linked_to_the_tasks_symptom_is_still_the_diagnosis(evidence):
+    from bamboo.analysis.contract import Clue
+
+    known = evidence.model_copy(update={"clues": TaskClues(task_id=7, status="failed", clues=[
+        Clue(type="symptom", kind="Symptom", name="prodSourceLabel=user")])})
+    d = ranking_diagnosis(known)
+    assert not d.is_novel and d.root_cause == "Expired user proxy"
