@@ -72,21 +72,26 @@ async def _walk(settings: Settings, task_id: int, me: str, admin: LocalKey | Non
     console.print(f"Stored procedures from examples/procedures (reviewed code, with their incidents): "
                   f"{', '.join(stored)}")
     try:
-        client = await connect(settings)
+        temporal = await connect(settings)
     except TemporalUnavailable as exc:
         fail(str(exc))
         raise
+    client = inv.InvestigationClient(temporal)  # the operator API every front end uses
     requester, operator = inv.Speaker.of(settings, DEMO_REQUESTER), inv.Speaker.of(settings, me)
     session_id = f"demo-{uuid.uuid4().hex[:6]}"
-    await inv.start(client, inv.start_input(settings, session_id, DEMO_REQUESTER, task_id=task_id, cause=DEMO_CAUSE,
-                                            startup_hypothesis=False))
+    await client.start(inv.start_input(settings, session_id, DEMO_REQUESTER, task_id=task_id, cause=DEMO_CAUSE,
+                                       startup_hypothesis=False))
     console.print(f"Session {session_id} on task {task_id}, opened by {DEMO_REQUESTER}; the cause an analysis "
                   f"chose for it: {DEMO_CAUSE}.")
     for turn, question in enumerate(DEMO_QUESTIONS, start=1):
         console.rule(f"turn {turn}")
         console.print(inert_rich(f"{DEMO_REQUESTER} asks: {question}"))
-        seen = max((e.seq for e in await inv.transcript(client, session_id)), default=0)
-        await inv.send_message(client, session_id, question, requester, force_tool=True)
+        seen = max((e.seq for e in await client.transcript(session_id)), default=0)
+        try:
+            await client.message(session_id, requester, question, force_tool=True)
+        except inv.InvestigationError as exc:
+            console.print(inert_rich(f"{DEMO_REQUESTER} asks: REFUSED ({exc.refusal}): {exc}", "red"))
+            return session_id
         view = await _review(client, session_id, turn, seen)
         if view is None:
             return session_id
@@ -114,14 +119,14 @@ async def store_example_procedures(settings: Settings) -> list[str]:
     return [p.name for p in procedures]
 
 
-async def _review(client, session_id: str, turn: int, seen: int) -> PendingView | None:
+async def _review(client: inv.InvestigationClient, session_id: str, turn: int, seen: int) -> PendingView | None:
     """The turn's pending review; None (after saying why) when the session answered without one, or refused the
     message (an entry after ``seen`` with no turn)."""
     async def probe():
-        view = await inv.pending(client, session_id)
+        view = await client.pending(session_id)
         if view is not None and view.turn == turn:
             return view
-        said = [e for e in await inv.transcript(client, session_id, seen)
+        said = [e for e in await client.transcript(session_id, seen)
                 if (e.turn == turn and e.kind in ("reply", "refused_run", "system")) or e.kind == "refused_request"]
         return said[-1] if said else None
 
@@ -133,18 +138,19 @@ async def _review(client, session_id: str, turn: int, seen: int) -> PendingView 
     return None
 
 
-async def _approve(client, session_id: str, view: PendingView, speaker: inv.Speaker) -> None:
+async def _approve(client: inv.InvestigationClient, session_id: str, view: PendingView, speaker: inv.Speaker) -> None:
     """Approve the pending code once as ``speaker``, and print the session's verdict."""
     try:
-        await inv.decide_by_prefix(client, session_id, view.code_hash, DecisionKind.RUN_ONCE, speaker)
+        delivery = await client.decide(session_id, speaker, view.turn, view.code_hash, DecisionKind.RUN_ONCE)
     except inv.InvestigationError as exc:
         console.print(inert_rich(f"{speaker.identity} approves {short_hash(view.code_hash)}: REFUSED "
                                  f"({exc.refusal}): {exc}", "red"))
         return
-    console.print(inert_rich(f"{speaker.identity} approves {short_hash(view.code_hash)}: accepted", "green"))
+    outcome = delivery.detail if delivery.durable else "accepted"
+    console.print(inert_rich(f"{speaker.identity} approves {short_hash(view.code_hash)}: {outcome}", "green"))
 
 
-async def _show_run(client, session_id: str, turn: int) -> None:
+async def _show_run(client: inv.InvestigationClient, session_id: str, turn: int) -> None:
     """The run's outcome and result, then the model's reading of it (labelled as the model's)."""
     async def replied():
         return await _turn_entries(client, session_id, turn, "reply", "refused_run")
@@ -197,8 +203,9 @@ def _audit_summary(body: dict) -> str:
     return " ".join(parts)
 
 
-async def _turn_entries(client, session_id: str, turn: int, *kinds: str) -> list[TranscriptEntry]:
-    return [e for e in await inv.transcript(client, session_id) if e.turn == turn and e.kind in kinds]
+async def _turn_entries(client: inv.InvestigationClient, session_id: str, turn: int,
+                        *kinds: str) -> list[TranscriptEntry]:
+    return [e for e in await client.transcript(session_id) if e.turn == turn and e.kind in kinds]
 
 
 @contextlib.contextmanager

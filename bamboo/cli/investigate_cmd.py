@@ -29,8 +29,10 @@ from temporalio.client import Client
 
 from bamboo.approvals.keys import LocalKey, SigningKeyError
 from bamboo.cli.common import console, err_console, fail, run
-from bamboo.cli.review_view import MODEL_SAYS, model_says, pending_panel, transcript_code
+from bamboo.cli.review_view import pending_panel, review_words, transcript_code
 from bamboo.frontends.inert_text import inert_markup, inert_rich
+from bamboo.frontends.operator_lines import HELP, parse_line
+from bamboo.frontends.review import CHOICE_KEYS, CHOICE_WORDS, choices_line, said
 from bamboo.investigation import client as inv
 from bamboo.investigation.contract import PendingView, TranscriptEntry
 from bamboo.settings import Settings, get_settings
@@ -40,20 +42,9 @@ from policy.decisions import DecisionKind
 from policy.identity import IdentityError
 
 POLL_S = 0.4
-CHOICE_KEYS: dict[DecisionKind, str] = {
-    DecisionKind.RUN_ONCE: "y", DecisionKind.AUTO_RUN: "a", DecisionKind.ALWAYS_ASK: "k",
-    DecisionKind.EDIT: "e", DecisionKind.REJECT: "N",
-}
-CHOICE_WORDS: dict[DecisionKind, str] = {
-    DecisionKind.RUN_ONCE: "run once", DecisionKind.AUTO_RUN: "auto-run", DecisionKind.ALWAYS_ASK: "always ask",
-    DecisionKind.EDIT: "edit", DecisionKind.REJECT: "reject",
-}
 TERMINAL_KINDS = {"reply", "finding", "refused_run", "refused_request"}
 QUIET_KINDS = {"intent", "code", "policy", "run", "operator", "decision"}
 QUIT_WORDS = ("/quit", "/exit", "/detach")
-HELP = ("type a question or request (a stored procedure that fits is proposed first); /tool TEXT forces a tool turn; "
-        "/new TEXT asks for newly written code instead of a stored procedure; /approvals; "
-        "/revoke <hash-prefix|proc-name|all>; /finalize; /abandon; /quit detaches (the session keeps running)")
 
 
 def default_identity() -> str:
@@ -118,19 +109,18 @@ async def _investigate(settings: Settings, speaker: inv.Speaker, task_id: int | 
                        attach: str | None, session: str | None, verbose: bool, hypothesis: bool,
                        cause: str | None = None) -> None:
     client = await _connect(settings)
+    ops = inv.InvestigationClient(client)
     if attach:
         session_id = attach
-        try:
-            await inv.pending(client, session_id)
-        except inv.InvestigationError as exc:
-            fail(f"{exc}; `bamboo approvals` lists sessions waiting for a decision")
+        if await ops.execution_status(session_id) is None:
+            fail(f"no session {session_id}; `bamboo approvals` lists sessions waiting for a decision")
     else:
         session_id = session or f"{speaker.identity}-{uuid.uuid4().hex[:8]}"
-        await inv.start(client, inv.start_input(settings, session_id, speaker.identity, task_id=task_id,
-                                                symptom=symptom, startup_hypothesis=hypothesis, cause=cause))
+        await ops.start(inv.start_input(settings, session_id, speaker.identity, task_id=task_id,
+                                        symptom=symptom, startup_hypothesis=hypothesis, cause=cause))
     console.print(Panel(f"session [bold]{session_id}[/] (workflow {inv.workflow_id(session_id)})\n"
                         f"attach later: bamboo investigate --attach {session_id}\n{HELP}", title="investigate"))
-    loop = SessionLoop(client, session_id, speaker, verbose, LineReader())
+    loop = SessionLoop(ops, session_id, speaker, verbose, LineReader())
     try:
         if not await loop.follow_until_idle(expect_turn=None):
             return _detached(session_id)
@@ -183,9 +173,9 @@ class LineReader:
 class SessionLoop:
     """Prints the transcript as it grows and answers review prompts, for one attached terminal."""
 
-    def __init__(self, client: Client, session_id: str, speaker: inv.Speaker, verbose: bool,
+    def __init__(self, ops: inv.InvestigationClient, session_id: str, speaker: inv.Speaker, verbose: bool,
                  reader: LineReader) -> None:
-        self.client = client
+        self.ops = ops
         self.session_id = session_id
         self.speaker = speaker
         self.verbose = verbose
@@ -195,45 +185,51 @@ class SessionLoop:
 
     async def command(self, line: str) -> bool:
         """Handle one input line; False when the session is over or the operator detached."""
-        if line == "/approvals":
-            show_approvals(await inv.approvals(self.client, self.session_id))
-            return True
-        if line.startswith("/revoke"):
-            target = line.removeprefix("/revoke").strip()
-            if not target:
-                console.print("usage: /revoke <hash-prefix|proc-name|all>")
+        parsed = parse_line(line)
+        try:
+            if parsed.kind == "approvals":
+                show_approvals(await self.ops.approvals(self.session_id))
                 return True
-            await inv.revoke(self.client, self.session_id, target, self.speaker)
-            await asyncio.sleep(1.0)
-            await self.print_new()
-            return True
-        if line == "/finalize":
-            cause = ((await self.reader.read("cause> ")) or "").strip()
-            resolution = ((await self.reader.read("resolution> ")) or "").strip()
-            if not cause or not resolution:
-                console.print("finalize needs both a cause and a resolution; nothing was sent")
+            if parsed.kind == "revoke":
+                self._said(await self.ops.revoke(self.session_id, self.speaker, parsed.target))
+                await asyncio.sleep(1.0)
+                await self.print_new()
                 return True
-            await inv.finalize(self.client, self.session_id, cause, resolution, self.speaker)
-            await self.wait_closed()
-            return False
-        if line.startswith("/abandon"):
-            await inv.abandon(self.client, self.session_id, self.speaker, line.removeprefix("/abandon").strip())
-            await self.wait_closed()
-            return False
-        fresh = line.startswith("/new ")
-        force = fresh or line.startswith("/tool ")
-        text = line.split(" ", 1)[1].strip() if force else line
-        if text.startswith("/") or not text:
-            console.print(HELP)
+            if parsed.kind == "finalize":
+                cause = ((await self.reader.read("cause> ")) or "").strip()
+                resolution = ((await self.reader.read("resolution> ")) or "").strip()
+                if not cause or not resolution:
+                    console.print("finalize needs both a cause and a resolution; nothing was sent")
+                    return True
+                self._said(await self.ops.finalize(self.session_id, self.speaker, cause, resolution))
+                await self.wait_closed()
+                return False
+            if parsed.kind == "abandon":
+                self._said(await self.ops.abandon(self.session_id, self.speaker, parsed.reason))
+                await self.wait_closed()
+                return False
+            if parsed.kind != "message":
+                console.print(parsed.error or HELP)
+                return True
+            self._said(await self.ops.message(self.session_id, self.speaker, parsed.text,
+                                              force_tool=parsed.force_tool, fresh_code=parsed.fresh_code,
+                                              codify=parsed.codify))
+        except inv.InvestigationError as exc:
+            console.print(f"[red]{'refused' if exc.refusal else 'not sent'}: {inert_markup(str(exc), one_line=True)}[/]")
             return True
-        await inv.send_message(self.client, self.session_id, text, self.speaker, force_tool=force, fresh_code=fresh)
-        if not await self.follow_until_idle(expect_turn=text):
+        if not await self.follow_until_idle(expect_turn=parsed.text):
             _detached(self.session_id)
             return False
         return True
 
+    @staticmethod
+    def _said(delivery: inv.Delivery) -> None:
+        """A request the server keeps for a worker is said to be so; one judged already needs no word."""
+        if delivery.durable:
+            console.print(f"[yellow]{delivery.detail}[/]")
+
     async def wait_closed(self) -> None:
-        result = await inv.handle(self.client, self.session_id).result()
+        result = await self.ops.result(self.session_id)
         await self.print_new()
         console.print(inert_rich(f"session {result.status.value}: cause={result.cause!r} "
                                  f"procedures={result.procedures}"))
@@ -250,7 +246,7 @@ class SessionLoop:
                     turn = entry.turn
                 if expect_turn is not None and entry.kind == "refused_request" and turn is None:
                     return True  # the message itself was refused; the transcript said why
-            view = await inv.pending(self.client, self.session_id)
+            view = await self.ops.pending(self.session_id)
             if view is not None and (view.turn, view.code_hash) not in self.prompted:
                 self.prompted.add((view.turn, view.code_hash))
                 if not await self.review(view):
@@ -264,7 +260,7 @@ class SessionLoop:
             await asyncio.sleep(POLL_S)
 
     async def print_new(self) -> list[TranscriptEntry]:
-        entries = await inv.transcript(self.client, self.session_id, self.seen)
+        entries = await self.ops.transcript(self.session_id, self.seen)
         for entry in entries:
             self.seen = max(self.seen, entry.seq)
             print_entry(entry, self.verbose)
@@ -302,8 +298,8 @@ class SessionLoop:
                 console.print("the edit was empty or the editor failed; choose again")
                 continue
             try:
-                await inv.decide_by_prefix(self.client, self.session_id, view.code_hash, kind, self.speaker,
-                                           replacement)
+                self._said(await self.ops.decide(self.session_id, self.speaker, view.turn, view.code_hash, kind,
+                                                 replacement))
             except inv.InvestigationError as exc:
                 console.print(f"[red]refused: {inert_markup(str(exc))}[/]")
                 if await self._still_pending(view):
@@ -311,7 +307,7 @@ class SessionLoop:
             return True
 
     async def _still_pending(self, view: PendingView) -> bool:
-        now = await inv.pending(self.client, self.session_id)
+        now = await self.ops.pending(self.session_id)
         return now is not None and (now.turn, now.code_hash) == (view.turn, view.code_hash)
 
 
@@ -363,12 +359,9 @@ def print_entry(entry: TranscriptEntry, verbose: bool) -> None:
 def show_pending(view: PendingView) -> None:
     """The model's words first, labelled as such and outside the verdict's panel; then the panel, built from the
     workflow's facts, and the choices right under it, so the last thing above the prompt is trusted."""
-    signals = list(view.trigger_signals)
-    if view.reuse is not None and view.reuse.matched:
-        signals.append(f"the request is near what it was captured for: {view.reuse.matched}")
-    console.print(model_says(view.summary, signals))
+    console.print(review_words(view))
     console.print(pending_panel(view))
-    console.print("  ".join(f"{CHOICE_KEYS[c]} = {CHOICE_WORDS[c]}" for c in view.choices))
+    console.print(choices_line(view))
 
 
 def show_approvals(view) -> None:
@@ -389,9 +382,9 @@ def approvals_cmd(as_json: bool = typer.Option(False, "--json", help="machine-re
     settings = get_settings()
 
     async def go() -> None:
-        client = await _connect(settings)
+        ops = inv.InvestigationClient(await _connect(settings))
         unanswered: list[str] = []
-        found = await inv.list_pending(client, unanswered=unanswered)
+        found = await ops.list_pending(unanswered=unanswered)
         if as_json:
             print(json.dumps([{"session": item.session_id, **item.view.model_dump(mode="json")} for item in found]))
         elif not found and not unanswered:
@@ -417,10 +410,11 @@ def approvals_cmd(as_json: bool = typer.Option(False, "--json", help="machine-re
             table.add_row(inert_rich(item.session_id), str(v.turn), inert_rich(v.code_hash), inert_rich(v.requester),
                           effect, inert_rich(", ".join(v.tools)))
         console.print(table)
-        console.print(Text(MODEL_SAYS, style="bold yellow"))
         for item in found:
-            said = item.view.summary[:200] + ("…" if len(item.view.summary) > 200 else "")
-            console.print(inert_rich(f"  {item.session_id} turn {item.view.turn}: {said}", one_line=True))
+            words = said(item.view)
+            console.print(Text(words.label, style="bold yellow"))
+            short = words.words[:200] + ("…" if len(words.words) > 200 else "")
+            console.print(inert_rich(f"  {item.session_id} turn {item.view.turn}: {short}", one_line=True))
         console.print("answer with: bamboo approve SESSION HASH_PREFIX y|a|k|n  (see the code first: "
                       "bamboo investigate --attach SESSION)")
 
@@ -448,14 +442,15 @@ def approve_cmd(
 
 async def _approve(settings: Settings, session: str, hash_prefix: str, kind: DecisionKind,
                    speaker: inv.Speaker) -> None:
-    client = await _connect(settings)
+    ops = inv.InvestigationClient(await _connect(settings))
     try:
-        view = await inv.decide_by_prefix(client, session, hash_prefix, kind, speaker)
+        delivery = await ops.decide_by_prefix(session, speaker, hash_prefix, kind)
     except inv.InvestigationError as exc:
         fail(f"refused: {exc}" if exc.refusal else str(exc))
         return
-    console.print(f"{session} turn {view.turn} {short_hash(view.code_hash)}: {speaker.identity} chose {kind.value} "
-                  "(accepted)")
+    outcome = delivery.detail if delivery.durable else "accepted"
+    console.print(inert_markup(f"{session} turn {delivery.turn} {short_hash(delivery.code_hash or '')}: "
+                               f"{speaker.identity} chose {kind.value} ({outcome})", one_line=True))
 
 
 # --------------------------------------------------------------------------------- demo

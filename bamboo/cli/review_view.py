@@ -10,8 +10,12 @@ workflow hashed and will run; only the spelling of invisible characters differs.
 
 The panel is the trusted verdict: its title, notes and subtitle are built from the workflow's facts. What the
 model wrote about the code (its summary and the signals it says it acted on) is never drawn inside it:
-``model_says`` shows it apart, labelled as the model's and unverified, indented under that label, and inert
-(``bamboo.frontends.inert_text``), so it can neither act on the terminal nor pass for the verdict.
+``model_says`` shows it apart, labelled as whose words they are (the model's, or a reused procedure's stored
+summary) and unverified, indented under that label, and inert (``bamboo.frontends.inert_text``), so it can
+neither act on the terminal nor pass for the verdict.
+
+The words (effects, notes, choices, labels) are ``bamboo.frontends.review``'s, shared with the console and the
+bot; this module only draws them for a terminal.
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ from rich.syntax import Syntax
 from rich.text import Text
 
 from bamboo.frontends.inert_text import inert_markup, inert_rich
+from bamboo.frontends.review import (
+    MODEL_SAYS, effect, notes, procedure_effect, procedure_notes, reuse_change, said,
+)
 from bamboo.investigation.contract import PendingView
 from policy.code_hazards import find_hazards, visible
 from policy.code_identity import short_hash
@@ -36,22 +43,19 @@ def code_block(code: str, highlight: set[int] | None = None) -> Syntax:
 
 
 def effect_line(view: PendingView) -> str:
-    if view.read_only:
-        return "[green]read-only[/]"
-    if view.opaque_reasons:
-        return "[red]STATE-CHANGING: cannot be analysed, so it may call any tool once approved[/]"
-    return f"[red]STATE-CHANGING ({inert_markup(', '.join(view.state_changing), one_line=True)})[/]"
+    what = effect(view)
+    return f"[{'red' if what.state_changing else 'green'}]{inert_markup(what.text, one_line=True)}[/]"
 
 
 def pending_panel(view: PendingView) -> RenderableType:
     highlight = {line for lines in view.state_changing_lines.values() for line in lines}
     parts: list[RenderableType] = [code_block(view.code, highlight)]
-    notes = _notes(view)
-    if notes:
-        parts.append(inert_rich("\n".join(notes), style="yellow"))
-    if view.reuse is not None and view.reuse.diff_from_previous:
-        parts.append(inert_rich(f"{view.reuse.procedure} changed under its signature "
-                                f"({view.reuse.versions} versions); the diff from the version before:", style="yellow"))
+    found = notes(view)
+    if found:
+        parts.append(inert_rich("\n".join(found), style="yellow"))
+    changed = reuse_change(view)
+    if changed is not None and view.reuse is not None:
+        parts.append(inert_rich(changed, style="yellow"))
         parts.append(Syntax(visible(view.reuse.diff_from_previous), "diff", word_wrap=True, theme="ansi_dark"))
     reused = view.reuse.procedure if view.reuse is not None else None
     for procedure in view.procedures:
@@ -61,28 +65,15 @@ def pending_panel(view: PendingView) -> RenderableType:
     return Panel(Group(*parts), title=title, subtitle=subtitle, subtitle_align="left")
 
 
-def _notes(view: PendingView) -> list[str]:
-    notes = [view.reuse.provenance_line()] if view.reuse is not None else []
-    for tool, lines in sorted(view.state_changing_lines.items()):
-        notes.append(f"state-changing: {tool} on line {', '.join(str(n) for n in lines)}")
-    for reason in view.opaque_reasons:
-        notes.append(f"cannot be analysed: {reason}")
-    notes += [f"look closely: {hazard.detail}" for hazard in view.hazards]
-    return notes
-
-
 def procedure_panel(procedure: ProcedureView, verb: str = "replays") -> RenderableType:
-    effect = "read-only" if procedure.read_only else f"STATE-CHANGING ({', '.join(procedure.state_changing)})"
     parts: list[RenderableType] = [code_block(procedure.code)]
-    notes = [f"look closely: {hazard.detail}" for hazard in procedure.hazards]
-    if procedure.granted_to:
-        notes.append(f"auto-run granted by {procedure.granted_to}"
-                     + (" for an earlier version: it changed since" if procedure.changed_since_grant else ""))
-    if notes:
-        parts.append(inert_rich("\n".join(notes), style="yellow"))
+    found = procedure_notes(procedure)
+    if found:
+        parts.append(inert_rich("\n".join(found), style="yellow"))
     if procedure.diff_from_granted:
         parts.append(Syntax(visible(procedure.diff_from_granted), "diff", word_wrap=True, theme="ansi_dark"))
-    title = inert_markup(f"{verb} {procedure.name} · {short_hash(procedure.code_hash)} · {effect}", one_line=True)
+    title = inert_markup(f"{verb} {procedure.name} · {short_hash(procedure.code_hash)} · "
+                         f"{procedure_effect(procedure)}", one_line=True)
     return Panel(Group(*parts), title=title, border_style="dim")
 
 
@@ -94,13 +85,21 @@ def transcript_code(code: str) -> RenderableType:
     return Group(code_block(code), Text("\n".join(f"look closely: {h.detail}" for h in hazards), style="yellow"))
 
 
-MODEL_SAYS = "The model says (unverified):"
+__all__ = ["MODEL_SAYS", "code_block", "effect_line", "model_says", "pending_panel", "procedure_panel",
+           "review_words", "transcript_code"]
 
 
-def model_says(summary: str, signals: list[str] | None = None) -> RenderableType:
-    """What the model wrote about code under review, outside the verdict's panel: a label saying whose words
-    they are, then the words, inert and indented under it (a line the model wrote never starts a row)."""
+def model_says(summary: str, signals: list[str] | None = None, label: str = MODEL_SAYS) -> RenderableType:
+    """Words about code under review that no check vouches for, outside the verdict's panel: a label saying
+    whose words they are, then the words, inert and indented under it (a line the model wrote never starts a
+    row)."""
     words = summary.strip() or "(nothing)"
     if signals:
         words += "\nbecause: " + "; ".join(signals)
-    return Group(Text(MODEL_SAYS, style="bold yellow"), Padding(inert_rich(words), (0, 0, 0, 4)))
+    return Group(Text(label, style="bold yellow"), Padding(inert_rich(words), (0, 0, 0, 4)))
+
+
+def review_words(view: PendingView) -> RenderableType:
+    """The summary of ``view`` under the label ``bamboo.frontends.review.said`` gives it."""
+    words = said(view)
+    return model_says(words.words, label=words.label)

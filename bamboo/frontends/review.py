@@ -1,8 +1,14 @@
-"""The facts of a pending review as every front end lists them, and the names of the answers.
+"""The wording of a pending review, for every front end: the facts as lines, the names of the answers, and
+whose words the summary is.
 
 The workflow computes the facts (``PendingView``: hazards, state-changing lines, opaque reasons, procedure
-bodies and diffs); this module only words them, the same way the terminal does, so a reviewer reads the
-same warnings in the console, in Mattermost and in ``bamboo investigate``.
+bodies and diffs, where a reused procedure came from); this module is the only place that words them, so a
+reviewer reads the same warnings and choices in the console, in Mattermost and in ``bamboo investigate``
+(the terminal's ``bamboo.cli.review_view`` draws these words, it does not keep its own).
+
+The words returned here are plain text, never markup: some carry what a model, an operator or PanDA wrote
+(a summary, a parameter value bound into a reused procedure), so each front end renders them with its own
+sanitiser from ``bamboo.frontends.inert_text``.
 """
 
 from __future__ import annotations
@@ -20,9 +26,51 @@ CHOICE_KEYS: dict[DecisionKind, str] = {
     DecisionKind.EDIT: "e", DecisionKind.REJECT: "N",
 }
 CHOICE_WORDS: dict[DecisionKind, str] = {
-    DecisionKind.RUN_ONCE: "approve once", DecisionKind.AUTO_RUN: "auto-run", DecisionKind.ALWAYS_ASK: "always ask",
+    DecisionKind.RUN_ONCE: "run once", DecisionKind.AUTO_RUN: "auto-run", DecisionKind.ALWAYS_ASK: "always ask",
     DecisionKind.EDIT: "edit", DecisionKind.REJECT: "reject",
 }
+
+
+MODEL_SAYS = "The model says (unverified):"
+STORED_SAYS = "The stored procedure's summary, written when it was captured (unverified):"
+
+
+class Said(BaseModel):
+    """Words about the code that no check vouches for, and the label saying whose they are."""
+
+    label: str
+    words: str
+
+
+def because(view: PendingView) -> list[str]:
+    """The signals the summary says the code acts on, and for a reused procedure what its trigger matched."""
+    signals = list(view.trigger_signals)
+    if view.reuse is not None and view.reuse.matched:
+        signals.append(f"the request is near what it was captured for: {view.reuse.matched}")
+    return signals
+
+
+def said(view: PendingView) -> Said:
+    """The summary shown apart from the verdict: the model's words for new code; for a reused procedure, the
+    summary stored with it when it was captured (no model wrote anything this turn), and what it matched."""
+    signals = because(view)
+    words = view.summary.strip() or "(nothing)"
+    if signals:
+        words += "\nbecause: " + "; ".join(signals)
+    return Said(label=STORED_SAYS if view.reuse is not None else MODEL_SAYS, words=words)
+
+
+def choices_line(view: PendingView, separator: str = "  ") -> str:
+    """The answers offered, as ``y = approve once  a = auto-run …``."""
+    return separator.join(f"{CHOICE_KEYS[c]} = {CHOICE_WORDS[c]}" for c in view.choices)
+
+
+def reuse_change(view: PendingView) -> str | None:
+    """The line above the diff when a reused procedure's body changed under its signature; None otherwise."""
+    if view.reuse is None or not view.reuse.diff_from_previous:
+        return None
+    return (f"{view.reuse.procedure} changed under its signature ({view.reuse.versions} versions); "
+            "the diff from the version before:")
 
 
 class Effect(BaseModel):
@@ -47,8 +95,9 @@ def flagged_lines(view: PendingView) -> set[int]:
 
 
 def notes(view: PendingView) -> list[str]:
-    """Everything a reader of the code could miss, in the terminal's words."""
-    found = []
+    """Everything a reader of the code could miss: where a reused procedure came from (which one, the incidents
+    it was captured from, its last run, the values bound into it), then the code's warnings."""
+    found = [view.reuse.provenance_line()] if view.reuse is not None else []
     for tool, lines in sorted(view.state_changing_lines.items()):
         found.append(f"state-changing: {tool} on line {', '.join(str(n) for n in lines)}")
     for reason in view.opaque_reasons:

@@ -1,36 +1,49 @@
 """Talking to Investigation sessions from any process: start, message, decide, revoke, query, list.
 
+Every front end (the CLI, the console, the Mattermost bot) goes through this module, mostly through
+``InvestigationClient`` (docs/adding-a-front-end.md): no front end calls Temporal its own way or names a signal,
+update or query itself (the names are the contract's ``Message`` and ``Query``).
+
 Everything goes through Temporal (no state of our own): a session is the workflow ``investigate:<id>``,
 pending reviews are found through the ``BambooAwaitingApproval`` search attribute, and every request is a
 signal or update naming what it answers, signed with the sender's key, so the CLI, a UI, a bot or
 ``temporal workflow signal`` (with the output of ``bamboo sign``) are interchangeable.
+
+A decision must arrive even while no worker runs (a restart, a deploy): an update needs a worker to answer,
+so when none does, the same signed decision is sent as a signal, which the server keeps until the session
+judges it, through the same admission as any decision, when a worker runs again. What it answers (turn, full
+code hash) is read from the memo the session publishes while a review waits (``PENDING_MEMO``), which the
+server answers without a worker.
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client, WorkflowHandle, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError,
+)
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.service import RPCError
 
 from bamboo.approvals.keys import DEFAULT_TTL_S, KeyStore, LocalKey
 from bamboo.contract import AWAITING_APPROVAL, KIND, TASK_ID, Kind, Queue
-from bamboo.investigation.contract import WORKFLOW_NAME, workflow_id
+from bamboo.investigation.contract import MESSAGE_KINDS, PENDING_MEMO, WORKFLOW_NAME, Message, Query, workflow_id
 from bamboo.investigation.contract import (
     AbandonRequest, Ack, ApprovalsView, FinalizeRequest, InvestigationResult, InvestigationStart, OperatorMessage,
-    PendingView, RevokeRequest,
+    PendingMemo, PendingView, RevokeRequest, SessionStatus,
     TranscriptEntry,
 )
 from bamboo.settings import Settings
 from policy.decisions import DecisionKind, OperatorDecision
 from policy.identity import canonical_identity
-from policy.signing import StatementKind
 
 # Built from the contract's search attributes, so a rename there reaches every front end's query.
+SESSIONS_QUERY = f"{KIND.name} = '{Kind.INVESTIGATE}'"
 PENDING_QUERY = f"{KIND.name} = '{Kind.INVESTIGATE}' AND {AWAITING_APPROVAL.name} = true AND ExecutionStatus = 'Running'"
 
 DECISION_ALIASES: dict[str, DecisionKind] = {
@@ -43,8 +56,10 @@ DECISION_ALIASES: dict[str, DecisionKind] = {
 
 
 UPDATE_TIMEOUT_S = 30.0
-KINDS = {"message": StatementKind.MESSAGE, "decide": StatementKind.DECISION, "revoke": StatementKind.REVOKE,
-         "finalize": StatementKind.FINALIZE, "abandon": StatementKind.ABANDON}
+# How long a query may wait for a worker before the client reads the memo instead (no worker answers).
+QUERY_TIMEOUT_S = 10.0
+KINDS = MESSAGE_KINDS  # kept for callers that sign by name
+DURABLE_DETAIL = "delivered; the session will judge it when a worker runs (its verdict shows in the transcript)"
 
 
 class InvestigationError(RuntimeError):
@@ -70,10 +85,10 @@ class Speaker:
         store = KeyStore(settings.resolved_keys_dir())
         return cls(identity, store.load(identity) if store.exists(identity) else None)
 
-    def sign(self, name: str, session_id: str, request: BaseModel) -> BaseModel:
+    def sign(self, name: Message | str, session_id: str, request: BaseModel) -> BaseModel:
         if self.key is None:
             return request
-        auth = self.key.authorize(KINDS[name], session_id, request.signed_body(),  # type: ignore[attr-defined]
+        auth = self.key.authorize(MESSAGE_KINDS[Message(name)], session_id, request.signed_body(),  # type: ignore[attr-defined]
                                   identity=self.identity, ttl_s=self.ttl_s)
         return request.model_copy(update={"auth": auth})
 
@@ -124,93 +139,180 @@ def handle(client: Client, session_id: str) -> WorkflowHandle:
     return client.get_workflow_handle(workflow_id(session_id), result_type=InvestigationResult)
 
 
-async def pending(client: Client, session_id: str) -> PendingView | None:
+class Unanswered(InvestigationError):
+    """No worker answered a query or an update (none runs, or it is restarting): the session itself is fine."""
+
+
+async def _query(client: Client, session_id: str, name: Query, *args: Any, result_type: Any,
+                 timeout_s: float | None = None) -> Any:
+    """``timeout_s`` bounds the wait for a worker (None: the server's own bound)."""
     try:
-        # temporalio's converter decodes an Optional, but its stub takes only a plain `type`
-        return await handle(client, session_id).query("pending", result_type=PendingView | None)  # type: ignore[arg-type]
+        return await handle(client, session_id).query(
+            name, *args, result_type=result_type,
+            rpc_timeout=timedelta(seconds=timeout_s) if timeout_s is not None else None)
     except RPCError as exc:
-        raise InvestigationError(f"cannot reach session {session_id}: {exc.message}") from exc
+        raise Unanswered(f"cannot reach session {session_id}: {exc.message}") from exc
+
+
+async def pending(client: Client, session_id: str, timeout_s: float | None = None) -> PendingView | None:
+    """The review waiting in the session, in full (needs a worker; ``pending_memo`` does not)."""
+    return await _query(client, session_id, Query.PENDING, result_type=PendingView | None, timeout_s=timeout_s)
+
+
+async def pending_memo(client: Client, session_id: str) -> PendingMemo | None:
+    """What a decision must name (turn, full hash), as the session published it on the server: readable while
+    no worker runs. None when nothing waits."""
+    try:
+        desc = await handle(client, session_id).describe()
+        value = await desc.memo_value(PENDING_MEMO, None)
+    except RPCError as exc:
+        raise InvestigationError(f"cannot reach session {session_id}: {exc.message}") from None
+    return PendingMemo.model_validate(value) if value else None
 
 
 async def transcript(client: Client, session_id: str, since: int = 0) -> list[TranscriptEntry]:
-    return await handle(client, session_id).query("transcript", since, result_type=list[TranscriptEntry])
+    return await _query(client, session_id, Query.TRANSCRIPT, since, result_type=list[TranscriptEntry])
 
 
 async def approvals(client: Client, session_id: str) -> ApprovalsView:
-    return await handle(client, session_id).query("approvals", result_type=ApprovalsView)
+    return await _query(client, session_id, Query.APPROVALS, result_type=ApprovalsView)
 
 
-async def signal(client: Client, session_id: str, name: str, request: BaseModel, speaker: Speaker) -> None:
-    """Send a signed request as a signal (fire and forget: a refusal shows in the transcript)."""
-    await handle(client, session_id).signal(name, speaker.sign(name, session_id, request))
+async def status(client: Client, session_id: str) -> SessionStatus:
+    return await _query(client, session_id, Query.STATUS, result_type=SessionStatus)
 
 
-async def update(client: Client, session_id: str, name: str, request: BaseModel, speaker: Speaker,
-                 timeout_s: float = UPDATE_TIMEOUT_S) -> Ack:
-    """Send a signed request as an update and return the session's verdict; a refusal raises
-    InvestigationError with the session's reason."""
+async def signal(client: Client, session_id: str, name: Message | str, request: BaseModel, speaker: Speaker) -> None:
+    """Send a signed request as a signal (fire and forget: a refusal shows in the transcript). ``name`` must be
+    one of the contract's ``Message`` names (a string that is not fails here)."""
+    name = Message(name)
     try:
-        return await asyncio.wait_for(
-            handle(client, session_id).execute_update(name, speaker.sign(name, session_id, request), result_type=Ack),
-            timeout_s)
-    except WorkflowUpdateFailedError as exc:
-        cause = exc.cause
-        message = getattr(cause, "message", None) or str(cause or exc)
-        raise InvestigationError(message, getattr(cause, "type", None)) from None
-    except asyncio.TimeoutError:
-        raise InvestigationError(
-            f"no worker answered within {timeout_s:.0f} s, so the request was not delivered; start one "
-            "(`bamboo dev up` or `bamboo worker`) and send it again") from None
+        await handle(client, session_id).signal(name, speaker.sign(name, session_id, request))
     except RPCError as exc:
         raise InvestigationError(f"cannot reach session {session_id}: {exc.message}") from None
 
 
+async def update(client: Client, session_id: str, name: Message | str, request: BaseModel, speaker: Speaker,
+                 timeout_s: float = UPDATE_TIMEOUT_S) -> Ack:
+    """Send a signed request as an update and return the session's verdict; a refusal raises
+    InvestigationError with the session's reason, and no worker answering raises ``Unanswered``."""
+    name = Message(name)
+    return await _update_signed(client, session_id, name, speaker.sign(name, session_id, request), timeout_s)
+
+
+async def _update_signed(client: Client, session_id: str, name: Message, signed: BaseModel, timeout_s: float) -> Ack:
+    try:
+        return await asyncio.wait_for(handle(client, session_id).execute_update(name, signed, result_type=Ack),
+                                      timeout_s)
+    except WorkflowUpdateFailedError as exc:
+        cause = exc.cause
+        message = getattr(cause, "message", None) or str(cause or exc)
+        raise InvestigationError(message, getattr(cause, "type", None)) from None
+    except (asyncio.TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
+        raise Unanswered(f"no worker answered within {timeout_s:.0f} s; start one (`bamboo dev up` or "
+                         "`bamboo worker`)") from None
+    except RPCError as exc:
+        raise Unanswered(f"cannot reach session {session_id}: {exc.message}") from None
+
+
+class Delivery(BaseModel):
+    """How a request reached the session: judged now (``ack``, through an update) or kept by the server as a
+    signal for the session to judge when a worker runs (``durable``; the verdict shows in the transcript).
+    A decision's delivery names the turn and full hash it answered."""
+
+    name: Message
+    durable: bool = False
+    ack: Ack | None = None
+    turn: int | None = None
+    code_hash: str | None = None
+    kind: DecisionKind | None = None
+
+    @property
+    def detail(self) -> str:
+        return DURABLE_DETAIL if self.durable else (self.ack.detail if self.ack else "accepted")
+
+
+async def deliver(client: Client, session_id: str, name: Message, request: BaseModel, speaker: Speaker, *,
+                  worker_up: bool = True, timeout_s: float = UPDATE_TIMEOUT_S) -> Delivery:
+    """Sign ``request`` once and deliver it: as an update while a worker answers (the verdict comes back, a
+    refusal raises InvestigationError), else as a signal with the same signature, which the server keeps and
+    the session judges through the same admission when a worker runs (a copy the update may have left behind
+    is refused there as a replay: one signature, one effect). ``worker_up=False`` skips the update."""
+    signed = speaker.sign(name, session_id, request)
+    delivery = Delivery(name=name)
+    if isinstance(request, OperatorDecision):
+        delivery = Delivery(name=name, turn=request.turn, code_hash=request.code_hash, kind=request.kind)
+    if worker_up:
+        try:
+            ack = await _update_signed(client, session_id, name, signed, timeout_s)
+            return delivery.model_copy(update={"ack": ack})
+        except Unanswered:
+            pass
+    try:
+        await handle(client, session_id).signal(name, signed)
+    except RPCError as exc:
+        raise InvestigationError(f"cannot reach session {session_id}: {exc.message}") from None
+    return delivery.model_copy(update={"durable": True})
+
+
+async def deliver_decision(client: Client, session_id: str, decision: OperatorDecision, speaker: Speaker, *,
+                           worker_up: bool = True, timeout_s: float = UPDATE_TIMEOUT_S) -> Delivery:
+    return await deliver(client, session_id, Message.DECIDE, decision, speaker, worker_up=worker_up,
+                         timeout_s=timeout_s)
+
+
 async def send_message(client: Client, session_id: str, text: str, speaker: Speaker, force_tool: bool = False,
-                       fresh_code: bool = False) -> None:
-    """``fresh_code`` asks for newly written code instead of a stored procedure that fits."""
-    await signal(client, session_id, "message",
-                 OperatorMessage(text=text, author=speaker.identity, force_tool=force_tool, fresh_code=fresh_code),
+                       fresh_code: bool = False, codify: str | None = None) -> None:
+    """``fresh_code`` asks for newly written code instead of a stored procedure that fits; ``codify`` turns a
+    written procedure into code ("" lists those that fit)."""
+    await signal(client, session_id, Message.MESSAGE,
+                 OperatorMessage(text=text, author=speaker.identity, force_tool=force_tool, fresh_code=fresh_code,
+                                 codify=codify),
                  speaker)
 
 
 async def send_decision(client: Client, session_id: str, decision: OperatorDecision, speaker: Speaker | None = None) -> None:
     """Send ``decision`` as a signal, signed by ``speaker`` when given (else exactly as it is)."""
-    request = speaker.sign("decide", session_id, decision) if speaker else decision
-    await handle(client, session_id).signal("decide", request)
+    request = speaker.sign(Message.DECIDE, session_id, decision) if speaker else decision
+    await handle(client, session_id).signal(Message.DECIDE, request)
 
 
 async def decide_by_prefix(client: Client, session_id: str, hash_prefix: str, kind: DecisionKind, speaker: Speaker,
-                           replacement_code: str | None = None, *, as_signal: bool = False) -> PendingView:
+                           replacement_code: str | None = None, *, as_signal: bool = False,
+                           query_timeout_s: float = QUERY_TIMEOUT_S,
+                           update_timeout_s: float = UPDATE_TIMEOUT_S) -> Delivery:
     """Answer the pending review whose code hash starts with ``hash_prefix``, naming its full hash (what the
-    signature covers). The session re-checks everything; a refusal raises InvestigationError."""
-    view = await pending(client, session_id)
-    if view is None:
+    signature covers). The session re-checks everything; a refusal raises InvestigationError. When no worker
+    answers, the turn and hash come from the session's memo and the decision goes as a signal (``Delivery``)."""
+    worker_up = not as_signal
+    try:
+        found: PendingView | PendingMemo | None = await pending(client, session_id, query_timeout_s)
+    except Unanswered:
+        found, worker_up = await pending_memo(client, session_id), False
+    if found is None:
         raise InvestigationError(f"session {session_id} has nothing waiting for approval")
-    if not view.code_hash.startswith(hash_prefix.strip().lower()):
+    if not found.code_hash.startswith(hash_prefix.strip().lower()):
         raise InvestigationError(
-            f"the pending code in {session_id} has hash {view.code_hash[:12]}, not {hash_prefix}; "
+            f"the pending code in {session_id} has hash {found.code_hash[:12]}, not {hash_prefix}; "
             "run `bamboo approvals` to see what is waiting"
         )
-    decision = OperatorDecision(turn=view.turn, code_hash=view.code_hash, kind=kind, approver=speaker.identity,
+    decision = OperatorDecision(turn=found.turn, code_hash=found.code_hash, kind=kind, approver=speaker.identity,
                                 replacement_code=replacement_code)
-    if as_signal:
-        await send_decision(client, session_id, decision, speaker)
-    else:
-        await update(client, session_id, "decide", decision, speaker)
-    return view
+    return await deliver_decision(client, session_id, decision, speaker, worker_up=worker_up,
+                                  timeout_s=update_timeout_s)
 
 
 async def revoke(client: Client, session_id: str, target: str, speaker: Speaker) -> None:
-    await signal(client, session_id, "revoke", RevokeRequest(target=target, actor=speaker.identity), speaker)
+    await signal(client, session_id, Message.REVOKE, RevokeRequest(target=target, actor=speaker.identity), speaker)
 
 
 async def finalize(client: Client, session_id: str, cause: str, resolution: str, speaker: Speaker) -> None:
     request = FinalizeRequest(cause=cause, resolution=resolution, actor=speaker.identity)
-    await signal(client, session_id, "finalize", request, speaker)
+    await signal(client, session_id, Message.FINALIZE, request, speaker)
 
 
 async def abandon(client: Client, session_id: str, speaker: Speaker, reason: str = "") -> None:
-    await signal(client, session_id, "abandon", AbandonRequest(actor=speaker.identity, reason=reason), speaker)
+    await signal(client, session_id, Message.ABANDON, AbandonRequest(actor=speaker.identity, reason=reason), speaker)
 
 
 class PendingApproval(BaseModel):
@@ -246,3 +348,105 @@ async def wait_until(probe, timeout_s: float, every_s: float = 0.5):
         await asyncio.sleep(every_s)
     return None
 
+
+
+class SessionSummary(BaseModel):
+    """One session as the server lists it (no worker needed): its run's status and whether a review waits."""
+
+    session_id: str
+    status: str
+    started: datetime
+    task_id: int | None = None
+    awaiting: bool = False
+
+
+class InvestigationClient:
+    """The operator API of investigations, bound to one Temporal client: what the CLI, the console and the bot
+    call (docs/adding-a-front-end.md). Each request names its ``Speaker`` (a front end speaks for many people
+    with its own key). Requests are delivered durably: while no worker answers, as a signed signal the session
+    judges when one runs (``Delivery.durable``), so an approval sent during a restart is not turned away."""
+
+    def __init__(self, client: Client, *, query_timeout_s: float = QUERY_TIMEOUT_S,
+                 update_timeout_s: float = UPDATE_TIMEOUT_S) -> None:
+        self.client = client
+        self.query_timeout_s = query_timeout_s
+        self.update_timeout_s = update_timeout_s
+
+    # ---------------------------------------------------------------- sessions
+    async def start(self, inp: InvestigationStart) -> str:
+        """Start the session (or attach to it when it already runs); returns its id."""
+        await start(self.client, inp)
+        return inp.session_id
+
+    async def execution_status(self, session_id: str) -> str | None:
+        """Temporal's word for the session's run ("running", "completed", …); None when there is no such session.
+        Answered by the server, without a worker."""
+        try:
+            desc = await handle(self.client, session_id).describe()
+        except RPCError:
+            return None
+        return desc.status.name.lower() if desc.status else "unknown"
+
+    async def sessions(self, limit: int = 100) -> list[SessionSummary]:
+        rows = []
+        async for execution in self.client.list_workflows(SESSIONS_QUERY, limit=limit):
+            attrs = execution.typed_search_attributes
+            rows.append(SessionSummary(
+                session_id=session_of(execution.id),
+                status=execution.status.name.lower() if execution.status else "unknown",
+                started=execution.start_time, task_id=attrs.get(TASK_ID), awaiting=bool(attrs.get(AWAITING_APPROVAL)),
+            ))
+        return rows
+
+    async def result(self, session_id: str) -> InvestigationResult:
+        return await handle(self.client, session_id).result()
+
+    # ---------------------------------------------------------------- reading
+    async def pending(self, session_id: str) -> PendingView | None:
+        return await pending(self.client, session_id, self.query_timeout_s)
+
+    async def pending_memo(self, session_id: str) -> PendingMemo | None:
+        return await pending_memo(self.client, session_id)
+
+    async def list_pending(self, limit: int = 100, unanswered: list[str] | None = None) -> list[PendingApproval]:
+        return await list_pending(self.client, limit, unanswered)
+
+    async def transcript(self, session_id: str, since: int = 0) -> list[TranscriptEntry]:
+        return await transcript(self.client, session_id, since)
+
+    async def approvals(self, session_id: str) -> ApprovalsView:
+        return await approvals(self.client, session_id)
+
+    # ---------------------------------------------------------------- requests
+    async def message(self, session_id: str, speaker: Speaker, text: str, *, force_tool: bool = False,
+                      fresh_code: bool = False, codify: str | None = None) -> Delivery:
+        request = OperatorMessage(text=text, author=speaker.identity, force_tool=force_tool, fresh_code=fresh_code,
+                                  codify=codify)
+        return await self._deliver(session_id, Message.MESSAGE, request, speaker)
+
+    async def decide(self, session_id: str, speaker: Speaker, turn: int, code_hash: str, kind: DecisionKind,
+                     replacement_code: str | None = None) -> Delivery:
+        """Answer exactly the review a person saw (its turn and full hash): one that moved on is refused."""
+        decision = OperatorDecision(turn=turn, code_hash=code_hash, kind=kind, approver=speaker.identity,
+                                    replacement_code=replacement_code)
+        return await self._deliver(session_id, Message.DECIDE, decision, speaker)
+
+    async def decide_by_prefix(self, session_id: str, speaker: Speaker, hash_prefix: str, kind: DecisionKind,
+                               replacement_code: str | None = None) -> Delivery:
+        return await decide_by_prefix(self.client, session_id, hash_prefix, kind, speaker, replacement_code,
+                                      query_timeout_s=self.query_timeout_s, update_timeout_s=self.update_timeout_s)
+
+    async def revoke(self, session_id: str, speaker: Speaker, target: str) -> Delivery:
+        return await self._deliver(session_id, Message.REVOKE, RevokeRequest(target=target, actor=speaker.identity),
+                                   speaker)
+
+    async def finalize(self, session_id: str, speaker: Speaker, cause: str, resolution: str) -> Delivery:
+        request = FinalizeRequest(cause=cause, resolution=resolution, actor=speaker.identity)
+        return await self._deliver(session_id, Message.FINALIZE, request, speaker)
+
+    async def abandon(self, session_id: str, speaker: Speaker, reason: str = "") -> Delivery:
+        return await self._deliver(session_id, Message.ABANDON, AbandonRequest(actor=speaker.identity, reason=reason),
+                                   speaker)
+
+    async def _deliver(self, session_id: str, name: Message, request: BaseModel, speaker: Speaker) -> Delivery:
+        return await deliver(self.client, session_id, name, request, speaker, timeout_s=self.update_timeout_s)

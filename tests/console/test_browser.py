@@ -77,7 +77,7 @@ async def test_an_approver_signs_in_reads_the_code_approves_and_sees_the_result(
     await bob.screenshot("review")
 
     await bob.click("#choose-run_once")
-    await bob.wait_text("bob chose approve once")
+    await bob.wait_text("bob chose run once")
     reply = await bob.wait_text("run ok", ".kind-reply")
     assert '"killed": true' in reply and '"status": "exhausted"' in reply
     await bob.screenshot("session")

@@ -35,7 +35,8 @@ from bamboo.frontends.console.render import code_html, diff_html, inert_filter, 
 from bamboo.frontends.console.settings import ConsoleSettings
 from bamboo.models.incident import task_problem
 from bamboo.frontends.review import (
-    CHOICE_KEYS, CHOICE_WORDS, edit_diff, effect, flagged_lines, notes, procedure_effect, procedure_notes,
+    CHOICE_KEYS, CHOICE_WORDS, because, edit_diff, effect, flagged_lines, notes, procedure_effect, procedure_notes,
+    reuse_change, said,
 )
 from policy.approvers import Role
 from policy.decisions import DecisionKind
@@ -156,6 +157,7 @@ def create_app(backend: ConsoleBackend, settings: ConsoleSettings, accounts: Loc
             return await render(request, "review.html", refresh=True, session_id=session_id, view=None)
         return await render(
             request, "review.html", session_id=session_id, view=view, effect=effect(view), notes=notes(view),
+            said=said(view), because=because(view), reuse_change=reuse_change(view),
             flagged=flagged_lines(view), procedures=[(p, procedure_effect(p), procedure_notes(p))
                                                      for p in view.procedures],
             mine=user.identity == view.requester, changed=edit_diff(view, await backend.transcript(session_id)),

@@ -1,7 +1,9 @@
 """Everything the console does to Temporal and the store, behind one small interface.
 
 Pages never talk to Temporal or Postgres themselves: they call this backend, which speaks to sessions only
-through ``bamboo.investigation.client`` and signs every request with the console's key
+through ``bamboo.investigation.client.InvestigationClient`` (docs/adding-a-front-end.md) and reads what an
+operator types with the shared parser (``bamboo.frontends.operator_lines``). It signs every request with the
+console's key
 (``Speaker(user, console_key)``), naming the signed-in person as the identity. The session's workflow checks
 that signature against the deployment's registry: the console key must hold the ``front_end`` role and the
 person must be registered with the role the request needs. Nothing here decides who may do what.
@@ -17,24 +19,24 @@ from temporalio.service import RPCError
 
 from bamboo.analysis.contract import BatchAnalyzeProgress
 from bamboo.approvals.keys import LocalKey
-from bamboo.contract import AWAITING_APPROVAL, KIND, TASK_ID, Kind
+from bamboo.contract import KIND, Kind
 from bamboo.approvals.admin import PinnedAdmins
 from bamboo.approvals.registry import ApproverRegistry
 from bamboo.audit import AuditEvent
 from bamboo.investigation import client as inv
 from bamboo.accumulation.contract import PopulateProgress
-from bamboo.investigation.contract import Ack, ApprovalsView, OperatorMessage, PendingView, RevokeRequest, TranscriptEntry
+from bamboo.frontends.operator_lines import parse_line
+from bamboo.investigation.contract import ApprovalsView, PendingView, TranscriptEntry
 from bamboo.settings import Settings
 from bamboo.store import Store
 from bamboo.store.audit_log import ChainReport
 from policy.approvers import Role
-from policy.decisions import DecisionKind, OperatorDecision
+from policy.decisions import DecisionKind
 
 BATCH_KINDS = {Kind.POPULATE.value: "populate", Kind.ANALYZE_BATCH.value: "analyze"}
 BATCH_SIGNALS = ("pause", "resume", "cancel")
 # A batch whose worker is gone must not hold the page: its row says so after this long.
 PROGRESS_QUERY_TIMEOUT = timedelta(seconds=5)
-SESSIONS_QUERY = "BambooKind = 'investigate'"
 BATCHES_QUERY = f"{KIND.name} = '{Kind.POPULATE}' OR {KIND.name} = '{Kind.ANALYZE_BATCH}'"
 
 
@@ -46,12 +48,7 @@ class ConsoleError(RuntimeError):
         self.refusal = refusal
 
 
-class SessionRow(BaseModel):
-    session_id: str
-    status: str
-    started: datetime
-    task_id: int | None = None
-    awaiting: bool = False
+SessionRow = inv.SessionSummary
 
 
 class BatchRow(BaseModel):
@@ -83,6 +80,7 @@ class ConsoleBackend:
         self.store = store
         self.settings = settings
         self.key = key
+        self.sessions_api = inv.InvestigationClient(client)
         self.registry = ApproverRegistry(store.pool, store.audit, PinnedAdmins.of(settings))
 
     def speaker(self, identity: str) -> inv.Speaker:
@@ -91,55 +89,48 @@ class ConsoleBackend:
 
     # ------------------------------------------------------------------ reviews
     async def pending(self) -> list[inv.PendingApproval]:
-        return await inv.list_pending(self.client)
+        return await self.sessions_api.list_pending()
 
     async def review(self, session_id: str) -> PendingView | None:
         try:
-            return await inv.pending(self.client, session_id)
+            return await self.sessions_api.pending(session_id)
         except inv.InvestigationError as exc:
             raise ConsoleError(str(exc)) from None
 
     async def decide(self, identity: str, session_id: str, turn: int, code_hash: str, kind: DecisionKind,
-                     replacement_code: str | None = None) -> Ack:
-        """Send exactly the turn and hash the page showed: a page that is out of date is refused by the session."""
+                     replacement_code: str | None = None) -> inv.Delivery:
+        """Send exactly the turn and hash the page showed: a page that is out of date is refused by the session.
+        While no worker runs, the decision is kept by the server and judged when one does (``Delivery``)."""
         try:
-            decision = OperatorDecision(turn=turn, code_hash=code_hash, kind=kind, approver=identity,
-                                        replacement_code=replacement_code)
+            return await self.sessions_api.decide(session_id, self.speaker(identity), turn, code_hash, kind,
+                                                  replacement_code)
         except ValidationError as exc:
             raise ConsoleError(f"the decision is not valid: {exc.errors()[0]['msg']}; reload the review and try again",
                                "malformed") from None
-        return await self._update(session_id, "decide", decision, identity)
+        except inv.InvestigationError as exc:
+            raise ConsoleError(str(exc), exc.refusal) from None
 
     # ------------------------------------------------------------------ sessions
-    async def sessions(self, limit: int = 100) -> list[SessionRow]:
-        rows = []
-        async for execution in self.client.list_workflows(SESSIONS_QUERY, limit=limit):
-            attrs = execution.typed_search_attributes
-            rows.append(SessionRow(
-                session_id=inv.session_of(execution.id),
-                status=execution.status.name.lower() if execution.status else "unknown",
-                started=execution.start_time, task_id=attrs.get(TASK_ID), awaiting=bool(attrs.get(AWAITING_APPROVAL)),
-            ))
-        return rows
+    async def sessions(self, limit: int = 100) -> list[inv.SessionSummary]:
+        return await self.sessions_api.sessions(limit)
 
     async def session_status(self, session_id: str) -> str:
-        try:
-            desc = await inv.handle(self.client, session_id).describe()
-        except RPCError as exc:
-            raise ConsoleError(f"no session {session_id}: {exc.message}") from None
-        return desc.status.name.lower() if desc.status else "unknown"
+        status = await self.sessions_api.execution_status(session_id)
+        if status is None:
+            raise ConsoleError(f"no session {session_id}")
+        return status
 
     async def transcript(self, session_id: str) -> list[TranscriptEntry]:
         try:
-            return await inv.transcript(self.client, session_id)
-        except RPCError as exc:
-            raise ConsoleError(f"cannot read session {session_id}: {exc.message}") from None
+            return await self.sessions_api.transcript(session_id)
+        except inv.InvestigationError as exc:
+            raise ConsoleError(f"cannot read session {session_id}: {exc}") from None
 
     async def approvals(self, session_id: str) -> ApprovalsView:
         try:
-            return await inv.approvals(self.client, session_id)
-        except RPCError as exc:
-            raise ConsoleError(f"cannot read session {session_id}: {exc.message}") from None
+            return await self.sessions_api.approvals(session_id)
+        except inv.InvestigationError as exc:
+            raise ConsoleError(f"cannot read session {session_id}: {exc}") from None
 
     async def grants(self) -> list[GrantRow]:
         """Standing permissions of every running session: session policies and durable procedure grants."""
@@ -162,27 +153,29 @@ class ConsoleBackend:
 
     async def start(self, identity: str, session_id: str, task_id: int | None, symptom: str | None,
                     startup_hypothesis: bool = True) -> str:
-        await inv.start(self.client, inv.start_input(self.settings, session_id, identity, task_id=task_id,
-                                                     symptom=symptom, startup_hypothesis=startup_hypothesis))
-        return session_id
+        return await self.sessions_api.start(inv.start_input(
+            self.settings, session_id, identity, task_id=task_id, symptom=symptom,
+            startup_hypothesis=startup_hypothesis))
 
-    async def ask(self, identity: str, session_id: str, text: str, force_tool: bool) -> Ack:
+    async def ask(self, identity: str, session_id: str, text: str, force_tool: bool) -> inv.Delivery:
+        """A line from the ask box, read as every front end reads it (``/new``, ``/codify``, ``/tool``)."""
+        line = parse_line(text)
+        if line.kind != "message":
+            raise ConsoleError(line.error or "that command is a button on this page, not a message", "malformed")
         try:
-            message = OperatorMessage(text=text, author=identity, force_tool=force_tool)
+            return await self.sessions_api.message(session_id, self.speaker(identity), line.text,
+                                                   force_tool=force_tool or line.force_tool,
+                                                   fresh_code=line.fresh_code, codify=line.codify)
         except ValidationError as exc:
             raise ConsoleError(f"the message is not valid: {exc.errors()[0]['msg']}", "malformed") from None
-        return await self._update(session_id, "message", message, identity)
+        except inv.InvestigationError as exc:
+            raise ConsoleError(str(exc), exc.refusal) from None
 
-    async def revoke(self, identity: str, session_id: str, target: str) -> Ack:
+    async def revoke(self, identity: str, session_id: str, target: str) -> inv.Delivery:
         try:
-            request = RevokeRequest(target=target, actor=identity)
+            return await self.sessions_api.revoke(session_id, self.speaker(identity), target)
         except ValidationError as exc:
             raise ConsoleError(f"the revoke target is not valid: {exc.errors()[0]['msg']}", "malformed") from None
-        return await self._update(session_id, "revoke", request, identity)
-
-    async def _update(self, session_id: str, name: str, request: BaseModel, identity: str) -> Ack:
-        try:
-            return await inv.update(self.client, session_id, name, request, self.speaker(identity))
         except inv.InvestigationError as exc:
             raise ConsoleError(str(exc), exc.refusal) from None
 

@@ -4,8 +4,9 @@ In a channel: ``investigate <task-id|symptom> [--verbose] [--no-hypothesis]`` (o
 ``analyze <task-id>``, ``/approvals`` (what waits for review). In a session's thread: a review reply
 (``y`` run once, ``a`` auto-run, ``k`` always ask, ``e`` with a replacement ```` ``` ```` block, ``N`` reject),
 ``/approvals``, ``/revoke <hash-prefix|proc-name|all>``, ``--verbose`` or ``verbose on|off`` (narration
-for this thread only), and anything else is a message to the session. Mattermost takes a leading ``/`` as
-a slash command, so each of these also works without it, or with ``!`` instead.
+for this thread only), and anything else is a message to the session, read by the parser every front end
+shares (``bamboo.frontends.operator_lines``: ``/tool``, ``/new``, ``/codify``). Mattermost takes a leading
+``/`` as a slash command, so each of these also works without it, or with ``!`` instead.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from bamboo.frontends.operator_lines import parse_line
 from policy.decisions import DecisionKind
 
 REVIEW_REPLIES: dict[str, DecisionKind] = {
@@ -36,6 +38,8 @@ class Command(BaseModel):
     target: str | None = None
     text: str = ""
     force_tool: bool = False
+    fresh_code: bool = False
+    codify: str | None = None
     error: str = ""
 
 
@@ -105,7 +109,12 @@ def parse_thread(message: str) -> Command:
         return Command(kind="verbose", verbose=True)
     if text in ("--quiet", "verbose off"):
         return Command(kind="verbose", verbose=False)
-    if head == "tool" and first.lstrip()[:1] in "/!":
-        return Command(kind="message", text=text.split(None, 1)[1] if len(text.split(None, 1)) > 1 else "",
-                       force_tool=True)
+    line = parse_line(text, command_marks="/!")
+    if line.kind == "message":
+        return Command(kind="message", text=line.text, force_tool=line.force_tool, fresh_code=line.fresh_code,
+                       codify=line.codify)
+    if line.kind in ("finalize", "abandon", "quit"):
+        return Command(kind="invalid", error=f"`{head}` is not offered in Mattermost; use the console or the CLI")
+    if head in ("tool", "new"):
+        return Command(kind="invalid", error=line.error)
     return Command(kind="message", text=text)

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from bamboo.frontends.inert_text import inert_markdown, markdown_code, markdown_quote
 from bamboo.frontends.review import (
-    CHOICE_KEYS, CHOICE_WORDS, effect, flagged_lines, notes, procedure_effect, procedure_notes,
+    CHOICE_KEYS, CHOICE_WORDS, MODEL_SAYS, effect, flagged_lines, notes, procedure_effect, procedure_notes,
+    reuse_change, said,
 )
 from bamboo.investigation.client import PendingApproval
 from bamboo.investigation.contract import ApprovalsView, PendingView, TranscriptEntry
@@ -24,7 +25,6 @@ from policy.code_hazards import visible
 from policy.code_identity import short_hash
 
 WRAP = 96
-MODEL_SAYS = "The model says (unverified):"
 ALWAYS = {"reply", "finding", "refused_run", "refused_request", "refused_decision", "suggestion", "hypothesis",
           "grant", "revoke", "system", "decision"}
 VERBOSE_ONLY = {"intent", "code", "policy", "run", "operator"}
@@ -44,12 +44,13 @@ def numbered(code: str, flagged: set[int] | None = None) -> str:
     return "```text\n" + "\n".join(out) + "\n```"
 
 
-def model_block(summary: str, signals: list[str] | None = None) -> str:
-    """What the model wrote about the code: a label, then its words as an inert block quote and a blank line."""
+def model_block(summary: str, signals: list[str] | None = None, label: str = MODEL_SAYS) -> str:
+    """Words about the code no check vouches for: a label saying whose they are (the model's, or a reused
+    procedure's stored summary), then the words as an inert block quote and a blank line."""
     words = summary.strip() or "(nothing)"
     if signals:
         words += "\nbecause: " + "; ".join(signals)
-    return f"**{MODEL_SAYS}**\n{markdown_quote(words)}"
+    return f"**{label}**\n{markdown_quote(words)}"
 
 
 def review_post(view: PendingView, changed: str = "") -> str:
@@ -58,10 +59,14 @@ def review_post(view: PendingView, changed: str = "") -> str:
              f"**{what.text}** · asked by **{inert_markdown(view.requester)}**",
              f"tools: {', '.join(view.tools) or 'none'} · may call when run: {', '.join(view.allow_set) or 'none'}",
              f"policy: {view.detail} (version `{view.policy_version}`)", "",
-             model_block(view.summary, view.trigger_signals), numbered(view.code, flagged_lines(view))]
+             model_block(said(view).words, label=said(view).label), numbered(view.code, flagged_lines(view))]
     if changed:
         lines.append("changed since this turn was last reviewed:\n" + numbered(changed))
-    lines += [f"- {note}" for note in notes(view)]
+    # A reused procedure's line carries values bound from the task (PanDA's words): every note is inert.
+    lines += [f"- {inert_markdown(note)}" for note in notes(view)]
+    stored_change = reuse_change(view)
+    if stored_change is not None and view.reuse is not None:
+        lines.append(inert_markdown(stored_change) + "\n" + numbered(view.reuse.diff_from_previous))
     for procedure in view.procedures:
         lines.append(f"replays **{procedure.name}** · `{short_hash(procedure.code_hash)}` · {procedure_effect(procedure)}")
         lines.append(numbered(procedure.code))
