@@ -219,9 +219,10 @@ def _simulator(settings: Settings) -> Iterator[None]:
         return
     from bamboo.panda.simulator import PandaSimulator
 
-    with PandaSimulator(EXAMPLE_INCIDENTS, host=host, port=port, require_token=None) as sim:
+    # The demo's second turn retries a bundled task another user owns, which PanDA allows a production role only.
+    with PandaSimulator(EXAMPLE_INCIDENTS, host=host, port=port, require_token=None, production_role=True) as sim:
         console.print(f"PanDA: the simulator of the bundled tasks at {sim.api_url}, for as long as the demo runs "
-                      "(`bamboo panda-sim` keeps one running)")
+                      "(`bamboo panda-sim --production-role` keeps one running)")
         yield
 
 
