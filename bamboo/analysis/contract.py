@@ -18,6 +18,9 @@ from pydantic import BaseModel, Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
 from temporalio.common import RetryPolicy
 
+from bamboo.batch.contract import BatchProgress, BatchResult, BatchState, FailedItem
+# Re-exported: an analysis client steers its batch with the names every batch answers to.
+from bamboo.batch.contract import BATCH_SIGNALS as BATCH_SIGNALS, PROGRESS_QUERY as PROGRESS_QUERY
 from bamboo.contract import LLM_CALL, STORE_CALL, ActivityOptions, activity_stub, llm_call_within
 from bamboo.models.spend import Spend
 
@@ -340,54 +343,26 @@ class TaskPageInput(BaseModel):
     limit: int
 
 
-class BatchFailure(BaseModel):
-    index: int
-    source: str
-    reason: str
+# A batch of analyses is steered and followed like every batch (bamboo/batch/contract.py): its failed item
+# and its progress are every batch's, under the names analysis clients know.
+BatchFailure = FailedItem
+BatchAnalyzeProgress = BatchProgress
 
 
-class BatchAnalyzeInput(BaseModel):
-    batch_id: str
+class BatchAnalyzeInput(BatchState):
     path: str
     skip_workflow_ids: list[str] = Field(default_factory=list, description="already analysed; not redone")
     concurrency: int = Field(default=4, ge=1, le=256)
     exploration_threshold: float = Field(default=0.5, ge=0.0, le=1.0)
     continue_as_new_every: int = Field(default=200, ge=1)
-    # carried across continue-as-new
+    # carried across continue-as-new, besides what every batch carries (BatchState)
     listing: TaskListing | None = None
-    cursor: int = 0
-    done: int = 0
-    skipped: int = 0
-    failed: list[BatchFailure] = Field(default_factory=list)
-    failed_count: int = 0
-    paused: bool = False
     spend: Spend = Field(default_factory=Spend, description="the analyses' model spend so far")
-    generation: int = 0
 
 
-class BatchAnalyzeProgress(BaseModel):
-    batch_id: str
-    total: int | None
-    done: int
-    skipped: int
-    failed: int
-    running: int
-    pending: int | None
-    paused: bool
-    cancelled: bool
-    finished: bool
-    generation: int
-    recent_failures: list[BatchFailure] = Field(default_factory=list)
+class BatchAnalyzeResult(BatchResult):
+    """`skipped` counts tasks already analysed (named by the starter), not redone."""
 
-
-class BatchAnalyzeResult(BaseModel):
-    batch_id: str
-    total: int
-    done: int
-    skipped: int
-    failed: int
-    cancelled: bool
-    failures: list[BatchFailure]
     spend: Spend = Field(default_factory=Spend, description="the batch's model calls, tokens and USD")
     budget_spent: bool = Field(default=False, description="stopped starting analyses: the batch budget is spent")
 
@@ -396,8 +371,7 @@ class BatchAnalyzeResult(BaseModel):
 # Compatibility data: renaming any of these orphans running analyses (docs/versioning.md).
 ANALYZE_WORKFLOW = "AnalyzeTask"
 BATCH_ANALYZE_WORKFLOW = "BatchAnalyze"
-BATCH_SIGNALS = ("pause", "resume", "cancel")
-PROGRESS_QUERY = "progress"
+# The batch's signals and progress query are every batch's (bamboo/batch/contract.py, imported above).
 # The analysis's answer so far: None until the evidence is read, then the ranking's (answer "first"),
 # then the final one; a client shows the first while the model's second opinion runs.
 RESULT_QUERY = "result"

@@ -16,7 +16,7 @@ from typing import Any
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from temporalio.client import Client, WorkflowHandle
 
-from bamboo.batch.contract import PROGRESS_QUERY
+from bamboo.batch.contract import PROGRESS_QUERY, BatchProgress
 from bamboo.cli.common import console
 from bamboo.cli.worker_presence import no_worker_hint, queue_has_worker
 
@@ -65,8 +65,8 @@ def _line(name: str, c: dict[str, Any], state: str = "") -> str:
             f"{c['running']} running{(' ' + state) if state else ''}")
 
 
-async def follow_batch(handle: WorkflowHandle, progress_type: type, reattach_hint: str,
-                       quiet: bool = False, read: Callable[[WorkflowHandle], Awaitable[Any]] | None = None,
+async def follow_batch(handle: WorkflowHandle, progress_type: type[BatchProgress], reattach_hint: str,
+                       quiet: bool = False, read: Callable[[WorkflowHandle], Awaitable[BatchProgress]] | None = None,
                        worker_queue: tuple[Client, str] | None = None) -> Any | None:
     """Poll until the batch ends and return its result; on Ctrl-C print how to re-attach and return None.
 

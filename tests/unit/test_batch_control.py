@@ -16,14 +16,17 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.heartbeat import EVERY_S, beat_interval, with_heartbeats
 from bamboo.accumulation.contract import PopulateInput
+from bamboo.analysis.contract import BatchAnalyzeInput
 from bamboo.batch.contract import BATCH_SIGNALS, MAX_KEPT_FAILURES, PROGRESS_QUERY, BatchProgress, BatchState
+from workflows.batch_analyze import BatchAnalyze
 from workflows.batching import innermost_reason
 from workflows.populate import PopulateBatch
 
-BATCHES = [(PopulateBatch, PopulateInput(batch_id="b", path="/in"))]
+BATCHES = [(PopulateBatch, PopulateInput(batch_id="b", path="/in")),
+           (BatchAnalyze, BatchAnalyzeInput(batch_id="b", path="/in"))]
 
 
-@pytest.mark.parametrize(("batch", "inp"), BATCHES, ids=["populate"])
+@pytest.mark.parametrize(("batch", "inp"), BATCHES, ids=["populate", "analyze"])
 def test_every_batch_answers_the_contracts_messages_with_one_progress_model(batch, inp):
     definition = workflow._Definition.must_from_class(batch)
     assert set(definition.signals) == set(BATCH_SIGNALS)
@@ -38,7 +41,7 @@ def test_every_batch_answers_the_contracts_messages_with_one_progress_model(batc
     assert not progress.paused and progress.cancelled
 
 
-@pytest.mark.parametrize(("batch", "inp"), BATCHES, ids=["populate"])
+@pytest.mark.parametrize(("batch", "inp"), BATCHES, ids=["populate", "analyze"])
 def test_every_batch_counts_every_failure_and_keeps_the_last_reasons(batch, inp):
     control = batch(inp)
     for i in range(MAX_KEPT_FAILURES + 30):
