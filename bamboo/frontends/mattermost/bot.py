@@ -41,18 +41,17 @@ from bamboo.frontends.mattermost.render import approvals_post, entry_post, pendi
 from bamboo.frontends.mattermost.users import UserMap
 from bamboo.frontends.review import edit_diff
 from bamboo.investigation import client as inv
-from bamboo.investigation.contract import OperatorMessage, RevokeRequest
 from bamboo.models.incident import task_problem
 from bamboo.settings import Settings
-from policy.decisions import OperatorDecision
 
 log = logging.getLogger("bamboo.mattermost")
 SESSION_PREFIX = "mm-"
 STATUS_EVERY = 5
 HELP = ("In a channel: `investigate <task-id|symptom> [--verbose]`, `analyze <task-id>`, `approvals`. In a session's "
-        "thread: a question or request, review replies `y` `a` `k` `e` `N`, `/approvals`, `/revoke <hash|proc|all>`, "
+        "thread: a question or request (`!new TEXT` for newly written code, `!codify` to list written procedures "
+        "that fit, `!codify N` to turn one into code), review replies `y` `a` `k` `e` `N`, `/approvals`, "
+        "`/revoke <hash|proc|all>`, "
         "`--verbose` / `verbose off`. Only people the deployment mapped to a registered identity can act.")
-
 
 def analysis_post(result: AnalysisResult) -> str:
     """An analysis result as a post: the cause, who decided it and what the confidence means (the one
@@ -98,6 +97,7 @@ class MattermostBot:
     def __init__(self, chat: MattermostChat, client: Client, settings: Settings, users: UserMap, key: LocalKey,
                  audit: AuditSink, poll_s: float = 1.0) -> None:
         self.chat, self.client, self.settings, self.users, self.key = chat, client, settings, users, key
+        self.sessions = inv.InvestigationClient(client)  # every session request goes through the shared client
         self.audit, self.poll_s = audit, poll_s
         self.threads: dict[str, Thread] = {}
         self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
@@ -156,15 +156,14 @@ class MattermostBot:
         if command.task_id is not None and (why := task_problem({"jediTaskID": command.task_id})):
             return await self._say(channel, root, f"Cannot use that task id: {why}")  # before PanDA or Temporal
         if command.kind == "pending":
-            return await self._say(channel, root, pending_list(await inv.list_pending(self.client)))
+            return await self._say(channel, root, pending_list(await self.sessions.list_pending()))
         identity = await self._identity(post, command.kind, None)
         if identity is None:
             return
         if command.kind == "investigate":
             session_id = SESSION_PREFIX + root
-            await inv.start(self.client, inv.start_input(self.settings, session_id, identity, task_id=command.task_id,
-                                                         symptom=command.symptom,
-                                                         startup_hypothesis=command.hypothesis))
+            await self.sessions.start(inv.start_input(self.settings, session_id, identity, task_id=command.task_id,
+                                                      symptom=command.symptom, startup_hypothesis=command.hypothesis))
             thread = Thread(root_id=root, channel_id=channel, session_id=session_id, verbose=command.verbose)
             self.threads[root] = thread
             what = f"task {command.task_id}" if command.task_id else f"“{inert_markdown(command.symptom or '')}”"
@@ -209,16 +208,15 @@ class MattermostBot:
         if root_id in self.threads:
             return self.threads[root_id]
         session_id = SESSION_PREFIX + root_id
-        try:
-            await inv.handle(self.client, session_id).describe()
-        except RPCError:
+        if await self.sessions.execution_status(session_id) is None:
             return None  # not a session thread
-        entries = await inv.transcript(self.client, session_id)
+        entries = await self.sessions.transcript(session_id)
         thread = Thread(root_id=root_id, channel_id=channel_id, session_id=session_id,
                         seen=max((e.seq for e in entries), default=0))
-        view = await inv.pending(self.client, session_id)
-        if view is not None:
-            thread.prompts.append(Prompt(0, view.turn, view.code_hash))
+        # What a reply answers is known from the server even while no worker runs (the session's memo).
+        memo = await self.sessions.pending_memo(session_id)
+        if memo is not None:
+            thread.prompts.append(Prompt(0, memo.turn, memo.code_hash))
         self.threads[root_id] = thread
         self._follow(thread)
         return thread
@@ -232,33 +230,34 @@ class MattermostBot:
             return await self._say(channel, root, f"Verbose narration {'on' if command.verbose else 'off'} in this "
                                                   "thread (it changes what is shown, never what may run).")
         if command.kind == "approvals":
-            return await self._say(channel, root, approvals_post(await inv.approvals(self.client, thread.session_id)))
+            return await self._say(channel, root, approvals_post(await self.sessions.approvals(thread.session_id)))
         identity = await self._identity(post, command.kind, thread)
         if identity is None:
             return
         speaker = inv.Speaker(identity, self.key)
+        delivery: inv.Delivery | None = None
         try:
             if command.kind == "decision":
                 prompt = thread.prompt_for(int(post.get("create_at") or 0))
                 if prompt is None:
                     return await self._say(channel, root, "No review was posted in this thread before your reply.")
                 assert command.decision is not None  # the parser sets it for every decision command
-                request = OperatorDecision(turn=prompt.turn, code_hash=prompt.code_hash, kind=command.decision,
-                                           approver=identity, replacement_code=command.replacement_code)
-                await inv.update(self.client, thread.session_id, "decide", request, speaker)
+                delivery = await self.sessions.decide(thread.session_id, speaker, prompt.turn, prompt.code_hash,
+                                                      command.decision, command.replacement_code)
             elif command.kind == "revoke":
-                await inv.update(self.client, thread.session_id, "revoke",
-                                 RevokeRequest(target=command.target or "", actor=identity), speaker)
+                delivery = await self.sessions.revoke(thread.session_id, speaker, command.target or "")
             elif command.kind == "message":
-                await inv.update(self.client, thread.session_id, "message",
-                                 OperatorMessage(text=command.text, author=identity, force_tool=command.force_tool),
-                                 speaker)
+                delivery = await self.sessions.message(thread.session_id, speaker, command.text,
+                                                       force_tool=command.force_tool, fresh_code=command.fresh_code,
+                                                       codify=command.codify)
         except ValidationError as exc:
             await self._say(channel, root, f"Not sent: {inert_markdown(exc.errors()[0]['msg'])}")
         except inv.InvestigationError as exc:
-            if exc.refusal is None:  # the session did not see it (no worker, unreachable): say so here
+            if exc.refusal is None:  # the session did not see it (unreachable): say so here
                 await self._say(channel, root, f"Not delivered: {inert_markdown(str(exc))}")
             # a refusal is in the session's transcript, which this thread narrates
+        if delivery is not None and delivery.durable:  # kept by the server until a worker runs: say so
+            await self._say(channel, root, f"{identity}: {delivery.detail}.")
 
     # ------------------------------------------------------------------ identity
     async def _identity(self, post: dict[str, Any], request: str, thread: Thread | None) -> str | None:
@@ -284,25 +283,24 @@ class MattermostBot:
         polls = 0
         while True:
             try:
-                entries = await inv.transcript(self.client, thread.session_id, thread.seen)
+                entries = await self.sessions.transcript(thread.session_id, thread.seen)
                 for entry in entries:
                     thread.seen = max(thread.seen, entry.seq)
                     text = entry_post(entry, thread.verbose)
                     if text:
                         await self._say(thread.channel_id, thread.root_id, text)
-                view = await inv.pending(self.client, thread.session_id)
+                view = await self.sessions.pending(thread.session_id)
                 if view is not None and not any((p.turn, p.code_hash) == (view.turn, view.code_hash)
                                                 for p in thread.prompts):
-                    transcript = await inv.transcript(self.client, thread.session_id)
+                    transcript = await self.sessions.transcript(thread.session_id)
                     posted = await self.chat.post(thread.channel_id, review_post(view, edit_diff(view, transcript)),
                                                   thread.root_id)
                     thread.prompts.append(Prompt(int(posted.get("create_at") or 0), view.turn, view.code_hash))
                 polls += 1
                 if polls % STATUS_EVERY == 0 and not entries:
-                    desc = await inv.handle(self.client, thread.session_id).describe()
-                    if desc.status is not None and desc.status.name != "RUNNING":
-                        await self._say(thread.channel_id, thread.root_id,
-                                        f"Session `{thread.session_id}` is {desc.status.name.lower()}.")
+                    status = await self.sessions.execution_status(thread.session_id)
+                    if status is not None and status != "running":
+                        await self._say(thread.channel_id, thread.root_id, f"Session `{thread.session_id}` is {status}.")
                         return
             except (RPCError, inv.InvestigationError) as exc:
                 log.warning("following %s: %s", thread.session_id, exc)
