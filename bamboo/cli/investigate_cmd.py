@@ -395,7 +395,15 @@ def approvals_cmd(as_json: bool = typer.Option(False, "--json", help="machine-re
             err_console.print(inert_rich(
                 f"{len(unanswered)} session(s) wait for approval by Temporal's record but no worker answered for "
                 f"them ({', '.join(unanswered[:5])}{', …' if len(unanswered) > 5 else ''}); start one (`bamboo dev "
-                "up` or `bamboo worker`) to see their reviews", one_line=True))
+                "up` or `bamboo worker`) to see their code", one_line=True))
+            for session in unanswered[:20]:
+                memo = await ops.pending_memo(session)
+                if memo is not None:  # what an answer names is on the server: it can be sent now
+                    err_console.print(inert_rich(
+                        f"  {session} turn {memo.turn} {memo.code_hash} asked by {memo.requester} "
+                        f"({'read-only' if memo.read_only else 'STATE-CHANGING'}): `bamboo approve {session} "
+                        f"{memo.code_hash[:12]} y|n` is delivered now and judged when a worker runs (its code shows "
+                        "once one answers)", one_line=True))
             raise typer.Exit(1)
 
     def _approvals_table(found: list[inv.PendingApproval]) -> None:

@@ -320,14 +320,15 @@ class PendingApproval(BaseModel):
     view: PendingView
 
 
-async def list_pending(client: Client, limit: int = 100, unanswered: list[str] | None = None) -> list[PendingApproval]:
+async def list_pending(client: Client, limit: int = 100, unanswered: list[str] | None = None,
+                       timeout_s: float | None = None) -> list[PendingApproval]:
     """Pending reviews across sessions: the search attribute finds candidates, the query confirms each. A
     session whose query no worker answers is added to ``unanswered`` when given (it may well be waiting)."""
     found: list[PendingApproval] = []
     async for execution in client.list_workflows(PENDING_QUERY, limit=limit):
         session = session_of(execution.id)
         try:
-            view = await pending(client, session)
+            view = await pending(client, session, timeout_s)
         except InvestigationError:
             if unanswered is not None:
                 unanswered.append(session)
@@ -409,7 +410,7 @@ class InvestigationClient:
         return await pending_memo(self.client, session_id)
 
     async def list_pending(self, limit: int = 100, unanswered: list[str] | None = None) -> list[PendingApproval]:
-        return await list_pending(self.client, limit, unanswered)
+        return await list_pending(self.client, limit, unanswered, self.query_timeout_s)
 
     async def transcript(self, session_id: str, since: int = 0) -> list[TranscriptEntry]:
         return await transcript(self.client, session_id, since)

@@ -5,6 +5,10 @@ refused in the transcript."""
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
+import sys
+
 import pytest
 
 from bamboo.investigation import client as inv
@@ -14,6 +18,7 @@ from tests.investigation.conftest import (
     KILL_CODE, READ_CODE, TASK_ID, entries, kill_process_group, new_session, spawn_worker_process,
     wait_for,
 )
+from tests.services import ROOT, worker_env
 
 pytestmark = pytest.mark.usefixtures("terminate_sessions")
 
@@ -53,6 +58,10 @@ async def test_approval_while_no_worker_polls_runs_once_a_worker_starts(ops, cli
     memo = await operator.pending_memo(session)
     assert memo is not None and (memo.turn, memo.code_hash, memo.requester) == (1, view.code_hash, "alice")
     assert memo.read_only
+    listing = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "bamboo.cli.main", "approvals"], cwd=ROOT, env=worker_env(settings),
+        capture_output=True, text=True, timeout=300)
+    assert f"{session} turn 1 {view.code_hash} asked by alice (read-only)" in " ".join(listing.stderr.split())
     delivery = await operator.decide_by_prefix(session, ops.bob, view.code_hash[:12], DecisionKind.RUN_ONCE)
     assert delivery.durable and delivery.ack is None
     assert (delivery.turn, delivery.code_hash) == (1, view.code_hash)
