@@ -21,6 +21,7 @@ from rich.table import Table
 
 from bamboo.approvals.keys import DEFAULT_TTL_S, KeyStore, SigningKeyError
 from bamboo.cli.common import console, fail, run
+from bamboo.investigation.contract import Message
 from bamboo.settings import get_settings
 from policy.approvers import Role
 from policy.identity import IdentityError, canonical_identity
@@ -224,7 +225,7 @@ def keys_revoke(
 
 
 # --------------------------------------------------------------------------------- sign
-def _signed_json(session: str, name: str, request, identity: str | None, ttl: float) -> None:
+def _signed_json(session: str, name: Message, request, identity: str | None, ttl: float) -> None:
     from bamboo.investigation import client as inv
 
     settings = get_settings()
@@ -272,7 +273,7 @@ def sign_decide(
             return
         turn, full = view.turn, view.code_hash
     request = OperatorDecision(turn=turn, code_hash=full, kind=kind, approver=_identity(identity))
-    _signed_json(session, "decide", request, identity, ttl)
+    _signed_json(session, Message.DECIDE, request, identity, ttl)
 
 
 @sign_app.command("message")
@@ -289,7 +290,7 @@ def sign_message(
 
     message = OperatorMessage(text=text, author=_identity(identity), force_tool=tool or fresh_code,
                               fresh_code=fresh_code)
-    _signed_json(session, "message", message, identity, ttl)
+    _signed_json(session, Message.MESSAGE, message, identity, ttl)
 
 
 @sign_app.command("revoke")
@@ -302,4 +303,4 @@ def sign_revoke(
     """Print a signed revoke request."""
     from bamboo.investigation.contract import RevokeRequest
 
-    _signed_json(session, "revoke", RevokeRequest(target=target, actor=_identity(identity)), identity, ttl)
+    _signed_json(session, Message.REVOKE, RevokeRequest(target=target, actor=_identity(identity)), identity, ttl)
