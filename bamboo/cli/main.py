@@ -246,7 +246,7 @@ def _mount_optional() -> None:
     import importlib
 
     for module in ("bamboo.cli.tools_cmd", "bamboo.cli.analyze_cmd", "bamboo.cli.feedback_cmd", "bamboo.cli.investigate_cmd",
-                   "bamboo.cli.keys_cmd", "bamboo.cli.exec_cmd", "bamboo.frontends.console.cli", "bamboo.frontends.mattermost.cli"):
+                   "bamboo.cli.keys_cmd", "bamboo.cli.exec_cmd", "bamboo.cli.console_cmd", "bamboo.cli.mattermost_cmd"):
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:
