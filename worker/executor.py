@@ -26,9 +26,8 @@ from bamboo.approvals.registry import ApproverRegistry, TrustRootSource
 from bamboo.executors.service import CommandExecutor
 from bamboo.executors.config import ExecutorConfig, ExecutorConfigError, ExecutorSettings, load_executor_config
 from bamboo.executors.contract import ExecutorAddressError, executor_queue
+from bamboo.app import Process, open_app
 from bamboo.settings import Settings, get_settings
-from bamboo.store.audit_log import PostgresAuditLog
-from bamboo.store.db import open_pool
 from bamboo.store.executor_state import ExecutorState
 from bamboo.temporal_client import connect
 from policy.write_gates import gated
@@ -44,10 +43,10 @@ async def run_executor(settings: Settings, config: ExecutorConfig, *, stop: asyn
     if not settings.database_url:
         raise ExecutorConfigError("an executor needs the store: set BAMBOO_DATABASE_URL")
     queue = executor_queue(config.environment, config.channel)
-    pool = await open_pool(settings.database_url, settings.embedding_dim, settings.embedding_model, max_size=4,
-                           owner_url=settings.database_owner_url)
+    opened = await open_app(settings, Process.EXECUTOR)
+    pool = opened.store.pool
     try:
-        audit = PostgresAuditLog(pool)
+        audit = opened.store.audit
         admins = admins or PinnedAdmins.of(settings)
         pinned = len(admins.root().admins)
         executor = CommandExecutor(config, ExecutorState(pool), audit, ApproverRegistry(pool, audit, admins), admins,
@@ -64,7 +63,7 @@ async def run_executor(settings: Settings, config: ExecutorConfig, *, stop: asyn
                 ready.set()
             await stop.wait()
     finally:
-        await pool.close()
+        await opened.close()
 
 
 def main(argv: list[str] | None = None) -> None:

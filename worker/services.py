@@ -1,7 +1,8 @@
 """Builds the worker's services once: store, LLM client, embedder, extraction strategy.
 
-The composition root (docs/architecture.md): nothing else in the tree opens a store or an LLM client for
-activities, so one configuration reaches every activity the same way.
+The worker's composition root (docs/architecture.md): the store and embedder are opened as every process opens
+them (``bamboo.app``); nothing else in the tree opens an LLM client for activities, so one configuration
+reaches every activity the same way.
 """
 
 from __future__ import annotations
@@ -12,13 +13,12 @@ from typing import TypeVar
 import httpx
 from pydantic import BaseModel
 
-from bamboo.embeddings.factory import build_embedder
+from bamboo.app import Process, open_app
 from bamboo.extraction.base import ExtractionStrategy
 from bamboo.extraction.panda.strategy import PandaExtractionStrategy
 from bamboo.llm.client import LLMClient
 from bamboo.services import Services
 from bamboo.settings import Settings
-from bamboo.store import open_configured_store
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -61,8 +61,9 @@ def build_strategy(settings: Settings, llm: LLMClient) -> ExtractionStrategy:
     return GenericLLMExtractionStrategy(llm)
 
 
-async def build_services(settings: Settings, *, llm_base_url: str | None = None, pool_size: int = 10) -> Services:
-    embedder = build_embedder(settings)
-    store = await open_configured_store(settings, embedder.dim, embedder.model_id, max_size=pool_size, for_worker=True)
+async def build_services(settings: Settings, *, llm_base_url: str | None = None, pool_size: int | None = None) -> Services:
+    """The store and embedder as every process opens them (``bamboo.app``), and what only activities need."""
+    app = await open_app(settings, Process.WORKER, pool_size=pool_size)
     llm = SlottedLLMClient.for_worker(settings, base_url=llm_base_url)
-    return Services(settings=settings, store=store, llm=llm, embedder=embedder, strategy=build_strategy(settings, llm))
+    return Services(settings=settings, store=app.store, llm=llm, embedder=app.embedder,
+                    strategy=build_strategy(settings, llm))

@@ -1,19 +1,16 @@
-"""Open the knowledge store from the CLI with the configured embedder's dimension."""
+"""Open the knowledge store for one CLI command, the way every process opens it (``bamboo.app``)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from bamboo.embeddings.factory import build_embedder
+from bamboo.app import Process, opened_app
 from bamboo.settings import Settings
-from bamboo.store import Store, open_configured_store
+from bamboo.store import Store
 
 
 @asynccontextmanager
-async def opened_store(settings: Settings):
-    embedder = build_embedder(settings)
-    store: Store = await open_configured_store(settings, embedder.dim, embedder.model_id, max_size=2, for_worker=False)
-    try:
-        yield store
-    finally:
-        await store.close()
+async def opened_store(settings: Settings) -> AsyncIterator[Store]:
+    async with opened_app(settings, Process.CLI) as app:
+        yield app.store

@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import uvicorn
 
-from bamboo.approvals.admin import PinnedAdmins, embedded_admin
+from bamboo.app import Process, open_app
+from bamboo.approvals.admin import embedded_admin
 from bamboo.approvals.keys import KeyStore, SigningKeyError
 from bamboo.approvals.registry import ApproverRegistry
-from bamboo.embeddings.factory import build_embedder
 from bamboo.frontends.console.accounts import LocalAccounts
 from bamboo.frontends.console.app import create_app
 from bamboo.frontends.console.backend import ConsoleBackend
 from bamboo.frontends.console.oidc import oidc_client
 from bamboo.frontends.console.settings import ConsoleSettings
 from bamboo.settings import Settings
-from bamboo.store import open_configured_store
 from bamboo.temporal_client import connect
 from policy.approvers import Role
 
@@ -41,10 +40,10 @@ async def serve(settings: Settings, console: ConsoleSettings, echo=print) -> Non
         raise ConsoleStartError(
             f"no console accounts in {accounts.path} and no single sign-on configured; add one with "
             "`bamboo console add-user NAME` (or set BAMBOO_CONSOLE_OIDC_DISCOVERY_URL and _CLIENT_ID)")
-    embedder = build_embedder(settings)
-    store = await open_configured_store(settings, embedder.dim, embedder.model_id, max_size=4, for_worker=False)
+    opened = await open_app(settings, Process.CONSOLE)
+    store = opened.store
     try:
-        registry = ApproverRegistry(store.pool, store.audit, PinnedAdmins.of(settings))
+        registry = opened.registry()
         if settings.embedded_database:
             key = await provision_embedded_front_end(settings, console, registry)
         else:
@@ -65,4 +64,4 @@ async def serve(settings: Settings, console: ConsoleSettings, echo=print) -> Non
         echo(f"Bamboo console on {console.base_url()} (signing as {key.identity} for the person signed in)")
         await server.serve()
     finally:
-        await store.close()
+        await opened.close()

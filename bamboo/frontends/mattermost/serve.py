@@ -4,15 +4,13 @@ audit log, Mattermost; then listen until stopped."""
 from __future__ import annotations
 
 from bamboo.approvals.keys import KeyStore, SigningKeyError
-from bamboo.approvals.admin import PinnedAdmins, embedded_admin
-from bamboo.approvals.registry import ApproverRegistry
-from bamboo.embeddings.factory import build_embedder
+from bamboo.app import Process, open_app
+from bamboo.approvals.admin import embedded_admin
 from bamboo.frontends.mattermost.bot import MattermostBot
 from bamboo.frontends.mattermost.chat import MattermostChat
 from bamboo.frontends.mattermost.settings import MattermostSettings
 from bamboo.frontends.mattermost.users import UserMap
 from bamboo.settings import Settings
-from bamboo.store import open_configured_store
 from bamboo.temporal_client import connect
 from policy.approvers import DeploymentPolicy, Role
 
@@ -25,10 +23,10 @@ async def serve(settings: Settings, mm: MattermostSettings, echo=print) -> None:
     if mm.token is None:
         raise BotStartError("no bot token: set BAMBOO_MATTERMOST_TOKEN to the bot account's personal access token")
     users = UserMap.load(mm.resolved_users_file(settings))
-    embedder = build_embedder(settings)
-    store = await open_configured_store(settings, embedder.dim, embedder.model_id, max_size=2, for_worker=False)
+    opened = await open_app(settings, Process.BOT)
+    store = opened.store
     try:
-        registry = ApproverRegistry(store.pool, store.audit, PinnedAdmins.of(settings))
+        registry = opened.registry()
         keys = KeyStore(settings.resolved_keys_dir())
         if settings.embedded_database and not keys.exists(mm.identity):
             keys.create(mm.identity)  # the embedded stack registers its own bot, as the demo registers its people
@@ -58,4 +56,4 @@ async def serve(settings: Settings, mm: MattermostSettings, echo=print) -> None:
         echo(f"Mattermost bot on {mm.url}, signing as {key.identity} for {len(users.users)} mapped people")
         await bot.run()
     finally:
-        await store.close()
+        await opened.close()
