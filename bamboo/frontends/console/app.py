@@ -29,7 +29,8 @@ from starlette.types import ASGIApp
 
 from bamboo.frontends.console import auth
 from bamboo.frontends.console.accounts import LocalAccounts
-from bamboo.frontends.console.backend import BATCH_SIGNALS, ConsoleBackend, ConsoleError
+from bamboo.batch.contract import BATCH_SIGNALS
+from bamboo.frontends.console.backend import ConsoleBackend, ConsoleError
 from bamboo.frontends.console.headers import SecurityHeaders
 from bamboo.frontends.console.render import code_html, diff_html, inert_filter, pygments_css
 from bamboo.frontends.console.settings import ConsoleSettings

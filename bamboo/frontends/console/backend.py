@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, ValidationError
 from temporalio.client import Client, WorkflowQueryFailedError, WorkflowQueryRejectedError
 from temporalio.service import RPCError
 
+from bamboo.batch.contract import BATCH_SIGNALS, PROGRESS_QUERY
 from bamboo.analysis.contract import BatchAnalyzeProgress
 from bamboo.approvals.keys import LocalKey
 from bamboo.contract import KIND, Kind
@@ -34,7 +35,6 @@ from policy.approvers import Role
 from policy.decisions import DecisionKind
 
 BATCH_KINDS = {Kind.POPULATE.value: "populate", Kind.ANALYZE_BATCH.value: "analyze"}
-BATCH_SIGNALS = ("pause", "resume", "cancel")
 # A batch whose worker is gone must not hold the page: its row says so after this long.
 PROGRESS_QUERY_TIMEOUT = timedelta(seconds=5)
 BATCHES_QUERY = f"{KIND.name} = '{Kind.POPULATE}' OR {KIND.name} = '{Kind.ANALYZE_BATCH}'"
@@ -190,7 +190,7 @@ class ConsoleBackend:
                 progress_type = PopulateProgress if kind == "populate" else BatchAnalyzeProgress
                 try:
                     row.progress = await self.client.get_workflow_handle(execution.id).query(
-                        "progress", result_type=progress_type, rpc_timeout=PROGRESS_QUERY_TIMEOUT)
+                        PROGRESS_QUERY, result_type=progress_type, rpc_timeout=PROGRESS_QUERY_TIMEOUT)
                 except RPCError as exc:
                     row.detail = f"progress unavailable: {exc.message}"
                 except (WorkflowQueryFailedError, WorkflowQueryRejectedError) as exc:
