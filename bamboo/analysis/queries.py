@@ -4,6 +4,9 @@ found it (a test compares every table's row count before and after).
 Each clue type is looked up through the one edge kind accumulation writes for it (EDGE_SHAPES), so the
 edge written and the edge queried are the same (an earlier version wrote Environment clues with one edge
 kind and queried them with another, so they never matched).
+
+Their cost must not grow with how much was learned (issue 25): counts per node are read from
+node_incidents, which the graph write keeps, and provenance is read only in bounded amounts.
 """
 
 from __future__ import annotations
@@ -71,28 +74,64 @@ async def clue_edges(pool: AsyncConnectionPool, clues: list[Clue]) -> list[ClueE
     return [ClueEdge(r[0], r[1], r[2], r[3], int(r[4]), float(r[5]), int(r[6])) for r in rows]
 
 
-async def context_edges(pool: AsyncConnectionPool, clues: list[Clue]) -> list[ClueEdge]:
+# Stored incidents read per context clue. A clue on more incidents than this is read from a sample of
+# them (the first by graph id, spread over its symptoms by their counts) and its counts scaled up to its
+# incident count: such a clue is on a large share of the store and says little about any one cause, and
+# reading all of it made analysis cost grow with the store (vo=atlas is on nearly every incident). A
+# store with fewer incidents per clue than this is read whole: the ranking gets exactly what it did.
+# What it costs above the cap: the clue's counts are estimates, and a cause behind fewer than about one
+# in `cap` of the clue's incidents (per symptom) may be missing from the sample, and then gets no
+# evidence from that clue (the task's other clues still count for it).
+MAX_INCIDENTS_PER_CONTEXT_CLUE = 256
+
+
+async def context_edges(pool: AsyncConnectionPool, clues: list[Clue],
+                        cap: int = MAX_INCIDENTS_PER_CONTEXT_CLUE) -> list[ClueEdge]:
     """Context features → Cause through provenance: the feature was associated with the symptom that
-    indicated the cause in the same stored incident (accumulation links context to the symptom only)."""
+    indicated the cause in the same stored incident (accumulation links context to the symptom only).
+
+    How many incidents name the feature comes from node_incidents, kept at write time; at most about
+    `cap` of them are read per feature (each of its symptom links gets its share of `cap`, by count)."""
     names = [c.name for c in clues if c.type == "task_context"]
     if not names:
         return []
     async with pool.connection() as conn:
         rows = await (await conn.execute(
-            "SELECT f.name, c.name, c.description, count(DISTINCT pc.graph_id) AS n, avg(ec.confidence) "
-            "FROM nodes f JOIN edges ea ON ea.src = f.id AND ea.kind = 'associated_with' "
-            "JOIN edge_provenance pa ON pa.edge_id = ea.id "
-            "JOIN edge_provenance pc ON pc.graph_id = pa.graph_id "
-            "JOIN edges ec ON ec.id = pc.edge_id AND ec.kind = 'indicate' AND ec.src = ea.dst "
+            "WITH f AS ("
+            "  SELECT n.id, n.name, coalesce(ni.incidents, 0) AS incidents FROM nodes n "
+            "  LEFT JOIN node_incidents ni ON ni.node_id = n.id WHERE n.kind = 'Task_Feature' AND n.name = ANY(%(names)s)), "
+            "ea AS ("
+            "  SELECT f.name, f.incidents, e.id, e.dst, e.frequency, sum(e.frequency) OVER (PARTITION BY f.id) AS links "
+            "  FROM f JOIN edges e ON e.src = f.id AND e.kind = 'associated_with'), "
+            "pa AS MATERIALIZED ("
+            "  SELECT ea.name, ea.incidents, ea.dst, p.graph_id, count(*) OVER (PARTITION BY ea.name) AS read "
+            "  FROM ea CROSS JOIN LATERAL ("
+            "    SELECT graph_id FROM edge_provenance WHERE edge_id = ea.id ORDER BY graph_id "
+            "    LIMIT CASE WHEN ea.incidents <= %(cap)s THEN NULL "
+            "               ELSE ceil(%(cap)s::float8 * ea.frequency / ea.links)::bigint END) p) "
+            "SELECT pa.name, c.name, c.description, count(DISTINCT pa.graph_id), avg(ec.confidence), "
+            "       max(pa.incidents), max(pa.read) "
+            "FROM pa JOIN edges ec ON ec.src = pa.dst AND ec.kind = 'indicate' "
+            "JOIN edge_provenance pc ON pc.edge_id = ec.id AND pc.graph_id = pa.graph_id "
             "JOIN nodes c ON c.id = ec.dst AND c.kind = 'Cause' "
-            "WHERE f.kind = 'Task_Feature' AND f.name = ANY(%s) "
-            "GROUP BY f.name, c.name, c.description ORDER BY f.name, c.name",
-            (names,),
+            "GROUP BY pa.name, c.name, c.description ORDER BY pa.name, c.name",
+            {"names": names, "cap": cap},
         )).fetchall()
+    counted = [(r[0], r[1], r[2], _scaled(int(r[3]), int(r[5]), int(r[6]), cap), float(r[4])) for r in rows]
     totals: dict[str, int] = {}
-    for r in rows:
-        totals[r[0]] = totals.get(r[0], 0) + int(r[3])
-    return [ClueEdge("Task_Feature", r[0], r[1], r[2], int(r[3]), float(r[4]), totals[r[0]]) for r in rows]
+    for name, _, _, n, _ in counted:
+        totals[name] = totals.get(name, 0) + n
+    return [ClueEdge("Task_Feature", name, cause, description, n, confidence, totals[name])
+            for name, cause, description, n, confidence in counted]
+
+
+def _scaled(found: int, incidents: int, read: int, cap: int) -> int:
+    """A count from a sampled clue, scaled to all its incidents; a clue read whole is counted as read.
+    `read` counts the (symptom link, incident) rows read: accumulation links a context feature to one
+    symptom per incident, so it is the incidents read."""
+    if incidents <= cap or read <= 0 or read >= incidents:
+        return found
+    return max(1, round(found * incidents / read))
 
 
 def clue_key(kind: str, name: str) -> str:
@@ -137,14 +176,14 @@ async def known_symptoms(pool: AsyncConnectionPool, names: list[str]) -> dict[st
 
 
 async def cause_stats(pool: AsyncConnectionPool, causes: list[str]) -> dict[str, CauseStats]:
-    """Per cause: incidents that stored it (distinct graphs) and what operators said about it."""
+    """Per cause: incidents that stored it (distinct graphs naming it) and what operators said about it."""
     if not causes:
         return {}
     async with pool.connection() as conn:
+        # Kept at write time (node_incidents): counting a cause's provenance grew with its incidents.
         incidents: dict[str, int] = dict(await (await conn.execute(
-            "SELECT c.name, count(DISTINCT p.graph_id) FROM nodes c "
-            "JOIN edges e ON (e.dst = c.id OR e.src = c.id) JOIN edge_provenance p ON p.edge_id = e.id "
-            "WHERE c.kind = 'Cause' AND c.name = ANY(%s) GROUP BY c.name",
+            "SELECT c.name, ni.incidents FROM nodes c JOIN node_incidents ni ON ni.node_id = c.id "
+            "WHERE c.kind = 'Cause' AND c.name = ANY(%s) AND ni.incidents > 0",
             (causes,),
         )).fetchall())
         lowered = [c.lower() for c in causes]
@@ -180,22 +219,22 @@ async def resolutions(pool: AsyncConnectionPool, causes: list[str]) -> StoredRes
     if not causes:
         return StoredResolutions({}, {})
     async with pool.connection() as conn:
+        # Only the first MAX_INCIDENTS_PER_RESOLUTION incidents of each are shown, so only those are read.
         rows = await (await conn.execute(
-            "SELECT c.name, r.name, "
-            "  coalesce(array_agg(p.graph_id ORDER BY p.graph_id) FILTER (WHERE p.graph_id IS NOT NULL), '{}') "
+            "SELECT c.name, r.name, coalesce(g.ids, '{}') "
             "FROM nodes c JOIN edges e ON e.src = c.id AND e.kind = 'solved_by' "
             "JOIN nodes r ON r.id = e.dst AND r.kind = 'Resolution' "
-            "LEFT JOIN edge_provenance p ON p.edge_id = e.id "
+            "LEFT JOIN LATERAL (SELECT array_agg(graph_id ORDER BY graph_id) AS ids FROM ("
+            "  SELECT graph_id FROM edge_provenance p WHERE p.edge_id = e.id ORDER BY graph_id LIMIT %s) x) g ON true "
             "WHERE c.kind = 'Cause' AND c.name = ANY(%s) "
-            "GROUP BY c.name, r.name, e.frequency, e.confidence "
             "ORDER BY c.name, e.frequency DESC, e.confidence DESC, r.name",
-            (causes,),
+            (MAX_INCIDENTS_PER_RESOLUTION, causes),
         )).fetchall()
     texts: dict[str, list[str]] = {}
     incidents: dict[str, dict[str, list[str]]] = {}
     for cause, resolution, graph_ids in rows:
         texts.setdefault(cause, []).append(resolution)
-        incidents.setdefault(cause, {})[resolution] = list(graph_ids)[:MAX_INCIDENTS_PER_RESOLUTION]
+        incidents.setdefault(cause, {})[resolution] = list(graph_ids)
     return StoredResolutions(texts, incidents)
 
 

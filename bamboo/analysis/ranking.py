@@ -19,7 +19,7 @@ rate, and how common the cause is decides only among equals (frequency, the next
 the incidents that stored the cause plus operator confirmations.
 
 A symptom with no known cause is reported as a novel lead and the other clues still rank their causes
-(upstream defect #8 emptied the whole graph result when one symptom was unknown).
+(an earlier version returned no graph result at all when one symptom was unknown).
 Pure functions of their inputs, so they are tested without a database.
 """
 

@@ -4,6 +4,8 @@ Nodes upsert on (kind, name); edges on (src, kind, dst) with one provenance row 
 ids are derived from (graph_id, section, key). Writing the same graph twice changes no row count,
 and re-writing a graph replaces its provenance and passages instead of piling them up.
 Rows are written in a sorted order so concurrent writers lock in the same order and do not deadlock.
+Counts analysis reads per node (how many graphs name it, `node_incidents`) are kept by the same
+transaction, so reading a common node's count never means counting its provenance.
 
 A write may carry its *origin* (the batch storing it and the file it came from) and the audit row
 that describes it. Within one origin scope a graph id belongs to one source: a second file with the
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
+from psycopg import sql
 from psycopg.errors import DeadlockDetected
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_random
 from opentelemetry import trace
@@ -33,14 +36,30 @@ from bamboo.store.outage import NO_WAIT, OutagePolicy, waits_out_outages
 
 _tracer = trace.get_tracer("bamboo.store")
 
-# Candidates a section-filtered search asks of the HNSW scan (pgvector's default is 40).
-FILTERED_EF_SEARCH = 200
+# Candidates a passage search asks of an HNSW scan (pgvector's default is 40, which found 0.92 of the
+# exact 10 nearest at 10k clustered passages). Chosen by bench/retrieval (recall@10 against exact
+# search at 10k and 100k passages, with its latency): at 100 a query far from a section's rows (asked
+# of the section, not from it) found 0.95 of them at 10k, at 200 0.99, for a few ms more.
+EF_SEARCH = 200
+# The sections accumulation writes, large enough for the table-wide index to pay: a search within one of them
+# asks the index for EF_SEARCH candidates and filters them; any other section (an operator's notes, a small
+# one) is scanned exactly, which at 100k passages was as fast and never missed (bench/retrieval).
+INDEXED_SECTIONS = frozenset({"Symptom", "Task_Context", "Cause"})
 
 PASSAGE_NAMESPACE = uuid.UUID("7d6f3f2e-7c38-4f0e-9a49-2b7c55b0a001")
 
 
 def passage_id(graph_id: str, section: str, key: str) -> uuid.UUID:
     return uuid.uuid5(PASSAGE_NAMESPACE, f"{graph_id}\x1f{section}\x1f{key}")
+
+
+def passage_query(section: str | None) -> sql.Composed:
+    """The nearest-passages query (parameters: the query vector twice, then k). The section is written
+    as a constant, not a parameter: the planner matches a partial index's predicate against the query
+    text, and a prepared statement's generic plan would not see a parameter's value."""
+    where = sql.SQL("WHERE section = {} ").format(sql.Literal(section)) if section else sql.SQL("")
+    return sql.SQL("SELECT graph_id, section, content, 1 - (embedding <=> %s) AS score, meta FROM passages "
+                   "{}ORDER BY embedding <=> %s LIMIT %s").format(where)
 
 
 def _vector(vec: list[float] | None) -> np.ndarray | None:
@@ -273,6 +292,9 @@ class KnowledgeStore:
                         "SELECT graph_id, source FROM graphs WHERE graph_id = ANY(%b)", (held,))).fetchall())
                     items = [i for i in items if i.write.graph_id in written]
                     graph_ids = [i.write.graph_id for i in items]
+                # The nodes these graphs named before this write (a re-population), read after the graphs
+                # rows are locked above, so a concurrent writer of the same graph has committed its own.
+                named_before = await self._nodes_named(conn, graph_ids)
                 passages, pids = await self._write_passages(conn, items, ids, graph_ids)
 
                 # One provenance row per (edge, graph); a graph that lists an edge twice keeps its last entry.
@@ -317,6 +339,9 @@ class KnowledgeStore:
                         "(SELECT 1 FROM edge_provenance p WHERE p.edge_id = edges.id)",
                         (touched,),
                     )
+                named_now = {(ids[end.key()], item.write.graph_id) for item in items
+                             for e in item.write.graph.edges for end in (e.src, e.dst)}
+                await self._count_node_incidents(conn, named_before, named_now)
                 requests = sorted({(i.write.graph_id, r) for i in items for r in i.human_requests})
                 if requests:
                     await conn.execute(
@@ -337,6 +362,35 @@ class KnowledgeStore:
                     conn, [item.audit(stats[item.write.graph_id]) for item in items if item.audit is not None])
             await self.audit.checkpoint(conn, appended)
         return stats, raced
+
+    @staticmethod
+    async def _nodes_named(conn: Any, graph_ids: list[str]) -> set[tuple[int, str]]:
+        """(node id, graph id) for every node a stored graph's provenance names: either end of its edges."""
+        if not graph_ids:
+            return set()
+        rows = await (await conn.execute(
+            "SELECT DISTINCT v.n, p.graph_id FROM edge_provenance p JOIN edges e ON e.id = p.edge_id "
+            "CROSS JOIN LATERAL (VALUES (e.src), (e.dst)) AS v(n) WHERE p.graph_id = ANY(%b)", (graph_ids,))).fetchall()
+        return {(r[0], r[1]) for r in rows}
+
+    @staticmethod
+    async def _count_node_incidents(conn: Any, before: set[tuple[int, str]], now: set[tuple[int, str]]) -> None:
+        """Keep node_incidents (how many graphs name each node; migration 024) equal to a count of the
+        provenance: each node gains the graphs that name it now and did not before, and loses the reverse.
+        A counter row is shared by every writer naming the node (vo=atlas by nearly all), so it is written
+        last, in node order, like the edge counters: concurrent writers queue on it briefly, in one order."""
+        delta: dict[int, int] = {}
+        for node, _ in now - before:
+            delta[node] = delta.get(node, 0) + 1
+        for node, _ in before - now:
+            delta[node] = delta.get(node, 0) - 1
+        changed = sorted((n, d) for n, d in delta.items() if d)
+        if changed:
+            await conn.execute(
+                "INSERT INTO node_incidents AS ni (node_id, incidents) "
+                "SELECT n, d FROM unnest(%b::bigint[], %b::int[]) AS t(n, d) ORDER BY n "
+                "ON CONFLICT (node_id) DO UPDATE SET incidents = ni.incidents + EXCLUDED.incidents",
+                ([n for n, _ in changed], [d for _, d in changed]))
 
     @staticmethod
     async def _upsert_nodes(conn: Any, nodes: list[tuple[GraphNode, list[float] | None]]) -> dict[tuple[str, str], int]:
@@ -461,30 +515,31 @@ class KnowledgeStore:
     async def search_passages(self, embedding: list[float], k: int = 5, section: str | None = None) -> list[StoredPassageHit]:
         """The k passages nearest to `embedding`, within `section` when given.
 
-        pgvector 0.6's HNSW scan yields only its `ef_search` nearest candidates and a section filter
-        runs after it, so a section that is rare near the query came back short or empty. A
-        filtered search therefore widens the scan, and if the section still yields fewer than k
-        rows it falls back to an exact scan of that section (slower, but never short)."""
+        pgvector 0.6 has no iterative index scan: a filter runs after the HNSW scan has yielded its
+        `ef_search` candidates, so a section that is rare near the query can come back short. A search
+        within a large section (``INDEXED_SECTIONS``) asks the table-wide index for EF_SEARCH candidates
+        (more for a larger k) and, should that still yield fewer than k rows, scans the section exactly:
+        never short while the section holds k rows. Any other section is scanned exactly at once. One index
+        serves every section: per-section partial indexes were measured (bench/retrieval) and cost twice
+        the insert time for lower recall on queries far from a section."""
         vec = np.asarray(embedding, dtype=np.float32)
-        columns = "graph_id, section, content, 1 - (embedding <=> %s) AS score, meta"
         async with self._pool.connection() as conn:
-            if not section:  # as before: an empty section means no filter
+            rows: list[Any] = []
+            if not section or section in INDEXED_SECTIONS:  # an empty section means no filter
+                # One round trip for the setting, the query and the transaction that scopes the setting.
+                async with conn.pipeline():
+                    async with conn.transaction():
+                        await conn.execute("SELECT set_config('hnsw.ef_search', %s, true)",
+                                           [str(min(1000, max(EF_SEARCH, 4 * k)))])
+                        cur = await conn.execute(passage_query(section or None), [vec, vec, k])
+                    rows = await cur.fetchall()
+            if section and len(rows) < k:
+                # MATERIALIZED keeps the planner from turning this back into an index scan.
                 rows = await (await conn.execute(
-                    f"SELECT {columns} FROM passages ORDER BY embedding <=> %s LIMIT %s", [vec, vec, k])).fetchall()
-            else:
-                async with conn.transaction():
-                    await conn.execute("SELECT set_config('hnsw.ef_search', %s, true)",
-                                       [str(min(1000, max(FILTERED_EF_SEARCH, 4 * k)))])
-                    rows = await (await conn.execute(
-                        f"SELECT {columns} FROM passages WHERE section = %s ORDER BY embedding <=> %s LIMIT %s",
-                        [vec, section, vec, k])).fetchall()
-                if len(rows) < k:
-                    # MATERIALIZED keeps the planner from turning this back into the index scan.
-                    rows = await (await conn.execute(
-                        "WITH candidates AS MATERIALIZED (SELECT graph_id, section, content, meta, "
-                        "embedding <=> %s AS distance FROM passages WHERE section = %s) "
-                        "SELECT graph_id, section, content, 1 - distance, meta FROM candidates "
-                        "ORDER BY distance LIMIT %s", [vec, section, k])).fetchall()
+                    "WITH candidates AS MATERIALIZED (SELECT graph_id, section, content, meta, "
+                    "embedding <=> %s AS distance FROM passages WHERE section = %s) "
+                    "SELECT graph_id, section, content, 1 - distance, meta FROM candidates "
+                    "ORDER BY distance LIMIT %s", [vec, section, k])).fetchall()
         return [StoredPassageHit(graph_id=r[0], section=r[1], content=r[2], score=float(r[3]), meta=r[4]) for r in rows]
 
     async def stats(self) -> KbStats:

@@ -9,15 +9,14 @@ import uuid
 
 import pytest
 
-from bamboo.accumulation.contract import AccumulateInput, AccumulateResult, IncidentSource
+from bamboo.accumulation.contract import AccumulateInput, AccumulateResult
+from bamboo.models.incident import IncidentSource
 from temporalio.client import WorkflowFailureError
 
 from tests.support.answers import accumulation_handler, reject
 from tests.support.scripted_llm import Reply, schema_router
 from workflows.accumulate import AccumulateIncident
 from bamboo.contract import Queue
-
-pytestmark = pytest.mark.integration
 
 TASK = {"jediTaskID": 40999001, "status": "failed", "errorDialog": "reason=WalltimeExceeded job hit limit",
         "processingType": "simul", "coreCount": 1}
