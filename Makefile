@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test test-fast lint bench clean
 
 install: $(STAMP)
 
@@ -36,15 +36,31 @@ test: install lint
 	@$(BIN)/python -m pytest -q -p no:cacheprovider; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing on purpose"; exit 1; fi; exit $$rc
 
+# The tests that start no server and no sandbox run (no Temporal, Postgres, real PanDA server or bwrap child;
+# the marks are derived from each test's fixtures and module in tests/conftest.py): the loop to run while
+# working, on two processes (the tests share no server). Lint is `make lint`; `make test` runs everything.
+test-fast: install
+	@$(BIN)/python -m pytest -q -p no:cacheprovider -m "not services and not sandbox" -n 2; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing on purpose"; exit 1; fi; exit $$rc
+
 # Lint and types (configured in pyproject.toml), run by `make test` and so by CI.
 lint: install
 	$(BIN)/ruff check
 	$(BIN)/mypy
 
+# Every benchmark that runs on what `install` installs, each writing its bench/<area>/results.md, then
+# BENCHMARKS.md assembled from every area's results.md and notes.md. Not run here, their committed
+# results.md assembled as they are: scrub (compares with detect-secrets, not a dependency), diagnosis
+# (the offline models take minutes a task), install (builds a venv from the network).
 bench: install
 	$(BIN)/python -m bench.populate.run --out bench/populate/results.md
 	$(BIN)/python -m bench.sandbox.run --iterations 30 --calls 500 --write
 	$(BIN)/python -m bench.tools.bench_tools
+	$(BIN)/python -m bench.resilience.run --write
+	$(BIN)/python -m bench.reuse.run --write
+	$(BIN)/python -m bench.analysis_scale.run --write
+	$(BIN)/python -m bench.retrieval.run --write
+	$(BIN)/python -m bench.approval.run --write
 	$(BIN)/python -m bench.assemble
 
 clean:

@@ -43,6 +43,10 @@ SERVERS: dict[str, frozenset[str]] = {
     "local_server": frozenset({"local_model"}),  # tests/llm: the offline model's llama.cpp server (minutes here)
 }
 SERVICE_TIERS = frozenset().union(*SERVERS.values())
+# What starts the real sandbox (a bwrap or degraded child per run) in a test module: the suites' runner helper
+# and the runner itself. Not a server, but seconds a test; its tests carry ``sandbox``.
+SANDBOX_STARTERS = ("harness(", "SandboxRunner(")
+_SANDBOX_MODULES: dict[Path, bool] = {}
 # The marks that used to be written by hand and said less than the structure does.
 RETIRED_MARKS = {"integration": "the tier is derived from the fixtures a test uses (tests/conftest.py)"}
 _CURRENT_TEST = pytest.StashKey[pytest.Item]()
@@ -62,6 +66,16 @@ def server_tiers(item: pytest.Item) -> set[str]:
     return tiers
 
 
+def starts_sandboxes(item: pytest.Item) -> bool:
+    """Whether ``item``'s module starts real sandbox runs (it calls one of ``SANDBOX_STARTERS``), read once
+    per module from its source, so a new sandbox test is tiered without anyone marking it."""
+    path = Path(str(item.path))
+    if path not in _SANDBOX_MODULES:
+        text = path.read_text(encoding="utf-8") if path.suffix == ".py" else ""
+        _SANDBOX_MODULES[path] = any(starter in text for starter in SANDBOX_STARTERS)
+    return _SANDBOX_MODULES[path]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         for mark in item.iter_markers():
@@ -72,6 +86,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(tier)
         if tiers:
             item.add_marker("services")
+        if starts_sandboxes(item):
+            item.add_marker("sandbox")
 
 
 @pytest.hookimpl(tryfirst=True)

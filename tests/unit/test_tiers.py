@@ -3,12 +3,13 @@ starts no server: pinned here on stand-in items, and on the stack fixture's guar
 
 from __future__ import annotations
 
+import pathlib
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from tests.conftest import _CURRENT_TEST, pytest_collection_modifyitems, require_tier, server_tiers
+from tests.conftest import _CURRENT_TEST, pytest_collection_modifyitems, require_tier, server_tiers, starts_sandboxes
 
 
 @dataclass
@@ -19,6 +20,7 @@ class Item:
     params: dict[str, Any] = field(default_factory=dict)
     marks: list[str] = field(default_factory=list)
     nodeid: str = "tests/x.py::test_x"
+    path: str = __file__  # a module that starts no sandbox
 
     @property
     def callspec(self) -> Any:
@@ -70,3 +72,11 @@ def test_a_test_reaching_a_server_fixture_at_run_time_is_refused(request: pytest
         require_tier(request, "postgres", "the stack")
     finally:
         request.config.stash[_CURRENT_TEST] = current
+
+
+def test_a_module_that_starts_sandbox_runs_is_in_the_sandbox_tier() -> None:
+    sandbox_module = str(pathlib.Path(__file__).parents[1] / "sandbox" / "test_runner.py")
+    item = Item(["tmp_path"], path=sandbox_module)
+    pytest_collection_modifyitems(None, [item])  # type: ignore[arg-type]
+    assert item.marks == ["sandbox"] and starts_sandboxes(item)  # type: ignore[arg-type]
+    assert not starts_sandboxes(Item(["tmp_path"]))  # type: ignore[arg-type]
