@@ -80,7 +80,8 @@ class BatchAnalyze(BatchControl[BatchAnalyzeInput]):
             result = await workflow.execute_child_workflow(
                 AnalyzeTask.run,
                 AnalyzeInput(source_path=source.path, batch_id=inp.batch_id,
-                             exploration_threshold=inp.exploration_threshold),
+                             exploration_threshold=inp.exploration_threshold,
+                             model_deadline_s=inp.model_deadline_s),
                 id=source.workflow_id(), parent_close_policy=ParentClosePolicy.TERMINATE,
                 execution_timeout=timedelta(hours=1),
             )

@@ -354,6 +354,8 @@ class BatchAnalyzeInput(BatchState):
     skip_workflow_ids: list[str] = Field(default_factory=list, description="already analysed; not redone")
     concurrency: int = Field(default=4, ge=1, le=256)
     exploration_threshold: float = Field(default=0.5, ge=0.0, le=1.0)
+    model_deadline_s: float = Field(default=DEFAULT_MODEL_DEADLINE_S, gt=0,
+                                    description="each analysis's model deadline: the starter's BAMBOO_LLM_TIMEOUT_S")
     continue_as_new_every: int = Field(default=200, ge=1)
     # carried across continue-as-new, besides what every batch carries (BatchState)
     listing: TaskListing | None = None

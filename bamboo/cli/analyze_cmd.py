@@ -241,7 +241,8 @@ def analyze_batch(
         handle = await client.start_workflow(
             contract.BATCH_ANALYZE_WORKFLOW,
             BatchAnalyzeInput(batch_id=bid, path=str(path.resolve()), skip_workflow_ids=done_ids,
-                              concurrency=concurrency, exploration_threshold=threshold),
+                              concurrency=concurrency, exploration_threshold=threshold,
+                              model_deadline_s=get_settings().llm_timeout_s),
             id=f"analyze-batch:{bid}", task_queue=Queue.MAIN, result_type=BatchAnalyzeResult,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         )

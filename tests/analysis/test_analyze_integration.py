@@ -233,7 +233,7 @@ async def test_batch_analyze_skips_done_tasks_and_reports_progress(learned, anal
     bid = f"t-{uuid.uuid4().hex[:6]}"
     handle = await analysis_client.start_workflow(
         BatchAnalyze.run, BatchAnalyzeInput(batch_id=bid, path=str(folder), skip_workflow_ids=[done_id],
-                                            concurrency=2, continue_as_new_every=1),
+                                            concurrency=2, continue_as_new_every=1, model_deadline_s=123.0),
         id=f"analyze-batch:{bid}", task_queue=Queue.MAIN,
     )
     result: BatchAnalyzeResult = await handle.result()
@@ -242,6 +242,7 @@ async def test_batch_analyze_skips_done_tasks_and_reports_progress(learned, anal
         analyze_workflow_id(learned[1].task_data["jediTaskID"], learned[1].task_data["status"]),
         result_type=AnalysisResult).result()
     assert child.task_id == learned[1].task_data["jediTaskID"]
+    assert child.model_deadline_s == 123.0  # the starter's model deadline reaches every analysis of the batch
 
 
 async def test_batch_analyze_pause_resume_and_cancel(learned, analysis_client, tmp_path):
