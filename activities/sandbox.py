@@ -6,28 +6,34 @@ cancellation propagates. A retry of a run whose allow-set includes a state-chang
 (non-retryable): its first attempt may already have changed something, and that must be surfaced to
 an operator, never silently repeated. A run the degraded sandbox refuses (unattended, or with a
 state-changing tool) fails non-retryably too: retrying cannot make the sandbox stronger.
+
+The audit rows the input carries (the decision that lets this code run, written by nobody yet) are written
+first, in order and under their dedup keys, before the code starts: a run never precedes the record of what
+authorised it, and a retried activity writes them once. If they cannot be written the code does not run.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Sequence
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from bamboo.audit import AuditSink, BlobSink
+from activities.heartbeat import with_heartbeats
+from bamboo.audit import AuditEvent, AuditSink, BlobSink
 from bamboo.contract import implements
 from bamboo.sandbox import contract
-from bamboo.sandbox.contract import RETRY_REFUSED, SANDBOX_REFUSED, SANDBOX_UNAVAILABLE, ExecuteCodeInput, SandboxRunResult
+from bamboo.sandbox.contract import (
+    AUDIT_UNWRITTEN, RETRY_REFUSED, SANDBOX_REFUSED, SANDBOX_UNAVAILABLE, ExecuteCodeInput, SandboxRunResult,
+)
 from bamboo.sandbox.models import BridgeLimits
 from bamboo.sandbox.errors import SandboxRefused, SandboxUnavailable
 from bamboo.sandbox.runner import SandboxRunner
 from bamboo.sandbox.service import CodeExecutor
 from bamboo.tools.model import ToolCaller, ToolSpec
 
-DEFAULT_HEARTBEAT_S = 1.0
+HEARTBEAT_S = 1.0
 
 
 class SandboxActivities:
@@ -47,36 +53,41 @@ class SandboxActivities:
     async def execute_code(self, inp: ExecuteCodeInput) -> SandboxRunResult:
         allowed = frozenset(inp.allowed_tools)
         self._refuse_unsafe_retry(inp, allowed)
-        run = asyncio.create_task(
-            self.executor.execute(
-                run_id=inp.run_id,
-                code=inp.code,
-                allowed_tools=allowed,
-                timeout_s=inp.timeout_s,
-                actor=inp.actor,
-                bridge_limits=BridgeLimits(max_calls=inp.max_calls, call_timeout_s=inp.call_timeout_s),
-                phase=inp.phase,
-            )
-        )
         started = time.monotonic()
-        interval = _heartbeat_interval()
         try:
-            while not run.done():
-                activity.heartbeat({"run_id": inp.run_id, "elapsed_s": round(time.monotonic() - started, 1)})
-                await asyncio.wait({run}, timeout=interval)
-            result = run.result()
-        except asyncio.CancelledError:
-            run.cancel()
-            try:
-                await run  # the runner kills the child on cancellation
-            except (asyncio.CancelledError, Exception):
-                pass
-            raise
+            # Cancelled by Temporal: the runner kills the child before the cancellation goes on.
+            return await with_heartbeats(
+                self._authorised_run(inp, allowed),
+                every_s=HEARTBEAT_S,
+                details=lambda: {"run_id": inp.run_id, "elapsed_s": round(time.monotonic() - started, 1)},
+            )
         except SandboxRefused as exc:
             raise ApplicationError(str(exc), type=SANDBOX_REFUSED, non_retryable=True) from exc
         except SandboxUnavailable as exc:
             raise ApplicationError(str(exc), type=SANDBOX_UNAVAILABLE) from exc
-        return result
+        except _AuditUnwritten as exc:
+            raise ApplicationError(str(exc), type=AUDIT_UNWRITTEN, non_retryable=True) from exc
+
+    async def _authorised_run(self, inp: ExecuteCodeInput, allowed: frozenset[str]) -> SandboxRunResult:
+        """The carried audit rows, then the run; both under the heartbeats (a store waiting out an outage
+        keeps the activity alive)."""
+        try:
+            for row in inp.audit:
+                await self.executor.audit.append(
+                    AuditEvent(kind=row.kind, actor=row.actor, run_id=row.run_id, body=row.body),
+                    dedup_key=row.dedup_key)
+        except Exception as exc:  # noqa: BLE001 — whatever the store raised, the code must not run unrecorded
+            raise _AuditUnwritten(f"the audit rows that authorise run {inp.run_id} could not be written "
+                                  f"({type(exc).__name__}: {str(exc)[:200]}); the code did not run") from exc
+        return await self.executor.execute(
+            run_id=inp.run_id,
+            code=inp.code,
+            allowed_tools=allowed,
+            timeout_s=inp.timeout_s,
+            actor=inp.actor,
+            bridge_limits=BridgeLimits(max_calls=inp.max_calls, call_timeout_s=inp.call_timeout_s),
+            phase=inp.phase,
+        )
 
     def _refuse_unsafe_retry(self, inp: ExecuteCodeInput, allowed: frozenset[str]) -> None:
         if activity.info().attempt <= 1:
@@ -91,8 +102,5 @@ class SandboxActivities:
             )
 
 
-def _heartbeat_interval() -> float:
-    timeout = activity.info().heartbeat_timeout
-    if timeout is None:
-        return DEFAULT_HEARTBEAT_S
-    return max(0.1, min(DEFAULT_HEARTBEAT_S, timeout.total_seconds() / 3))
+class _AuditUnwritten(Exception):
+    """The rows a run carries could not be written, so its code was not started."""

@@ -514,14 +514,17 @@ class Investigation:
         st = self._st
         st.seq += 1
         run_id = f"investigate:{self._inp.session_id}:t{turn}:{short_hash(decision.code_hash)}:{st.seq}"
+        carried, self._outbox = self._outbox, []  # written by the run before its code starts (the decision's row)
         try:
             out = await workflow.execute_activity(
                 sandbox.execute_code,
                 ExecuteCodeInput(run_id=run_id, code=with_task_preamble(code, self._inp.task_id),
                                  allowed_tools=list(decision.allow_set), actor=approver, timeout_s=RUN_TIMEOUT_S,
-                                 phase="automatic" if approver == "automatic" else "interactive"),
+                                 phase="automatic" if approver == "automatic" else "interactive",
+                                 audit=self._audit_rows(carried)),
                 **sandbox.SANDBOX_CALL.options())
         except ActivityError as exc:
+            self._outbox[:0] = carried  # perhaps unwritten: flushed as usual (a written row's key skips it)
             detail = _cause(exc)
             self._entry("refused_run", f"the run did not complete: {detail}", turn=turn, data={"run_id": run_id})
             self._audit("code_run_failed", approver, {"turn": turn, "run_id": run_id, "error": detail})
@@ -755,8 +758,11 @@ class Investigation:
         return info.is_continue_as_new_suggested() or info.get_current_history_length() > self._inp.max_history_events
 
     async def _wait(self, ready: Callable[[], bool]) -> bool:
-        """Wait for ``ready`` while serving revokes and audit; False when the session sat idle too long."""
+        """Wait for ``ready`` while serving revokes and audit; False when the session sat idle too long.
+        An answer that runs its code next is not held up by an audit activity: its rows go with the run."""
         while True:
+            if ready() and self._runs_next():
+                return True
             await self._serve_controls()
             if ready():
                 return True
@@ -769,6 +775,15 @@ class Investigation:
                                               timeout=remaining)
             except asyncio.TimeoutError:
                 continue
+
+    def _runs_next(self) -> bool:
+        """An accepted ``run_once`` or ``always_ask`` answer: nothing but its run follows (``_remember`` keeps
+        no grant for them), and the run writes the rows not written yet, the decision's among them, before its
+        code starts (``_execute``), so no audit activity need stand between the two. Revokes waiting are
+        served first, as before; ``auto_run`` may store a durable grant before it runs, so its rows are
+        written first, as are a rejection's, an edit's and every refusal's."""
+        answer = self._answer
+        return answer is not None and answer.kind in _RUN_AT_ONCE and not self._st.revokes
 
     async def _serve_controls(self) -> None:
         while self._st.revokes:
@@ -861,6 +876,12 @@ class Investigation:
         await workflow.execute_activity(
             contract.audit, AuditBatch(session_id=self._inp.session_id, records=batch), **contract.POLICY_STEP.options())
 
+    def _audit_rows(self, records: list[AuditRecord]) -> list[sandbox.AuditRow]:
+        """``records`` as the run writes them: the rows ``contract.audit`` would have written, keys and all."""
+        run_id = f"investigate:{self._inp.session_id}"
+        return [sandbox.AuditRow(kind=r.kind, actor=r.actor, run_id=run_id, body=r.body, dedup_key=r.dedup_key)
+                for r in records]
+
     def _audit(self, kind: str, actor: str, body: dict) -> None:
         self._st.audit_seq += 1
         self._outbox.append(AuditRecord(kind=kind, actor=actor, body={"session": self._inp.session_id, **body},
@@ -882,6 +903,7 @@ class Investigation:
         return [f"{e.kind}: {e.text[:500]}" for e in self._st.transcript if e.kind in wanted][-8:]
 
 
+_RUN_AT_ONCE = (DecisionKind.RUN_ONCE, DecisionKind.ALWAYS_ASK)
 _BEFORE_AUTHENTICATION = {
     DecisionRefusal.REPLAYED, DecisionRefusal.NOTHING_PENDING, DecisionRefusal.STALE_TURN,
     DecisionRefusal.HASH_MISMATCH, DecisionRefusal.PREFIX_IN_SIGNED_DECISION, DecisionRefusal.CHOICE_NOT_OFFERED,

@@ -25,6 +25,18 @@ MemoryGuardKind = Literal["cgroup", "watchdog"]
 SANDBOX_UNAVAILABLE = "SandboxUnavailable"
 RETRY_REFUSED = "SandboxRetryRefused"
 SANDBOX_REFUSED = "SandboxRefused"
+AUDIT_UNWRITTEN = "SandboxAuditUnwritten"  # the rows that authorise a run could not be written: nothing ran
+
+
+class AuditRow(BaseModel):
+    """An audit row the run's caller had not written yet, above all the decision that lets this code run: the
+    activity writes it before the code starts, under its dedup key, so a retried activity writes it once."""
+
+    kind: str
+    actor: str
+    run_id: str | None = None
+    body: dict[str, Any] = Field(default_factory=dict)
+    dedup_key: str
 
 
 class ExecuteCodeInput(BaseModel):
@@ -37,6 +49,8 @@ class ExecuteCodeInput(BaseModel):
     call_timeout_s: float = Field(default=30.0, gt=0)
     phase: Phase = Field(
         default="automatic", description="automatic = nobody approved this code (the safe reading when unsaid)")
+    audit: list[AuditRow] = Field(
+        default_factory=list, description="rows written, in order, before the code starts (the decision's own)")
 
 
 class CallRecord(BaseModel):
