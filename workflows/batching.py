@@ -14,6 +14,7 @@ workflow conditions.
 from __future__ import annotations
 
 import asyncio
+from abc import ABC, abstractmethod
 from typing import Any, Awaitable, Callable, Coroutine, Generic, Protocol, TypeVar
 
 from temporalio import workflow
@@ -44,7 +45,7 @@ def innermost_reason(exc: BaseException) -> str:
     return (_said(exc) or type(exc).__name__)[:MAX_REASON]
 
 
-class BatchControl(Generic[S]):
+class BatchControl(ABC, Generic[S]):
     """The controls of a batch workflow. A batch subclasses it, decorates its own `__init__` with
     `@workflow.init` and calls this one first, and says what its progress adds (`_progress`)."""
 
@@ -70,8 +71,9 @@ class BatchControl(Generic[S]):
     def progress(self) -> BatchProgress:
         return self._progress()
 
+    @abstractmethod
     def _progress(self) -> BatchProgress:
-        raise NotImplementedError
+        """The batch's own progress model, built from ``_counts`` and what only it knows (its listing)."""
 
     def _counts(self, total: int | None, running: int, pending: int | None) -> dict[str, Any]:
         """The progress every batch reports, from what it carries and what it says runs and waits."""

@@ -7,15 +7,11 @@ word. The note reads the workers' published slots from Temporal's pollers of the
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 
 from temporalio.api.enums.v1 import TaskQueueType
-from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
-from temporalio.service import RPCError
 
-from bamboo.cli.worker_presence import POLLER_FRESH_S
+from bamboo.cli.worker_presence import POLLER_FRESH_S, fresh_pollers
 from bamboo.contract import Queue
 from bamboo.worker_slots import SETTING, Offer, offer
 
@@ -23,19 +19,8 @@ from bamboo.worker_slots import SETTING, Offer, offer
 async def llm_offer(client: Client, queue: str = Queue.LLM, fresh_s: float = POLLER_FRESH_S) -> Offer | None:
     """The slots of the workers seen polling `queue` for activities within `fresh_s`; None when Temporal
     cannot say."""
-    try:
-        reply = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
-            namespace=client.namespace, task_queue=TaskQueue(name=queue),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY))
-    except RPCError:
-        return None
-    now = datetime.now(timezone.utc)
-    alive = []
-    for poller in reply.pollers:
-        seen = poller.last_access_time.ToDatetime(tzinfo=timezone.utc) if poller.HasField("last_access_time") else now
-        if (now - seen).total_seconds() <= fresh_s:
-            alive.append((poller.identity, seen.timestamp()))
-    return offer(alive)
+    alive = await fresh_pollers(client, queue, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY, fresh_s)
+    return None if alive is None else offer(alive)
 
 
 def concurrency_note(asked: int, found: Offer | None, queue: str = Queue.LLM) -> str:

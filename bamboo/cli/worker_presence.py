@@ -19,22 +19,28 @@ from temporalio.service import RPCError
 POLLER_FRESH_S = 90.0
 
 
-async def queue_has_worker(client: Client, queue: str, fresh_s: float = POLLER_FRESH_S) -> bool | None:
-    """True when a worker polled ``queue`` for workflow tasks within ``fresh_s``; None when Temporal cannot say."""
+async def fresh_pollers(client: Client, queue: str, kind: TaskQueueType.ValueType,
+                        fresh_s: float = POLLER_FRESH_S) -> list[tuple[str, float]] | None:
+    """(identity, last poll as a timestamp) of each worker seen polling ``queue`` for ``kind`` tasks within
+    ``fresh_s`` (one Temporal has no time for counts as seen now); None when Temporal cannot say."""
     try:
         reply = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
-            namespace=client.namespace, task_queue=TaskQueue(name=queue),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW))
+            namespace=client.namespace, task_queue=TaskQueue(name=queue), task_queue_type=kind))
     except RPCError:
         return None
     now = datetime.now(timezone.utc)
+    alive = []
     for poller in reply.pollers:
-        if not poller.HasField("last_access_time"):
-            return True
-        seen = poller.last_access_time.ToDatetime(tzinfo=timezone.utc)
+        seen = poller.last_access_time.ToDatetime(tzinfo=timezone.utc) if poller.HasField("last_access_time") else now
         if (now - seen).total_seconds() <= fresh_s:
-            return True
-    return False
+            alive.append((poller.identity, seen.timestamp()))
+    return alive
+
+
+async def queue_has_worker(client: Client, queue: str, fresh_s: float = POLLER_FRESH_S) -> bool | None:
+    """True when a worker polled ``queue`` for workflow tasks within ``fresh_s``; None when Temporal cannot say."""
+    alive = await fresh_pollers(client, queue, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, fresh_s)
+    return None if alive is None else bool(alive)
 
 
 def no_worker_hint(queue: str) -> str:
