@@ -14,6 +14,8 @@ Store-bound steps wait out a database outage instead of failing the incident.
 
 from __future__ import annotations
 
+from typing import Any
+
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, FailureError, TimeoutError, TimeoutType
 
@@ -44,7 +46,7 @@ class AccumulateIncident:
         self._attempt = 0
 
     @workflow.query(name=contract.PROGRESS_QUERY)
-    def progress(self) -> dict:
+    def progress(self) -> dict[str, Any]:
         return {"stage": self._stage, "attempt": self._attempt}
 
     @workflow.run
@@ -92,7 +94,7 @@ class AccumulateIncident:
         reviewer_error: str | None = None
         best: tuple[ExtractionResult, ReviewOutcome] | None = None
         feedback = ""
-        explored: dict | None = None
+        explored: dict[str, Any] | None = None
         attempt = 0
         attempts_made = 0
         while True:
@@ -118,7 +120,7 @@ class AccumulateIncident:
                 notes.append("reviewed resolution record: hard checks only, LLM gap analysis skipped")
             if review.approved:
                 break
-            exploration: dict | None = None
+            exploration: dict[str, Any] | None = None
             if attempt == 0:
                 exploration_note, exploration = await self._explore(loaded, review)
                 notes.append(f"review rejected ({'; '.join(review.issues[:3])}); exploration {exploration_note}")
@@ -155,7 +157,7 @@ class AccumulateIncident:
             exploration=exploration_note, reviewer_error=reviewer_error, human_requests=human,
         )
 
-    async def _explore(self, loaded: LoadedIncident, review: ReviewOutcome) -> tuple[str, dict | None]:
+    async def _explore(self, loaded: LoadedIncident, review: ReviewOutcome) -> tuple[str, dict[str, Any] | None]:
         """The explorer fires once, after the first rejection: read-only code, judged by the policy, run in
         the sandbox. A generation failure fails the incident (the seed's fail-hard contract); a missing
         sandbox worker or a refused plan is recorded and re-extraction proceeds unenriched."""

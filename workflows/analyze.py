@@ -18,7 +18,7 @@ The batch of many analyses is `workflows/batch_analyze.py`.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 from temporalio import workflow
@@ -97,7 +97,16 @@ def analysis_result(evidence: Evidence, diagnosis: Diagnosis, draft: EmailDraft,
 
 
 I = TypeVar("I", bound=BaseModel)
-O = TypeVar("O")
+
+
+class _Metered(Protocol):
+    """A model step's result: what it spent, set by the activity from the client's meter."""
+
+    @property
+    def spend(self) -> Spend | None: ...
+
+
+O = TypeVar("O", bound=_Metered)
 
 
 @workflow.defn(name=contract.ANALYZE_WORKFLOW)
@@ -121,7 +130,7 @@ class AnalyzeTask:
         if self._model_status == "too_slow":
             raise ModelTooSlow(self._too_slow())
         try:
-            result = await workflow.execute_activity(step, arg, **contract.model_step(self._deadline_s).options())
+            result: O = await workflow.execute_activity(step, arg, **contract.model_step(self._deadline_s).options())
         except ActivityError as exc:
             if isinstance(exc.cause, TimeoutError):
                 self._model_status = "too_slow"
@@ -136,7 +145,7 @@ class AnalyzeTask:
         return f"the model did not answer within the {self._deadline_s:g} s deadline; skipped"
 
     @workflow.query
-    def progress(self) -> dict:
+    def progress(self) -> dict[str, Any]:
         return {"stage": self._stage, "steps": [s.model_dump() for s in self._steps]}
 
     @workflow.query(name=contract.RESULT_QUERY)
@@ -307,7 +316,7 @@ class AnalyzeTask:
                 return StepReport(step=step, status="unavailable", detail=f"{SANDBOX_UNAVAILABLE} (waited {wait_s:g} s)")
             return StepReport(step=step, status="failed", detail=f"sandbox run failed: {innermost_reason(exc)}")
 
-    async def _diagnose(self, evidence: Evidence, extra: dict, steps: list[StepReport], step: str,
+    async def _diagnose(self, evidence: Evidence, extra: dict[str, Any], steps: list[StepReport], step: str,
                         current: Diagnosis | None = None) -> Diagnosis:
         """The LLM's diagnosis; if the LLM step fails for good, the ranking's, with the reason recorded.
 

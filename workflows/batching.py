@@ -115,7 +115,7 @@ async def run_bounded_children(
     """
     started_this_run = 0
     buffer: list[tuple[int, T]] = []
-    tasks: set[asyncio.Task] = set()
+    tasks: set[asyncio.Task[None]] = set()
     while not cancelled():
         every = inp.continue_as_new_every
         assert every is not None, "the caller sets continue_as_new_every before the loop"

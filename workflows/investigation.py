@@ -51,11 +51,11 @@ with workflow.unsafe.imports_passed_through():
         InvestigationStart, InvestigationState, MESSAGE_KINDS, MESSAGE_MODELS, Message, OperatorMessage,
         PENDING_MEMO, PendingMemo, PendingView, PolicyContext, PolicyContextInput, ProcedureRun, Query, ReuseQuery,
         ReuseView, RevokeGrantsInput, RevokeRequest, SessionStatus, SummaryInput, SummaryResult, TRANSCRIPT_KEEP,
-        TranscriptEntry, WrittenProcedure, WrittenQuery,
+        TranscriptEntry, WrittenProcedure, WrittenProcedures, WrittenQuery,
     )
     from policy.approvers import DeploymentPolicy, Role, authenticate
     from policy.code_identity import code_hash, short_hash
-    from policy.signing import StatementKind
+    from policy.signing import Authorization, StatementKind
     from policy.decisions import (
         DecisionKind, DecisionRefusal, DecisionVerdict, OperatorDecision, PendingReview, validate_decision,
     )
@@ -344,7 +344,7 @@ class Investigation:
         or none found, the listing is the turn's answer and nothing is generated."""
         first_request = next((e.text for e in self._st.transcript if e.kind == "operator"), "")
         try:
-            found = await workflow.execute_activity(
+            found: WrittenProcedures = await workflow.execute_activity(
                 contract.written_procedures,
                 WrittenQuery(session_id=self._inp.session_id, cause=self._inp.cause,
                              hint=(self._inp.symptom or first_request)[:2000]),
@@ -660,8 +660,10 @@ class Investigation:
                 self._record_refusal(name, speaker, refused)
                 return Ack(accepted=False, detail=refused.detail, refusal=refused.refusal)
 
-    async def _admit_request(self, name: Message, spec: _Request, request) -> str:
+    async def _admit_request(self, name: Message, spec: _Request, request: BaseModel) -> str:
         """Messages, revokes, finalize and abandon: authenticated, then queued; returns the acknowledgement."""
+        if not isinstance(request, (OperatorMessage, RevokeRequest, FinalizeRequest, AbandonRequest)):
+            raise _Refused("malformed", f"{name} does not take a {type(request).__name__}")
         if self._st.status is not SessionStatus.ACTIVE or self._closing():
             raise _Refused("closed", "This investigation is closing or closed; start a new one.")
         speaker = getattr(request, spec.speaker)
@@ -676,16 +678,16 @@ class Investigation:
         if not any(policy.may(speaker, role) for role in roles):
             raise _Refused("missing_role", f"{speaker} is not registered to {'ask for code' if name is Message.MESSAGE else name} "
                                            "in investigations here; ask the deployment to register you.")
-        if name is Message.MESSAGE:
+        if isinstance(request, OperatorMessage):
             self._st.inbox.append(request)
             return f"queued as message {len(self._st.inbox)} in line"
-        if name is Message.REVOKE:
+        if isinstance(request, RevokeRequest):
             plan = plan_revocation(request.target, self._st.session_policies, self._st.grants)
             if not plan.ok:
                 raise _Refused("invalid_revoke_target", plan.error or "invalid revoke target")
             self._st.revokes.append(request)
             return "revocation queued; /approvals shows the result"
-        if name is Message.FINALIZE:
+        if isinstance(request, FinalizeRequest):
             self._finalize = request
             return "finalizing"
         self._abandon = request
@@ -732,7 +734,7 @@ class Investigation:
         self._entry(kind, f"{name} from {speaker} refused: {refused.detail}", actor=speaker, data=body)
         self._audit("decision_refused" if name is Message.DECIDE else "request_refused", speaker, body)
 
-    def _remember_nonce(self, auth) -> None:
+    def _remember_nonce(self, auth: Authorization | None) -> None:
         if auth is None:
             return
         now = workflow.now()
@@ -818,7 +820,7 @@ class Investigation:
                     {"target": request.target, "session_hashes": list(plan.session_hashes), "procedures": revoked})
 
     async def _policy_context(self) -> PolicyContext:
-        context = await workflow.execute_activity(
+        context: PolicyContext = await workflow.execute_activity(
             contract.policy_context, PolicyContextInput(session_id=self._inp.session_id),
             **contract.POLICY_STEP.options())
         self._st.grants = dict(context.grants)
@@ -840,7 +842,7 @@ class Investigation:
             raise BudgetSpent(f"the session's model budget is spent (${st.spend.usd:.4f} of ${budget.session_usd:.4f})")
         if over_budget(st.turn_spend, budget.run_usd):
             raise BudgetSpent(f"this turn's model budget is spent (${st.turn_spend:.4f} of ${budget.run_usd:.4f})")
-        result = await workflow.execute_activity(step, arg, **contract.MODEL_STEP.options())
+        result: O = await workflow.execute_activity(step, arg, **contract.MODEL_STEP.options())
         spent = getattr(result, "spend", None)
         if spent is not None:
             st.spend = st.spend.plus(spent)
@@ -848,7 +850,7 @@ class Investigation:
             workflow.upsert_search_attributes([SPEND_USD.value_set(st.spend.usd)])
         return result
 
-    async def _guarded(self, work) -> bool:
+    async def _guarded(self, work: Awaitable[object]) -> bool:
         """Run a turn; an activity that failed for good ends the turn with a note, never the session."""
         try:
             return bool(await work)
@@ -882,13 +884,13 @@ class Investigation:
         return [sandbox.AuditRow(kind=r.kind, actor=r.actor, run_id=run_id, body=r.body, dedup_key=r.dedup_key)
                 for r in records]
 
-    def _audit(self, kind: str, actor: str, body: dict) -> None:
+    def _audit(self, kind: str, actor: str, body: dict[str, Any]) -> None:
         self._st.audit_seq += 1
         self._outbox.append(AuditRecord(kind=kind, actor=actor, body={"session": self._inp.session_id, **body},
                                         dedup_key=f"{self._inp.session_id}:audit:{self._st.audit_seq}"))
 
     def _entry(self, kind: contract.EntryKind, text: str, *, turn: int | None = None, actor: str | None = None,
-               data: dict | None = None) -> None:
+               data: dict[str, Any] | None = None) -> None:
         st = self._st
         st.seq += 1
         st.transcript.append(TranscriptEntry(seq=st.seq, at=workflow.now(), kind=kind, text=text, turn=turn,
@@ -960,7 +962,7 @@ def _reuse_view(reuse: ReuseProposal) -> ReuseView:
     )
 
 
-def _bounded(value: dict | None) -> dict | None:
+def _bounded(value: dict[str, Any] | None) -> dict[str, Any] | None:
     """A return value small enough for history and queries; the full output stays in its blob."""
     if value is None:
         return None

@@ -143,7 +143,7 @@ class PopulateBatch(BatchControl[PopulateInput]):
         `max_history_events`; then it lets what runs finish and continues as new."""
         window = _Window.of(inp)
         started = 0
-        tasks: set[asyncio.Task] = set()
+        tasks: set[asyncio.Task[None]] = set()
 
         def share_left() -> int:
             # A run always hands out something first, so a cap below its own start-up still progresses.
@@ -183,7 +183,7 @@ class PopulateBatch(BatchControl[PopulateInput]):
         await workflow.wait_condition(lambda: not self._children and not self._slices)
         await asyncio.gather(*tasks)
 
-    def _snapshot(self) -> tuple:
+    def _snapshot(self) -> tuple[int, int, int, bool, bool]:
         """What the window waits on: a slice or child ending, an escalation arriving, a signal."""
         inp = self._inp
         return (len(self._children), len(self._slices), len(inp.pending_escalations), inp.paused, self._cancelled)

@@ -4,6 +4,7 @@ of its result. Deterministic helpers only; the activity does the running (on the
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -17,7 +18,7 @@ AUTOMATIC_STEP = sandbox.SANDBOX_CALL.but(start_to_close=timedelta(minutes=3), r
 AUTOMATIC_STEP_TIMEOUT_S = 60.0
 
 
-def findings(report: SandboxRunResult) -> dict:
+def findings(report: SandboxRunResult) -> dict[str, Any]:
     """What the model may see of a sandbox run: its scrubbed, capped output and the call log."""
     return {
         "status": report.status, "error": report.error, "return_value": report.return_value,

@@ -74,7 +74,7 @@ class LoadedIncident(BaseModel):
     graph_id: str
     task_id: int | None = None
     status: str | None = None
-    hints: dict = Field(default_factory=dict)
+    hints: dict[str, Any] = Field(default_factory=dict)
     already_stored: bool = Field(default=False, description="the scope stored this source before (a slice that "
                                  "crashed or waited out an outage before reporting it): nothing left to do")
     already_learned: bool = Field(default=False, description="a stored graph was learned from exactly this content "
@@ -87,12 +87,12 @@ class ExtractInput(BaseModel):
     incident_ref: str
     attempt: int = 0
     feedback: str = ""
-    exploration: dict | None = None
+    exploration: dict[str, Any] | None = None
 
 
 class ReviewInput(BaseModel):
     graph: KnowledgeGraph
-    task_fields: dict = Field(default_factory=dict)
+    task_fields: dict[str, Any] = Field(default_factory=dict)
     source: str = Field(default="", description="resolution_record | email | none (from the extraction)")
 
 

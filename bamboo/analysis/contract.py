@@ -12,7 +12,7 @@ trail an operator needs to judge it.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
@@ -172,7 +172,7 @@ class ExplorationPlan(BaseModel):
 
 class DiagnoseInput(BaseModel):
     evidence: Evidence
-    extra_context: dict = Field(default_factory=dict, description="findings of an exploratory investigation")
+    extra_context: dict[str, Any] = Field(default_factory=dict, description="findings of an exploratory investigation")
 
 
 class StepReport(BaseModel):
@@ -223,7 +223,7 @@ class EmailDraft(BaseModel):
 class AnalyzeInput(BaseModel):
     """A task to diagnose: its fields inline, or a JSON file a worker can read (task or incident file)."""
 
-    task_data: dict | None = None
+    task_data: dict[str, Any] | None = None
     source_path: str | None = None
     batch_id: str | None = None
     exploration_threshold: float = Field(default=0.5, ge=0.0, le=1.0,
@@ -237,7 +237,7 @@ class AnalyzeInput(BaseModel):
 
     @field_validator("task_data")
     @classmethod
-    def _task_id_fits(cls, v: dict | None) -> dict | None:
+    def _task_id_fits(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
         """Refused here, at the boundary: a task id Temporal's Int search attribute cannot hold makes the
         analysis workflow's task fail and retry forever, so `bamboo analyze` would never return; a status
         names the workflow and a clue (`task_problem`, the one check of a task wherever it enters)."""
