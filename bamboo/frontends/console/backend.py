@@ -1,7 +1,8 @@
 """Everything the console does to Temporal and the store, behind one small interface.
 
 Pages never talk to Temporal or Postgres themselves: they call this backend, which speaks to sessions only
-through ``bamboo.investigation.client.InvestigationClient`` (docs/adding-a-front-end.md) and reads what an
+through ``bamboo.investigation.client.InvestigationClient`` and to batches only through
+``bamboo.batch.client.BatchClient`` (docs/adding-a-front-end.md), and reads what an
 operator types with the shared parser (``bamboo.frontends.operator_lines``). It signs every request with the
 console's key
 (``Speaker(user, console_key)``), naming the signed-in person as the identity. The session's workflow checks
@@ -11,16 +12,15 @@ person must be registered with the role the request needs. Nothing here decides 
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from pydantic import BaseModel, Field, ValidationError
-from temporalio.client import Client, WorkflowQueryFailedError, WorkflowQueryRejectedError
-from temporalio.service import RPCError
+from temporalio.client import Client
 
-from bamboo.batch.contract import BATCH_SIGNALS, PROGRESS_QUERY
+from bamboo.batch.client import BatchClient, BatchError
 from bamboo.analysis.contract import BatchAnalyzeProgress
 from bamboo.approvals.keys import LocalKey
-from bamboo.contract import KIND, Kind
+from bamboo.contract import Kind
 from bamboo.approvals.admin import PinnedAdmins
 from bamboo.approvals.registry import ApproverRegistry
 from bamboo.audit import AuditEvent
@@ -34,10 +34,9 @@ from bamboo.store.audit_log import ChainReport
 from policy.approvers import Role
 from policy.decisions import DecisionKind
 
+# How the page names each batch kind, and the progress model each answers with.
 BATCH_KINDS = {Kind.POPULATE.value: "populate", Kind.ANALYZE_BATCH.value: "analyze"}
-# A batch whose worker is gone must not hold the page: its row says so after this long.
-PROGRESS_QUERY_TIMEOUT = timedelta(seconds=5)
-BATCHES_QUERY = f"{KIND.name} = '{Kind.POPULATE}' OR {KIND.name} = '{Kind.ANALYZE_BATCH}'"
+BATCH_PROGRESS = {Kind.POPULATE.value: PopulateProgress, Kind.ANALYZE_BATCH.value: BatchAnalyzeProgress}
 
 
 class ConsoleError(RuntimeError):
@@ -81,6 +80,7 @@ class ConsoleBackend:
         self.settings = settings
         self.key = key
         self.sessions_api = inv.InvestigationClient(client)
+        self.batches_api = BatchClient(client, BATCH_PROGRESS)
         self.registry = ApproverRegistry(store.pool, store.audit, PinnedAdmins.of(settings))
 
     def speaker(self, identity: str) -> inv.Speaker:
@@ -181,44 +181,18 @@ class ConsoleBackend:
 
     # ------------------------------------------------------------------ batches
     async def batches(self, limit: int = 50) -> list[BatchRow]:
-        rows = []
-        async for execution in self.client.list_workflows(BATCHES_QUERY, limit=limit):
-            kind = BATCH_KINDS.get(execution.typed_search_attributes.get(KIND) or "", "populate")
-            status = execution.status.name.lower() if execution.status else "unknown"
-            row = BatchRow(workflow_id=execution.id, kind=kind, status=status, started=execution.start_time)
-            if status == "running":
-                progress_type = PopulateProgress if kind == "populate" else BatchAnalyzeProgress
-                try:
-                    row.progress = await self.client.get_workflow_handle(execution.id).query(
-                        PROGRESS_QUERY, result_type=progress_type, rpc_timeout=PROGRESS_QUERY_TIMEOUT)
-                except RPCError as exc:
-                    row.detail = f"progress unavailable: {exc.message}"
-                except (WorkflowQueryFailedError, WorkflowQueryRejectedError) as exc:
-                    # The batch is finishing, its workflow task is failing, or it is of another shape:
-                    # its row says so and the other batches are still listed.
-                    row.detail = f"progress unavailable: {exc}"
-                except (TypeError, ValueError) as exc:  # the answer does not decode as this version's progress
-                    row.detail = f"progress unavailable: {type(exc).__name__}: {str(exc).splitlines()[0]}"
-            rows.append(row)
-        return rows
+        """Every batch, each running one with its progress; a batch whose progress cannot be read says why in
+        its row and the others are still listed (``BatchClient.batches``)."""
+        return [BatchRow(workflow_id=b.workflow_id, kind=BATCH_KINDS.get(b.kind, "populate"), status=b.status,
+                         started=b.started, progress=b.progress, detail=b.detail)
+                for b in await self.batches_api.batches(limit)]
 
     async def control_batch(self, identity: str, workflow_id: str, action: str) -> None:
         """Pause, resume or cancel a batch; only workflows that are batches can be signalled from here."""
-        if action not in BATCH_SIGNALS:
-            raise ConsoleError(f"unknown batch action {action!r}; use one of {', '.join(BATCH_SIGNALS)}")
-        handle = self.client.get_workflow_handle(workflow_id)
         try:
-            desc = await handle.describe()
-        except RPCError as exc:
-            raise ConsoleError(f"no batch {workflow_id}: {exc.message}") from None
-        if desc.typed_search_attributes.get(KIND) not in BATCH_KINDS:
-            raise ConsoleError(f"{workflow_id} is not a populate or analyze batch")
-        if desc.status is None or desc.status.name != "RUNNING":
-            raise ConsoleError(f"batch {workflow_id} is not running; it cannot be told to {action}")
-        try:
-            await handle.signal(action)
-        except RPCError as exc:  # it finished between the look and the signal
-            raise ConsoleError(f"batch {workflow_id} did not take the {action}: {exc.message}") from None
+            await self.batches_api.control(workflow_id, action)
+        except BatchError as exc:
+            raise ConsoleError(str(exc)) from None
         await self.store.audit.append(AuditEvent(kind="batch_control", actor=identity,
                                                  body={"workflow_id": workflow_id, "signal": action, "via": "console"}))
 
