@@ -1,5 +1,5 @@
-"""One progress view for any batch workflow (populate, batch analyze) fed by its `progress` query
-(`bamboo/batch/contract.py`).
+"""One progress view for any batch workflow (populate, batch analyze), fed by its handle from the batch client
+(`bamboo/batch/client.py`: its `progress` query, or what the batch's own client reads instead).
 
 On a terminal it is a live bar whose last frame is the batch's final counts; elsewhere (a log file, CI, a
 pipe) it is one plain line whenever the counts change, at most every few seconds, and a final line. The
@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from temporalio.client import Client, WorkflowHandle
 
-from bamboo.batch.contract import PROGRESS_QUERY, BatchProgress
+from bamboo.batch.client import BatchHandle
 from bamboo.cli.common import console
 from bamboo.cli.worker_presence import no_worker_hint, queue_has_worker
 
@@ -65,34 +64,38 @@ def _line(name: str, c: dict[str, Any], state: str = "") -> str:
             f"{c['running']} running{(' ' + state) if state else ''}")
 
 
-async def follow_batch(handle: WorkflowHandle, progress_type: type[BatchProgress], reattach_hint: str,
-                       quiet: bool = False, read: Callable[[WorkflowHandle], Awaitable[BatchProgress]] | None = None,
-                       worker_queue: tuple[Client, str] | None = None) -> Any | None:
+async def follow_batch(handle: WorkflowHandle[Any, Any], progress_type: type[Any], reattach_hint: str,
+                       quiet: bool = False, worker_queue: tuple[Client, str] | None = None) -> Any | None:
+    """``follow`` for a batch known only by its workflow handle (one its caller started itself), read by its
+    ``progress`` query as ``progress_type``."""
+    return await follow(BatchHandle(handle, progress_type), reattach_hint, quiet=quiet, worker_queue=worker_queue)
+
+
+async def follow(batch: BatchHandle[Any, Any], reattach_hint: str, quiet: bool = False,
+                 worker_queue: tuple[Client, str] | None = None) -> Any | None:
     """Poll until the batch ends and return its result; on Ctrl-C print how to re-attach and return None.
 
-    `progress_type` is the batch's progress model (a `BatchProgress`); `read`, when given, reads it instead
-    of the bare `progress` query. With `worker_queue` (the client and
-    the batch's task queue) the view checks every WORKER_CHECK_S that a worker polls the queue and says
-    so, once, when none does (and again when one is back).
+    The progress is what ``batch.progress()`` reads (a populate batch's adds its running slices). With
+    `worker_queue` (the client and the batch's task queue) the view checks every WORKER_CHECK_S that a worker
+    polls the queue and says so, once, when none does (and again when one is back).
     """
     watch = _WorkerWatch(*worker_queue) if worker_queue else None
     live = console.is_terminal and not quiet
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("failed {task.fields[failed]} · running {task.fields[running]} {task.fields[state]}"),
                   TimeElapsedColumn(), console=console, disable=not live) as bar:
-        task = bar.add_task(handle.id, total=None, failed=0, running=0, state="")
+        task = bar.add_task(batch.id, total=None, failed=0, running=0, state="")
         last_line, last_at = "", 0.0
         try:
             while True:
-                desc = await handle.describe()
-                if desc.status is not None and desc.status.name != "RUNNING":
+                if not await batch.running():
                     break
                 if watch is not None and not await watch.present():  # no worker answers queries either
                     bar.update(task, state="(no worker)" if not watch.alive else "(waiting for a worker)")
                     await asyncio.sleep(0.5)
                     continue
                 try:
-                    p = await (read(handle) if read else handle.query(PROGRESS_QUERY, result_type=progress_type))
+                    p = await batch.progress()
                 except Exception:  # noqa: BLE001 — between continue-as-new runs the query may briefly fail
                     await asyncio.sleep(0.5)
                     continue
@@ -100,12 +103,12 @@ async def follow_batch(handle: WorkflowHandle, progress_type: type[BatchProgress
                 counts = _counts(p)
                 bar.update(task, total=counts["total"], completed=counts["completed"], failed=counts["failed"],
                            running=counts["running"], state=state)
-                line = _line(handle.id, counts, state)
+                line = _line(batch.id, counts, state)
                 if not live and not quiet and line != last_line and time.monotonic() - last_at >= PLAIN_EVERY_S:
                     console.print(line, highlight=False, soft_wrap=True)
                     last_line, last_at = line, time.monotonic()
                 await asyncio.sleep(0.5)
-            result = await handle.result()
+            result = await batch.result()
         except (KeyboardInterrupt, asyncio.CancelledError):
             console.print(f"\nDetached. The batch goes on; re-attach with [bold]{reattach_hint}[/]")
             return None
@@ -114,6 +117,6 @@ async def follow_batch(handle: WorkflowHandle, progress_type: type[BatchProgress
         bar.update(task, total=final["total"], completed=final["completed"], failed=final["failed"], running=0,
                    state="(cancelled)" if getattr(result, "cancelled", False) else "")
     if not live and not quiet:
-        console.print(_line(handle.id, final, "(cancelled)" if getattr(result, "cancelled", False) else "done"),
+        console.print(_line(batch.id, final, "(cancelled)" if getattr(result, "cancelled", False) else "done"),
                       highlight=False, soft_wrap=True)
     return result

@@ -8,14 +8,12 @@ from pathlib import Path
 
 import typer
 from rich.table import Table
-from temporalio.common import WorkflowIDConflictPolicy
 
 from bamboo.cli.common import console, fail, run
 from bamboo.cli.populate_cmd import follow, print_result
 from bamboo.frontends.inert_text import inert_rich
-from bamboo.accumulation.contract import (
-    POPULATE_WORKFLOW, WORKFLOW_QUEUE, PopulateInput, PopulateResult, batch_workflow_id,
-)
+from bamboo.accumulation.client import PopulateClient
+from bamboo.accumulation.contract import PopulateInput, PopulateResult
 from bamboo.settings import get_settings
 from bamboo.store.knowledge import KbStats
 
@@ -63,16 +61,12 @@ def demo(
         client = await connect(settings)
         console.rule("[bold]2. Populate the knowledge base")
         bid = f"demo-{int(time.time())}"
-        handle = await client.start_workflow(
-            POPULATE_WORKFLOW,
+        batch = await PopulateClient(client).start(
             PopulateInput(batch_id=bid, path=str(incidents.resolve()), concurrency=concurrency,
                           continue_as_new_every=settings.populate_continue_as_new_every,
-                          max_review_retries=settings.max_review_retries),
-            id=batch_workflow_id(bid), task_queue=WORKFLOW_QUEUE, result_type=PopulateResult,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        )
-        console.print(f"PopulateBatch [bold]{handle.id}[/] started; the first LLM calls wait for the local model to load.")
-        return await follow(handle, client=client), handle.id
+                          max_review_retries=settings.max_review_retries))
+        console.print(f"PopulateBatch [bold]{batch.id}[/] started; the first LLM calls wait for the local model to load.")
+        return await follow(batch, client=client), batch.id
 
     result, workflow_id = run(go())
     if result is None:

@@ -9,17 +9,15 @@ import hashlib
 from pathlib import Path
 
 import typer
-from temporalio.client import Client, WorkflowHandle
-from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.client import Client
 
-from bamboo.cli.batch_progress import follow_batch
+from bamboo.accumulation.client import PopulateClient, PopulateHandle
+from bamboo.batch.client import BatchNotFound
+from bamboo.cli.batch_progress import follow as view_batch
 from bamboo.cli.concurrency_note import concurrency_note, llm_offer
 from bamboo.cli.common import console, fail, run
 from bamboo.ingest import SourceListingError, list_sources
-from bamboo.accumulation.contract import (
-    POPULATE_WORKFLOW, WORKFLOW_QUEUE, PopulateInput, PopulateProgress, PopulateResult, batch_workflow_id,
-)
-from bamboo.accumulation.progress import live_progress
+from bamboo.accumulation.contract import WORKFLOW_QUEUE, PopulateInput, PopulateResult
 from bamboo.settings import get_settings
 
 
@@ -27,12 +25,11 @@ def default_batch_id(path: Path) -> str:
     return "populate-" + hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:10]
 
 
-async def follow(handle: WorkflowHandle, quiet: bool = False, client: Client | None = None) -> PopulateResult | None:
+async def follow(batch: PopulateHandle, quiet: bool = False, client: Client | None = None) -> PopulateResult | None:
     """Poll the progress (with the running slices' heartbeats) into a bar until the batch ends; Ctrl-C detaches.
     With ``client``, say when no worker polls the batch's queue."""
-    hint = f"bamboo populate --attach {handle.id.removeprefix(batch_workflow_id(''))}"
-    return await follow_batch(handle, PopulateProgress, hint, quiet=quiet, read=live_progress,
-                              worker_queue=(client, WORKFLOW_QUEUE) if client else None)
+    hint = f"bamboo populate --attach {batch.batch_id}"
+    return await view_batch(batch, hint, quiet=quiet, worker_queue=(client, WORKFLOW_QUEUE) if client else None)
 
 
 def print_result(result: PopulateResult) -> None:
@@ -55,18 +52,6 @@ async def _client() -> Client:
     except TemporalUnavailable as exc:
         fail(str(exc))
         raise
-
-
-async def _must_exist(handle: WorkflowHandle, batch_id: str) -> None:
-    from temporalio.service import RPCError, RPCStatusCode
-
-    try:
-        await handle.describe()
-    except RPCError as exc:
-        if exc.status != RPCStatusCode.NOT_FOUND:
-            raise
-        fail(f"no batch {batch_id!r} (Temporal has no workflow {handle.id}): give the id printed when the batch "
-             "started, or start one with `bamboo populate PATH`")
 
 
 def populate(
@@ -103,9 +88,13 @@ def populate(
 
     async def go() -> None:
         client = await _client()
+        batches = PopulateClient(client)
         if attach:
-            handle = client.get_workflow_handle(batch_workflow_id(attach), result_type=PopulateResult)
-            await _must_exist(handle, attach)
+            try:
+                batch = await batches.attach(attach)
+            except BatchNotFound as exc:
+                fail(f"no batch {attach!r} (Temporal has no workflow {exc.workflow_id}): give the id printed when the "
+                     "batch started, or start one with `bamboo populate PATH`")
         else:
             if path is None:
                 fail("give a PATH (directory or .jsonl) or --attach BATCH_ID")
@@ -115,23 +104,18 @@ def populate(
                 fail(str(exc))
             bid = batch_id or default_batch_id(path)
             asked = concurrency or settings.populate_concurrency
-            handle = await client.start_workflow(
-                POPULATE_WORKFLOW,
+            batch = await batches.start(
                 PopulateInput(batch_id=bid, path=str(path.resolve()), concurrency=asked,
                               continue_as_new_every=settings.populate_continue_as_new_every,
                               max_review_retries=settings.max_review_retries if max_review_retries is None else max_review_retries,
                               one_workflow_per_incident=one_workflow_per_incident, chunk_size=chunk_size,
-                              relearn=relearn),
-                id=batch_workflow_id(bid), task_queue=WORKFLOW_QUEUE,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                result_type=PopulateResult,
-            )
-            console.print(f"Batch [bold]{bid}[/] ({count} incidents) — workflow id {handle.id}")
+                              relearn=relearn))
+            console.print(f"Batch [bold]{bid}[/] ({count} incidents) — workflow id {batch.id}")
             console.print(concurrency_note(asked, await llm_offer(client)), highlight=False, soft_wrap=True)
             if detach:
                 console.print(f"Follow it with: bamboo populate --attach {bid}")
                 return
-        result = await follow(handle, client=client)
+        result = await follow(batch, client=client)
         if result is not None:
             print_result(result)
 
