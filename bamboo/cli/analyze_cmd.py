@@ -14,18 +14,13 @@ from pathlib import Path
 
 import typer
 from rich.table import Table
-from temporalio.client import Client, WorkflowHandle
-from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.client import Client
 
-from bamboo.analysis.contract import (
-    AnalysisResult, AnalyzeInput, BatchAnalyzeInput, BatchAnalyzeProgress, BatchAnalyzeResult,
-    analyze_workflow_id,
-)
-from bamboo.analysis import contract
-from bamboo.analysis.follow import follow_analysis
+from bamboo.analysis.client import BATCH_PREFIX, AnalysisBatch, AnalysisClient
+from bamboo.analysis.contract import AnalysisResult, BatchAnalyzeInput, BatchAnalyzeResult
 from bamboo.analysis.provenance import provenance
 from bamboo.analysis.task_files import TaskFileError, check_task_id, list_task_files, read_task_file, task_fields
-from bamboo.cli.batch_progress import follow_batch
+from bamboo.cli.batch_progress import follow as view_batch
 from bamboo.cli.common import console, fail, run
 from bamboo.frontends.inert_text import inert_markup
 from bamboo.contract import Queue
@@ -130,15 +125,9 @@ async def analyze_once(client: Client, task: dict, threshold: float, deadline_s:
     """Start (or find) the task's analysis and wait for it; `on_first` sees the ranking's answer meanwhile.
 
     The model's deadline is this process's BAMBOO_LLM_TIMEOUT_S unless given: the workflow cannot read settings."""
-    wid = analyze_workflow_id(task.get("jediTaskID"), task.get("status"))
     deadline = deadline_s if deadline_s is not None else get_settings().llm_timeout_s
-    handle = await client.start_workflow(
-        contract.ANALYZE_WORKFLOW,
-        AnalyzeInput(task_data=task, exploration_threshold=threshold, model_deadline_s=deadline),
-        id=wid, task_queue=Queue.MAIN,
-        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING, result_type=AnalysisResult,
-    )
-    return await follow_analysis(handle, on_first)
+    return await AnalysisClient(client).analyze(task, exploration_threshold=threshold, model_deadline_s=deadline,
+                                                on_first=on_first)
 
 
 def analyze(
@@ -186,26 +175,23 @@ def default_batch_id(path: Path) -> str:
     return "analyze-" + hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:10]
 
 
-async def collect_finished(client: Client, ids: list[str], out: Path) -> int:
+async def collect_finished(analyses: AnalysisClient, ids: list[str], out: Path) -> int:
     """Write the results of analyses that already finished (a batch that ran while nobody watched)."""
     written = 0
     for wid in ids:
         target = out / result_file_name(wid)
         if target.exists():
             continue
-        try:
-            desc = await client.get_workflow_handle(wid).describe()
-        except Exception:  # noqa: BLE001 — no such workflow yet: it simply has not run
-            continue
-        if desc.status is not None and desc.status.name == "COMPLETED":
-            write_result(await client.get_workflow_handle(wid, result_type=AnalysisResult).result(), target)
+        result = await analyses.finished_result(wid)
+        if result is not None:
+            write_result(result, target)
             written += 1
     return written
 
 
-async def follow_analysis_batch(handle: WorkflowHandle, client: Client | None = None) -> BatchAnalyzeResult | None:
-    hint = f"the same command again (or --attach {handle.id.removeprefix('analyze-batch:')})"
-    return await follow_batch(handle, BatchAnalyzeProgress, hint, worker_queue=(client, Queue.MAIN) if client else None)
+async def follow_analysis_batch(batch: AnalysisBatch, client: Client | None = None) -> BatchAnalyzeResult | None:
+    hint = f"the same command again (or --attach {batch.id.removeprefix(BATCH_PREFIX)})"
+    return await view_batch(batch, hint, worker_queue=(client, Queue.MAIN) if client else None)
 
 
 def analyze_batch(
@@ -228,33 +214,30 @@ def analyze_batch(
         except TaskFileError as exc:
             fail(str(exc))
         client = await _client(settings)
+        analyses = AnalysisClient(client)
         ids = [s.workflow_id() for s in sources]
         out.mkdir(parents=True, exist_ok=True)
         if reanalyse:  # the old results go; each task's analysis runs again and sees the feedback given since
             for wid in ids:
                 (out / result_file_name(wid)).unlink(missing_ok=True)
-        recovered = 0 if reanalyse else await collect_finished(client, ids, out)
+        recovered = 0 if reanalyse else await collect_finished(analyses, ids, out)
         done_ids = [wid for wid in ids if (out / result_file_name(wid)).exists()]
         bid = attach or default_batch_id(path) + (f"-again-{int(time.time())}" if reanalyse else "")
         if recovered:
             console.print(f"Collected {recovered} analyses that finished while detached.")
-        handle = await client.start_workflow(
-            contract.BATCH_ANALYZE_WORKFLOW,
+        batch = await analyses.start_batch(
             BatchAnalyzeInput(batch_id=bid, path=str(path.resolve()), skip_workflow_ids=done_ids,
                               concurrency=concurrency, exploration_threshold=threshold,
-                              model_deadline_s=get_settings().llm_timeout_s),
-            id=f"analyze-batch:{bid}", task_queue=Queue.MAIN, result_type=BatchAnalyzeResult,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        )
+                              model_deadline_s=get_settings().llm_timeout_s))
         console.print(f"Batch [bold]{bid}[/]: {len(sources)} tasks, {len(done_ids)} already analysed — "
-                      f"workflow id {handle.id}")
+                      f"workflow id {batch.id}")
         if detach:
             console.print("Follow it by running the same command again.")
             return
-        result = await follow_analysis_batch(handle, client)
+        result = await follow_analysis_batch(batch, client)
         if result is None:
             return
-        written = await collect_finished(client, ids, out)
+        written = await collect_finished(analyses, ids, out)
         console.print(f"[bold]{bid}[/]: {result.done} analysed, {result.skipped} skipped (already analysed), "
                       f"{result.failed} failed of {result.total}" + (" (cancelled)" if result.cancelled else "")
                       + f"; {written} results written to {out}")

@@ -15,15 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from temporalio.client import WorkflowExecutionStatus
-from temporalio.service import RPCError
 
+from bamboo.analysis.client import AnalysisClient, AnalysisError
 from bamboo.analysis.clues import extract_clues
-from bamboo.analysis.contract import ANALYZE_WORKFLOW, AnalysisResult, AnalyzeInput, Feedback
+from bamboo.analysis.contract import Feedback
 from bamboo.analysis.queries import clue_key
 from bamboo.analysis.task_files import TaskFileError, read_task_file
 from bamboo.cli.common import console, fail, run
-from bamboo.contract import TASK_ID
 from bamboo.settings import Settings, get_settings
 
 
@@ -44,21 +42,14 @@ async def last_analysis(settings: Settings, task_id: int) -> LastAnalysis:
         client = await connect(settings)
     except TemporalUnavailable as exc:
         return LastAnalysis(why=f"Temporal is not reachable ({exc})")
-    query = f"WorkflowType = '{ANALYZE_WORKFLOW}' AND {TASK_ID.name} = {int(task_id)}"
-    latest = None
     try:
-        async for execution in client.list_workflows(query, limit=50):
-            if latest is None or (execution.start_time and latest.start_time and execution.start_time > latest.start_time):
-                latest = execution
-        if latest is None:
-            return LastAnalysis(why=f"no analysis of task {task_id} is on record in Temporal")
-        handle = client.get_workflow_handle(latest.id, run_id=latest.run_id, result_type=AnalysisResult)
-        history = await handle.fetch_history()
-        proposed = (await handle.result()).root_cause if latest.status == WorkflowExecutionStatus.COMPLETED else None
-    except RPCError as exc:
-        return LastAnalysis(why=f"Temporal could not list the task's analyses ({exc.message})")
-    started = history.events[0].workflow_execution_started_event_attributes
-    [inp] = await client.data_converter.decode(started.input.payloads, [AnalyzeInput])
+        latest = await AnalysisClient(client).latest(task_id)
+    except AnalysisError as exc:
+        return LastAnalysis(why=f"Temporal could not list the task's analyses ({exc})")
+    if latest is None:
+        return LastAnalysis(why=f"no analysis of task {task_id} is on record in Temporal")
+    inp = latest.input
+    proposed = latest.result.root_cause if latest.result is not None else None
     if inp.task_data:
         return LastAnalysis(inp.task_data, proposed)
     if inp.source_path:  # a batch's analysis reads its task file in the worker; read the same file here

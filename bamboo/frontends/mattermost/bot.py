@@ -25,12 +25,10 @@ from typing import Any
 
 from pydantic import ValidationError
 from temporalio.client import Client
-from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
-from bamboo.contract import Queue
-from bamboo.analysis.contract import ANALYZE_WORKFLOW, AnalysisResult, AnalyzeInput, analyze_workflow_id
-from bamboo.analysis.follow import follow_analysis
+from bamboo.analysis.client import AnalysisClient, analysis_id
+from bamboo.analysis.contract import AnalysisResult
 from bamboo.analysis.provenance import provenance
 from bamboo.approvals.keys import LocalKey
 from bamboo.audit import AuditEvent, AuditSink
@@ -98,6 +96,7 @@ class MattermostBot:
                  audit: AuditSink, poll_s: float = 1.0) -> None:
         self.chat, self.client, self.settings, self.users, self.key = chat, client, settings, users, key
         self.sessions = inv.InvestigationClient(client)  # every session request goes through the shared client
+        self.analyses = AnalysisClient(client)  # and every analysis through its own
         self.audit, self.poll_s = audit, poll_s
         self.threads: dict[str, Thread] = {}
         self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
@@ -188,18 +187,14 @@ class MattermostBot:
             return await self._say(channel, root, f"Cannot read task {task_id} from PanDA: {inert_markdown(str(exc))}")
         if note:
             await self._say(channel, root, f"Note: {inert_markdown(note)}")
-        wid = analyze_workflow_id(task.get("jediTaskID"), task.get("status"))
-        await self._say(channel, root, f"Analysing task {task_id} (workflow `{wid}`, read-only)…")
-        handle = await self.client.start_workflow(
-            ANALYZE_WORKFLOW, AnalyzeInput(task_data=task, exploration_threshold=self.settings.exploratory_investigation_threshold,
-                                           model_deadline_s=self.settings.llm_timeout_s),
-            id=wid, task_queue=Queue.MAIN, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            result_type=AnalysisResult)
+        await self._say(channel, root, f"Analysing task {task_id} (workflow `{analysis_id(task)}`, read-only)…")
 
         async def say_first(first: AnalysisResult) -> None:
             await self._say(channel, root, analysis_post(first))
 
-        result = await follow_analysis(handle, say_first)
+        result = await self.analyses.analyze(
+            task, exploration_threshold=self.settings.exploratory_investigation_threshold,
+            model_deadline_s=self.settings.llm_timeout_s, on_first=say_first)
         await self._say(channel, root, analysis_post(result))
 
     # ------------------------------------------------------------------ thread commands
