@@ -61,6 +61,7 @@ bench: install
 	$(BIN)/python -m bench.analysis_scale.run --write
 	$(BIN)/python -m bench.retrieval.run --write
 	$(BIN)/python -m bench.approval.run --write
+	$(BIN)/python -m bench.capacity.run --write
 	$(BIN)/python -m bench.assemble
 
 clean:
