@@ -134,6 +134,39 @@ def _scaled(found: int, incidents: int, read: int, cap: int) -> int:
     return max(1, round(found * incidents / read))
 
 
+@dataclass(frozen=True)
+class ClueCommonness:
+    """How common each of a task's clues is in the store: the stored incidents (graphs) and, per clue
+    ("Kind/name", clue_key), how many of them name its node. A clue on most incidents tells no cause apart."""
+
+    incidents: int
+    per_clue: dict[str, int]
+
+
+# Counted exactly up to this many stored incidents; above, the planner's row estimate stands in (a
+# clue's weight depends on the log of the total, so an estimate a few percent off moves it very little,
+# and counting every graph would make analysis cost grow with the store, issue 25).
+EXACT_INCIDENT_COUNT = 10_000
+
+
+async def clue_commonness(pool: AsyncConnectionPool, clues: list[Clue]) -> ClueCommonness:
+    """Read from node_incidents, which the graph write keeps: one row per clue, no provenance read."""
+    keys = sorted({(c.kind, c.name) for c in clues})
+    async with pool.connection() as conn:
+        row = await (await conn.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM graphs LIMIT %s) g", (EXACT_INCIDENT_COUNT,))).fetchone()
+        counted = int(row[0]) if row else 0
+        if counted >= EXACT_INCIDENT_COUNT:
+            row = await (await conn.execute("SELECT reltuples FROM pg_class WHERE oid = 'graphs'::regclass")).fetchone()
+            counted = max(counted, int(row[0] or 0) if row else 0)
+        rows = [] if not keys else await (await conn.execute(
+            "SELECT n.kind, n.name, ni.incidents FROM unnest(%s::text[], %s::text[]) AS k(kind, name) "
+            "JOIN nodes n ON n.kind = k.kind AND n.name = k.name "
+            "JOIN node_incidents ni ON ni.node_id = n.id",
+            ([k for k, _ in keys], [n for _, n in keys]))).fetchall()
+    return ClueCommonness(int(counted), {clue_key(r[0], r[1]): int(r[2]) for r in rows})
+
+
 def clue_key(kind: str, name: str) -> str:
     """How a verdict stores one of its task's clues: "Kind/name" (node kinds have no '/')."""
     return f"{kind}/{name}"
