@@ -19,8 +19,10 @@ scripted embedding endpoint with no latency. Three parts, each with a fresh work
    bytes and rows, Temporal file growth, CPU per session.
 3. **Eviction**: the worker restarted with a sticky cache of ``--cache`` workflows (``bench/capacity/cached_worker.py``),
    every session queried once in order of age (each first query replays the session's history), then the
-   newest ``--probe`` (still cached) and the oldest ``--probe`` (evicted once the cache filled) queried again;
-   RSS after. Then the histories replayed offline (``temporalio.worker.Replayer``) in this process, timed.
+   newest ``--probe`` (still cached) and the oldest ``--probe`` (evicted once the cache filled) queried again,
+   then every session a second time (RSS after each pass); last, a signed rejection of the pending code sent to
+   the newest and to the oldest ``--probe``, timed to the update's answer. Then histories replayed offline
+   (``temporalio.worker.Replayer``) in this process, timed.
 
     .venv/bin/python -m bench.capacity.run [--incidents 200] [--sessions 100,300] [--cache 100] [--write]
 """
@@ -52,6 +54,7 @@ from bamboo.accumulation.contract import (
 )
 from bamboo.approvals.keys import KeyStore
 from bamboo.investigation import client as inv
+from bamboo.investigation.contract import Ack, Message
 from bamboo.panda.simulator.server import PandaSimulator
 from bamboo.samples import generate_incidents, write_incidents
 from bamboo.settings import Settings
@@ -59,6 +62,7 @@ from bamboo.temporal_client import connect
 from bench.capacity.histories import HistoryCounts, activity_types, count
 from bench.populate.run import cpu_seconds, wait_until_polling
 from policy.approvers import Role
+from policy.decisions import DecisionKind, OperatorDecision
 from tests.services import ROOT, TestStack, start_stack, worker_env
 from tests.support.answers import approve, canonical_labels, email_extraction
 from tests.support.scripted_llm import ScriptedLLMServer, schema_router
@@ -330,7 +334,22 @@ async def timed(fn: Callable[[], Awaitable[Any]]) -> float:
     return time.perf_counter() - started
 
 
-async def eviction(base: Path, settings: Settings, client: Client, names: list[str], cache: int, probe: int) -> dict:
+async def reject(client: Client, name: str, bob: inv.Speaker) -> float:
+    """Seconds from sending a signed rejection of the session's pending code (an update) to its answer; what
+    the decision must name is read first from the memo the session publishes (no worker needed)."""
+    memo = await inv.pending_memo(client, name)
+    assert memo is not None, f"{name} has nothing pending"
+    decision = OperatorDecision(turn=memo.turn, code_hash=memo.code_hash, kind=DecisionKind.REJECT, approver="bob")
+    signed = bob.sign(Message.DECIDE, name, decision)
+    started = time.perf_counter()
+    ack = await inv.handle(client, name).execute_update(Message.DECIDE, signed, result_type=Ack)
+    elapsed = time.perf_counter() - started
+    assert ack.accepted, ack
+    return elapsed
+
+
+async def eviction(base: Path, settings: Settings, client: Client, names: list[str], cache: int, probe: int,
+                   bob: inv.Speaker) -> dict:
     out: dict[str, Any] = {"cache": cache, "sessions": len(names)}
     async with running_worker(settings, base, "evict", max_cached=cache) as worker:
         out["rss_fresh"] = await settled_rss(worker.pid, 1.0)
@@ -341,8 +360,16 @@ async def eviction(base: Path, settings: Settings, client: Client, names: list[s
         out["first_touch"] = first[1:]  # the very first also loads the workflow's sandbox module cache
         out["cached"] = [await timed(lambda: inv.status(client, n)) for n in names[-probe:]]
         out["evicted"] = [await timed(lambda: inv.status(client, n)) for n in names[:probe]]
+        # A second pass replays every session again (the cache holds the newest after it): does the memory
+        # of the evicted sessions serve the next ones, or does the worker grow with every session it met?
+        for name in names:
+            await inv.status(client, name)
+        out["rss_second"] = await settled_rss(worker.pid)
+        # A person's decision, to a session still cached and to one long evicted (replayed first).
+        out["decide_cached"] = [await reject(client, n, bob) for n in names[-probe:]]
+        out["decide_evicted"] = [await reject(client, n, bob) for n in names[:probe]]
     replayer = Replayer(workflows=[Investigation], workflow_runner=workflow_runner())
-    histories = [await inv.handle(client, n).fetch_history() for n in names[:probe + 1]]
+    histories = [await inv.handle(client, n).fetch_history() for n in names[probe:2 * probe + 1]]
     await replayer.replay_workflow(histories[0])  # warm-up, as above
     offline = []
     for history in histories[1:]:
@@ -370,9 +397,12 @@ async def measure(incidents: int, concurrency: int, steps: list[int], cache: int
             services = await build_services(settings, llm_base_url=settings.llm_base_url, pool_size=2)
             try:
                 registry = stack.registry(services.store)
-                key = keys.create("alice")
-                await registry.register(stack.admin, "alice", key.public_key, {Role.REQUEST})
-                alice = inv.Speaker("alice", key)
+                people = {}
+                for who, roles in {"alice": {Role.REQUEST}, "bob": {Role.APPROVE}}.items():
+                    key = keys.create(who)
+                    await registry.register(stack.admin, who, key.public_key, roles)
+                    people[who] = inv.Speaker(who, key)
+                alice = people["alice"]
                 client = await connect(settings)
                 pool = services.store.pool
                 learned = await populate(stack, base, settings, client, pool, llm, emb, incidents, concurrency)
@@ -380,7 +410,7 @@ async def measure(incidents: int, concurrency: int, steps: list[int], cache: int
                 print(f"populate: {learned['stored']} stored in {learned['wall_s']:.1f} s", file=sys.stderr, flush=True)
                 sessions = await live_sessions(stack, base, settings, client, pool, llm, alice, steps)
                 load.append(os.getloadavg()[0])
-                evicted = await eviction(base, settings, client, sessions.names, cache, probe)
+                evicted = await eviction(base, settings, client, sessions.names, cache, probe, people["bob"])
                 load.append(os.getloadavg()[0])
             finally:
                 await services.close()
@@ -521,7 +551,10 @@ def report(m: dict[str, Any], command: str) -> str:
         "the server) before it is answered, and once the cache holds its "
         f"{e['cache']} workflows each first touch evicts the least recently used. Sessions queried one at a time "
         f"(`status` query), oldest first; then the newest {len(e['cached'])} (still cached) and the oldest "
-        f"{len(e['evicted'])} (evicted) again. Median history length: {e['events']:.0f} events.",
+        f"{len(e['evicted'])} (evicted) again, then all of them a second time; last, a signed rejection of the "
+        f"pending code (the `decide` update, answered once the decision is admitted) sent to the newest "
+        f"{len(e['decide_cached'])} (cached) and to the oldest {len(e['decide_evicted'])} (evicted). "
+        f"Median history length: {e['events']:.0f} events.",
         "",
         "| query to a session | queries | p50 ms | p95 ms |", "|---|---:|---:|---:|",
         f"| first touch on a fresh worker (replay) | {len(e['first_touch'])} | {p50(e['first_touch']) * 1000:.0f} "
@@ -529,11 +562,16 @@ def report(m: dict[str, Any], command: str) -> str:
         f"| cached | {len(e['cached'])} | {p50(e['cached']) * 1000:.0f} | {p95(e['cached']) * 1000:.0f} |",
         f"| evicted, touched again (replay) | {len(e['evicted'])} | {p50(e['evicted']) * 1000:.0f} "
         f"| {p95(e['evicted']) * 1000:.0f} |",
+        f"| signed decision (reject, an update) to a cached session | {len(e['decide_cached'])} "
+        f"| {p50(e['decide_cached']) * 1000:.0f} | {p95(e['decide_cached']) * 1000:.0f} |",
+        f"| signed decision (reject, an update) to an evicted session | {len(e['decide_evicted'])} "
+        f"| {p50(e['decide_evicted']) * 1000:.0f} | {p95(e['decide_evicted']) * 1000:.0f} |",
         f"| offline replay of one history (`Replayer`, CPU of this process) | {len(e['offline_cpu'])} "
         f"| {p50(e['offline_cpu']) * 1000:.0f} | {p95(e['offline_cpu']) * 1000:.0f} |",
         "",
         f"Worker RSS with a cache of {e['cache']}: {e['rss_fresh'] / 2**20:.0f} MB fresh, "
-        f"{e['rss_after'] / 2**20:.0f} MB after all {e['sessions']} sessions were touched "
+        f"{e['rss_after'] / 2**20:.0f} MB after all {e['sessions']} sessions were touched, "
+        f"{e['rss_second'] / 2**20:.0f} MB after a second pass over all of them "
         f"(against {last.rss / 2**20:.0f} MB with all of them cached above).",
         "",
     ]
