@@ -118,3 +118,7 @@ def _analyse_a_new_task(settings) -> None:
     print_diagnosis(run(go()))
     console.print(f"Again, or for your own task: bamboo analyze --task-data FILE · bamboo feedback {task['jediTaskID']} "
                   "--correct --cause \"...\"")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("demo")(demo)

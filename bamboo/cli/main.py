@@ -2,18 +2,74 @@
 
 from __future__ import annotations
 
+import functools
+import importlib
 import json
+from typing import Any
 
 import typer
 from rich.table import Table
+from typer.core import TyperGroup
 
 from bamboo.cli.common import BambooGroup, console, fail, run, set_debug
-from bamboo.cli.demo_cmd import demo
-from bamboo.cli.populate_cmd import populate
 from bamboo.settings import get_settings
 
+# Where each sub-command lives. A module is imported when its command runs (or when help lists it), not at
+# every start: `bamboo approve` then loads the Temporal client and the investigation contract, not the store,
+# the console, the populate view and the tool layer too (the whole tree took about 3 s of CPU to import).
+# Each module's `register(app)` adds exactly these names; tests/unit/test_cli_lazy.py holds the two together.
+COMMAND_MODULES: dict[str, str] = {
+    "populate": "bamboo.cli.populate_cmd",
+    "demo": "bamboo.cli.demo_cmd",
+    "analyze": "bamboo.cli.analyze_cmd",
+    "analyze-batch": "bamboo.cli.analyze_cmd",
+    "feedback": "bamboo.cli.feedback_cmd",
+    "investigate": "bamboo.cli.investigate_cmd",
+    "approvals": "bamboo.cli.investigate_cmd",
+    "approve": "bamboo.cli.investigate_cmd",
+    "keys": "bamboo.cli.keys_cmd",
+    "sign": "bamboo.cli.keys_cmd",
+    "exec": "bamboo.cli.exec_cmd",
+    "console": "bamboo.cli.console_cmd",
+    "serve-mattermost": "bamboo.cli.mattermost_cmd",
+    "tools": "bamboo.cli.tools_cmd",
+    "mcp": "bamboo.cli.tools_cmd",
+    "panda-sim": "bamboo.cli.tools_cmd",
+}
+
+
+@functools.cache
+def commands_of(module: str) -> TyperGroup | None:
+    """The click commands a CLI module registers, or None when the module's optional dependencies are absent."""
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise
+        return None
+    sub = typer.Typer()
+    mod.register(sub)
+    return typer.main.get_group(sub)
+
+
+class RootGroup(BambooGroup):
+    """`bamboo`: its own commands, and those of `COMMAND_MODULES`, loaded when named. (The context is typed
+    `Any` as in `BambooGroup.invoke`: typer's click types moved between its releases.)"""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        own = super().list_commands(ctx)
+        return own + sorted(name for name in COMMAND_MODULES if name not in own)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        found = super().get_command(ctx, cmd_name)
+        if found is not None or cmd_name not in COMMAND_MODULES:
+            return found
+        group = commands_of(COMMAND_MODULES[cmd_name])
+        return None if group is None else group.get_command(ctx, cmd_name)
+
+
 app = typer.Typer(help="Bamboo on Temporal: learn from resolved PanDA incidents, diagnose tasks, investigate with review.",
-                  no_args_is_help=True, pretty_exceptions_enable=False, cls=BambooGroup)
+                  no_args_is_help=True, pretty_exceptions_enable=False, cls=RootGroup)
 dev_app = typer.Typer(help="The embedded stack (Temporal dev server, Postgres+pgvector, worker).", no_args_is_help=True)
 config_app = typer.Typer(help="Configuration.", no_args_is_help=True)
 kb_app = typer.Typer(help="The knowledge base.", no_args_is_help=True)
@@ -22,8 +78,6 @@ app.add_typer(dev_app, name="dev")
 app.add_typer(config_app, name="config")
 app.add_typer(kb_app, name="kb")
 app.add_typer(audit_app, name="audit")
-app.command()(populate)
-app.command()(demo)
 
 
 @app.callback()
@@ -239,29 +293,6 @@ def _with_store_errors(make):
         return run(make())
     except (StoreNotConfigured, ConnectionError) as exc:
         fail(str(exc))
-
-
-def _mount_optional() -> None:
-    """Sub-commands that live in their own modules; each module exposes `register(app)`."""
-    import importlib
-
-    for module in ("bamboo.cli.tools_cmd", "bamboo.cli.analyze_cmd", "bamboo.cli.feedback_cmd", "bamboo.cli.investigate_cmd",
-                   "bamboo.cli.keys_cmd", "bamboo.cli.exec_cmd", "bamboo.cli.console_cmd", "bamboo.cli.mattermost_cmd"):
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-            continue
-        if hasattr(mod, "register"):
-            mod.register(app)
-        else:  # the tool layer's module exposes its sub-apps directly
-            app.add_typer(mod.tools_app, name="tools")
-            app.add_typer(mod.mcp_app, name="mcp")
-            app.command("panda-sim")(mod.panda_sim)
-
-
-_mount_optional()
 
 
 def main() -> None:

@@ -120,3 +120,7 @@ def populate(
             print_result(result)
 
     run(go())
+
+
+def register(app: typer.Typer) -> None:
+    app.command("populate")(populate)

@@ -299,3 +299,9 @@ def panda_sim(
         sim.wait()
     except KeyboardInterrupt:
         sim.stop()
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(tools_app, name="tools")
+    app.add_typer(mcp_app, name="mcp")
+    app.command("panda-sim")(panda_sim)
