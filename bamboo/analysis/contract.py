@@ -56,6 +56,8 @@ class MatchedClue(BaseModel):
     name: str
     edge_frequency: int
     share: float = Field(description="fraction of this clue's stored evidence that points at this cause")
+    weight: float = Field(default=1.0, description="how specific the clue is in the store: 0 on every stored "
+                                                   "incident, 1 on at most half of them")
 
 
 class CandidateCause(BaseModel):

@@ -18,6 +18,17 @@ divided by it, support measures how much more often the clues come with this cau
 rate, and how common the cause is decides only among equals (frequency, the next key). Frequency counts
 the incidents that stored the cause plus operator confirmations.
 
+Each clue weighs by how specific it is (issue 30): a clue on every stored incident (vo=atlas, a common core
+count) says nothing about which cause it is, yet its share counted like a pilot error code's, and two such
+clues once named a cause at confidence 1.00. The weight is read from the store's counts at query time
+(`ClueCommonness`, kept at write time in node_incidents): log2 of the store's incidents over the clue's,
+capped at one — a clue on at most half of the stored incidents weighs fully, one on all of them nothing,
+one on 70% about half. Measured on the calibration corpus (bench/diagnosis/calibration.py), a plain IDF
+weight on every clue cost four points of accuracy@1 (it weighs random background, a site or a user, more
+than a symptom class several causes share); saturating at half of the store leaves the order of specific
+clues as it was and silences only the common ones. A clue type gives a breadth tier only through a clue of
+at least BREADTH_MIN_WEIGHT, so generic clues cannot put a cause a tier up.
+
 A symptom with no known cause is reported as a novel lead and the other clues still rank their causes
 (an earlier version returned no graph result at all when one symptom was unknown).
 Pure functions of their inputs, so they are tested without a database.
@@ -25,17 +36,41 @@ Pure functions of their inputs, so they are tested without a database.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import replace
 
 from bamboo.analysis.contract import CandidateCause, Clue, ClueType, MatchedClue, NovelLead, OperatorVerdict
-from bamboo.analysis.queries import CauseStats, ClueEdge, VerdictEvidence, clue_key
+from bamboo.analysis.queries import CauseStats, ClueCommonness, ClueEdge, VerdictEvidence, clue_key
 
 
 # Clue types that add support but no breadth tier of their own.
 UNTIERED_TYPES = frozenset({"status"})
 # Observations a clue's share is shrunk by: one, so a clue seen once weighs half.
 SHRINKAGE = 1
+
+
+# A clue on this share of the stored incidents or fewer weighs fully (log2 of the inverse share, capped at 1).
+FULL_WEIGHT_SHARE = 0.5
+# A clue type counts for breadth only through a clue weighing at least this (on at most ~70% of incidents).
+BREADTH_MIN_WEIGHT = 0.5
+
+
+def specificity(incidents: int, total: int) -> float:
+    """How much a clue on `incidents` of the store's `total` stored incidents can tell causes apart: 0 for a
+    clue on all of them, 1 for one on at most FULL_WEIGHT_SHARE; 1 when the store's counts are unknown."""
+    if total <= 1 or incidents <= 0:
+        return 1.0
+    share = min(incidents, total) / total
+    return round(min(1.0, math.log(1 / share) / math.log(1 / FULL_WEIGHT_SHARE)), 4)
+
+
+def clue_weights(clues: list[Clue], commonness: ClueCommonness | None) -> dict[tuple[str, str], float]:
+    """(kind, name) -> specificity of every clue of the task (1.0 each without counts)."""
+    if commonness is None:
+        return {(c.kind, c.name): 1.0 for c in clues}
+    return {(c.kind, c.name): specificity(commonness.per_clue.get(clue_key(c.kind, c.name), 0), commonness.incidents)
+            for c in clues}
 
 
 def evidence_weight(edge: ClueEdge) -> float:
@@ -50,8 +85,10 @@ def rank_candidates(
     resolutions: dict[str, list[str]],
     limit: int = 10,
     resolution_incidents: dict[str, dict[str, list[str]]] | None = None,
+    commonness: ClueCommonness | None = None,
 ) -> list[CandidateCause]:
     type_of = {(c.kind, c.name): c.type for c in clues}
+    weight = clue_weights(clues, commonness)
     by_cause: dict[str, list[tuple[ClueEdge, ClueType]]] = defaultdict(list)
     for e in edges:
         clue_type = type_of.get((e.clue_kind, e.clue_name))
@@ -66,14 +103,15 @@ def rank_candidates(
     candidates = []
     for cause, matched in by_cause.items():
         s = stats.get(cause, CauseStats(0, 0, 0, 0))
+        w = [weight.get((e.clue_kind, e.clue_name), 1.0) for e, _ in matched]
         shares = [MatchedClue(type=t, name=e.clue_name, edge_frequency=e.frequency,
-                              share=round(e.frequency / e.clue_total, 4) if e.clue_total else 0.0)
-                  for e, t in matched]
+                              share=round(e.frequency / e.clue_total, 4) if e.clue_total else 0.0, weight=wi)
+                  for (e, t), wi in zip(matched, w)]
         candidates.append(CandidateCause(
             name=cause,
             description=matched[0][0].cause_description,
-            breadth=len({t for _, t in matched if t not in UNTIERED_TYPES}),
-            support=round(sum(evidence_weight(e) for e, _ in matched) * typical / seen[cause], 4),
+            breadth=len({t for (_, t), wi in zip(matched, w) if t not in UNTIERED_TYPES and wi >= BREADTH_MIN_WEIGHT}),
+            support=round(sum(wi * evidence_weight(e) for (e, _), wi in zip(matched, w)) * typical / seen[cause], 4),
             frequency=max(s.incidents, max(e.frequency for e, _ in matched)) + s.confirmations,
             confidence=round(sum(e.confidence for e, _ in matched) / len(matched), 4),
             confirmations=s.confirmations,

@@ -6,6 +6,7 @@ Everything here reads the knowledge store; the single write in this package is o
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from bamboo.analysis import queries
@@ -19,9 +20,12 @@ from bamboo.analysis.procedures import builtin_catalog, plan_procedures
 from bamboo.analysis.ranking import novel_leads, operator_first, rank_candidates, with_verdicts
 from bamboo.analysis.retrieval import similar_incidents
 from bamboo.llm.errors import LLMOutputError
+from bamboo.offload import in_thread
 from bamboo.services import Services
 
 MAX_CANDIDATES = 10
+# Ranking is milliseconds; only a machine that stopped running threads exceeds this.
+RANKING_BUDGET_S = 60.0
 
 
 class AnalysisService:
@@ -40,8 +44,11 @@ class AnalysisService:
         causes = sorted({e.cause for e in edges})
         stats = await queries.cause_stats(self._pool, causes)
         fixes = await queries.resolutions(self._pool, causes)
-        candidates = rank_candidates(clues.clues, edges, stats, fixes.texts, limit=MAX_CANDIDATES,
-                                     resolution_incidents=fixes.incidents)
+        commonness = await queries.clue_commonness(self._pool, clues.clues)
+        # Off the loop: the edges scale with the task's clues and the causes they reach.
+        candidates = await in_thread(partial(rank_candidates, limit=MAX_CANDIDATES, resolution_incidents=fixes.incidents,
+                                             commonness=commonness), clues.clues, edges, stats, fixes.texts,
+                                     budget_s=RANKING_BUDGET_S, what="ranking the candidate causes")
         symptoms = [c.name for c in clues.of_type("symptom")]
         novel = novel_leads(clues.clues, await queries.known_symptoms(self._pool, symptoms))
         if not clues.of_type("symptom"):
