@@ -109,9 +109,10 @@ def judge(evidence: Evidence, answer: ModelAnswer) -> Diagnosis:
         if answer.cause == NOVEL:
             ranked.model = _proposal(answer, "agreed")
             return ranked
+        unlinked = unlinked_defining(evidence)
         ranked.model = _proposal(answer, "override_refused", (
-            f"no stored cause is linked to the task's {', '.join(unlinked_defining(evidence))}; "
-            f"{answer.cause} matches only weaker clues"))
+            f"no stored cause is linked to the task's {', '.join(unlinked)}; {answer.cause} matches only weaker clues"
+            if unlinked else f"{answer.cause} matches only weaker clues, which most stored incidents share"))
         return ranked
     if not evidence.candidates or answer.cause == evidence.candidates[0].name:
         ranked.model = _proposal(answer, "agreed")

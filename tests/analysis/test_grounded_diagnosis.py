@@ -33,9 +33,10 @@ async def run_analysis(client, task: dict, threshold: float = 0.5, sandbox_wait_
 
 
 def margin(evidence: Evidence) -> float:
-    """The ranking's margin, as the result must report it: the top candidate's share of the top two's support."""
-    top, second = evidence.candidates[0].support, evidence.candidates[1].support
-    return round(top / (top + second), 4)
+    """The ranking's margin, as the result must report it (bamboo.analysis.ranked.ranking_confidence)."""
+    from bamboo.analysis.ranked import ranking_confidence
+
+    return ranking_confidence(evidence.candidates)
 
 
 def favouring(evidence: Evidence) -> list[str]:

@@ -80,14 +80,14 @@ def test_the_top_candidate_stands_unless_every_condition_holds(evidence, fields,
     assert (d.root_cause, d.cause_source, d.model.verdict) == ("Expired user proxy", "ranking", "override_refused")
     assert why in d.model.verdict_reason
     assert (d.resolution, d.resolution_incidents) == ("Renew the VOMS proxy and retry", ["incident:a", "incident:b"])
-    assert d.confidence == ranked.confidence == round(1.5 / 2.4, 4) and d.ranking_confidence == d.confidence
+    assert d.confidence == ranked.confidence == ranking_confidence(evidence.candidates) == d.ranking_confidence
     assert d.explanation == ranked.explanation, "a refused answer's explanation argues for another cause"
 
 
 def test_agreeing_keeps_the_rankings_margin_and_stored_resolution_whatever_the_model_says(evidence):
     d = judge(evidence, answer(cause="Expired user proxy", confidence=0.0, cited_clues=[], reason=""))
     assert d.root_cause == "Expired user proxy" and d.model.verdict == "agreed" and d.source == "llm"
-    assert d.confidence == round(1.5 / 2.4, 4) and "ranking margin" in d.confidence_basis
+    assert d.confidence == ranking_confidence(evidence.candidates) and "ranking margin" in d.confidence_basis
     assert d.resolution == "Renew the VOMS proxy and retry"
 
 
@@ -102,13 +102,13 @@ def test_novel_needs_a_symptom_no_stored_cause_explains(evidence):
     assert taken.cause_source == "model_override"
 
 
-def test_ranking_confidence_is_the_margin_of_the_top_two(evidence):
+def test_ranking_confidence_follows_the_lead_of_the_top_candidate(evidence):
     assert ranking_confidence([]) == 0.0
-    assert ranking_confidence(evidence.candidates[:1]) == 1.0
-    assert ranking_confidence(evidence.candidates) == round(1.5 / 2.4, 4)
+    assert ranking_confidence(evidence.candidates[:1]) < 1.0  # a lone candidate leads over nothing known, not over doubt
+    assert 0.5 < ranking_confidence(evidence.candidates) < ranking_confidence(evidence.candidates[:1])
     tied = [candidate("a", 1.0, {}, "x"), candidate("b", 1.0, {}, "y")]
-    assert ranking_confidence(tied) == 0.5
-    assert ranking_diagnosis(Evidence(clues=TaskClues(), candidates=tied)).confidence == 0.5
+    assert ranking_confidence(tied) < 0.5
+    assert ranking_diagnosis(Evidence(clues=TaskClues(), candidates=tied)).confidence == ranking_confidence(tied)
 
 
 def test_a_store_lacking_the_tasks_cause_answers_no_known_cause(evidence):
