@@ -162,12 +162,13 @@ async def history_counts(client: Client, workflow_id: str, run_id: str | None = 
 
 
 # ------------------------------------------------------------------ the worker
-def spawn_worker(settings: Settings, log: Path, max_cached: int | None = None) -> subprocess.Popen:
+def spawn_worker(settings: Settings, log: Path, max_cached: int | None = None, default_gc: bool = False) -> subprocess.Popen:
     env = worker_env(settings)
     env["BAMBOO_PANDA_API_URL"] = settings.panda_api_url
     env["BAMBOO_PANDA_MONITOR_URL"] = settings.panda_monitor_url
     module = ["-m", "worker"] if max_cached is None else ["-m", "bench.capacity.cached_worker",
                                                           "--max-cached", str(max_cached)]
+    module += ["--default-gc"] if default_gc and max_cached is not None else []
     return subprocess.Popen([sys.executable, *module], cwd=ROOT, env=env, stdout=open(log, "ab"),
                             stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -183,9 +184,10 @@ def stop_worker(proc: subprocess.Popen) -> None:
 
 
 @contextlib.asynccontextmanager
-async def running_worker(settings: Settings, base: Path, name: str, max_cached: int | None = None):
+async def running_worker(settings: Settings, base: Path, name: str, max_cached: int | None = None,
+                         default_gc: bool = False):
     log = base / f"worker-{name}.log"
-    proc = spawn_worker(settings, log, max_cached)
+    proc = spawn_worker(settings, log, max_cached, default_gc)
     try:
         await wait_until_polling([log], [proc])
         yield proc
@@ -349,9 +351,9 @@ async def reject(client: Client, name: str, bob: inv.Speaker) -> float:
 
 
 async def eviction(base: Path, settings: Settings, client: Client, names: list[str], cache: int, probe: int,
-                   bob: inv.Speaker) -> dict:
-    out: dict[str, Any] = {"cache": cache, "sessions": len(names)}
-    async with running_worker(settings, base, "evict", max_cached=cache) as worker:
+                   bob: inv.Speaker, default_gc: bool = False) -> dict:
+    out: dict[str, Any] = {"cache": cache, "sessions": len(names), "default_gc": default_gc}
+    async with running_worker(settings, base, "evict", max_cached=cache, default_gc=default_gc) as worker:
         out["rss_fresh"] = await settled_rss(worker.pid, 1.0)
         first = []
         for name in names:  # oldest first: once the cache is full, each first touch evicts the oldest
@@ -383,7 +385,7 @@ async def eviction(base: Path, settings: Settings, client: Client, names: list[s
 
 # ------------------------------------------------------------------ the run
 async def measure(incidents: int, concurrency: int, steps: list[int], cache: int, probe: int,
-                  latency: float) -> dict[str, Any]:
+                  latency: float, default_gc: bool = False) -> dict[str, Any]:
     base = Path(tempfile.mkdtemp(prefix="bamboo-bench-capacity-"))
     stack = start_stack(base, persistent=True)
     load = [os.getloadavg()[0]]
@@ -410,7 +412,7 @@ async def measure(incidents: int, concurrency: int, steps: list[int], cache: int
                 print(f"populate: {learned['stored']} stored in {learned['wall_s']:.1f} s", file=sys.stderr, flush=True)
                 sessions = await live_sessions(stack, base, settings, client, pool, llm, alice, steps)
                 load.append(os.getloadavg()[0])
-                evicted = await eviction(base, settings, client, sessions.names, cache, probe, people["bob"])
+                evicted = await eviction(base, settings, client, sessions.names, cache, probe, people["bob"], default_gc)
                 load.append(os.getloadavg()[0])
             finally:
                 await services.close()
@@ -450,6 +452,7 @@ def _pg_rows(pg: dict[str, tuple[int, int]], per: int) -> list[str]:
 
 def report(m: dict[str, Any], command: str) -> str:
     p, s, e = m["populate"], m["sessions"], m["eviction"]
+    gc_note = ", with Python's default collector settings instead of the worker's" if e["default_gc"] else ""
     n = max(p["stored"], 1)
     total = HistoryCounts()
     for c in p["histories"].values():
@@ -546,7 +549,8 @@ def report(m: dict[str, Any], command: str) -> str:
         "",
         f"## A session evicted from the sticky cache ({e['sessions']} sessions awaiting approval, cache of {e['cache']})",
         "",
-        f"The worker restarted with `max_cached_workflows={e['cache']}` (`bench/capacity/cached_worker.py`): a "
+        f"The worker restarted with `max_cached_workflows={e['cache']}` (`bench/capacity/cached_worker.py`"
+        f"{gc_note}): a "
         "fresh worker has nothing cached, so each session's first query replays its whole history (fetched from "
         "the server) before it is answered, and once the cache holds its "
         f"{e['cache']} workflows each first touch evicts the least recently used. Sessions queried one at a time "
@@ -612,13 +616,17 @@ def main() -> None:
                         help="the restarted worker's max_cached_workflows (fewer than the sessions)")
     parser.add_argument("--probe", type=int, default=DEFAULTS["probe"], help="sessions queried again, cached and evicted")
     parser.add_argument("--latency", type=float, default=DEFAULTS["latency"], help="seconds per scripted model call")
+    parser.add_argument("--evict-default-gc", action="store_true",
+                        help="the restarted worker keeps Python's collector settings (to see what the worker's own cost)")
     parser.add_argument("--write", action="store_true", help=f"store the output in {RESULTS.relative_to(ROOT)}")
     args = parser.parse_args()
     if args.cache >= args.sessions[-1]:
         parser.error("--cache must be below the last --sessions count, or nothing is evicted")
-    m = asyncio.run(measure(args.incidents, args.concurrency, args.sessions, args.cache, args.probe, args.latency))
+    m = asyncio.run(measure(args.incidents, args.concurrency, args.sessions, args.cache, args.probe, args.latency,
+                            args.evict_default_gc))
     flags = "".join(f" --{k} {','.join(map(str, v)) if isinstance(v, list) else f'{v:g}'}"
                     for k, v in vars(args).items() if k in DEFAULTS and v != DEFAULTS[k])
+    flags += " --evict-default-gc" if args.evict_default_gc else ""
     text = report(m, f"Command: `.venv/bin/python -m bench.capacity.run{flags} --write`")
     print(text)
     if args.write:
