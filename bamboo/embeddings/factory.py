@@ -6,12 +6,13 @@ import httpx
 
 from bamboo.embeddings.base import Embedder, EmbeddingConfigError
 from bamboo.embeddings.local import MINILM_DIM, LocalMiniLMEmbedder
-from bamboo.embeddings.remote import OpenAIEmbedder
 from bamboo.settings import Settings
 
 
 def build_embedder(settings: Settings, *, http_client: httpx.AsyncClient | None = None) -> Embedder:
     if settings.embedding_base_url:
+        from bamboo.embeddings.remote import OpenAIEmbedder  # the model SDK, only where an endpoint is configured
+
         return OpenAIEmbedder(
             base_url=settings.embedding_base_url,
             model=settings.embedding_model,

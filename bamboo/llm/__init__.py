@@ -1,25 +1,3 @@
-"""Chat-model access: a structured-output client, error classification, and the offline local server."""
-
-from bamboo.llm.client import LLMClient, local_base_url
-from bamboo.llm.errors import (
-    FailureKind,
-    LLMError,
-    LLMOutputError,
-    LLMRequestError,
-    classify,
-    is_retryable,
-)
-from bamboo.llm.schema import schema_name_for, strict_json_schema
-
-__all__ = [
-    "FailureKind",
-    "LLMClient",
-    "LLMError",
-    "LLMOutputError",
-    "LLMRequestError",
-    "classify",
-    "is_retryable",
-    "local_base_url",
-    "schema_name_for",
-    "strict_json_schema",
-]
+"""Chat-model access: a structured-output client (`client`), error classification (`errors`), JSON schemas
+for structured output (`schema`) and the offline local server (`local`). Import from the submodule: the
+package imports nothing, so a process that needs only the error types does not load the model SDK."""

@@ -12,9 +12,12 @@ this adapter knows nothing of Temporal.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 import httpx
-import openai
+
+if TYPE_CHECKING:  # imported where an error is classified: a process that only embeds locally never loads it
+    import openai
 
 #: Settings prefixes, so a message names the exact environment variable to change.
 LLM_SETTINGS_PREFIX = "BAMBOO_LLM"
@@ -106,6 +109,8 @@ def classify(
     """Turn whatever a model call raised into a typed `LLMError` with an actionable message."""
     if isinstance(exc, LLMError):
         return exc
+    import openai  # noqa: PLC0415 — the SDK takes about a second to import; see the module's imports
+
     where = endpoint or "the configured endpoint"
     p = settings_prefix
     if isinstance(exc, (openai.APITimeoutError, httpx.TimeoutException, TimeoutError)) and not _refused(exc):

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from bamboo.llm import LLMClient
+from bamboo.llm.client import LLMClient
 from tests.support.scripted_llm import ScriptedLLMServer, scripted_llm  # noqa: F401  (fixture)
 
 

@@ -8,7 +8,8 @@ import httpx
 import pytest
 from pydantic import BaseModel, Field
 
-from bamboo.llm import FailureKind, LLMClient, LLMOutputError, LLMRequestError
+from bamboo.llm.client import LLMClient
+from bamboo.llm.errors import FailureKind, LLMOutputError, LLMRequestError
 from activities.llm_errors import to_application_error
 from bamboo.settings import Settings
 from tests.support.scripted_llm import ChatRequest, Reply, ScriptedLLMServer, schema_router

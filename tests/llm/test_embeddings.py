@@ -7,15 +7,11 @@ import math
 
 import pytest
 
-from bamboo.embeddings import (
-    Embedder,
-    EmbeddingConfigError,
-    EmbeddingDimensionError,
-    LocalMiniLMEmbedder,
-    OpenAIEmbedder,
-    build_embedder,
-)
-from bamboo.llm import FailureKind, LLMRequestError
+from bamboo.embeddings.base import Embedder, EmbeddingConfigError, EmbeddingDimensionError
+from bamboo.embeddings.factory import build_embedder
+from bamboo.embeddings.local import LocalMiniLMEmbedder
+from bamboo.embeddings.remote import OpenAIEmbedder
+from bamboo.llm.errors import FailureKind, LLMRequestError
 from activities.llm_errors import to_application_error
 from bamboo.settings import Settings
 from tests.support.scripted_llm import ScriptedLLMServer, fake_embedding

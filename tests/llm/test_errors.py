@@ -6,7 +6,7 @@ import httpx
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from bamboo.llm import FailureKind, LLMRequestError, classify, is_retryable
+from bamboo.llm.errors import FailureKind, LLMRequestError, classify, is_retryable
 from activities.llm_errors import to_application_error
 from bamboo.llm.errors import EMBEDDING_SETTINGS_PREFIX
 

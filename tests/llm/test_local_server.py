@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from bamboo.llm import LLMClient
+from bamboo.llm.client import LLMClient
 from bamboo.llm import local as local_llm
 from bamboo.llm.local import LocalLLMServer, LocalLLMServerError, installed_weights, local_weights_path, resolve_llm_endpoint
 from bamboo.settings import Settings

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field
 
-from bamboo.llm import schema_name_for, strict_json_schema
+from bamboo.llm.schema import schema_name_for, strict_json_schema
 
 
 class Severity(str, Enum):
