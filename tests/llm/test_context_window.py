@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from bamboo.investigation.turns import TurnModel
-from bamboo.llm import LLMClient
+from bamboo.llm.client import LLMClient
 from bamboo.llm.errors import FailureKind, LLMOutputError, classify
 from bamboo.llm.local import LocalLLMServer
 from bamboo.llm.window import DEFAULT_CONTEXT_WINDOW, ServedModel, probe_served_model, remote_token_counter, resolve_context_window
@@ -65,7 +65,9 @@ def test_the_window_setting_wins_then_the_server_then_a_default() -> None:
 
 
 async def test_code_generation_with_519_tools_fits_the_served_window(local_server) -> None:
-    llm = LLMClient(base_url=local_server.base_url, model="local", max_tokens=512)
+    # What is tested is that the prompt fits the served window (a prompt over it is refused before any token
+    # is generated); a short answer keeps the CPU model's generation, minutes at 512 tokens here, out of it.
+    llm = LLMClient(base_url=local_server.base_url, model="local", max_tokens=24)
     selector = ToolSelector(MemoryVectorIndex(), HashingEmbedder(), "ns-window", SelectionConfig())
     model = TurnModel(llm, selector, context_window=0)
     try:
