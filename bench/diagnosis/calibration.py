@@ -8,7 +8,11 @@ PopulateBatch workflow, and every held-out task is diagnosed from its task field
 * **after** — today's product: `AnalysisService.gather_evidence` then `ranking_diagnosis` (the answer
   the analysis gives first, with no model);
 * **before** — the ranking and confidence as committed before this change (`previous_ranking`), on the
-  evidence the same store returns for the same task.
+  evidence the same store returns for the same task;
+* **after + scripted model** — the after answer once the scripted `capable` model's second opinion is
+  judged (`bench.diagnosis.scripted_models`: it reads the very prompt the product sends and overrides on
+  distinctive clues; `bamboo.analysis.override.judge` decides whether that may move the answer), called in
+  process rather than over HTTP and Temporal, which the model harness (`bench.diagnosis.run`) covers.
 
 Scored: accuracy@1 on known-cause tasks and on the look-alike causes' tasks, abstention ("no known cause")
 on novel-cause tasks and on the others, and calibration of the confidence of every named cause (novel
@@ -33,13 +37,17 @@ from pathlib import Path
 
 from bamboo.analysis import queries
 from bamboo.analysis.clues import extract_clues
+from bamboo.analysis.diagnosis import prompt
+from bamboo.analysis.override import ModelAnswer, judge
 from bamboo.analysis.ranked import ranking_diagnosis
 from bamboo.analysis.ranking import with_verdicts
 from bamboo.analysis.service import AnalysisService
 from bench.diagnosis import previous_ranking
 from bench.diagnosis.corpus import Corpus, build
 from bench.diagnosis.learned import learned_store
+from bench.diagnosis.scripted_models import capable_diagnosis
 from tests.services import start_stack
+from tests.support.scripted_llm import ChatRequest
 
 SIZES = "2,8,30"
 SEED = 32
@@ -60,19 +68,30 @@ class Scored:
         return self.cause is None if self.novel else self.cause == self.truth
 
 
-async def diagnose_all(corpus: Corpus, size: int, base: Path, stack, dump: list | None) -> tuple[list[Scored], list[Scored], float]:
+def second_opinion(evidence):
+    """The diagnosis once the scripted capable model's answer to the product's own prompt is judged."""
+    if not evidence.candidates:
+        return ranking_diagnosis(evidence)
+    request = ChatRequest(0, {"messages": [{"role": "user", "content": prompt(evidence, {})}]})
+    return judge(evidence, ModelAnswer.model_validate(capable_diagnosis(request)))
+
+
+async def diagnose_all(corpus: Corpus, size: int, base: Path, stack,
+                       dump: list | None) -> tuple[list[Scored], list[Scored], list[Scored], float]:
     async with learned_store(stack, base, f"calibration-{size}", corpus.learn(size)) as learned:
         services = learned.services
         analysis = AnalysisService(services)
         pool = services.store.pool
         key = learned.settings.pseudonym_key.get_secret_value().encode()
-        before, after = [], []
+        before, after, model = [], [], []
         started = time.perf_counter()
         for task, truth, novel, look in zip(corpus.held_out, corpus.truth, corpus.novel, corpus.lookalike):
             fields = dict(task.task_data)
             evidence = await analysis.gather_evidence(fields)
             d = ranking_diagnosis(evidence)
             after.append(Scored(size, truth, novel, look, None if d.is_novel else d.root_cause, d.confidence))
+            m = second_opinion(evidence)
+            model.append(Scored(size, truth, novel, look, None if m.is_novel else m.root_cause, m.confidence))
             clues = extract_clues(fields, key).clues
             edges = await queries.clue_edges(pool, clues) + await queries.context_edges(pool, clues)
             edges = with_verdicts(clues, edges, await queries.verdict_evidence(pool, clues))
@@ -86,7 +105,7 @@ async def diagnose_all(corpus: Corpus, size: int, base: Path, stack, dump: list 
                              "stats": {k: asdict(v) for k, v in stats.items()},
                              "incidents": common.incidents, "per_clue": common.per_clue})
         per_task = (time.perf_counter() - started) / len(corpus.held_out)
-    return before, after, per_task
+    return before, after, model, per_task
 
 
 def share(rows: list[Scored], pick, what) -> str:
@@ -144,12 +163,14 @@ async def main(sizes: list[int], seed: int, dump_path: Path | None) -> str:
     dump: list | None = [] if dump_path else None
     before: list[Scored] = []
     after: list[Scored] = []
+    model: list[Scored] = []
     timing = {}
     try:
         for size in sizes:
-            b, a, per_task = await diagnose_all(corpus, size, base, stack, dump)
+            b, a, m, per_task = await diagnose_all(corpus, size, base, stack, dump)
             before += b
             after += a
+            model += m
             timing[size] = per_task
             print(f"size {size}: known @1 {share(b, lambda r: not r.novel, lambda r: r.right)} -> "
                   f"{share(a, lambda r: not r.novel, lambda r: r.right)}", file=sys.stderr, flush=True)
@@ -164,7 +185,8 @@ async def main(sizes: list[int], seed: int, dump_path: Path | None) -> str:
     lines = [
         f"Command: {command} (seed {seed}; {len(corpus.train)} known causes, {sum(corpus.lookalike) // 3} of them "
         f"look-alikes in pairs, {len(corpus.tail)} learned once at every size; {n} held-out tasks, {novel} of them "
-        f"({novel / n:.0%}) of 6 causes the store never saw; the ranking alone, no model; one run, this machine: "
+        f"({novel / n:.0%}) of 6 causes the store never saw; the ranking alone, and with the scripted model's "
+        f"second opinion; one run, this machine: "
         f"{os.cpu_count()} cores)",
         "",
         "| ranking | incidents per known cause | accuracy@1 known causes | accuracy@1 look-alike causes | "
@@ -172,7 +194,7 @@ async def main(sizes: list[int], seed: int, dump_path: Path | None) -> str:
         "ECE (named causes) | Brier | causes named |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for label, rows in (("before", before), ("after", after)):
+    for label, rows in (("before", before), ("after", after), ("after + scripted model", model)):
         for size in sizes:
             lines.append(summary_row(label, str(size), [r for r in rows if r.size == size]))
         lines.append(summary_row(label, "all sizes", rows))
@@ -185,6 +207,7 @@ async def main(sizes: list[int], seed: int, dump_path: Path | None) -> str:
         "|---|---|---|---|---|---|",
         *reliability("before", before),
         *reliability("after", after),
+        *reliability("after + scripted model", model),
         "",
         "Evidence and ranking per task, mean: " + ", ".join(f"{s} per cause {t * 1000:.0f} ms" for s, t in timing.items())
         + " (the after path; the before one reads its evidence again).",
