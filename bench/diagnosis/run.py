@@ -274,8 +274,8 @@ def report(n, seed, noise, limit, threshold, n_train, populated, populate_s, unc
         f"Knowledge-store row counts unchanged by {m * len(runs)} analyses: {unchanged}.",
         "",
         f"Ranking alone: accuracy@1 {ranking_at(ranked, 1):.2f}, accuracy@3 {ranking_at(ranked, 3):.2f}, "
-        f"{statistics.mean(r.latency_s for r in ranked) * 1000:.0f} ms per task. Its confidence (the margin of the "
-        f"top two) sorts its answers: right in {acc(confident)} tasks at margin ≥ {MARGIN_SPLIT}, "
+        f"{statistics.mean(r.latency_s for r in ranked) * 1000:.0f} ms per task. Its confidence (ranking_confidence: the "
+        f"top candidate's calibrated lead) sorts its answers: right in {acc(confident)} tasks at confidence ≥ {MARGIN_SPLIT}, "
         f"{acc(contested)} below.",
         "",
         "| model | ranking accuracy@1 | final answer accuracy@1 | final ≥ ranking | model's own pick accuracy@1 | "
@@ -287,7 +287,7 @@ def report(n, seed, noise, limit, threshold, n_train, populated, populate_s, unc
         "",
         "The final answer is the AnalyzeTask result through Temporal; the model's own pick is the cause the model "
         "answered, as it came. accuracy@3 counts the final answer first, then the ranking's other candidates. "
-        "Latency is end to end per task (evidence, diagnosis, exploration when the margin is low, procedure plan, "
+        "Latency is end to end per task (evidence, diagnosis, exploration when the confidence is low, procedure plan, "
         "email draft), tasks one after another.",
     ]
     return "\n".join(lines) + "\n"
