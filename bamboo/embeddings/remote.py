@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import base64
 import json
+from typing import TYPE_CHECKING
 
 import httpx
 import numpy as np
-import openai
 
 from bamboo.embeddings.base import EmbeddingDimensionError
-from bamboo.llm.client import default_http_client
 from bamboo.llm.errors import EMBEDDING_SETTINGS_PREFIX, LLMError, classify
+
+if TYPE_CHECKING:
+    import openai
 
 
 class OpenAIEmbedder:
@@ -37,13 +39,26 @@ class OpenAIEmbedder:
         self.dim = dim
         self.timeout_s = timeout_s
         self.batch_size = batch_size
-        self._openai = openai.AsyncOpenAI(
-            base_url=self.base_url,
-            api_key=api_key or "not-needed",
-            timeout=timeout_s,
-            max_retries=0,
-            http_client=http_client or default_http_client(),  # type: ignore[arg-type]  # openai accepts a legacy httpx client at runtime; its stub names httpx2 only
-        )
+        self._api_key = api_key or "not-needed"
+        self._http_client = http_client
+        self._client: openai.AsyncOpenAI | None = None
+
+    def _openai(self) -> openai.AsyncOpenAI:
+        """The SDK client, built at the first call: a process that opens the store only to read it (a CLI
+        command) sizes it from the settings and never pays the SDK's second of imports."""
+        if self._client is None:
+            import openai  # noqa: PLC0415
+
+            from bamboo.llm.client import default_http_client  # noqa: PLC0415 — it imports the SDK too
+
+            self._client = openai.AsyncOpenAI(
+                base_url=self.base_url,
+                api_key=self._api_key,
+                timeout=self.timeout_s,
+                max_retries=0,
+                http_client=self._http_client or default_http_client(),  # type: ignore[arg-type]  # openai accepts a legacy httpx client at runtime; its stub names httpx2 only
+            )
+        return self._client
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         vectors: list[list[float]] = []
@@ -57,7 +72,7 @@ class OpenAIEmbedder:
             # answers with floats, which _vector() accepts too.
             # The raw request path of the SDK client: the typed method re-walks every input text to
             # transform it and builds a model per vector, a measurable share of a populate batch's CPU.
-            raw = await self._openai.post("/embeddings", cast_to=str,
+            raw = await self._openai().post("/embeddings", cast_to=str,
                                           body={"model": self.model_id, "input": texts, "encoding_format": "base64"})
             response = json.loads(raw)
         except LLMError:
@@ -83,7 +98,8 @@ class OpenAIEmbedder:
         return vectors
 
     async def aclose(self) -> None:
-        await self._openai.close()
+        if self._client is not None:
+            await self._client.close()
 
 
 def _vector(raw: object) -> list[float]:
