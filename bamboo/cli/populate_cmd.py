@@ -5,6 +5,7 @@ The batch lives in Temporal, not in this process: Ctrl-C only detaches the view.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from pathlib import Path
 
@@ -104,14 +105,19 @@ def populate(
                 fail(str(exc))
             bid = batch_id or default_batch_id(path)
             asked = concurrency or settings.populate_concurrency
-            batch = await batches.start(
-                PopulateInput(batch_id=bid, path=str(path.resolve()), concurrency=asked,
-                              continue_as_new_every=settings.populate_continue_as_new_every,
-                              max_review_retries=settings.max_review_retries if max_review_retries is None else max_review_retries,
-                              one_workflow_per_incident=one_workflow_per_incident, chunk_size=chunk_size,
-                              relearn=relearn))
-            console.print(f"Batch [bold]{bid}[/] ({count} incidents) — workflow id {batch.id}")
-            console.print(concurrency_note(asked, await llm_offer(client)), highlight=False, soft_wrap=True)
+            try:
+                batch = await batches.start(
+                    PopulateInput(batch_id=bid, path=str(path.resolve()), concurrency=asked,
+                                  continue_as_new_every=settings.populate_continue_as_new_every,
+                                  max_review_retries=settings.max_review_retries if max_review_retries is None else max_review_retries,
+                                  one_workflow_per_incident=one_workflow_per_incident, chunk_size=chunk_size,
+                                  relearn=relearn))
+                console.print(f"Batch [bold]{bid}[/] ({count} incidents) — workflow id {batch.id}")
+                console.print(concurrency_note(asked, await llm_offer(client)), highlight=False, soft_wrap=True)
+            except asyncio.CancelledError:  # Ctrl-C while the start was under way: whether it landed is unknown
+                console.print(f"\nInterrupted while starting batch {bid}; if it started it goes on: "
+                              f"bamboo populate --attach {bid}", highlight=False, soft_wrap=True)
+                raise
             if detach:
                 console.print(f"Follow it with: bamboo populate --attach {bid}")
                 return
