@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+import json
 import sys
 from typing import Any
 
@@ -87,14 +88,17 @@ def add_user(
 
 
 @console_app.command("users")
-def list_users() -> None:
+def list_users(as_json: bool = typer.Option(False, "--json", help="machine-readable output")) -> None:
     """List the local console accounts."""
     from bamboo.frontends.console.accounts import LocalAccounts
     from bamboo.frontends.console.settings import ConsoleSettings
 
     accounts = LocalAccounts(ConsoleSettings().resolved_users_file(get_settings()))
     names = accounts.names()
-    out.print("\n".join(names) if names else f"no console accounts in {accounts.path}")
+    if as_json:
+        print(json.dumps({"users_file": str(accounts.path), "users": names}, indent=2))
+        return
+    out.print("\n".join(names) if names else f"no console accounts in {accounts.path}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -208,7 +208,9 @@ def kb_graph(graph_id: str, as_json: bool = typer.Option(False, "--json")) -> No
 
 
 @audit_app.command("verify")
-def audit_verify() -> None:
+def audit_verify(as_json: bool = typer.Option(
+        False, "--json", help="the report as JSON (rows, ok, first_bad_seq, reason, checkpoint, warnings); "
+                              "the exit status is the same")) -> None:
     """Walk the hash chain and hold it against the signed checkpoint; exit 1 and name the first row that
     does not hold (modified, missing, cut off the end, or rewritten)."""
     from rich.text import Text
@@ -220,6 +222,9 @@ def audit_verify() -> None:
             return await store.audit.verify()
 
     report = _with_store_errors(go)
+    if as_json:
+        print(report.model_dump_json(indent=2))
+        raise typer.Exit(0 if report.ok else 1)
     for warning in report.warnings:
         console.print(Text.assemble(("warning:", "yellow"), " ", warning), soft_wrap=True)
     if report.ok:

@@ -24,11 +24,11 @@ from tests.services import ROOT, worker_env
 ATTACK = "ALTER TABLE audit DISABLE TRIGGER USER"
 
 
-def _verify_cli(settings, checkpoint=None) -> subprocess.CompletedProcess:
+def _verify_cli(settings, checkpoint=None, *extra: str) -> subprocess.CompletedProcess:
     env = {**worker_env(settings), "COLUMNS": "300"}
     if checkpoint is not None:
         env.update(BAMBOO_AUDIT_CHECKPOINT_FILE=str(checkpoint.file), BAMBOO_AUDIT_SIGNING_KEY=str(checkpoint.key))
-    return subprocess.run([sys.executable, "-m", "bamboo.cli.main", "audit", "verify"], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "bamboo.cli.main", "audit", "verify", *extra], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=60)
 
 
@@ -81,12 +81,19 @@ async def test_verify_detects_a_modified_row(settings, services, database_url):
     ok = _verify_cli(settings)
     assert ok.returncode == 0, ok.stderr
     assert "intact" in ok.stdout and "5 rows" in ok.stdout
+    intact = json.loads(_verify_cli(settings, None, "--json").stdout)
+    assert (intact["ok"], intact["rows"], intact["first_bad_seq"]) == (True, 5, None)
 
     await _sql(database_url, ATTACK, """UPDATE audit SET body = '{"n": 99}' WHERE seq = 3""")
     bad = _verify_cli(settings)
     assert bad.returncode == 1
     assert "broken at row 3" in bad.stderr and "modified" in bad.stderr
     assert "append-only trigger" in bad.stdout + bad.stderr and "disabled" in bad.stdout + bad.stderr
+
+    as_json = _verify_cli(settings, None, "--json")  # for scripts: the same verdict and exit status, as data
+    assert as_json.returncode == 1, as_json.stderr
+    report = json.loads(as_json.stdout)
+    assert (report["ok"], report["first_bad_seq"]) == (False, 3) and "modified" in report["reason"]
 
 
 async def test_verify_detects_deleted_and_relinked_rows(services, database_url):
