@@ -53,6 +53,13 @@ def _composite(settings: Settings) -> "CompositeToolCaller":
         raise _fail(str(exc)) from exc
 
 
+def _shortened(text: str, limit: int) -> str:
+    """The text up to `limit` characters, cut at a word and marked, so a listing never ends mid-word."""
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0].rstrip(" ,.;:") + " …"
+
+
 def _flag(value: bool) -> str:
     return "[green]yes[/green]" if value else "[yellow]no[/yellow]"
 
@@ -73,13 +80,17 @@ def tools_list(as_json: Annotated[bool, typer.Option("--json", help="Machine-rea
     if as_json:
         out.print_json(json.dumps(report))
         return
-    table = Table(title="Tools")
-    table.add_column("name", no_wrap=True)
-    for col in ("source", "read-only", "external", "description"):
-        table.add_column(col, overflow="fold")
+    # At 80 columns the description keeps most of the width: the flags are one short column and a long name
+    # folds rather than squeezing the description into a six-character strip.
+    table = Table(title="Tools", caption="access: ro = read-only, rw = may change state; ext = reaches outside")
+    table.add_column("name", overflow="fold", max_width=32)
+    table.add_column("source", overflow="fold", max_width=12)
+    table.add_column("access", no_wrap=True)
+    table.add_column("description", overflow="fold", ratio=1, min_width=24)
     for t in report["tools"]:
-        table.add_row(escape(t["name"]), escape(t["server"] or t["origin"]), _flag(t["read_only"]),
-                      _flag(t["external_access"]), escape((t["description"] or "")[:90]))
+        access = ("ro" if t["read_only"] else "rw") + (" ext" if t["external_access"] else "")
+        table.add_row(escape(t["name"]), escape(t["server"] or t["origin"]), access,
+                      escape(_shortened(t["description"] or "", 90)))
     out.print(table)
     for s in report["shadowed"]:
         out.print(f"[yellow]shadowed:[/yellow] {s['name']} from {s['hidden_from']} (kept the one from {s['kept_from']})")
