@@ -36,7 +36,7 @@ def test_the_committed_areas_keep_their_sections() -> None:
     """What BENCHMARKS.md held before the assembler included every area survives regeneration."""
     text = assemble.assemble()
     for title in ("## Sandbox and tool bridge (issue 3)", "## Scrubbing (issue 15)", "## Tool layer (issue 4)",
-                  "## Diagnosis quality (issue 6; grounding of model prose, issue 19)",
+                  "## Diagnosis quality (issue 6; grounding of model prose, issue 19",
                   "## Install: a fresh venv, then offline (issue 19)",
                   "## Small work beside a pathological neighbour on the same worker (issue 28)",
                   "## Reuse before regenerate (issue 26)", "old lanes and new slices side by side"):
