@@ -32,8 +32,11 @@ $(STAMP): pyproject.toml Makefile
 demo: install
 	$(BIN)/bamboo demo
 
+# Two processes, a test file each at a time: most of a test's time is waiting (for Temporal, a worker, a CLI
+# child, a timer), so two files overlap well on two cores; each process starts its own services (Temporal, Postgres,
+# the PanDA server) on free ports, and a file's module fixtures stay in one process.
 test: install lint
-	@$(BIN)/python -m pytest -q -p no:cacheprovider; rc=$$?; \
+	@$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing on purpose"; exit 1; fi; exit $$rc
 
 # The tests that start no server and no sandbox run (no Temporal, Postgres, real PanDA server or bwrap child;
