@@ -43,8 +43,8 @@ def decider(result: AnalysisResult) -> Decider:
 
 
 def confidence_label(result: AnalysisResult) -> str:
-    """The confidence shown, with what it measures; the ranking's margin beside any other kind."""
-    margin = f"ranking margin {result.ranking_confidence:.2f}"
+    """The confidence shown, with what it measures; the ranking's own (its calibrated lead) beside any other kind."""
+    margin = f"ranking confidence {result.ranking_confidence:.2f}"
     who = decider(result)
     if who.startswith("operator"):
         return f"{result.confidence:.2f} (operator's verdict on this task; {margin})"
@@ -52,7 +52,7 @@ def confidence_label(result: AnalysisResult) -> str:
         return f"{result.confidence:.2f} (model override; {margin})"
     if not result.candidates:
         return f"{result.confidence:.2f} (no stored cause matches any clue)"
-    return f"{result.confidence:.2f} (ranking margin)"
+    return f"{result.confidence:.2f} (ranking confidence)"
 
 
 def model_part(result: AnalysisResult) -> str:
@@ -80,7 +80,7 @@ def chosen_by(result: AnalysisResult) -> str:
     who = decider(result)
     if who == "model_override":
         top = result.candidates[0].name if result.candidates else "the ranking's top candidate"
-        return (f"the model, overriding the ranking's {top} (ranking margin {result.ranking_confidence:.2f}): "
+        return (f"the model, overriding the ranking's {top} (ranking confidence {result.ranking_confidence:.2f}): "
                 f"{result.override_reason}")
     if who == "operator_correction":
         head = f"an operator, who corrected this task's analysis to {result.root_cause}"

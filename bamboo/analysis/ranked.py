@@ -17,7 +17,7 @@ import math
 
 from bamboo.analysis.contract import CandidateCause, Diagnosis, EmailDraft, EmailInput, Evidence
 
-RANKING_BASIS = ("ranking margin: the top candidate's lead over the runner-up and over a cause the store lacks, "
+RANKING_BASIS = ("ranking confidence: the top candidate's lead over the runner-up and over a cause the store lacks, "
                  "calibrated on the benchmark corpus")
 ABSTAIN_BASIS = "no stored cause is linked to the task's defining evidence"
 WEAK_BASIS = "the candidates match only clues that most stored incidents share"

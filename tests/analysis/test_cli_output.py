@@ -27,7 +27,7 @@ def test_a_refused_proposal_shows_the_rankings_cause_margin_and_why_the_model_wa
     out = printed(result(model_proposal=ModelProposal(
         cause="Misconfigured storage token", confidence=0.0, verdict="override_refused",
         verdict_reason="its confidence 0.00 is below the 0.80 an override of the ranking needs")))
-    assert "confidence 0.62 (ranking margin)" in out and "confidence 0.00" not in out.split("Chosen by")[0]
+    assert "confidence 0.62 (ranking confidence)" in out and "confidence 0.00" not in out.split("Chosen by")[0]
     assert "Chosen by: the ranking; the model proposed Misconfigured storage token at 0.00, not taken because" in out
     assert ("Resolution (stored, from 4 incident(s): incident:a, incident:b, incident:c and 1 more): "
             "Renew the VOMS proxy and retry") in out
@@ -40,8 +40,8 @@ def test_an_accepted_override_shows_the_models_reason_and_the_rankings_margin():
         resolution_incidents=["incident:e"],
         model_proposal=ModelProposal(cause="Misconfigured storage token", confidence=0.9,
                                      verdict="override_accepted")))
-    assert "confidence 0.90 (model override; ranking margin 0.62)" in out
-    assert ("Chosen by: the model, overriding the ranking's Expired user proxy (ranking margin 0.62): "
+    assert "confidence 0.90 (model override; ranking confidence 0.62)" in out
+    assert ("Chosen by: the model, overriding the ranking's Expired user proxy (ranking confidence 0.62): "
             "site=MWT2_UCORE points at the token") in out
     assert "Resolution (stored, from 1 incident(s): incident:e): Fix the storage token" in out
 
@@ -68,7 +68,7 @@ def test_an_operators_correction_is_shown_as_the_operators_decision_with_the_ran
     out = printed(result(confidence=1.0, cause_source="operator", operator_verdict="corrected", ranking_confidence=0.63,
                          model_proposal=ModelProposal(cause="Expired user proxy", confidence=0.7, verdict="agreed"),
                          notes=["an operator corrected this task to Expired user proxy"]))
-    assert "confidence 1.00 (operator's verdict on this task; ranking margin 0.63)" in out
+    assert "confidence 1.00 (operator's verdict on this task; ranking confidence 0.63)" in out
     assert ("Chosen by: an operator, who corrected this task's analysis to Expired user proxy; the model agreed"
             in out)
     assert "(ranking margin)" not in out and "Chosen by: the ranking" not in out and "operator confirmed" not in out
@@ -90,7 +90,7 @@ def test_the_bot_posts_the_same_reading_of_who_decided():
                                 ranking_confidence=0.63,
                                 model_proposal=ModelProposal(cause="Expired user proxy", confidence=0.7,
                                                              verdict="agreed"))).replace("\\", "")
-    assert "confidence 1.00 (operator's verdict on this task; ranking margin 0.63)" in post
+    assert "confidence 1.00 (operator's verdict on this task; ranking confidence 0.63)" in post
     assert "Chosen by: an operator, who corrected this task's analysis to Expired user proxy; the model agreed" in post
     hostile = analysis_post(result(root_cause="@channel [x](http://evil)", cause_source="model_override",
                                    override_reason="**bold** @all"))

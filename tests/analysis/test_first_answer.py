@@ -100,5 +100,5 @@ async def test_an_operators_correction_is_reported_as_the_operators_decision(
     assert result.cause_source == "operator" and result.operator_verdict == "corrected"
     assert said.decided_by == "operator_correction"
     assert said.chosen_by.startswith(f"an operator, who corrected this task's analysis to {runner_up}")
-    assert said.confidence.startswith("1.00 (operator's verdict on this task; ranking margin")
+    assert said.confidence.startswith("1.00 (operator's verdict on this task; ranking confidence")
     assert not any("an operator confirmed" in n for n in result.notes), result.notes

@@ -139,7 +139,7 @@ async def test_confidence_is_the_rankings_margin_when_the_model_declines(contest
     assert 0.0 < expected < 1.0
     assert result.confidence == expected, \
         f"confidence {result.confidence:.2f} shown although the ranking's margin is {expected}"
-    assert result.cause_source == "ranking" and "ranking margin" in result.confidence_basis
+    assert result.cause_source == "ranking" and "ranking confidence" in result.confidence_basis
     assert result.model_proposal.verdict == "agreed"
 
 

@@ -87,7 +87,7 @@ def test_the_top_candidate_stands_unless_every_condition_holds(evidence, fields,
 def test_agreeing_keeps_the_rankings_margin_and_stored_resolution_whatever_the_model_says(evidence):
     d = judge(evidence, answer(cause="Expired user proxy", confidence=0.0, cited_clues=[], reason=""))
     assert d.root_cause == "Expired user proxy" and d.model.verdict == "agreed" and d.source == "llm"
-    assert d.confidence == ranking_confidence(evidence.candidates) and "ranking margin" in d.confidence_basis
+    assert d.confidence == ranking_confidence(evidence.candidates) and "ranking confidence" in d.confidence_basis
     assert d.resolution == "Renew the VOMS proxy and retry"
 
 
