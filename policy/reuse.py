@@ -102,6 +102,8 @@ class TaskFacts(BaseModel):
     clues: tuple[str, ...] = ()
     parameters: dict[str, ParameterValue] = Field(default_factory=dict)
     note: str = Field(default="", description="why something is missing (the task could not be read)")
+    status: str = Field(default="", max_length=64, description="the task's status when it was read")
+    owner: str = Field(default="", max_length=200, description="the task's owner (PanDA's userName)")
 
 
 class ReusedCode(BaseModel):

@@ -49,7 +49,7 @@ with workflow.unsafe.imports_passed_through():
         AbandonRequest, Ack, ApprovalsView, AuditBatch, AuditRecord, CapturedRun, CodegenInput, CodegenResult,
         FinalizeInput, FinalizeRequest, GrantInput, IntentInput, InvestigationResult,
         InvestigationStart, InvestigationState, MESSAGE_KINDS, MESSAGE_MODELS, Message, OperatorMessage,
-        PENDING_MEMO, PendingMemo, PendingView, PolicyContext, PolicyContextInput, ProcedureRun, Query, ReuseQuery,
+        MEMO_REQUEST_CHARS, PENDING_MEMO, PendingMemo, PendingView, PolicyContext, PolicyContextInput, ProcedureRun, Query, ReuseQuery,
         ReuseView, RevokeGrantsInput, RevokeRequest, SessionStatus, SummaryInput, SummaryResult, TRANSCRIPT_KEEP,
         TranscriptEntry, WrittenProcedure, WrittenProcedures, WrittenQuery,
     )
@@ -304,8 +304,8 @@ class Investigation:
             if decision.outcome is CodeVerdict.REFUSE:
                 self._entry("refused_run", decision.detail, turn=turn, data={"reason": decision.reason.value})
                 return False
-            answer, expired = await self._ask(turn, code, decision, proposal, requester, askers, context, reuse,
-                                              codified)
+            answer, expired = await self._ask(turn, code, decision, proposal, requester, askers, context, request,
+                                              reuse, codified)
             if answer is None:
                 return expired
             if answer.kind is DecisionKind.REJECT:
@@ -427,7 +427,7 @@ class Investigation:
         return chosen
 
     async def _ask(self, turn: int, code: str, decision: ReviewDecision, proposal: CodegenResult,
-                   requester: str, askers: list[str], context: PolicyContext,
+                   requester: str, askers: list[str], context: PolicyContext, request: str,
                    reuse: ReuseProposal | None = None,
                    codified: WrittenProcedure | None = None) -> tuple[OperatorDecision | None, bool]:
         """Publish the pending review and wait for an accepted answer (or the session closing / expiring)."""
@@ -437,6 +437,7 @@ class Investigation:
         facts = review_facts(code, assess_read_only(code, flags, catalog.procedure_code, conventions), flags,
                              catalog.procedure_code, context.grants, context.granted_code, conventions)
         procedures = list(facts.procedures)
+        task = self._st.task_facts
         if reuse is not None and is_bound_body(code, reuse.reused, catalog.procedure_code):
             name = reuse.reused.procedure
             procedures.insert(0, procedure_view(name, catalog.procedure_code[name], flags, catalog.procedure_code,
@@ -451,6 +452,8 @@ class Investigation:
             state_changing_lines={k: list(v) for k, v in facts.state_changing_lines.items()},
             procedures=procedures, policy_version=context.policy.version, rules=context.policy.rules,
             reuse=_reuse_view(reuse) if reuse is not None else None, codifies=codified,
+            request=request, asked_at=workflow.now(), task_status=task.status if task else "",
+            task_owner=task.owner if task else "",
         )
         self._review = PendingReview(session_id=self._inp.session_id, turn=turn, code_hash=decision.code_hash,
                                      requester=requester, requesters=tuple(askers), read_only=decision.read_only,
@@ -458,8 +461,12 @@ class Investigation:
         self._answer = None
         self._entry("review", f"waiting for a decision on {short_hash(decision.code_hash)}: {decision.detail}",
                     turn=turn, data={"code_hash": decision.code_hash, "choices": [c.value for c in decision.choices]})
+        pending = self._pending
         _publish_pending(PendingMemo(turn=turn, code_hash=decision.code_hash, requester=requester,
-                                     read_only=decision.read_only, choices=list(decision.choices)))
+                                     read_only=decision.read_only, choices=list(decision.choices),
+                                     task_id=pending.task_id, task_status=pending.task_status,
+                                     task_owner=pending.task_owner, request=request[:MEMO_REQUEST_CHARS],
+                                     asked_at=pending.asked_at))
         answered = await self._wait(lambda: self._answer is not None or self._closing())
         _publish_pending(None)
         answer, self._answer = self._answer, None

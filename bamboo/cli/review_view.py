@@ -20,6 +20,8 @@ bot; this module only draws them for a terminal.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from rich.console import Group, RenderableType
 from rich.padding import Padding
 from rich.panel import Panel
@@ -28,7 +30,7 @@ from rich.text import Text
 
 from bamboo.frontends.inert_text import inert_markup, inert_rich
 from bamboo.frontends.review import (
-    MODEL_SAYS, effect, notes, procedure_effect, procedure_notes, reuse_change, said,
+    MODEL_SAYS, context, effect, notes, procedure_effect, procedure_notes, reuse_change, said,
 )
 from bamboo.investigation.contract import PendingView
 from policy.code_hazards import find_hazards, visible
@@ -60,6 +62,8 @@ def pending_panel(view: PendingView) -> RenderableType:
     reused = view.reuse.procedure if view.reuse is not None else None
     for procedure in view.procedures:
         parts.append(procedure_panel(procedure, "reuses" if procedure.name == reused else "replays"))
+    about = context(view, datetime.now(UTC))
+    parts.insert(0, inert_rich(f"task {about.task}\nrequest: {about.request}\nwaiting {about.waiting}", style="dim"))
     title = f"review turn {view.turn} · {short_hash(view.code_hash)} · {effect_line(view)}"
     subtitle = inert_markup(f"asked by {view.requester} · {view.detail}", one_line=True)
     return Panel(Group(*parts), title=title, subtitle=subtitle, subtitle_align="left")

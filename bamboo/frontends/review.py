@@ -14,6 +14,7 @@ sanitiser from ``bamboo.frontends.inert_text``.
 from __future__ import annotations
 
 import difflib
+from datetime import datetime
 
 from pydantic import BaseModel
 
@@ -40,6 +41,33 @@ class Said(BaseModel):
 
     label: str
     words: str
+
+
+class Context(BaseModel):
+    """What a person deciding needs beside the code: the task it acts on, what was asked, and how long it waits.
+    ``request`` is what the requester wrote: front ends render it inert like any untrusted text."""
+
+    task: str
+    request: str
+    waiting: str
+
+
+def context(view: PendingView, now: datetime) -> Context:
+    """The decision's context in words; ``now`` is the front end's clock, for the waiting time."""
+    if view.task_id is None:
+        task = "no task: a session without one"
+    else:
+        known = [f"status {view.task_status}" if view.task_status else "",
+                 f"owner {view.task_owner}" if view.task_owner else ""]
+        task = f"{view.task_id} · " + (" · ".join(k for k in known if k) or "status and owner not read yet")
+    if view.asked_at is None:
+        waiting = "unknown"
+    else:
+        minutes = max(0, int((now - view.asked_at).total_seconds() // 60))
+        span = (f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60} min" if minutes < 2880
+                else f"{minutes // 1440} days")
+        waiting = f"{span} (since {view.asked_at:%Y-%m-%d %H:%M} UTC)"
+    return Context(task=task, request=view.request.strip() or "(not recorded)", waiting=waiting)
 
 
 def because(view: PendingView) -> list[str]:

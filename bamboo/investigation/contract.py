@@ -211,6 +211,11 @@ class PendingView(BaseModel):
     reuse: ReuseView | None = Field(default=None, description="set when the code is a reused stored procedure")
     codifies: WrittenProcedure | None = Field(
         default=None, description="set when the code was written from a resolved incident's written procedure")
+    # What a person deciding needs beside the code: what was asked, when, and the task it acts on.
+    request: str = Field(default="", description="the request that led to this code, as its requester wrote it")
+    asked_at: datetime | None = Field(default=None, description="when the review started waiting (workflow time)")
+    task_status: str = Field(default="", description="the task's status when the session read it; empty if unread")
+    task_owner: str = Field(default="", description="the task's owner (PanDA's userName); empty if unread")
 
 
 class ApprovalsView(BaseModel):
@@ -511,16 +516,25 @@ QUERIES = tuple(Query)
 PENDING_MEMO = "bamboo_pending_review"
 
 
+MEMO_REQUEST_CHARS = 300
+
+
 class PendingMemo(BaseModel):
     """What a decision must name, readable from the server without a worker (``describe``): a client signs
     its decision against this and sends it as a signal when no worker answers, and the workflow judges it
-    through the same admission as any decision when it runs. No model text: it is only numbers and names."""
+    through the same admission as any decision when it runs; Temporal Web shows it beside the history. No model
+    text: numbers, names, and the request as its requester wrote it (bounded)."""
 
     turn: int
     code_hash: str
     requester: str
     read_only: bool
     choices: list[DecisionKind] = Field(default_factory=list)
+    task_id: int | None = None
+    task_status: str = ""
+    task_owner: str = ""
+    request: str = Field(default="", max_length=MEMO_REQUEST_CHARS)
+    asked_at: datetime | None = None
 
 
 def workflow_id(session_id: str) -> str:

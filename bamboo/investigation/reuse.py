@@ -93,7 +93,8 @@ class ProcedureMatcher:
             if isinstance(datasets, list) and datasets and isinstance(datasets[0], dict) \
                     and valid_parameter("dataset", first):
                 parameters["dataset"] = first
-        return TaskFacts(clues=clues, parameters=parameters)
+        return TaskFacts(clues=clues, parameters=parameters, status=_text(read.get("status"), 64),
+                         owner=_text(read.get("userName"), 200))
 
     async def _read_only_call(self, name: str, arguments: dict[str, Any]) -> Any:
         """A read-only tool's data, or a short reason it gave none (never a state-changing tool)."""
@@ -132,3 +133,8 @@ def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
     dot = sum(x * y for x, y in zip(a, b, strict=True))
     norm = (sum(x * x for x in a) * sum(y * y for y in b)) ** 0.5
     return dot / norm if norm else 0.0
+
+
+def _text(value: Any, limit: int) -> str:
+    """A task field shown to reviewers: a string, bounded; anything else is not shown."""
+    return value[:limit] if isinstance(value, str) else ""

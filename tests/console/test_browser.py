@@ -72,6 +72,12 @@ async def test_an_approver_signs_in_reads_the_code_approves_and_sees_the_result(
     notes = await bob.text("#notes")
     assert "state-changing: kill_task on line 2" in notes and "300 blank characters" in notes
     assert "kill_task" in await bob.text("#tools") and await bob.text("#requester") == "alice"
+    # What the decision is about, beside the code (issue 27): the task with its status and owner as the session
+    # read them, the request that led to this code, and how long it has waited.
+    task = await bob.text("#task")
+    assert task.startswith(f"{KILLABLE} · status ") and " · owner " in task, task
+    assert await bob.text("#request") == "kill the task if it is broken"
+    assert "min (since " in await bob.text("#waiting")
     assert view.policy_version in await bob.text("#policy")
     assert not await bob.find_all("#choose-auto_run"), "auto-run must not be offered for state-changing code"
     await bob.screenshot("review")

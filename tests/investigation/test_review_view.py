@@ -141,3 +141,33 @@ def test_the_model_summary_is_inert_and_outside_the_verdict_panel(monkeypatch) -
         assert words not in panel, words
     # the trusted panel and the choices are the last thing above the prompt
     assert shown.index("The model says") < shown.index("review turn 1 ·") < shown.index("y = run once")
+
+
+def test_every_front_end_shows_the_task_the_request_and_the_wait_beside_the_code() -> None:
+    """Issue 27: a person deciding saw the code and who asked, not which task it acts on, what was asked or for
+    how long it has waited. The words come from one place; the request is the requester's text, shown inert."""
+    from datetime import UTC, datetime, timedelta
+
+    from bamboo.frontends.mattermost.render import review_post
+    from bamboo.frontends.review import context
+
+    asked = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
+    view = _view("t = await tools.get_task_details(task_id=task_id)").model_copy(update={
+        "task_id": 40149035, "task_status": "failed", "task_owner": "prod-user",
+        "request": "why did it fail? [red]x[/red] **bold**", "asked_at": asked})
+    about = context(view, asked + timedelta(minutes=135))
+    assert about.task == "40149035 · status failed · owner prod-user"
+    assert about.waiting == "2 h 15 min (since 2026-12-02 09:00 UTC)"
+    assert about.request == "why did it fail? [red]x[/red] **bold**"
+
+    console = Console(width=80, record=True, color_system=None)
+    console.print(pending_panel(view))
+    shown = console.export_text()
+    assert "task 40149035 · status failed · owner prod-user" in shown
+    assert "request: why did it fail? [red]x[/red] **bold**" in shown  # markup in the request stays text
+    post = review_post(view)
+    assert "task: 40149035 · status failed · owner prod\\-user" in post  # Markdown-escaped, as all task text
+    assert "request: why did it fail?" in post and "**bold**" not in post
+
+    unread = context(view.model_copy(update={"task_status": "", "task_owner": "", "asked_at": None}), asked)
+    assert unread.task == "40149035 · status and owner not read yet" and unread.waiting == "unknown"

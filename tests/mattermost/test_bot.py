@@ -135,7 +135,8 @@ async def test_a_hostile_summary_is_posted_inert_and_apart_from_the_verdict(room
     message = (await wait_for_post(room.standin, root["id"], "Review · turn 1", by=bot))["message"]
     lines = message.split("\n")
     assert lines[1] == "**STATE-CHANGING (kill_task)** · asked by **alice**"
-    assert lines[2] == "tools: kill_task · may call when run: kill_task" and lines[3].startswith("policy: ")
+    assert lines[2].startswith("task: ") and " · waiting " in lines[2] and lines[3] == "request: kill the task"
+    assert lines[4] == "tools: kill_task · may call when run: kill_task" and lines[5].startswith("policy: ")
     label = lines.index("**The model says (unverified):**")
     end = lines.index("", label)
     assert label > 3 and all(line.startswith("> ") for line in lines[label + 1:end]) and lines[end + 1] == "```text"

@@ -9,6 +9,8 @@ says so. The person's identity comes from the sign-in only, never from a form fi
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import json
 import uuid
 from collections.abc import Awaitable, Callable
@@ -36,8 +38,8 @@ from bamboo.frontends.console.render import code_html, diff_html, inert_filter, 
 from bamboo.frontends.console.settings import ConsoleSettings
 from bamboo.models.incident import task_problem
 from bamboo.frontends.review import (
-    CHOICE_KEYS, CHOICE_WORDS, because, edit_diff, effect, flagged_lines, notes, procedure_effect, procedure_notes,
-    reuse_change, said,
+    CHOICE_KEYS, CHOICE_WORDS, because, context, edit_diff, effect, flagged_lines, notes, procedure_effect,
+    procedure_notes, reuse_change, said,
 )
 from policy.approvers import Role
 from policy.decisions import DecisionKind
@@ -147,8 +149,10 @@ def create_app(backend: ConsoleBackend, settings: ConsoleSettings, accounts: Loc
     @page
     async def approvals_page(request: Request, user: auth.SignedIn) -> Response:
         found = await backend.pending()
+        now = datetime.now(UTC)
         return await render(request, "approvals.html", refresh=True, pending=found,
-                            effects={item.session_id: effect(item.view) for item in found})
+                            effects={item.session_id: effect(item.view) for item in found},
+                            contexts={item.session_id: context(item.view, now) for item in found})
 
     @page
     async def review_page(request: Request, user: auth.SignedIn) -> Response:
@@ -158,7 +162,7 @@ def create_app(backend: ConsoleBackend, settings: ConsoleSettings, accounts: Loc
             return await render(request, "review.html", refresh=True, session_id=session_id, view=None)
         return await render(
             request, "review.html", session_id=session_id, view=view, effect=effect(view), notes=notes(view),
-            said=said(view), because=because(view), reuse_change=reuse_change(view),
+            said=said(view), context=context(view, datetime.now(UTC)), because=because(view), reuse_change=reuse_change(view),
             flagged=flagged_lines(view), procedures=[(p, procedure_effect(p), procedure_notes(p))
                                                      for p in view.procedures],
             mine=user.identity == view.requester, changed=edit_diff(view, await backend.transcript(session_id)),

@@ -14,9 +14,11 @@ anything nor take the lines around it in.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from bamboo.frontends.inert_text import inert_markdown, markdown_code, markdown_quote
 from bamboo.frontends.review import (
-    CHOICE_KEYS, CHOICE_WORDS, MODEL_SAYS, effect, flagged_lines, notes, procedure_effect, procedure_notes,
+    CHOICE_KEYS, CHOICE_WORDS, MODEL_SAYS, context, effect, flagged_lines, notes, procedure_effect, procedure_notes,
     reuse_change, said,
 )
 from bamboo.investigation.client import PendingApproval
@@ -53,10 +55,18 @@ def model_block(summary: str, signals: list[str] | None = None, label: str = MOD
     return f"**{label}**\n{markdown_quote(words)}"
 
 
+def _context_lines(view: PendingView) -> list[str]:
+    """The task, the request (the requester's words, inert) and the waiting time, as the other front ends say them."""
+    about = context(view, datetime.now(UTC))
+    return [f"task: {inert_markdown(about.task)} · waiting {about.waiting}",
+            f"request: {inert_markdown(about.request)}"]
+
+
 def review_post(view: PendingView, changed: str = "") -> str:
     what = effect(view)
     lines = [f"#### Review · turn {view.turn} · `{view.code_hash}`",
              f"**{what.text}** · asked by **{inert_markdown(view.requester)}**",
+             *_context_lines(view),
              f"tools: {', '.join(view.tools) or 'none'} · may call when run: {', '.join(view.allow_set) or 'none'}",
              f"policy: {view.detail} (version `{view.policy_version}`)", "",
              model_block(said(view).words, label=said(view).label), numbered(view.code, flagged_lines(view))]
