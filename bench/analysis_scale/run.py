@@ -45,6 +45,7 @@ from bench.analysis_scale.store_builder import graph_writes, learn
 from tests.analysis.answers import analysis_handler
 from tests.services import ROOT, start_stack
 from tests.support.scripted_llm import ScriptedLLMServer
+from bench.stats import percentile
 
 RESULTS = Path(__file__).with_name("results.md")
 DEFAULT_SIZES = [1000, 10_000]
@@ -60,11 +61,6 @@ DEFAULT_BEFORE_TASKS = 3
 STEPS = ("evidence", "diagnose", "procedure plan", "email")
 # Target (issue 25): analyze p50 at the largest store within 1.5x of that at the smallest.
 MAX_GROWTH = 1.5
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
 async def build_store(services, size: int, templates: int) -> float:

@@ -32,7 +32,6 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -52,6 +51,7 @@ from policy.approvers import Role
 from policy.decisions import DecisionKind, OperatorDecision
 from tests.services import ROOT, start_stack, worker_env
 from tests.support.scripted_llm import ScriptedLLMServer, schema_router
+from bench.stats import p50, p95
 from worker.services import build_services
 
 RESULTS = Path(__file__).with_name("results.md")
@@ -262,15 +262,6 @@ async def measure(sessions: int, latency: float, gap: float) -> tuple[list[Appro
         stack.stop()
         shutil.rmtree(base, ignore_errors=True)
     return approvals, load
-
-
-def p50(values: list[float]) -> float:
-    return statistics.median(values) if values else 0.0
-
-
-def p95(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(0.95 * len(ordered) + 0.5) - 1))] if ordered else 0.0
 
 
 def _ms(seconds: float) -> str:

@@ -66,6 +66,7 @@ from policy.decisions import DecisionKind, OperatorDecision
 from tests.services import ROOT, TestStack, start_stack, worker_env
 from tests.support.answers import approve, canonical_labels, email_extraction
 from tests.support.scripted_llm import ScriptedLLMServer, schema_router
+from bench.stats import p50, p95
 from worker.registry import workflow_runner
 from worker.services import build_services
 from workflows.investigation import Investigation
@@ -427,15 +428,6 @@ async def measure(incidents: int, concurrency: int, steps: list[int], cache: int
 
 
 # ------------------------------------------------------------------ the report
-def p50(values: list[float]) -> float:
-    return statistics.median(values) if values else 0.0
-
-
-def p95(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(0.95 * len(ordered) + 0.5) - 1))] if ordered else 0.0
-
-
 def _kb(n: float) -> str:
     return f"{n / 1024:.1f}"
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import os
 import shutil
 import subprocess
@@ -46,6 +45,7 @@ from bench.populate.run import spawn_worker, wait_until_polling
 from tests.services import ROOT, start_stack
 from tests.support.answers import accumulation_handler
 from tests.support.scripted_llm import ScriptedLLMServer
+from bench.stats import percentile
 
 PROBE = Path(__file__).with_name("sandbox_probe.py")
 LLM_LATENCY_S = 0.05
@@ -54,11 +54,6 @@ BATCH_LIMIT_S = 600.0
 
 RESULTS = Path(__file__).with_name("results.md")
 CODE = "this tree"
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
 # ---------------------------------------------------------------- sandbox

@@ -52,6 +52,7 @@ from bamboo.store import knowledge as product
 from bamboo.store.db import open_pool
 from bench.retrieval import previous
 from bench.retrieval.corpus import DIM, SECTIONS, Corpus, generate, queries
+from bench.stats import percentile
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = Path(__file__).with_name("results.md")
@@ -74,11 +75,6 @@ class Row:
     method: str
     recalls: list[float] = field(default_factory=list)
     times: list[float] = field(default_factory=list)
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
 def recall(corpus: Corpus, rows: int, query: np.ndarray, section: str | None, got: list[str]) -> float:
