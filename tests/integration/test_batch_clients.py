@@ -5,7 +5,6 @@ running batch, and ``PopulateClient`` attaches to a batch that runs instead of s
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from pathlib import Path
 
@@ -17,19 +16,11 @@ from bamboo.accumulation.contract import (
 )
 from bamboo.batch.client import BatchClient, BatchError, BatchNotFound
 from bamboo.contract import Kind
-
-TASK = {"status": "failed", "errorDialog": "reason=WalltimeExceeded job hit limit", "processingType": "simul",
-        "coreCount": 1}
-EMAIL = "From: shifter\nThe jobs failed due to too short walltime. We increased the walltime and resubmitted."
+from tests.integration.helpers import write_incidents
 
 
 def _write(tmp_path: Path, n: int) -> Path:
-    d = tmp_path / "incidents"
-    d.mkdir()
-    for i in range(n):
-        (d / f"{i:03d}.json").write_text(json.dumps(
-            {"incident_id": f"bc-{i}", "task_data": {**TASK, "jediTaskID": 43000000 + i}, "email_text": EMAIL}))
-    return d
+    return write_incidents(tmp_path / "incidents", n, prefix="bc", first_task=43000000)
 
 
 async def _listed(progress):

@@ -5,7 +5,6 @@ the worker never makes more model calls at once than its setting, however many s
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
 from temporalio.client import WorkflowHandle
@@ -15,20 +14,12 @@ from bamboo.accumulation.contract import PopulateResult, batch_workflow_id
 from bamboo.cli.concurrency_note import llm_offer
 from bamboo.cli.main import app
 from bamboo.worker_slots import Offer
+from tests.integration.helpers import write_incidents
 
 SLOTS = 4
-TASK = {"status": "failed", "errorDialog": "reason=WalltimeExceeded job hit limit", "processingType": "simul",
-        "coreCount": 1}
-EMAIL = "From: shifter\nThe jobs failed due to too short walltime. We increased the walltime and resubmitted."
-
 
 def _write(tmp_path: Path, n: int) -> Path:
-    d = tmp_path / "incidents"
-    d.mkdir()
-    for i in range(n):
-        (d / f"{i:03d}.json").write_text(json.dumps(
-            {"incident_id": f"conc-{i}", "task_data": {**TASK, "jediTaskID": 42000000 + i}, "email_text": EMAIL}))
-    return d
+    return write_incidents(tmp_path / "incidents", n, prefix="conc", first_task=42000000)
 
 
 async def test_concurrency_above_the_workers_slots_is_said_at_start_and_the_worker_holds_to_its_slots(

@@ -6,28 +6,19 @@ Before the skip a second `bamboo populate` of the same directory redid every mod
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.integration.helpers import populate
+from tests.integration.helpers import populate, write_incidents
 from tests.services import ROOT, worker_env
-
-TASK = {"status": "failed", "errorDialog": "reason=WalltimeExceeded job hit limit", "processingType": "simul",
-        "coreCount": 1}
-EMAIL = ("From: shifter\nThe jobs failed due to too short walltime for the simulation step. "
-         "We increased the walltime and resubmitted.")
 
 
 def _write(d: Path, start: int, n: int) -> None:
     """Email-path incidents: two model calls each (extraction, LLM review)."""
-    d.mkdir(exist_ok=True)
-    for i in range(start, start + n):
-        (d / f"{i:03d}.json").write_text(json.dumps(
-            {"incident_id": f"again-{i}", "task_data": {**TASK, "jediTaskID": 42000000 + i}, "email_text": EMAIL}))
+    write_incidents(d, n, prefix="again", first_task=42000000, start=start)
 
 
 @pytest.mark.parametrize("per_incident", [False, True], ids=["slices", "one-workflow-per-incident"])
