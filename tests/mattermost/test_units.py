@@ -82,8 +82,9 @@ def test_a_hostile_summary_cannot_link_mention_fence_or_swallow_the_trusted_line
     post = review_post(_review(HOSTILE))
     lines = post.split("\n")
     trusted = [f"#### Review · turn 1 · `{'ab' * 32}`", "**STATE-CHANGING (kill_task)** · asked by **alice**",
+               "task: no task: a session without one · waiting unknown", "request: (not recorded)",
                "tools: kill_task · may call when run: kill_task"]
-    assert lines[:3] == trusted
+    assert lines[:5] == trusted
     label = lines.index("**The model says (unverified):**")
     assert label > 3 and lines[label + 1].startswith("> ")
     block_end = lines.index("", label)
