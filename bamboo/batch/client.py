@@ -18,12 +18,14 @@ from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
-from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError, WorkflowQueryRejectedError
+from temporalio.client import (
+    Client, WorkflowFailureError, WorkflowHandle, WorkflowQueryFailedError, WorkflowQueryRejectedError,
+)
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from bamboo.batch.contract import BATCH_SIGNALS, CANCEL_SIGNAL, PAUSE_SIGNAL, PROGRESS_QUERY, RESUME_SIGNAL
-from bamboo.batch.contract import BatchProgress, BatchState
+from bamboo.batch.contract import BatchProgress, BatchResult, BatchState
 from bamboo.contract import BATCH, KIND, Kind, Queue
 
 BATCH_KINDS = (Kind.POPULATE, Kind.ANALYZE_BATCH)
@@ -99,13 +101,15 @@ class BatchHandle(Generic[P, R]):
 
 
 class BatchSummary(BaseModel):
-    """One batch as the server lists it, with its progress while it runs (or why that could not be read)."""
+    """One batch as the server lists it: its progress while it runs, its final counts once it completed (or
+    why either could not be read)."""
 
     workflow_id: str
     kind: str
     status: str
     started: datetime
     progress: BatchProgress | None = None
+    result: BatchResult | None = None
     detail: str = ""
 
 
@@ -156,6 +160,11 @@ class BatchClient:
                     row.progress = await self.progress(execution.id, kind)
                 except BatchError as exc:
                     row.detail = f"progress unavailable: {exc}"
+            elif status == "completed":  # the counts every batch result carries, read from its closing event
+                try:
+                    row.result = await self.client.get_workflow_handle(execution.id, result_type=BatchResult).result()
+                except (RPCError, WorkflowFailureError, TypeError, ValueError) as exc:
+                    row.detail = f"result unavailable: {type(exc).__name__}"
             rows.append(row)
         return rows
 

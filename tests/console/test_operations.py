@@ -75,6 +75,11 @@ async def test_a_batch_is_paused_resumed_and_cancelled_from_its_page(
     await bob.wait_text(f"{handle.id}: cancel sent")
     result = await asyncio.wait_for(handle.result(), 120)
     assert result.cancelled and result.done < 36
+    # A finished batch keeps its counts on the page (issue 27): read from its result, no worker needed.
+    await bob.get("/batches")
+    final = await bob.wait_text("done", f"tr[data-workflow='{handle.id}'] .final")
+    assert final == (f"{result.done} done, {result.skipped} skipped, {result.failed} failed of {result.total} "
+                     "(cancelled)"), final
 
     async with services.store.pool.connection() as conn:
         rows = await (await conn.execute(

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field, ValidationError
 from temporalio.client import Client
 
 from bamboo.batch.client import BatchClient, BatchError
+from bamboo.batch.contract import BatchResult
 from bamboo.analysis.contract import BatchAnalyzeProgress
 from bamboo.approvals.keys import LocalKey
 from bamboo.contract import Kind
@@ -56,6 +57,7 @@ class BatchRow(BaseModel):
     status: str
     started: datetime
     progress: PopulateProgress | BatchAnalyzeProgress | None = None
+    result: BatchResult | None = Field(default=None, description="a completed batch's final counts")
     detail: str = ""
 
 
@@ -184,7 +186,7 @@ class ConsoleBackend:
         """Every batch, each running one with its progress; a batch whose progress cannot be read says why in
         its row and the others are still listed (``BatchClient.batches``)."""
         return [BatchRow(workflow_id=b.workflow_id, kind=BATCH_KINDS.get(b.kind, "populate"), status=b.status,
-                         started=b.started, progress=b.progress, detail=b.detail)
+                         started=b.started, progress=b.progress, result=b.result, detail=b.detail)
                 for b in await self.batches_api.batches(limit)]
 
     async def control_batch(self, identity: str, workflow_id: str, action: str) -> None:
