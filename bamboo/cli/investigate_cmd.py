@@ -434,6 +434,8 @@ def approve_cmd(
     hash_prefix: str = typer.Argument(..., help="at least 8 characters of the pending code hash"),
     decision: str = typer.Argument(..., help="y (run once), a (auto-run), k (always ask), n (reject)"),
     identity: str | None = typer.Option(None, "--as", help="who you are (default: $BAMBOO_OPERATOR or your login)"),
+    as_json: bool = typer.Option(False, "--json", help="the verdict as JSON (accepted, or refused and why); "
+                                                       "the exit status is the same"),
 ) -> None:
     """Answer a pending review from any terminal; the decision is signed with your key and the session
     re-checks turn, hash, signature and the deployment's approver rules before it takes it."""
@@ -445,18 +447,26 @@ def approve_cmd(
         fail(str(exc))
     if kind is DecisionKind.EDIT:
         fail("edit needs the replacement code: attach with `bamboo investigate --attach SESSION` to edit")
-    run(_approve(settings, session, hash_prefix, kind, speaker))
+    run(_approve(settings, session, hash_prefix, kind, speaker, as_json))
 
 
 async def _approve(settings: Settings, session: str, hash_prefix: str, kind: DecisionKind,
-                   speaker: inv.Speaker) -> None:
+                   speaker: inv.Speaker, as_json: bool = False) -> None:
     ops = inv.InvestigationClient(await _connect(settings))
+    verdict = {"session": session, "identity": speaker.identity, "decision": kind.value}
     try:
         delivery = await ops.decide_by_prefix(session, speaker, hash_prefix, kind)
     except inv.InvestigationError as exc:
+        if as_json:
+            print(json.dumps({**verdict, "accepted": False, "refusal": exc.refusal, "detail": str(exc)}))
+            raise typer.Exit(1) from None
         fail(f"refused: {exc}" if exc.refusal else str(exc))
         return
     outcome = delivery.detail if delivery.durable else "accepted"
+    if as_json:
+        print(json.dumps({**verdict, "accepted": True, "turn": delivery.turn, "code_hash": delivery.code_hash,
+                          "durable": delivery.durable, "detail": outcome}))
+        return
     console.print(inert_markup(f"{session} turn {delivery.turn} {short_hash(delivery.code_hash or '')}: "
                                f"{speaker.identity} chose {kind.value} ({outcome})", one_line=True))
 

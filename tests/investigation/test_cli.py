@@ -51,10 +51,14 @@ async def test_approvals_lists_pending_and_approve_checks_hash_and_identity(new_
     assert wrong.returncode != 0 and "not deadbeef00" in (wrong.stdout + wrong.stderr)
     selfish = await _bamboo(settings, "approve", session, view.code_hash[:12], "y", "--as", "alice")
     assert selfish.returncode != 0 and "someone other than" in (selfish.stdout + selfish.stderr)
+    as_json = await _bamboo(settings, "approve", session, view.code_hash[:12], "y", "--as", "alice", "--json")
+    refused = json.loads(as_json.stdout)  # the same verdict, for scripts
+    assert as_json.returncode == 1 and refused["accepted"] is False and "someone other than" in refused["detail"]
     assert new_kills() == []
-    rejected = await _bamboo(settings, "approve", session, view.code_hash[:12], "n", "--as", "bob")
+    rejected = await _bamboo(settings, "approve", session, view.code_hash[:12], "n", "--as", "bob", "--json")
     assert rejected.returncode == 0, rejected.stdout + rejected.stderr
-    assert "accepted" in rejected.stdout
+    said = json.loads(rejected.stdout)
+    assert (said["accepted"], said["decision"], said["code_hash"], said["turn"]) == (True, "reject", view.code_hash, 1)
 
     async def withdrawn():
         return await inv.pending(client, session) is None
