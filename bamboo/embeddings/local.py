@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from bamboo.metrics import METRICS
+
 MINILM_DIM = 384
 MINILM_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 
@@ -62,9 +64,16 @@ class LocalMiniLMEmbedder:
         self._input_names: set[str] = set()
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
+        """Counted as one ``bamboo_embedding_requests{source="local"}`` (``bamboo.metrics``)."""
         if not texts:
             return []
-        return await asyncio.to_thread(self.embed_sync, list(texts))
+        try:
+            vectors = await asyncio.to_thread(self.embed_sync, list(texts))
+        except Exception:
+            METRICS.embedding_request("local", "failed")
+            raise
+        METRICS.embedding_request("local", "ok")
+        return vectors
 
     def embed_sync(self, texts: list[str]) -> list[list[float]]:
         """Blocking variant for scripts and benchmarks that have no event loop."""

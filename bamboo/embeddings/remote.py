@@ -3,7 +3,8 @@
 Failures are classified like chat failures (`bamboo.llm.errors`), with messages that name the
 ``BAMBOO_EMBEDDING_*`` settings; the SDK's own retries are off because Temporal retries activities.
 Each returned vector is checked against the configured dimension, so a wrong model is caught at
-the first call instead of corrupting the index.
+the first call instead of corrupting the index. Each request (a batch of up to ``batch_size`` texts) is
+counted in ``bamboo_embedding_requests{source="endpoint"}`` (``bamboo.metrics``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 
 from bamboo.embeddings.base import EmbeddingDimensionError
 from bamboo.llm.errors import EMBEDDING_SETTINGS_PREFIX, LLMError, classify
+from bamboo.metrics import METRICS
 
 if TYPE_CHECKING:
     import openai
@@ -76,8 +78,10 @@ class OpenAIEmbedder:
                                           body={"model": self.model_id, "input": texts, "encoding_format": "base64"})
             response = json.loads(raw)
         except LLMError:
+            METRICS.embedding_request("endpoint", "failed")
             raise
         except Exception as exc:
+            METRICS.embedding_request("endpoint", "failed")
             raise classify(
                 exc, endpoint=self.base_url, model=self.model_id, timeout_s=self.timeout_s,
                 settings_prefix=EMBEDDING_SETTINGS_PREFIX,
@@ -88,6 +92,7 @@ class OpenAIEmbedder:
             raise EmbeddingDimensionError(
                 f"{self.base_url} returned {len(items)} embeddings for {len(texts)} texts (model {self.model_id!r})."
             )
+        METRICS.embedding_request("endpoint", "ok")
         for vector in vectors:
             if len(vector) != self.dim:
                 raise EmbeddingDimensionError(

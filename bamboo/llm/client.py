@@ -8,6 +8,10 @@ the model gets exactly one repair turn that quotes the validation error, and a s
 
 Retries of transport failures belong to Temporal, so the SDK's retry loop is off (``max_retries=0``)
 and every failure leaves here as a classified `LLMError` (see `bamboo.llm.errors`).
+
+Every call is counted in ``bamboo_llm_calls`` (``bamboo.metrics``), structured and text alike, failures
+included: ``kind`` tells them apart. A structured call counts once, with its outcome, even when its repair
+turn made it two requests.
 """
 
 from __future__ import annotations
@@ -170,7 +174,12 @@ class LLMClient:
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         with _tracer.start_as_current_span("llm.text") as span:
             span.set_attribute("llm.model", self.model)
-            reply, _ = await self._complete(messages, temperature=temperature, max_tokens=max_tokens)
+            try:
+                reply, _ = await self._complete(messages, temperature=temperature, max_tokens=max_tokens)
+            except LLMError:
+                METRICS.llm_text_call("failed")
+                raise
+            METRICS.llm_text_call("ok")
         return reply or ""
 
     async def _complete(
