@@ -4,6 +4,11 @@
 On a terminal it is a live bar whose last frame is the batch's final counts; elsewhere (a log file, CI, a
 pipe) it is one plain line whenever the counts change, at most every few seconds, and a final line. The
 batch lives in Temporal, not in this process: Ctrl-C only detaches the view.
+
+Traced (``BAMBOO_OTEL_EXPORTER``), the polls make no spans: a poll every half second was 91% of all spans
+of a long populate, each its own trace. Instead the command's span gets a ``batch.progress`` event when
+the counts changed (at most every EVENT_EVERY_S), a ``batch.result`` event with the final counts, and the
+number of polls as ``bamboo.progress_polls``.
 """
 
 from __future__ import annotations
@@ -18,8 +23,10 @@ from temporalio.client import Client, WorkflowHandle
 from bamboo.batch.client import BatchHandle
 from bamboo.cli.common import console
 from bamboo.cli.worker_presence import no_worker_hint, queue_has_worker
+from bamboo.telemetry import progress_event, set_command_attribute, untraced
 
 PLAIN_EVERY_S = 5.0
+EVENT_EVERY_S = 5.0
 WORKER_CHECK_S = 5.0
 WORKER_GRACE_S = 20.0
 
@@ -86,6 +93,7 @@ async def follow(batch: BatchHandle[Any, Any], reattach_hint: str, quiet: bool =
                   TimeElapsedColumn(), console=console, disable=not live) as bar:
         task = bar.add_task(batch.id, total=None, failed=0, running=0, state="")
         last_line, last_at = "", 0.0
+        last_event, last_event_at, polls = "", -EVENT_EVERY_S, 0
         try:
             while True:
                 if not await batch.running():
@@ -95,7 +103,9 @@ async def follow(batch: BatchHandle[Any, Any], reattach_hint: str, quiet: bool =
                     await asyncio.sleep(0.5)
                     continue
                 try:
-                    p = await batch.progress()
+                    polls += 1
+                    with untraced():
+                        p = await batch.progress()
                 except Exception:  # noqa: BLE001 — between continue-as-new runs the query may briefly fail
                     await asyncio.sleep(0.5)
                     continue
@@ -104,15 +114,22 @@ async def follow(batch: BatchHandle[Any, Any], reattach_hint: str, quiet: bool =
                 bar.update(task, total=counts["total"], completed=counts["completed"], failed=counts["failed"],
                            running=counts["running"], state=state)
                 line = _line(batch.id, counts, state)
+                if line != last_event and time.monotonic() - last_event_at >= EVENT_EVERY_S:
+                    progress_event("batch.progress", {"batch": batch.id, **counts, "state": state})
+                    last_event, last_event_at = line, time.monotonic()
                 if not live and not quiet and line != last_line and time.monotonic() - last_at >= PLAIN_EVERY_S:
                     console.print(line, highlight=False, soft_wrap=True)
                     last_line, last_at = line, time.monotonic()
                 await asyncio.sleep(0.5)
             result = await batch.result()
         except (KeyboardInterrupt, asyncio.CancelledError):
+            set_command_attribute("bamboo.progress_polls", polls)
             console.print(f"\nDetached. The batch goes on; re-attach with [bold]{reattach_hint}[/]")
             return None
         final = {**_counts(result), "running": 0}
+        set_command_attribute("bamboo.progress_polls", polls)
+        progress_event("batch.result", {"batch": batch.id, **final,
+                                        "cancelled": bool(getattr(result, "cancelled", False))})
         # The last frame is the result's, not the last poll's.
         bar.update(task, total=final["total"], completed=final["completed"], failed=final["failed"], running=0,
                    state="(cancelled)" if getattr(result, "cancelled", False) else "")

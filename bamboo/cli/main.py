@@ -38,6 +38,11 @@ COMMAND_MODULES: dict[str, str] = {
 }
 
 
+# Commands that serve until stopped (or replace the process): no command span, since one trace would hold
+# everything they serve.
+LONG_RUNNING = frozenset({"worker", "console", "serve-mattermost", "mcp", "panda-sim"})
+
+
 @functools.cache
 def commands_of(module: str) -> TyperGroup | None:
     """The click commands a CLI module registers, or None when the module's optional dependencies are absent."""
@@ -66,6 +71,34 @@ class RootGroup(BambooGroup):
             return found
         group = commands_of(COMMAND_MODULES[cmd_name])
         return None if group is None else group.get_command(ctx, cmd_name)
+
+    def invoke(self, ctx: Any) -> Any:
+        """Run the command inside one root span named for it (``bamboo populate``) when tracing is on, so
+        every Temporal call it makes belongs to one trace (bamboo/telemetry.py); with tracing off nothing
+        of OpenTelemetry is imported."""
+        try:
+            settings = get_settings()
+        except Exception:  # noqa: BLE001 — invalid settings: the command itself says so, untraced
+            settings = None
+        name = self._command_name(ctx) if settings is not None and settings.otel_exporter != "none" else None
+        if settings is None or name is None:
+            return super().invoke(ctx)
+        from bamboo.telemetry import command_span
+
+        with command_span(settings, name):
+            return super().invoke(ctx)
+
+    def _command_name(self, ctx: Any) -> str | None:
+        """``bamboo <command>`` (``bamboo kb stats`` for a group's command); None for ``--help`` and for a
+        server (``LONG_RUNNING``), whose one trace would hold everything it serves for as long as it runs."""
+        words = [*getattr(ctx, "_protected_args", []), *ctx.args]
+        if not words or words[0] in LONG_RUNNING or any(w in ("--help", "-h") for w in words):
+            return None
+        name = f"bamboo {words[0]}"
+        command = self.get_command(ctx, words[0])
+        if command is not None and hasattr(command, "commands") and len(words) > 1 and not words[1].startswith("-"):
+            name += f" {words[1]}"
+        return name
 
 
 app = typer.Typer(help="Bamboo on Temporal: learn from resolved PanDA incidents, diagnose tasks, investigate with review.",
