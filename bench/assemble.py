@@ -2,6 +2,8 @@
 
 - `results.md`: the latest output of the area's benchmark, written by the benchmark itself (it names the
   command that produced it);
+- further outputs an area names in EXTRA (a second benchmark of the area writing its own file, headed by a
+  `## ` title), between results.md and notes.md;
 - `notes.md`, optional: what a benchmark cannot print — the reading of its figures, and figures recorded
   from earlier code, each labelled with the commit it came from (a benchmark runs this tree only, so an
   old-against-new comparison is kept as recorded, not re-measured).
@@ -22,6 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 FILES = ("results.md", "notes.md")
+# Second benchmarks of an area, each writing its own file: diagnosis time to the first answer (issue 30).
+EXTRA = {"diagnosis": ("first_answer.md",)}
 # The order of the sections that existed when this was written; other areas follow alphabetically.
 ORDER = ["populate", "sandbox", "scrub", "tools", "diagnosis", "install", "resilience", "reuse"]
 TITLES = {
@@ -47,10 +51,10 @@ def _split(text: str) -> tuple[str | None, list[str]]:
 
 
 def section(area: str, bench: Path = BENCH) -> str:
-    """One area's section: its title, then results.md, then notes.md, headings one level down."""
+    """One area's section: its title, then results.md, its EXTRA files, then notes.md, headings one level down."""
     title = TITLES.get(area)
     body: list[str] = []
-    for name in FILES:
+    for name in (FILES[0], *EXTRA.get(area, ()), *FILES[1:]):
         path = bench / area / name
         if not path.exists():
             continue

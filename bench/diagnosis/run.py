@@ -47,6 +47,7 @@ from bamboo.samples import generate_incidents, write_incidents
 from worker.services import build_services
 from bamboo.settings import Settings
 from bamboo.temporal_client import connect
+from temporalio.client import Client
 from bench.diagnosis.scripted_models import SCRIPTED
 from tests.analysis.answers import analysis_handler
 from tests.services import start_stack
@@ -136,17 +137,24 @@ async def analyse(name: str, client, tasks: list[dict], threshold: float) -> lis
     return out
 
 
-async def main(n: int, seed: int, noise: float, models: list[str], limit: int | None, threshold: float,
-               out: Path | None) -> int:
+@dataclass(frozen=True)
+class Stack:
+    """The embedded stack of one run: Temporal, Postgres, a PanDA simulator serving the held-out tasks, the
+    scripted accumulation model (learning only echoes labels) and a scripted embedder."""
+
+    settings: Settings
+    client: Client
+    accumulation_url: str
+    train_dir: Path
+
+
+@asynccontextmanager
+async def diagnosis_stack(train: list, test: list):
+    """A fresh stack with the train and held-out incidents written out; stopped and removed on exit."""
     from bamboo.panda.simulator import PandaSimulator
 
-    train, test = split(n, seed, noise)
-    test = test[:limit] if limit else test
-    tasks = [dict(i.task_data) for i in test]
-    truths = [normalise_label(i.resolution_record.cause) for i in test]
     base = Path(tempfile.mkdtemp(prefix="bamboo-bench-diag-"))
     stack = start_stack(base)
-    runs: dict[str, list[Analysed]] = {}
     try:
         write_incidents(train, base / "train")
         write_incidents(test, base / "held-out")
@@ -157,29 +165,45 @@ async def main(n: int, seed: int, noise: float, models: list[str], limit: int | 
             settings = stack.settings(stack.new_database(), accumulation.base_url, panda_api_url=panda.api_url,
                                       panda_monitor_url=panda.monitor_url)
             settings = settings.model_copy(update={"embedding_base_url": emb.base_url})
-            client = await connect(settings)
-            async with worker_for(settings, accumulation.base_url) as services:
-                started = time.perf_counter()
-                populated: PopulateResult = await client.execute_workflow(
-                    PopulateBatch.run,
-                    PopulateInput(batch_id=f"bench-diag-{seed}", path=str(base / "train"), concurrency=8),
-                    id=f"populate:bench-diag-{time.time_ns()}", task_queue=Queue.MAIN,
-                )
-                populate_s = time.perf_counter() - started
-                if populated.failed:
-                    print(f"populate failures: {populated.failures[:3]}", file=sys.stderr)
-                before = await services.store.knowledge.row_counts()
-                ranked = await rank_all(AnalysisService(services), tasks, truths)
-            for name in models:
-                async with model_endpoint(name, settings) as (model_settings, url):
-                    async with worker_for(model_settings, url):
-                        runs[name] = await analyse(name, client, tasks, threshold)
-            after_services = await build_services(settings, llm_base_url=accumulation.base_url, pool_size=2)
-            after = await after_services.store.knowledge.row_counts()
-            await after_services.close()
+            yield Stack(settings, await connect(settings), accumulation.base_url, base / "train")
     finally:
         stack.stop()
         shutil.rmtree(base, ignore_errors=True)
+
+
+async def populate(stack: Stack, seed: int) -> tuple[PopulateResult, float]:
+    """The train incidents learned through the real PopulateBatch workflow (a worker must run); and its seconds."""
+    started = time.perf_counter()
+    populated: PopulateResult = await stack.client.execute_workflow(
+        PopulateBatch.run,
+        PopulateInput(batch_id=f"bench-diag-{seed}", path=str(stack.train_dir), concurrency=8),
+        id=f"populate:bench-diag-{time.time_ns()}", task_queue=Queue.MAIN,
+    )
+    if populated.failed:
+        print(f"populate failures: {populated.failures[:3]}", file=sys.stderr)
+    return populated, time.perf_counter() - started
+
+
+async def main(n: int, seed: int, noise: float, models: list[str], limit: int | None, threshold: float,
+               out: Path | None) -> int:
+    train, test = split(n, seed, noise)
+    test = test[:limit] if limit else test
+    tasks = [dict(i.task_data) for i in test]
+    truths = [normalise_label(i.resolution_record.cause) for i in test]
+    runs: dict[str, list[Analysed]] = {}
+    async with diagnosis_stack(train, test) as bench:
+        settings, client = bench.settings, bench.client
+        async with worker_for(settings, bench.accumulation_url) as services:
+            populated, populate_s = await populate(bench, seed)
+            before = await services.store.knowledge.row_counts()
+            ranked = await rank_all(AnalysisService(services), tasks, truths)
+        for name in models:
+            async with model_endpoint(name, settings) as (model_settings, url):
+                async with worker_for(model_settings, url):
+                    runs[name] = await analyse(name, client, tasks, threshold)
+        after_services = await build_services(settings, llm_base_url=bench.accumulation_url, pool_size=2)
+        after = await after_services.store.knowledge.row_counts()
+        await after_services.close()
 
     text = report(n, seed, noise, limit, threshold, len(train), populated, populate_s, before == after, ranked, runs)
     print(text)
