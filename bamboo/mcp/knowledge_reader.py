@@ -1,5 +1,8 @@
 """Read-only answers from the knowledge store, for `bamboo mcp serve` (other agents asking what
-Bamboo has learned). Opens its pool lazily, inside whatever event loop the MCP server runs."""
+Bamboo has learned). Opens its pool lazily, inside whatever event loop the MCP server runs.
+
+It also browses (``KnowledgeBrowser``), through the same bounded reads the console's knowledge page uses
+(``bamboo.store.knowledge_browse``), so the server offers the knowledge itself as resources."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from bamboo.embeddings.factory import build_embedder
 from bamboo.mcp.knowledge_server import CauseMatch, IncidentMatch, ProcedureMatch
 from bamboo.settings import Settings
 from bamboo.store import Store, open_configured_store
+from bamboo.store.knowledge_browse import CauseDetail, CausePage, KnowledgeBrowse
 
 
 class PgKnowledgeReader:
@@ -89,6 +93,13 @@ class PgKnowledgeReader:
             m = merged.setdefault(key, ProcedureMatch(cause=cause, steps=list(key), times_used=0))
             m.times_used += 1
         return sorted(merged.values(), key=lambda m: -m.times_used)[:limit]
+
+    async def list_causes(self, query: str, offset: int, limit: int) -> CausePage:
+        """One page of the known causes whose name or description holds ``query``, most incidents first."""
+        return await KnowledgeBrowse((await self._open()).pool).causes(query, offset, limit)
+
+    async def cause_detail(self, cause_id: int) -> CauseDetail | None:
+        return await KnowledgeBrowse((await self._open()).pool).cause(cause_id)
 
 
 def from_settings(settings: Settings) -> PgKnowledgeReader:

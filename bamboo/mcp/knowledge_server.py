@@ -4,30 +4,46 @@ The server is written against ``KnowledgeReader`` so the store behind it can cha
 knowledge store in production, resolved incident files offline). Every tool is annotated read-only.
 An empty answer means "nothing known"; a reader failure is an MCP error result, never an empty list.
 
-What a client sees on connecting is what the server is: its version is the package's, it advertises tools
-only (the SDK registers resource and prompt handlers on every server, which then advertised capabilities
-answered with empty lists), and each tool's input schema carries its bounds (a non-empty text, ``limit``
-1-50), so a client can check a call before making it.
+A reader that can also browse (``KnowledgeBrowser``: the store's reader) serves the knowledge itself as
+resources, read-only JSON: ``bamboo://knowledge/causes`` (the known causes, most incidents first, one page),
+``bamboo://knowledge/causes{?q,offset}`` (filtered and paged) and ``bamboo://knowledge/causes/{cause_id}`` (one
+cause with its incidents, resolutions and steps, each with the incidents it came from). A cause is addressed
+by its id, never its name: a stored name is model output and may hold anything a URI cannot.
+
+What a client sees on connecting is what the server is: its version is the package's, it advertises only
+what it serves (the SDK registers resource and prompt handlers on every server, which then advertised
+capabilities answered with empty lists: prompts never, resources only when the reader can browse), and each
+tool's input schema carries its bounds (a non-empty text, ``limit`` 1-50), so a client can check a call
+before making it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from importlib.metadata import PackageNotFoundError, version
-from typing import Annotated, Protocol
+from typing import Annotated, Protocol, runtime_checkable
+from urllib.parse import urlencode
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from mcp.server.mcpserver.resources.templates import ResourceSecurity
+from mcp.types import Annotations, ToolAnnotations
 from pydantic import BaseModel, Field
+
+from bamboo.store.knowledge_browse import MAX_QUERY, PAGE_SIZE, CauseDetail, CausePage
 
 log = logging.getLogger(__name__)
 
 MAX_LIMIT = 50
 DISTRIBUTION = "bamboo-temporal"
-# Methods the SDK serves on every MCPServer; this server has no resources or prompts, so it does not offer them.
-UNSERVED_METHODS = ("resources/list", "resources/read", "resources/templates/list", "resources/subscribe",
-                    "resources/unsubscribe", "prompts/list", "prompts/get")
+# Methods the SDK serves on every MCPServer that this server may not: prompts never, resources unless the
+# reader can browse; nothing here changes, so there is nothing to subscribe to.
+RESOURCE_METHODS = ("resources/list", "resources/read", "resources/templates/list")
+UNSERVED_METHODS = ("resources/subscribe", "resources/unsubscribe", "prompts/list", "prompts/get")
+CAUSES_URI = "bamboo://knowledge/causes"
+CAUSE_URI = CAUSES_URI + "/{cause_id}"
+JSON = "application/json"
 
 # The bounds are published in the schema and enforced by ``_check``, not by the SDK's argument model: its
 # refusal is a multi-line validation report, ours one line saying what to send.
@@ -79,6 +95,15 @@ class KnowledgeReader(Protocol):
     async def procedures_for_cause(self, cause: str, limit: int) -> list[ProcedureMatch]: ...
 
 
+@runtime_checkable
+class KnowledgeBrowser(Protocol):
+    """A reader that can also list the known causes and show one (``bamboo.store.knowledge_browse``)."""
+
+    async def list_causes(self, query: str, offset: int, limit: int) -> CausePage: ...
+
+    async def cause_detail(self, cause_id: int) -> CauseDetail | None: ...
+
+
 class CausesAnswer(BaseModel):
     symptom: str
     causes: list[CauseMatch]
@@ -105,13 +130,71 @@ def _check(text: str, limit: int, what: str) -> int:
     return limit
 
 
-def _offer_tools_only(server: MCPServer) -> MCPServer:
-    """Drop the resource and prompt handlers the SDK installs on every server: capabilities are derived from
-    the handlers present, and a capability whose list is always empty tells a client something false."""
+def _offer_only_what_is_served(server: MCPServer, resources: bool) -> MCPServer:
+    """Drop the handlers the SDK installs on every server that this one does not serve: capabilities are
+    derived from the handlers present, and a capability whose list is always empty tells a client something
+    false."""
     handlers = server._lowlevel_server._request_handlers  # the SDK has no public way to unregister a method
-    for method in UNSERVED_METHODS:
+    for method in UNSERVED_METHODS + (() if resources else RESOURCE_METHODS):
         handlers.pop(method, None)
     return server
+
+
+def _cause_uri(cause_id: int) -> str:
+    return CAUSE_URI.replace("{cause_id}", str(cause_id))
+
+
+def _page_json(page: CausePage) -> str:
+    """The page with each cause's resource URI, and the next page's when there is one."""
+    body = page.model_dump(mode="json")
+    for cause in body["causes"]:
+        cause["uri"] = _cause_uri(cause["id"])
+    if page.has_next:
+        body["next"] = f"{CAUSES_URI}?{urlencode({'q': page.query, 'offset': page.offset + len(page.causes)})}"
+    return json.dumps(body)
+
+
+def _serve_knowledge(server: MCPServer, browser: KnowledgeBrowser) -> None:
+    """The knowledge as read-only resources: the first page of causes (listed), the filtered and paged list and
+    one cause by id (templates)."""
+    readable = Annotations(audience=["assistant", "user"])
+
+    async def read(what: str, coro):
+        try:
+            return await coro
+        except ResourceError:
+            raise
+        except Exception as exc:
+            log.exception("knowledge reader failed on %s", what)
+            raise ResourceError(f"knowledge store unavailable ({what}): {type(exc).__name__}: {exc}") from exc
+
+    @server.resource(CAUSES_URI, name="causes", title="Known causes", mime_type=JSON, annotations=readable)
+    async def causes() -> str:
+        """The known root causes, most incidents first (one page; `next` reads the following one), each with
+        how many incidents name it, its most used resolutions and the URI of its details."""
+        return _page_json(await read("causes", browser.list_causes("", 0, PAGE_SIZE)))
+
+    # The filter is text to match, not a path: the SDK's path checks (``..``, a leading ``/``) do not apply.
+    @server.resource(CAUSES_URI + "{?q,offset}", name="causes_matching", title="Known causes, filtered",
+                     mime_type=JSON, annotations=readable, security=ResourceSecurity(exempt_params={"q"}))
+    async def causes_matching(q: str = "", offset: str = "0") -> str:
+        """Known causes whose name or description holds `q` (any case), from `offset`, most incidents first."""
+        if len(q) > MAX_QUERY:
+            raise ResourceError(f"q must be at most {MAX_QUERY} characters, got {len(q)}")
+        if not offset.isdigit():
+            raise ResourceError(f"offset must be a whole number of causes to skip, got {offset!r}")
+        return _page_json(await read("causes", browser.list_causes(q, int(offset), PAGE_SIZE)))
+
+    @server.resource(CAUSE_URI, name="cause", title="One known cause", mime_type=JSON, annotations=readable)
+    async def cause(cause_id: str) -> str:
+        """One cause by its id: the incidents that name it, its resolutions and its investigation steps, each
+        with the incidents it came from (graph ids)."""
+        if not cause_id.isdigit():
+            raise ResourceNotFoundError(f"no cause {cause_id!r}: a cause is named by its id, as {CAUSES_URI} lists it")
+        detail = await read("cause", browser.cause_detail(int(cause_id)))
+        if detail is None:
+            raise ResourceNotFoundError(f"no cause {cause_id}; {CAUSES_URI} lists the known ones")
+        return detail.model_dump_json()
 
 
 def build_knowledge_server(reader: KnowledgeReader, name: str = "bamboo-knowledge") -> MCPServer:
@@ -152,4 +235,6 @@ def build_knowledge_server(reader: KnowledgeReader, name: str = "bamboo-knowledg
         _check(cause, limit, "cause")
         return ProceduresAnswer(cause=cause, procedures=await ask("procedures_for_cause", reader.procedures_for_cause(cause, limit)))
 
-    return _offer_tools_only(server)
+    if isinstance(reader, KnowledgeBrowser):
+        _serve_knowledge(server, reader)
+    return _offer_only_what_is_served(server, resources=isinstance(reader, KnowledgeBrowser))

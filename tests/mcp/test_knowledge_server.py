@@ -5,8 +5,14 @@ from __future__ import annotations
 import pytest
 from mcp import Client
 
+import json
+from datetime import UTC, datetime
+
 from bamboo.mcp.external import convert_result
 from bamboo.mcp.knowledge_server import CauseMatch, IncidentMatch, ProcedureMatch, build_knowledge_server
+from bamboo.store.knowledge_browse import (
+    CauseDetail, CausePage, CauseSummary, IncidentRef, ProcedureStep, Resolution,
+)
 
 
 class InMemoryReader:
@@ -95,3 +101,89 @@ async def test_incident_file_reader_over_the_examples() -> None:
     assert procedures and procedures[0].steps
     similar = await reader.similar_incidents("stage-out failed: quota exceeded on SCRATCHDISK", 2)
     assert similar and "quota" in (similar[0].cause or "").lower() + similar[0].summary.lower()
+
+
+# A cause named as model output may be: markup, a link, a path, characters a URI cannot hold.
+HOSTILE = "<script>alert(1)</script> [click](http://evil.example/) ../../etc/passwd ?x=1#y"
+
+
+class BrowsingReader(InMemoryReader):
+    """The in-memory reader that can also browse, as the store's reader does."""
+
+    def __init__(self, causes: int = 3) -> None:
+        super().__init__()
+        self.listed: list[tuple[str, int, int]] = []
+        self.summaries = [CauseSummary(id=7, name=HOSTILE, incidents=40, resolutions=["Raise ramCount"],
+                                       resolution_count=1, step_count=1)]
+        self.summaries += [CauseSummary(id=100 + i, name=f"cause {i}", incidents=1) for i in range(causes - 1)]
+
+    async def list_causes(self, query: str, offset: int, limit: int) -> CausePage:
+        self.listed.append((query, offset, limit))
+        found = [c for c in self.summaries if query.lower() in c.name.lower()]
+        return CausePage(query=query, offset=offset, limit=limit, total=len(found), causes=found[offset:offset + limit])
+
+    async def cause_detail(self, cause_id: int) -> CauseDetail | None:
+        if cause_id != 7:
+            return None
+        return CauseDetail(
+            cause=self.summaries[0],
+            incidents=[IncidentRef(graph_id="panda:1:failed", incident_id="mem-1", task_id=1,
+                                   stored_at=datetime(2026, 12, 1, tzinfo=UTC))],
+            resolutions=[Resolution(name="Raise ramCount", incidents=40, sources=["panda:1:failed"])],
+            steps=[ProcedureStep(name="check scout maxPSS", order=1, incidents=40, sources=["panda:1:failed"])])
+
+
+class DownBrowser(BrowsingReader):
+    async def cause_detail(self, cause_id: int) -> CauseDetail | None:
+        raise ConnectionError("database is down")
+
+
+async def test_a_browsing_reader_serves_the_knowledge_as_resources_and_still_no_prompts() -> None:
+    """Issue 27: the knowledge was reachable only through tools (and `bamboo kb`, SQL). A reader that browses
+    serves the causes as a listed resource and each cause through a template addressed by id."""
+    from mcp import MCPError
+
+    reader = BrowsingReader(causes=30)
+    async with Client(build_knowledge_server(reader)) as client:
+        capabilities = client.server_capabilities
+        assert capabilities.resources is not None and capabilities.prompts is None
+        with pytest.raises(MCPError, match="Method not found"):
+            await client.list_prompts()
+        [listed] = (await client.list_resources()).resources
+        assert (str(listed.uri), listed.mime_type) == ("bamboo://knowledge/causes", "application/json")
+        templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
+        assert templates == {"bamboo://knowledge/causes{?q,offset}", "bamboo://knowledge/causes/{cause_id}"}
+
+        [content] = (await client.read_resource("bamboo://knowledge/causes")).contents
+        page = json.loads(content.text)
+        assert page["total"] == 30 and len(page["causes"]) == 25 and page["causes"][0]["name"] == HOSTILE
+        assert page["causes"][0]["uri"] == "bamboo://knowledge/causes/7"
+        assert page["next"] == "bamboo://knowledge/causes?q=&offset=25"
+        [rest] = (await client.read_resource(page["next"])).contents
+        assert [c["name"] for c in json.loads(rest.text)["causes"]] == [f"cause {i}" for i in range(24, 29)]
+        assert "next" not in json.loads(rest.text)
+
+        # A filter is text, not a path: a cause's name may hold "..", "/", "?" and "#".
+        [found] = (await client.read_resource("bamboo://knowledge/causes?q=..%2F..%2Fetc%2Fpasswd%20%3Fx")).contents
+        assert [c["id"] for c in json.loads(found.text)["causes"]] == [7]
+        assert reader.listed[-1] == ("../../etc/passwd ?x", 0, 25)
+
+        [cause] = (await client.read_resource(page["causes"][0]["uri"])).contents
+        detail = json.loads(cause.text)
+        assert detail["cause"]["name"] == HOSTILE and detail["incidents"][0]["graph_id"] == "panda:1:failed"
+        assert detail["resolutions"][0]["sources"] == ["panda:1:failed"]
+        assert detail["steps"][0]["name"] == "check scout maxPSS"
+
+        for unknown in ("bamboo://knowledge/causes/8", "bamboo://knowledge/causes/not-an-id"):
+            with pytest.raises(MCPError, match="no cause"):
+                await client.read_resource(unknown)
+        with pytest.raises(MCPError, match="offset must be a whole number"):
+            await client.read_resource("bamboo://knowledge/causes?offset=-1")
+
+
+async def test_a_store_failure_on_a_resource_is_an_error_not_nothing() -> None:
+    from mcp import MCPError
+
+    async with Client(build_knowledge_server(DownBrowser())) as client:
+        with pytest.raises(MCPError, match="knowledge store unavailable.*database is down"):
+            await client.read_resource("bamboo://knowledge/causes/7")
