@@ -10,13 +10,20 @@ top only when all of these hold:
 * the reason is tied to evidence: among the clues it cites there is a *defining* one for its choice,
   and the reason names it. A defining clue was linked to the chosen cause in at least
   `DEFINING_MIN_INCIDENTS` stored incidents, with at least `DEFINING_SHARE` of its stored evidence
-  pointing at that cause, and more than at the top candidate. For "novel" it is an error symptom no
-  stored cause explains.
+  pointing at that cause, and the top candidate has no stored link to it at all. It is not a person
+  (a `user=` clue: anyone can hit any cause), and a pilot error code is not defining when the top
+  candidate is linked to another pilot code of the same task (job records that disagree: one of
+  them may come from another fault). For "novel" it is an error symptom no stored cause explains.
 
 Why "defining": on the generated corpus (held-out tasks of four seeds, 300 in all), overriding the
 ranking on clues that point at another candidate with at least half of their stored evidence would have
 named the wrong cause 65 times and the true one 6 times (the ranking already weighs those clues); on
-clues seen in at least two incidents with at least 80% of their evidence, 0 and 3.
+clues seen in at least two incidents with at least 80% of their evidence, 0 and 3. On the look-alike
+corpus (bench/diagnosis/calibration.py, issue 30) that rule still let 11 wrong overrides through for 1
+right one on seed 32 (9 for 1 on seed 30): the model cited the symptom class a frequent cause shares
+with the top candidate (a rare cause learned once), a pilot code from a job record of another fault
+while the top was linked to the task's own code, or a user seen twice. With the three conditions on
+the top candidate and on persons, 0 wrong and 1 right on both seeds.
 
 Otherwise the ranking's top stands and the result records what the model proposed and why it was not
 taken. Either way the resolution is the stored one for the chosen cause and the confidence is the
@@ -30,13 +37,15 @@ from pydantic import BaseModel, Field
 from bamboo.analysis.grounding import check_prose
 from bamboo.analysis.contract import NOVEL, CandidateCause, Diagnosis, Evidence, ModelProposal, ModelVerdict
 from bamboo.analysis.ranked import (
-    grounded_evidence, novel_label, ranking_diagnosis, stored_resolution, unlinked_defining,
+    PILOT_CODE, grounded_evidence, novel_label, ranking_diagnosis, stored_resolution, unlinked_defining,
 )
 
 OVERRIDE_MIN_CONFIDENCE = 0.8
 MIN_REASON_WORDS = 4
 DEFINING_SHARE = 0.8
 DEFINING_MIN_INCIDENTS = 2
+# A person's clue (bamboo.extraction.panda.routing names it `user=<pseudonym>`) never defines a cause.
+PERSON_PREFIX = "user="
 
 
 class ModelAnswer(BaseModel):
@@ -61,10 +70,18 @@ def incidents_for(candidate: CandidateCause | None, clue: str) -> int:
     return max((m.edge_frequency for m in candidate.matched if m.name == clue), default=0)
 
 
-def is_defining(clue: str, chosen: CandidateCause | None, top: CandidateCause) -> bool:
+def is_defining(clue: str, chosen: CandidateCause | None, top: CandidateCause,
+                task_codes: frozenset[str] = frozenset()) -> bool:
+    """Whether `clue` is evidence for `chosen` that the ranking's `top` cannot explain (module docstring).
+
+    `task_codes` are the task's pilot error code clues: a cited code is not defining while the top is linked
+    to another of them."""
+    if clue.startswith(PERSON_PREFIX) or incidents_for(top, clue) > 0:
+        return False
+    if clue.startswith(PILOT_CODE) and any(incidents_for(top, code) > 0 for code in task_codes - {clue}):
+        return False
     share = share_for(chosen, clue)
-    return (share >= DEFINING_SHARE and share > share_for(top, clue)
-            and incidents_for(chosen, clue) >= DEFINING_MIN_INCIDENTS)
+    return share >= DEFINING_SHARE and incidents_for(chosen, clue) >= DEFINING_MIN_INCIDENTS
 
 
 def discriminating_clues(evidence: Evidence, answer: ModelAnswer) -> list[str]:
@@ -74,7 +91,8 @@ def discriminating_clues(evidence: Evidence, answer: ModelAnswer) -> list[str]:
         unexplained = {n.symptom for n in evidence.novel}
         return [c for c in dict.fromkeys(answer.cited_clues) if c in unexplained]
     chosen = next((c for c in evidence.candidates if c.name == answer.cause), None)
-    return [c for c in dict.fromkeys(answer.cited_clues) if is_defining(c, chosen, top)]
+    codes = frozenset(c.name for c in evidence.clues.clues if c.name.startswith(PILOT_CODE))
+    return [c for c in dict.fromkeys(answer.cited_clues) if is_defining(c, chosen, top, codes)]
 
 
 def refusal(evidence: Evidence, answer: ModelAnswer) -> str:
@@ -91,7 +109,7 @@ def refusal(evidence: Evidence, answer: ModelAnswer) -> str:
     if not favouring:
         target = ("is an error symptom no stored cause explains" if answer.cause == NOVEL else
                   f"is defining evidence for {answer.cause} (linked to it in at least {DEFINING_MIN_INCIDENTS} "
-                  f"incidents, with at least {DEFINING_SHARE:.0%} of its stored evidence, more than to {top})")
+                  f"incidents, with at least {DEFINING_SHARE:.0%} of its stored evidence, and never to {top})")
         return f"none of the clues it cites ({', '.join(answer.cited_clues) or 'none'}) {target}"
     reason = answer.reason.lower()
     if not any(c.lower() in reason for c in favouring):
@@ -155,8 +173,8 @@ def _override(evidence: Evidence, answer: ModelAnswer, margin: float) -> Diagnos
                          ranking_confidence=margin, model=proposal)
     chosen = next(c for c in evidence.candidates if c.name == answer.cause)
     resolution, incidents = stored_resolution(chosen)
-    cited = [f"{c} points at {chosen.name} ({share_for(chosen, c):.0%} of its evidence) more than at "
-             f"{top.name} ({share_for(top, c):.0%})" for c in favouring]
+    cited = [f"{c} points at {chosen.name} ({share_for(chosen, c):.0%} of its evidence) and never at {top.name}"
+             for c in favouring]
     return Diagnosis(root_cause=chosen.name, confidence=answer.confidence, resolution=resolution,
                      resolution_incidents=incidents, explanation=answer.explanation,
                      supporting_evidence=cited + grounded_evidence(chosen, 5 - min(len(cited), 5)),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from bamboo.analysis.contract import NOVEL, CandidateCause, Evidence, MatchedClue, NovelLead, TaskClues
+from bamboo.analysis.contract import NOVEL, CandidateCause, Clue, Evidence, MatchedClue, NovelLead, TaskClues
 from bamboo.analysis.override import OVERRIDE_MIN_CONFIDENCE, ModelAnswer, judge
 from bamboo.analysis.ranked import ranking_confidence, ranking_diagnosis
 
@@ -25,14 +25,18 @@ def candidate(name: str, support: float, matched: dict[str, tuple[float, int]], 
 @pytest.fixture
 def evidence() -> Evidence:
     return Evidence(
-        clues=TaskClues(task_id=7, status="failed"),
+        clues=TaskClues(task_id=7, status="failed", clues=[
+            Clue(type="task_feature", kind="Task_Feature", name=code)
+            for code in ("pilotErrorCode=1137", "pilotErrorCode=1099", "pilotErrorCode=1300")]),
         candidates=[
             candidate("Expired user proxy", 1.5,
-                      {"TaskStatusFailed": (0.5, 4), "prodSourceLabel=user": (1.0, 4), "site=MWT2_UCORE": (0.1, 1)},
+                      {"TaskStatusFailed": (0.5, 4), "prodSourceLabel=user": (1.0, 4), "computingSite=BNL": (0.1, 1),
+                       "pilotErrorCode=1099": (0.2, 1)},
                       "Renew the VOMS proxy and retry"),
             candidate("Misconfigured storage token", 0.9,
                       {"TaskStatusFailed": (0.5, 4), "site=MWT2_UCORE": (0.9, 3), "user=user-1d5f": (1.0, 1),
-                       "walltime=6-12h": (0.7, 5)},
+                       "user=user-77aa": (1.0, 3), "walltime=6-12h": (0.7, 5), "computingSite=BNL": (0.9, 9),
+                       "pilotErrorCode=1137": (0.9, 4)},
                       "Fix the storage token at the site"),
             candidate("Full destination", 0.6, {"outDiskCount=0-1GB": (0.9, 3)}, "Free space at the destination"),
         ],
@@ -53,7 +57,7 @@ def test_an_answer_with_confidence_reason_and_favouring_evidence_overrides(evide
     assert d.resolution == "Fix the storage token at the site" and d.resolution_incidents == ["incident:a", "incident:b"]
     assert d.confidence == 0.9 and d.ranking_confidence == ranking_confidence(evidence.candidates)
     assert d.supporting_evidence[0] == ("site=MWT2_UCORE points at Misconfigured storage token (90% of its evidence) "
-                                        "more than at Expired user proxy (10%)")
+                                        "and never at Expired user proxy")
 
 
 @pytest.mark.parametrize("fields, why", [
@@ -73,6 +77,15 @@ def test_an_answer_with_confidence_reason_and_favouring_evidence_overrides(evide
     ({"cited_clues": ["walltime=6-12h"], "reason": "walltime=6-12h points mostly at the token cause"},
      "none of the clues it cites (walltime=6-12h)"),  # 70% of its evidence: not defining
     ({"reason": "I am completely certain that this is the cause"}, "does not name the evidence"),
+    # The top candidate is linked to it too (once, against nine): it cannot be evidence against the top.
+    ({"cited_clues": ["computingSite=BNL"], "reason": "computingSite=BNL points at the token cause"},
+     "none of the clues it cites (computingSite=BNL)"),
+    # A person, however often seen with the choice: anyone can hit any cause.
+    ({"cited_clues": ["user=user-77aa"], "reason": "user=user-77aa always had the token problem"},
+     "none of the clues it cites (user=user-77aa)"),
+    # A pilot code while the top is linked to another code of the same task: the job records disagree.
+    ({"cited_clues": ["pilotErrorCode=1137"], "reason": "pilotErrorCode=1137 is the token failure"},
+     "none of the clues it cites (pilotErrorCode=1137)"),
 ])
 def test_the_top_candidate_stands_unless_every_condition_holds(evidence, fields, why):
     d = judge(evidence, answer(**fields))
@@ -82,6 +95,13 @@ def test_the_top_candidate_stands_unless_every_condition_holds(evidence, fields,
     assert (d.resolution, d.resolution_incidents) == ("Renew the VOMS proxy and retry", ["incident:a", "incident:b"])
     assert d.confidence == ranked.confidence == ranking_confidence(evidence.candidates) == d.ranking_confidence
     assert d.explanation == ranked.explanation, "a refused answer's explanation argues for another cause"
+
+
+def test_a_pilot_code_defines_the_choice_when_the_top_is_linked_to_none_of_the_tasks_codes(evidence):
+    top = evidence.candidates[0]
+    top.matched = [m for m in top.matched if not m.name.startswith("pilotErrorCode=")]
+    d = judge(evidence, answer(cited_clues=["pilotErrorCode=1137"], reason="pilotErrorCode=1137 is the token failure"))
+    assert (d.root_cause, d.model.verdict) == ("Misconfigured storage token", "override_accepted")
 
 
 def test_agreeing_keeps_the_rankings_margin_and_stored_resolution_whatever_the_model_says(evidence):
