@@ -208,6 +208,33 @@ def ratio_row(offline: str, scripted: str, deadline: float, runs: dict[tuple[str
             f"{r('first_s', 50)} | {r('first_s', 95)} | {r('final_s', 50)} | {r('final_s', 95)} |")
 
 
+def per_task(name: str, deadline: float, run: list[Timed]) -> str:
+    """The run's own figures, task by task, so a percentile can be checked against them."""
+    return (f"- {LABELS.get(name, name)}, {deadline:g} s: first " + ", ".join(f"{t.first_s:.2f}" for t in run)
+            + " s; final " + ", ".join(f"{t.final_s:.1f}" for t in run) + " s; model "
+            + ", ".join(t.final.model_status for t in run))
+
+
+def reading(runs: dict[tuple[str, float], list[Timed]], scripted: str, offline: list[str]) -> list[str]:
+    """What the rows say, computed from them (a re-run rewrites it with its own figures)."""
+    everything = [t for run in runs.values() for t in run]
+    out = [f"- The first answer: at most {max(t.first_s for t in everything):.2f} s in all {len(everything)} "
+           f"analyses; read while the model was still pending in "
+           f"{sum(t.first.answer == 'first' for t in everything)} of them."]
+    for o in offline:
+        for d in dict.fromkeys(d for m, d in runs if m == o):
+            a, b = runs[o, d], runs[scripted, d]
+            f_o, f_s = percentile([t.first_s for t in a], 50), percentile([t.first_s for t in b], 50)
+            z_o, z_s = percentile([t.final_s for t in a], 50), percentile([t.final_s for t in b], 50)
+            out.append(f"- {LABELS.get(o, o)} at {d:g} s: first answer p50 {f_o:.2f} s against {f_s:.2f} s scripted "
+                       f"({f_o / f_s:.2f}×); final answer p50 {z_o:.1f} s against {z_s:.1f} s ({z_o / z_s:.0f}×); "
+                       f"the model missed its deadline in {sum(t.skipped for t in a)} of {len(a)} (then the ranking's "
+                       f"answer stands, as the final one, once the deadline has passed).")
+    out.append(f"- The final cause differed from the first in {sum(not t.same_cause for t in everything)} of "
+               f"{len(everything)} analyses.")
+    return out
+
+
 def report(runs: dict[tuple[str, float], list[Timed]], info: dict[str, Any], *, command: str, seed: int,
            noise: float, threshold: float, poll_ms: int, default_deadline: float) -> str:
     models = list(dict.fromkeys(m for m, _ in runs))
@@ -244,7 +271,13 @@ def report(runs: dict[tuple[str, float], list[Timed]], info: dict[str, Any], *, 
             "| ratio | model deadline | first answer p50 | first answer p95 | final answer p50 | final answer p95 |",
             "|---|---|---|---|---|---|",
             *[ratio_row(o, scripted[0], d, runs) for o in offline for d in deadlines],
+            "",
+            "Reading, computed from this run:",
+            "",
+            *reading(runs, scripted[0], offline),
         ]
+    lines += ["", "Task by task (seconds from the workflow's start; the model's status in the final answer):", "",
+              *[per_task(m, d, runs[m, d]) for m in models for d in deadlines]]
     return "\n".join(lines) + "\n"
 
 

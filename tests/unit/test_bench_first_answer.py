@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bamboo.analysis.contract import AnalysisResult
 from bench import assemble
-from bench.diagnosis.first_answer import percentile, timed_answers
+from bench.diagnosis.first_answer import Timed, percentile, report, timed_answers
 
 
 def answer(cause: str, which: str, status: str = "pending") -> AnalysisResult:
@@ -77,3 +77,16 @@ def test_the_first_answer_file_follows_the_diagnosis_results(tmp_path: Path) -> 
     (tmp_path / "diagnosis" / "first_answer.md").write_text("## Time to the first answer\n\nTIMES\n")
     text = assemble.assemble(tmp_path)
     assert text.index("QUALITY") < text.index("### Time to the first answer") < text.index("TIMES") < text.index("READING")
+
+
+def test_the_report_puts_the_offline_model_beside_the_scripted_one() -> None:
+    def run(first_s: float, final_s: float, status: str) -> list[Timed]:
+        return [Timed(first_s, final_s, answer("a", "first"), answer("a", "final", status))] * 2
+
+    runs = {("capable", 120.0): run(0.3, 0.6, "consulted"), ("local", 120.0): run(0.6, 121.0, "too_slow")}
+    info = {"train": 140, "stored": 140, "failed": 0, "populate_s": 5.0, "tasks": 2, "load_before": "1.00",
+            "load_after": "2.00", "load_during": "1.50 mean, 2.00 max", "wall_s": 300.0}
+    text = report(runs, info, command="cmd", seed=6, noise=0.2, threshold=0.5, poll_ms=100, default_deadline=120.0)
+    assert "| scripted capable model | 120 s (default) | 2 | 0.30 s | 0.30 s | 0.6 s | 0.6 s | 2 of 2 | 0 | 0 | 2 of 2 |" in text
+    assert "| 120 s | 2.00× | 2.00× | 201.67× | 201.67× |" in text
+    assert "the model missed its deadline in 2 of 2" in text
