@@ -140,6 +140,11 @@ def _offer_only_what_is_served(server: MCPServer, resources: bool) -> MCPServer:
     return server
 
 
+def _whole_number(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` alone takes "²", which ``int`` refuses."""
+    return text.isascii() and text.isdigit()
+
+
 def _cause_uri(cause_id: int) -> str:
     return CAUSE_URI.replace("{cause_id}", str(cause_id))
 
@@ -181,7 +186,7 @@ def _serve_knowledge(server: MCPServer, browser: KnowledgeBrowser) -> None:
         """Known causes whose name or description holds `q` (any case), from `offset`, most incidents first."""
         if len(q) > MAX_QUERY:
             raise ResourceError(f"q must be at most {MAX_QUERY} characters, got {len(q)}")
-        if not offset.isdigit():
+        if not _whole_number(offset):
             raise ResourceError(f"offset must be a whole number of causes to skip, got {offset!r}")
         return _page_json(await read("causes", browser.list_causes(q, int(offset), PAGE_SIZE)))
 
@@ -189,7 +194,7 @@ def _serve_knowledge(server: MCPServer, browser: KnowledgeBrowser) -> None:
     async def cause(cause_id: str) -> str:
         """One cause by its id: the incidents that name it, its resolutions and its investigation steps, each
         with the incidents it came from (graph ids)."""
-        if not cause_id.isdigit():
+        if not _whole_number(cause_id):
             raise ResourceNotFoundError(f"no cause {cause_id!r}: a cause is named by its id, as {CAUSES_URI} lists it")
         detail = await read("cause", browser.cause_detail(int(cause_id)))
         if detail is None:

@@ -131,7 +131,9 @@ class KnowledgeBrowse:
 
     async def cause(self, cause_id: int) -> CauseDetail | None:
         """One cause with its first incidents, its resolutions and its steps, each with where it came from;
-        None when ``cause_id`` is no cause."""
+        None when ``cause_id`` is no cause (one past a node id's bigint range is none, not a database error)."""
+        if not 0 < cause_id < 2**63:
+            return None
         params = {"id": cause_id, "items": MAX_ITEMS, "sources": MAX_SOURCES, "top": TOP_RESOLUTIONS}
         async with self._pool.connection() as conn:
             found = await (await conn.execute(

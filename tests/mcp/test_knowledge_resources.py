@@ -59,7 +59,7 @@ async def test_causes_are_paged_by_incidents_filtered_and_each_shown_with_its_pr
     hostile = await browse.cause(next(c.id for c in page.causes + rest.causes if c.name == HOSTILE_CAUSE))
     assert hostile is not None and hostile.resolutions[0].name == "[Raise ramCount](http://evil.example/) <b>now</b>"
     assert hostile.incidents[0].graph_id == "panda:40140001:failed"
-    assert await browse.cause(10**9) is None
+    assert await browse.cause(10**9) is None and await browse.cause(2**63) is None  # beyond bigint: none, no error
     async with services.store.pool.connection() as conn:
         row = await (await conn.execute("SELECT id FROM nodes WHERE kind = 'Symptom' LIMIT 1")).fetchone()
     assert await browse.cause(row[0]) is None  # an id, but not a cause's

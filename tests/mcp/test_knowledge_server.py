@@ -174,11 +174,13 @@ async def test_a_browsing_reader_serves_the_knowledge_as_resources_and_still_no_
         assert detail["resolutions"][0]["sources"] == ["panda:1:failed"]
         assert detail["steps"][0]["name"] == "check scout maxPSS"
 
-        for unknown in ("bamboo://knowledge/causes/8", "bamboo://knowledge/causes/not-an-id"):
+        for unknown in ("bamboo://knowledge/causes/8", "bamboo://knowledge/causes/not-an-id",
+                        "bamboo://knowledge/causes/%C2%B2"):  # "²" is a digit to str.isdigit, not to int
             with pytest.raises(MCPError, match="no cause"):
                 await client.read_resource(unknown)
-        with pytest.raises(MCPError, match="offset must be a whole number"):
-            await client.read_resource("bamboo://knowledge/causes?offset=-1")
+        for offset in ("-1", "%C2%B2"):
+            with pytest.raises(MCPError, match="offset must be a whole number"):
+                await client.read_resource(f"bamboo://knowledge/causes?offset={offset}")
 
 
 async def test_a_store_failure_on_a_resource_is_an_error_not_nothing() -> None:
