@@ -24,6 +24,7 @@ from bamboo.frontends.console.settings import ConsoleSettings
 from bamboo.investigation.client import PendingApproval
 from bamboo.investigation.contract import ApprovalsView, PendingView
 from bamboo.store.audit_log import ChainReport
+from bamboo.store.knowledge_browse import CauseDetail, CausePage, CauseSummary
 from policy.approvers import Role
 from policy.decisions import ALL_CHOICES
 
@@ -78,6 +79,13 @@ class StandInBackend:
         if self.fail:
             raise RuntimeError("the store went away")
         return AuditState(chain=ChainReport(ok=True, rows=0))
+
+    async def knowledge(self, query: str = "", offset: int = 0, limit: int = 25) -> CausePage:
+        return CausePage(query=query, offset=offset, limit=limit, total=1,
+                         causes=[CauseSummary(id=1, name="Insufficient memory request", incidents=3)])
+
+    async def cause(self, cause_id: int) -> CauseDetail | None:
+        return None
 
     async def _refuse(self, *args, **kwargs):
         raise ConsoleError("refused by the stand-in backend", refusal="test")
@@ -134,7 +142,7 @@ def _requests(app) -> list[tuple[str, str]]:
     found = []
     for route in app.routes:
         if isinstance(route, Route):
-            path = route.path.replace("{session}", SESSION)
+            path = route.path.replace("{session}", SESSION).replace("{cause_id:int}", "1")
             found.extend((method, path) for method in sorted(route.methods or {"GET"}))
         elif isinstance(route, Mount):
             found.extend([("GET", f"{route.path}/console.css"), ("GET", f"{route.path}/no-such-file.css")])
@@ -144,7 +152,8 @@ def _requests(app) -> list[tuple[str, str]]:
 def test_every_route_forbids_framing_and_script_signed_in_or_not(console) -> None:
     app, _ = console
     requests = _requests(app)
-    assert {path for _, path in requests} >= {"/login", f"/sessions/{SESSION}/review", "/static/console.css"}
+    assert {path for _, path in requests} >= {"/login", f"/sessions/{SESSION}/review", "/static/console.css",
+                                              "/knowledge", "/knowledge/causes/1"}
     anonymous = TestClient(app, raise_server_exceptions=False, follow_redirects=False)
     seen: set[int] = set()
     for method, path in requests:

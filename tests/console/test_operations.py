@@ -1,6 +1,7 @@
 """The console's other pages in a real browser: standing approvals with revoke, a populate batch paused,
 resumed and cancelled from its page (each signal audited with the person's identity), a non-batch
-workflow that cannot be signalled from there, and the audit chain's state, intact and then broken.
+workflow that cannot be signalled from there, the audit chain's state, intact and then broken, and the
+knowledge learned (causes, their resolutions, steps and incidents), hostile names shown as text.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from bamboo.contract import KIND
 from bamboo.investigation import client as inv
 from bamboo.accumulation.contract import PopulateInput, PopulateProgress, PopulateResult
+from bamboo.frontends.inert_text import inert_terminal
 from tests.console.conftest import sign_in
+from tests.console.knowledge_seed import COMMON_CAUSE, COMMON_INCIDENTS, HOSTILE_CAUSE, seed
 from tests.investigation.conftest import EXAMPLES, READ_CODE, TASK_ID, entries, new_session, pending_turn, wait_for
 
 pytestmark = pytest.mark.usefixtures("terminate_sessions")
@@ -114,6 +117,49 @@ async def test_the_audit_page_shows_the_chain_intact_and_then_where_it_breaks(
         await conn.execute("UPDATE audit SET body = jsonb_set(body, '{subject}', '\"mallory\"') WHERE seq = %s", (seq,))
     broken = await bob.wait_text("broken", "#chain")
     assert f"broken at row {seq}" in broken and "modified after writing" in broken and "intact" in intact
+
+
+async def test_the_knowledge_page_lists_the_causes_and_shows_one_with_where_it_came_from(services, browsers):
+    """Issue 27: what was learned was visible only through `bamboo kb` and SQL. A person who holds no role
+    reads it here: the causes by how many incidents name them, a filter, and one cause with its resolutions,
+    steps and incidents, each with the incidents it came from; a cause named with markup stays text."""
+    await seed(services.store.knowledge)
+    reader = browsers()
+    await sign_in(reader, "reader")
+    await reader.click("#nav-knowledge")
+    first = await reader.wait_text(COMMON_CAUSE, "#causes")
+    assert first.index(COMMON_CAUSE) < first.index("Site in scheduled downtime") < first.index("Lost input file")
+    assert f"{COMMON_CAUSE}\n{COMMON_CAUSE}, as reviewed\n{COMMON_INCIDENTS}\n" in first, first
+    assert "Causes 1–6 of 6, most incidents first." == await reader.text("#count")
+    spelled = inert_terminal(HOSTILE_CAUSE)
+    assert spelled in first and "⟨U+202E⟩evil⟨U+202C⟩" in spelled
+    # Nothing the names hold became a script, an image or a link off the console.
+    planted = await reader.js("return document.querySelectorAll("
+                              "'script, img, main a:not([href^=\"/\"]), b:not(#who b), strong:not(.brand)').length")
+    assert planted == 0
+    await reader.screenshot("knowledge")
+
+    await reader.fill("#q", "DOWNTIME")
+    await reader.click("#apply-filter")
+    await reader.wait_text("matching “DOWNTIME”", "#count")
+    [row] = await reader.find_all("#causes tr.cause")
+    assert "Site in scheduled downtime" in await reader.call(lambda: row.text)
+    await reader.click("#causes tr.cause a")
+    await reader.wait_text("Site in scheduled downtime", "#cause-name")
+    assert await reader.text("#incident-count") == "2"
+    assert "Retry after the downtime 2 panda:40133412:exhausted, panda:40136621:finished" in \
+        await reader.text("#resolutions")
+    steps = await reader.text("#steps")
+    assert "1 Check the site's downtime calendar 2 panda:40133412:exhausted, panda:40136621:finished" in steps
+    assert "inc-40133412" in await reader.text("#incidents")
+    await reader.screenshot("knowledge-cause")
+
+    await reader.click("#back")
+    await reader.wait_text(COMMON_CAUSE, "#causes")
+    await reader.click("#causes tr.cause a")
+    await reader.wait_text(COMMON_CAUSE, "#cause-name")
+    assert await reader.text("#incidents-shown") == f"The first 50 of {COMMON_INCIDENTS}, by graph id."
+    assert "and 25 more" in await reader.text("#resolutions")  # 45 incidents, the first 20 shown
 
 
 @workflow.defn(name="ConsoleTestBrokenBatch")

@@ -5,6 +5,11 @@ error pages included, forbids framing and script (``headers.SecurityHeaders``). 
 carries the turn and the full code hash the page showed, and the console sends exactly those: if the review
 moved on (answered elsewhere, edited, a new turn), the session refuses the decision as stale and the page
 says so. The person's identity comes from the sign-in only, never from a form field.
+
+The knowledge pages (``/knowledge``, ``/knowledge/causes/{id}``) are read-only, for anyone signed in, and
+bounded (a page of causes, the first incidents of a cause). What they show was written from incident text or
+by a model, so it goes through the ``inert`` filter and autoescape like every such text; a cause is linked by
+its id, never by its name.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -37,6 +42,7 @@ from bamboo.frontends.console.headers import SecurityHeaders
 from bamboo.frontends.console.render import code_html, diff_html, inert_filter, pygments_css
 from bamboo.frontends.console.settings import ConsoleSettings
 from bamboo.models.incident import task_problem
+from bamboo.store.knowledge_browse import MAX_QUERY, PAGE_SIZE
 from bamboo.frontends.review import (
     CHOICE_KEYS, CHOICE_WORDS, because, context, edit_diff, effect, flagged_lines, notes, procedure_effect,
     procedure_notes, reuse_change, said,
@@ -281,6 +287,27 @@ def create_app(backend: ConsoleBackend, settings: ConsoleSettings, accounts: Loc
         return await render(request, "audit.html", refresh=True, state=await backend.audit_state(),
                             as_json=_as_json)
 
+    # ------------------------------------------------------------------ knowledge (read-only)
+    @page
+    async def knowledge_page(request: Request, user: auth.SignedIn) -> Response:
+        query = request.query_params.get("q", "").strip()[:MAX_QUERY]
+        number = _page_number(request.query_params.get("page", ""))
+        found = await backend.knowledge(query, (number - 1) * PAGE_SIZE, PAGE_SIZE)
+
+        def link(n: int) -> str:
+            return "/knowledge?" + urlencode({**({"q": query} if query else {}), "page": n})
+        return await render(request, "knowledge.html", found=found, number=number,
+                            prev_url=link(number - 1) if number > 1 else None,
+                            next_url=link(number + 1) if found.has_next else None)
+
+    @page
+    async def cause_page(request: Request, user: auth.SignedIn) -> Response:
+        cause_id = request.path_params["cause_id"]
+        detail = await backend.cause(cause_id)
+        if detail is None:
+            raise HTTPException(404, f"There is no cause {cause_id}; the knowledge page lists the known ones.")
+        return await render(request, "cause.html", detail=detail)
+
     async def code_css_route(request: Request) -> Response:
         return PlainTextResponse(code_css, media_type="text/css")
 
@@ -304,6 +331,7 @@ def create_app(backend: ConsoleBackend, settings: ConsoleSettings, accounts: Loc
         Route("/sessions/{session}/revoke", revoke, methods=["POST"]),
         Route("/grants", grants_page), Route("/batches", batches_page),
         Route("/batches/control", batch_control, methods=["POST"]), Route("/audit", audit_page),
+        Route("/knowledge", knowledge_page), Route("/knowledge/causes/{cause_id:int}", cause_page),
         Route("/static/code.css", code_css_route), Route("/healthz", healthz),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
@@ -318,6 +346,16 @@ def create_app(backend: ConsoleBackend, settings: ConsoleSettings, accounts: Loc
 def _local_path(target: str) -> str:
     """Only paths of this console may follow a sign-in or an action (no open redirect)."""
     return target if target.startswith("/") and not target.startswith(("//", "/\\")) else "/"
+
+
+# A page number beyond this is read as page 1: a number that large is a typo or a probe, not a reader.
+MAX_PAGE_NUMBER = 100_000
+
+
+def _page_number(text: str) -> int:
+    """The ``page`` parameter as a page number from 1; anything else (missing, not a number, out of range) is 1."""
+    digits = text.isascii() and text.isdigit()  # str.isdigit alone takes "²", which int() refuses
+    return int(text) if digits and 1 <= int(text) <= MAX_PAGE_NUMBER else 1
 
 
 def _as_json(value: Any) -> str:

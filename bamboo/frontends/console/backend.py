@@ -32,6 +32,7 @@ from bamboo.investigation.contract import ApprovalsView, PendingView, Transcript
 from bamboo.settings import Settings
 from bamboo.store import Store
 from bamboo.store.audit_log import ChainReport
+from bamboo.store.knowledge_browse import PAGE_SIZE, CauseDetail, CausePage, KnowledgeBrowse
 from policy.approvers import Role
 from policy.decisions import DecisionKind
 
@@ -84,6 +85,7 @@ class ConsoleBackend:
         self.sessions_api = inv.InvestigationClient(client)
         self.batches_api = BatchClient(client, BATCH_PROGRESS)
         self.registry = ApproverRegistry(store.pool, store.audit, PinnedAdmins.of(settings))
+        self.knowledge_api = KnowledgeBrowse(store.pool)
 
     def speaker(self, identity: str) -> inv.Speaker:
         """The signed-in person, spoken for by the console's key."""
@@ -197,6 +199,14 @@ class ConsoleBackend:
             raise ConsoleError(str(exc)) from None
         await self.store.audit.append(AuditEvent(kind="batch_control", actor=identity,
                                                  body={"workflow_id": workflow_id, "signal": action, "via": "console"}))
+
+    # ------------------------------------------------------------------ knowledge
+    async def knowledge(self, query: str = "", offset: int = 0, limit: int = PAGE_SIZE) -> CausePage:
+        """One page of the known causes, most incidents first; bounded whatever the store holds."""
+        return await self.knowledge_api.causes(query, offset, limit)
+
+    async def cause(self, cause_id: int) -> CauseDetail | None:
+        return await self.knowledge_api.cause(cause_id)
 
     # ------------------------------------------------------------------ audit and registry
     async def audit_state(self, recent: int = 20) -> AuditState:
