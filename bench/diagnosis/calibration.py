@@ -14,6 +14,12 @@ PopulateBatch workflow, and every held-out task is diagnosed from its task field
   distinctive clues; `bamboo.analysis.override.judge` decides whether that may move the answer), called in
   process rather than over HTTP and Temporal, which the model harness (`bench.diagnosis.run`) covers.
 
+What the clues allow: a Bernoulli naive Bayes (`bench.diagnosis.baseline`, absent clues counted too) over
+the same clues, learned from the same incidents as each store, and from CEILING_PER_CAUSE incidents of every
+known cause drawn from the same generator with another seed. The latter is roughly the corpus's ceiling: with
+look-alike causes told apart by a field or two and noise in those fields, some tasks look more like the twin
+than like their own cause whatever learns them.
+
 Scored: accuracy@1 on known-cause tasks and on the look-alike causes' tasks, abstention ("no known cause")
 on novel-cause tasks and on the others, and calibration of the confidence of every named cause (novel
 tasks answered with a cause count as wrong): expected calibration error over ten equal bins, the Brier
@@ -43,6 +49,7 @@ from bamboo.analysis.ranked import ranking_diagnosis
 from bamboo.analysis.ranking import with_verdicts
 from bamboo.analysis.service import AnalysisService
 from bench.diagnosis import previous_ranking
+from bench.diagnosis.baseline import NaiveBayes, clue_keys
 from bench.diagnosis.corpus import Corpus, build
 from bench.diagnosis.learned import learned_store
 from bench.diagnosis.scripted_models import capable_diagnosis
@@ -52,6 +59,10 @@ from tests.support.scripted_llm import ChatRequest
 SIZES = "2,8,30"
 SEED = 32
 BINS = 10
+# Incidents per known cause the ceiling's classifier learns (module docstring).
+CEILING_PER_CAUSE = 300
+# Pseudonyms only need to be consistent within the classifiers' own clue extraction.
+NB_PSEUDONYM_KEY = b"calibration-naive-bayes"
 
 
 @dataclass(frozen=True)
@@ -156,6 +167,38 @@ def reliability(label: str, rows: list[Scored]) -> list[str]:
     return out
 
 
+def naive_bayes_accuracy(examples: list[tuple[frozenset[str], str]], corpus: Corpus) -> tuple[float, float]:
+    """(accuracy@1 on known-cause tasks, on look-alike causes' tasks) of naive Bayes learned from `examples`."""
+    nb = NaiveBayes(examples)
+    known = [(i, t, look) for i, t, novel, look in zip(corpus.held_out, corpus.truth, corpus.novel, corpus.lookalike)
+             if not novel]
+    right = [nb.ranked(clue_keys(i.task_data, NB_PSEUDONYM_KEY))[0] == t for i, t, _ in known]
+    look = [r for r, (_, _, lk) in zip(right, known) if lk]
+    return sum(right) / len(right), sum(look) / len(look)
+
+
+def naive_bayes_rows(corpus: Corpus, sizes: list[int], seed: int) -> list[str]:
+    """The table of what a naive Bayes over the same clues reaches: per store, and at the corpus's ceiling."""
+    lines = [
+        "What the clues allow: a Bernoulli naive Bayes over the same clues (never abstains; known-cause tasks only):",
+        "",
+        "| classifier | incidents per known cause | accuracy@1 known causes | accuracy@1 look-alike causes |",
+        "|---|---|---|---|",
+    ]
+    for size in sizes:
+        learned = [(clue_keys(i.task_data, NB_PSEUDONYM_KEY), cause) for cause, incidents in corpus.train.items()
+                   for i in incidents[:1 if cause in corpus.tail else size]]
+        known, look = naive_bayes_accuracy(learned, corpus)
+        lines.append(f"| naive Bayes on the store's incidents | {size} (tail causes 1) | {known:.2f} | {look:.2f} |")
+    many = build(seed + 1, CEILING_PER_CAUSE)
+    drawn = [(clue_keys(i.task_data, NB_PSEUDONYM_KEY), cause) for cause, incidents in many.train.items()
+             for i in incidents]
+    known, look = naive_bayes_accuracy(drawn, corpus)
+    lines.append(f"| naive Bayes on {CEILING_PER_CAUSE} fresh incidents of every known cause (the ceiling, roughly) | "
+                 f"{CEILING_PER_CAUSE} | {known:.2f} | {look:.2f} |")
+    return lines
+
+
 async def main(sizes: list[int], seed: int, dump_path: Path | None) -> str:
     corpus = build(seed, max(sizes))
     base = Path(tempfile.mkdtemp(prefix="bamboo-bench-calibration-"))
@@ -198,6 +241,7 @@ async def main(sizes: list[int], seed: int, dump_path: Path | None) -> str:
         for size in sizes:
             lines.append(summary_row(label, str(size), [r for r in rows if r.size == size]))
         lines.append(summary_row(label, "all sizes", rows))
+    lines += ["", *naive_bayes_rows(corpus, sizes, seed)]
     lines += [
         "",
         "Reliability of the confidence of every named cause, all sizes pooled (a novel-cause task answered with "
