@@ -27,13 +27,12 @@ from temporalio.service import RPCError
 
 from bamboo.analysis.contract import (
     ANALYZE_WORKFLOW, BATCH_ANALYZE_WORKFLOW, RESULT_QUERY, AnalysisResult, AnalyzeInput, BatchAnalyzeInput,
-    BatchAnalyzeProgress, BatchAnalyzeResult, analyze_workflow_id,
+    BatchAnalyzeProgress, BatchAnalyzeResult, analyze_workflow_id, batch_workflow_id,
 )
 from bamboo.batch.client import BatchClient, BatchHandle
 from bamboo.contract import TASK_ID, Kind, Queue
 
 POLL_S = 0.5
-BATCH_PREFIX = "analyze-batch:"
 
 OnFirst = Callable[[AnalysisResult], Awaitable[None] | None]
 AnalysisBatch = BatchHandle[BatchAnalyzeProgress, BatchAnalyzeResult]
@@ -46,11 +45,6 @@ class AnalysisError(RuntimeError):
 def analysis_id(task: dict[str, Any]) -> str:
     """The workflow id of the task's analysis: the same task in the same status is one analysis."""
     return analyze_workflow_id(task.get("jediTaskID"), task.get("status"))
-
-
-def batch_workflow_id(batch_id: str) -> str:
-    """A batch analysis's workflow id: starting the same batch twice re-attaches instead of starting it again."""
-    return BATCH_PREFIX + batch_id
 
 
 def latest_query(task_id: int) -> str:

@@ -328,6 +328,14 @@ def analyze_workflow_id(task_id: int | None, status: str | None, path: str | Non
     return f"analyze:{task_id}:{status or 'unknown'}"
 
 
+BATCH_PREFIX = "analyze-batch:"
+
+
+def batch_workflow_id(batch_id: str) -> str:
+    """A batch analysis's workflow id: starting the same batch twice re-attaches instead of starting it again."""
+    return BATCH_PREFIX + batch_id
+
+
 class TaskListing(BaseModel):
     ref: str
     total: int

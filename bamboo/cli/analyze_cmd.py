@@ -16,7 +16,8 @@ import typer
 from rich.table import Table
 from temporalio.client import Client
 
-from bamboo.analysis.client import BATCH_PREFIX, AnalysisBatch, AnalysisClient
+from bamboo.analysis.client import AnalysisBatch, AnalysisClient
+from bamboo.analysis.contract import BATCH_PREFIX
 from bamboo.analysis.contract import AnalysisResult, BatchAnalyzeInput, BatchAnalyzeResult
 from bamboo.analysis.provenance import provenance
 from bamboo.analysis.task_files import TaskFileError, check_task_id, list_task_files, read_task_file, task_fields

@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import json
 
-from bamboo.analysis.client import AnalysisClient, analysis_id, batch_workflow_id
+from bamboo.analysis.client import AnalysisClient, analysis_id
+from bamboo.analysis.contract import batch_workflow_id
 from bamboo.analysis.contract import AnalysisResult, BatchAnalyzeInput, BatchAnalyzeProgress
 from bamboo.batch.client import BatchClient
 from tests.analysis.answers import analysis_handler, email_text, pick_top
