@@ -11,6 +11,7 @@ BAMBOO_DEBUG=1) lets it through.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from typing import Any, Coroutine, NoReturn
 
@@ -48,6 +49,21 @@ def fail(message: str, code: int = 1) -> NoReturn:
     """One line on stderr (a multi-line message, such as a database's, is joined) and exit `code`."""
     _print_error(one_line(message))
     raise typer.Exit(code)
+
+
+def verdict(as_json: bool, accepted: bool, body: dict[str, Any], said: str) -> None:
+    """A verdict (grant, revoke, register) for a person or a script: with ``as_json`` one JSON object on stdout
+    (``accepted`` and ``body``; a refusal adds ``refusal``, the one-line reason), else ``said`` (accepted, on
+    stdout) or the one-line error (refused, on stderr). A refusal exits 1 either way."""
+    if as_json:
+        print(json.dumps({"accepted": accepted, **body} | ({} if accepted else {"refusal": one_line(said)}),
+                         default=str))
+        if not accepted:
+            raise typer.Exit(1)
+        return
+    if not accepted:
+        fail(said)
+    print(said)
 
 
 def _print_error(message: str) -> None:

@@ -21,10 +21,11 @@ import json
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import typer
 
-from bamboo.cli.common import console, fail, run
+from bamboo.cli.common import console, fail, run, verdict
 from bamboo.executors.contract import ExecResult
 from bamboo.frontends.inert_text import inert_rich
 from bamboo.settings import Settings, get_settings
@@ -81,15 +82,16 @@ ADMIN = typer.Option(None, "--admin", help="the pinned administrator who signs (
                                            "directory; default on the embedded stack: its demo administrator)")
 
 
-def _admin(settings: Settings, identity: str | None):
-    """The signing administrator's key and the pinned keys it was checked against; one line when unusable."""
+def _admin(settings: Settings, identity: str | None, as_json: bool = False, body: dict[str, Any] | None = None):
+    """The signing administrator's key and the pinned keys it was checked against; a key that is not pinned
+    is the command's refused verdict (one line, or JSON with ``as_json``)."""
     from bamboo.approvals.admin import PinnedAdmins, admin_key
     from policy.trust_root import TrustRootError
 
     try:
         return admin_key(settings, identity), PinnedAdmins.of(settings).root()
     except TrustRootError as exc:
-        fail(str(exc))
+        verdict(as_json, False, body or {}, str(exc))
         raise
 
 
@@ -182,6 +184,8 @@ def exec_grant(
     repetitions: int = typer.Option(1, "--repetitions", min=1, help="how often the same command may repeat"),
     ttl_s: int = typer.Option(3600, "--ttl", min=60, help="seconds until the grant expires"),
     admin: str | None = ADMIN,
+    as_json: bool = typer.Option(False, "--json", help="the verdict as JSON (accepted, or refused and why); "
+                                                       "the exit status is the same"),
 ) -> None:
     """Grant capacity for production writes on an exact target set, signed by a pinned administrator (audited)."""
     from bamboo.audit import AuditEvent
@@ -192,7 +196,8 @@ def exec_grant(
     settings = get_settings()
     if repetitions > executions:
         fail("--repetitions cannot exceed --executions")
-    key, root = _admin(settings, admin)
+    asked = {"environment": environment, "tool": tool, "rule": rule, "targets": target}
+    key, root = _admin(settings, admin, as_json, asked)
     try:
         signed = signer.sign_grant(key, environment=environment, tool=tool, rule=rule, targets=target,
                                    max_executions=executions, max_repetitions=repetitions,
@@ -212,16 +217,19 @@ def exec_grant(
     try:
         grant = run(go())
     except GrantRefused as exc:
-        fail(str(exc))
+        verdict(as_json, False, asked, str(exc))
         return
-    console.print(f"grant {grant.grant_id}: {tool}/{rule} on {list(grant.targets)} in {environment}, "
-                  f"{executions} execution(s), {repetitions} repetition(s), until {grant.expires_at.isoformat()}, "
-                  f"signed by {key.identity}", highlight=False)
+    verdict(as_json, True, {**grant.model_dump(mode="json"), "signed_by": key.identity},
+            f"grant {grant.grant_id}: {tool}/{rule} on {list(grant.targets)} in {environment}, "
+            f"{executions} execution(s), {repetitions} repetition(s), until {grant.expires_at.isoformat()}, "
+            f"signed by {key.identity}")
 
 
 @exec_app.command("revoke")
 def exec_revoke(grant_id: str = typer.Argument(..., help="the grant's id, as `bamboo exec grant` printed it"),
-                admin: str | None = ADMIN) -> None:
+                admin: str | None = ADMIN,
+                as_json: bool = typer.Option(False, "--json", help="the verdict as JSON (accepted, or refused and "
+                                                                   "why); the exit status is the same")) -> None:
     """Revoke a capability grant now with a signed revocation (audited); writes under it are refused from then on."""
     from bamboo.audit import AuditEvent
     from bamboo.cli.store_access import opened_store
@@ -229,7 +237,7 @@ def exec_revoke(grant_id: str = typer.Argument(..., help="the grant's id, as `ba
     from bamboo.store.executor_state import ExecutorState, GrantRefused
 
     settings = get_settings()
-    key, root = _admin(settings, admin)
+    key, root = _admin(settings, admin, as_json, {"grant_id": grant_id})
     signed = signer.sign_revocation(key, grant_id)
 
     async def go() -> bool:
@@ -241,12 +249,13 @@ def exec_revoke(grant_id: str = typer.Argument(..., help="the grant's id, as `ba
                     "key_id": signed.statement.key_id}))
             return revoked
 
+    body = {"grant_id": grant_id, "revoked_by": key.identity}
     try:
         revoked = run(go())
     except GrantRefused as exc:
-        fail(str(exc))
+        verdict(as_json, False, body, str(exc))
         return
     if not revoked:
-        fail(f"no active grant {grant_id} signed by a pinned administrator; list the audit log's capability_granted "
-             "rows for the ids")
-    console.print(f"grant {grant_id} revoked by {key.identity}", highlight=False)
+        verdict(as_json, False, body, f"no active grant {grant_id} signed by a pinned administrator; list the audit "
+                "log's capability_granted rows for the ids")
+    verdict(as_json, True, body, f"grant {grant_id} revoked by {key.identity}")

@@ -14,13 +14,14 @@ leaves its owner's keys directory (BAMBOO_KEYS_DIR, default <data dir>/keys).
 
 from __future__ import annotations
 
+from typing import Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from bamboo.approvals.keys import DEFAULT_TTL_S, KeyStore, SigningKeyError
-from bamboo.cli.common import console, fail, run
+from bamboo.cli.common import console, fail, run, verdict
 from bamboo.investigation.contract import Message
 from bamboo.settings import get_settings
 from policy.approvers import Role
@@ -96,13 +97,14 @@ def keys_pin(
     console.print(f"{'pinned' if added else 'already pinned'}: {who} in {path}")
 
 
-def _admin(admin: str | None):
+def _admin(admin: str | None, as_json: bool = False, body: dict[str, Any] | None = None):
+    """The signing administrator's key; a key that is not pinned is the command's refused verdict."""
     from bamboo.approvals.admin import admin_key
 
     try:
         return admin_key(get_settings(), None if admin is None else _identity(admin))
     except TrustRootError as exc:
-        fail(str(exc))
+        verdict(as_json, False, body or {}, str(exc))
         raise
 
 
@@ -125,6 +127,8 @@ def keys_register(
     speaks_for: list[str] = typer.Option([], "--speaks-for", help="for a front end: an identity it may sign for"),
     front_end: list[str] = typer.Option([], "--front-end", help="for a person: a front end that may sign for them"),
     admin: str | None = typer.Option(None, "--admin", help=ADMIN_HELP),
+    as_json: bool = typer.Option(False, "--json", help="the verdict as JSON (accepted, or refused and why); "
+                                                       "the exit status is the same"),
 ) -> None:
     """Register (or rotate, or change the roles of) a key: a new statement signed by a pinned administrator.
 
@@ -135,13 +139,13 @@ def keys_register(
     who = _identity(identity)
     scope_for = [_identity(i) for i in speaks_for]
     scope_by = [_identity(i) for i in front_end]
+    signer = _admin(admin, as_json, {"identity": who})
     if public_key is None:
         try:
             public_key = KeyStore(settings.resolved_keys_dir()).load(who).public_key
         except SigningKeyError as exc:
             fail(f"{exc}; or pass --public-key")
             return
-    signer = _admin(admin)
 
     async def go():
         async with opened_store(settings) as store:
@@ -151,12 +155,13 @@ def keys_register(
     try:
         entry = run(go())
     except (ValueError, TrustRootError) as exc:
-        fail(str(exc).splitlines()[0])
+        verdict(as_json, False, {"identity": who}, str(exc).splitlines()[0])
         return
     scope = (f"; speaks for {', '.join(sorted(entry.speaks_for))}" if entry.speaks_for else "") + \
         (f"; front ends {', '.join(sorted(entry.front_ends))}" if entry.front_ends else "")
-    console.print(f"registered {entry.identity} (key {entry.key_id}) with roles "
-                  f"{', '.join(sorted(r.value for r in entry.roles))}{scope}, signed by {signer.identity}")
+    verdict(as_json, True, {**entry.model_dump(mode="json"), "signed_by": signer.identity},
+            f"registered {entry.identity} (key {entry.key_id}) with roles "
+            f"{', '.join(sorted(r.value for r in entry.roles))}{scope}, signed by {signer.identity}")
 
 
 @keys_app.command("list")
@@ -208,20 +213,24 @@ def keys_list(
 def keys_revoke(
     identity: str = typer.Argument(...),
     admin: str | None = typer.Option(None, "--admin", help=ADMIN_HELP),
+    as_json: bool = typer.Option(False, "--json", help="the verdict as JSON (accepted, or refused and why); "
+                                                       "the exit status is the same"),
 ) -> None:
     """Revoke an identity (a signed statement): its signatures are refused from the next decision on."""
     from bamboo.cli.store_access import opened_store
 
     who = _identity(identity)
-    signer = _admin(admin)
+    signer = _admin(admin, as_json, {"identity": who})
 
     async def go():
         async with opened_store(get_settings()) as store:
             return await _registry(store).revoke(signer, who)
 
+    body = {"identity": who, "revoked_by": signer.identity}
     if not run(go()):
-        fail(f"{who} is not an active registered identity; `bamboo keys list` shows the registry")
-    console.print(f"revoked {who}, signed by {signer.identity}")
+        verdict(as_json, False, body, f"{who} is not an active registered identity; `bamboo keys list` shows the "
+                "registry")
+    verdict(as_json, True, body, f"revoked {who}, signed by {signer.identity}")
 
 
 # --------------------------------------------------------------------------------- sign

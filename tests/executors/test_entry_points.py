@@ -154,6 +154,28 @@ async def test_a_production_write_through_the_cli_runs_once_with_grant_and_appro
     assert h.kills_on_server() == 1
 
 
+async def test_exec_grant_and_revoke_give_their_verdicts_as_json_for_scripts(harness, deployment):
+    """A script reads the grant's id from `--json` instead of parsing a sentence, and a refused revoke is a
+    JSON verdict with the one-line reason and exit status 1, as `bamboo approve --json` gives it."""
+    import json
+
+    target = f"panda:task:{TASK}"
+    code, out, err = await bamboo(deployment, "exec", "grant", "--environment", "prod", "--tool", "panda_curl",
+                                  "--rule", "panda_task_kill", "--target", target, "--admin", "admin", "--json",
+                                  operator="bob")
+    assert code == 0, err
+    granted = json.loads(out)
+    assert granted["accepted"] is True and granted["targets"] == [target] and granted["signed_by"] == "admin"
+    code, out, err = await bamboo(deployment, "exec", "revoke", granted["grant_id"], "--admin", "admin", "--json",
+                                  operator="bob")
+    assert code == 0, err
+    assert json.loads(out) == {"accepted": True, "grant_id": granted["grant_id"], "revoked_by": "admin"}
+    code, out, err = await bamboo(deployment, "exec", "revoke", granted["grant_id"], "--admin", "admin", "--json",
+                                  operator="bob")
+    refused = json.loads(out)
+    assert code == 1 and refused["accepted"] is False and "no active grant" in refused["refusal"], (out, err)
+
+
 @pytest.mark.parametrize("admin", ["bob", None, "admin, with no admin keys file"])
 async def test_exec_grant_without_a_pinned_administrators_key_fails_with_one_line(harness, deployment, admin):
     """bob's key is registered (an approver) but not pinned; without --admin, a deployment of its own has no

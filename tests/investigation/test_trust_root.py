@@ -84,6 +84,11 @@ async def test_a_requester_cannot_make_herself_or_anyone_an_approver(
     said = _said(await _cli(settings, mine, "keys", "register", "requester-two", "--role", "approve_state_changing",
                             "--admin", "requester-two"))
     assert "not a pinned administrator's key" in said
+    scripted = await _cli(settings, mine, "keys", "register", "requester-two", "--role", "approve_state_changing",
+                          "--admin", "requester-two", "--json")
+    refused = json.loads(scripted.stdout)
+    assert scripted.returncode == 1 and refused["accepted"] is False and refused["identity"] == "requester-two"
+    assert "not a pinned administrator's key" in refused["refusal"]
 
     # ... so she writes the rows herself, as the app role, in every shape the old table accepted
     her = KeyStore(mine).load("requester-two")
