@@ -90,7 +90,7 @@ class PopulateBatch(BatchControl[PopulateInput]):
 
     def _progress(self) -> PopulateProgress:
         """Settled counts, and what runs now. A running slice's own progress is in its heartbeats,
-        which a client adds (`bamboo.accumulation.progress.live_progress`)."""
+        which a client adds (`bamboo.accumulation.client.live_progress`)."""
         inp = self._inp
         total = inp.listing.total if inp.listing else None
         counts = self._counts(

@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client
 
 from bamboo.batch.client import BatchHandle
 from bamboo.cli.common import console
@@ -69,13 +69,6 @@ def _line(name: str, c: dict[str, Any], state: str = "") -> str:
     total = "?" if c["total"] is None else c["total"]
     return (f"{name}: {c['completed']}/{total} settled, {c['failed']} failed, {c['skipped']} skipped, "
             f"{c['running']} running{(' ' + state) if state else ''}")
-
-
-async def follow_batch(handle: WorkflowHandle[Any, Any], progress_type: type[Any], reattach_hint: str,
-                       quiet: bool = False, worker_queue: tuple[Client, str] | None = None) -> Any | None:
-    """``follow`` for a batch known only by its workflow handle (one its caller started itself), read by its
-    ``progress`` query as ``progress_type``."""
-    return await follow(BatchHandle(handle, progress_type), reattach_hint, quiet=quiet, worker_queue=worker_queue)
 
 
 async def follow(batch: BatchHandle[Any, Any], reattach_hint: str, quiet: bool = False,

@@ -247,7 +247,7 @@ async def test_progress_moves_while_a_slice_runs_not_only_when_it_ends(client, r
     slice's heartbeats `done` stayed 0 until then. `live_progress` adds what the running slice has
     heartbeated: it moves while the slice runs, never goes back, and the counts add up."""
     from bamboo.accumulation.contract import PopulateProgress
-    from bamboo.accumulation.progress import live_progress
+    from bamboo.accumulation.client import live_progress
 
     llm_server.latency_s = 0.4
     handle = await _start(client, _write(tmp_path, 12), concurrency=2, chunk_size=12)

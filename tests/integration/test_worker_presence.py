@@ -12,6 +12,7 @@ from rich.console import Console
 from temporalio import workflow
 from temporalio.worker import Worker
 
+from bamboo.batch.client import BatchHandle
 from bamboo.cli import batch_progress
 from bamboo.cli.worker_presence import queue_has_worker
 
@@ -55,8 +56,8 @@ async def test_the_view_says_when_no_worker_polls_the_batch_queue_and_when_one_i
     monkeypatch.setattr(batch_progress, "WORKER_GRACE_S", 1.0)
     handle = await client.start_workflow(_Batch.run, id=f"presence-{uuid.uuid4().hex[:8]}", task_queue=queue,
                                          result_type=_Progress)
-    view = asyncio.create_task(batch_progress.follow_batch(handle, _Progress, "attach again",
-                                                           worker_queue=(client, queue)))
+    view = asyncio.create_task(batch_progress.follow(BatchHandle(handle, _Progress), "attach again",
+                                                     worker_queue=(client, queue)))
     try:
         await asyncio.sleep(0.6)
         assert "no worker" not in out.getvalue(), "a worker just started has a grace period to poll"
