@@ -48,12 +48,16 @@ async def run_worker(settings: Settings, *, services: Services | None = None, st
     # The identity publishes the worker's model-call slots, so a client starting a batch can say what the
     # batch's concurrency will get (bamboo/worker_slots.py).
     identity = with_llm_slots(client.identity, settings.llm_concurrency)
+    plans = plan(services, settings.llm_concurrency, client)
     workers = [
         Worker(client, task_queue=p.queue, workflows=p.workflows, activities=p.activities,
                max_concurrent_activities=p.max_concurrent_activities, max_concurrent_workflow_tasks=100,
                workflow_runner=workflow_runner(), identity=identity)
-        for p in plan(services, settings.llm_concurrency, client)
+        for p in plans
     ]
+    # Each is bounded by its own timeout and records failures instead of raising (an unreachable MCP server
+    # contributes no tools); kept referenced so it is not collected while it runs.
+    started = [asyncio.ensure_future(hook()) for p in plans for hook in p.on_start]
     stop = stop or asyncio.Event()
     if own:  # a worker process of its own; a test running workers in its process keeps its collector
         tune_gc()
@@ -62,6 +66,8 @@ async def run_worker(settings: Settings, *, services: Services | None = None, st
             log.info("worker polling %s", [w.task_queue for w in workers])
             await stop.wait()
     finally:
+        for task in started:
+            task.cancel()
         flush_tracing()
         if own:
             await services.close()

@@ -4,6 +4,7 @@ register exactly the same thing."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Awaitable
 from typing import Any, Callable
 
 from temporalio.client import Client
@@ -42,6 +43,9 @@ class QueuePlan:
     activities: list[Callable[..., Any]] = field(default_factory=list)
     workflows: list[type] = field(default_factory=list)
     max_concurrent_activities: int = 100
+    # Started with the worker, not awaited before it polls: connecting the external MCP servers, so the
+    # first analysis finds them connected or waits for the one connection under way.
+    on_start: list[Callable[[], Awaitable[Any]]] = field(default_factory=list)
 
 
 def plan(services: Services, llm_concurrency: int, client: Client | None = None) -> list[QueuePlan]:
@@ -61,6 +65,8 @@ def plan(services: Services, llm_concurrency: int, client: Client | None = None)
     by_queue[Queue.STORE].activities += [ana.gather_evidence, ana.procedure_plan, ana.list_tasks, ana.read_tasks]
     by_queue[Queue.LLM].activities += inv.llm
     by_queue[Queue.STORE].activities += inv.store
+    if inv.tools is not None:
+        by_queue[Queue.LLM].on_start.append(inv.tools.connect)
     if inv.sandbox:
         plans.append(QueuePlan(Queue.SANDBOX, activities=inv.sandbox, max_concurrent_activities=4))
     return plans

@@ -12,6 +12,7 @@ is judged by its new code.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
@@ -82,20 +83,24 @@ class ProcedureToolCaller:
                           if runner is not None else None)
         self._procedure_code: dict[str, str] = {}
         self._procedure_specs: list[ToolSpec] = []
-        self._connected = False
+        self._connecting: asyncio.Future[Any] | None = None
 
-    async def _connect_once(self) -> None:
-        """External MCP servers are connected on first use (a worker builds this before any loop runs)."""
-        if self._connected:
-            return
-        self._connected = True
-        connect = getattr(self.base, "connect", None)
-        if connect is not None:
-            await connect()
+    async def connect(self) -> None:
+        """Connect the external MCP servers once; every caller, concurrent ones included, waits for the one
+        connection (the worker starts it when it starts, so the first analysis sees the external tools).
+
+        A flag set before the connection finished let a second caller (an analysis started while the first
+        was connecting) read a catalogue without them."""
+        if self._connecting is None:
+            connect = getattr(self.base, "connect", None)
+            if connect is None:
+                return
+            self._connecting = asyncio.ensure_future(connect())
+        await asyncio.shield(self._connecting)
 
     async def refresh(self) -> None:
         """Re-read the approved procedures; the sync ``list_tools`` answers from this snapshot."""
-        await self._connect_once()
+        await self.connect()
         code = await self.repository.approved_code()
         raw = self.base.list_tools()
         flags = {s.name: s.read_only for s in raw}
