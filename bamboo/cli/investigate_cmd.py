@@ -36,6 +36,7 @@ from bamboo.frontends.review import CHOICE_KEYS, CHOICE_WORDS, choices_line, sai
 from bamboo.investigation import client as inv
 from bamboo.investigation.contract import PendingView, TranscriptEntry
 from bamboo.settings import Settings, get_settings
+from bamboo.telemetry import progress_event, untraced
 from bamboo.temporal_client import TemporalUnavailable, connect
 from policy.code_identity import short_hash
 from policy.decisions import DecisionKind
@@ -246,9 +247,12 @@ class SessionLoop:
                     turn = entry.turn
                 if expect_turn is not None and entry.kind == "refused_request" and turn is None:
                     return True  # the message itself was refused; the transcript said why
-            view = await self.ops.pending(self.session_id)
+            with untraced():  # a poll every POLL_S: what it found is an event on the command's span, not a span
+                view = await self.ops.pending(self.session_id)
             if view is not None and (view.turn, view.code_hash) not in self.prompted:
                 self.prompted.add((view.turn, view.code_hash))
+                progress_event("session.review", {"session": self.session_id, "turn": view.turn,
+                                                  "code_hash": view.code_hash})
                 if not await self.review(view):
                     return False
                 continue
@@ -260,7 +264,11 @@ class SessionLoop:
             await asyncio.sleep(POLL_S)
 
     async def print_new(self) -> list[TranscriptEntry]:
-        entries = await self.ops.transcript(self.session_id, self.seen)
+        with untraced():
+            entries = await self.ops.transcript(self.session_id, self.seen)
+        if entries:
+            progress_event("session.transcript", {"session": self.session_id, "entries": len(entries),
+                                                  "kinds": sorted({e.kind for e in entries})})
         for entry in entries:
             self.seen = max(self.seen, entry.seq)
             print_entry(entry, self.verbose)
@@ -307,7 +315,8 @@ class SessionLoop:
             return True
 
     async def _still_pending(self, view: PendingView) -> bool:
-        now = await self.ops.pending(self.session_id)
+        with untraced():
+            now = await self.ops.pending(self.session_id)
         return now is not None and (now.turn, now.code_hash) == (view.turn, view.code_hash)
 
 

@@ -262,3 +262,50 @@ async def test_embedding_requests_are_counted_apart_from_chat_calls(monkeypatch)
     await embedder.aclose()
     assert embed.calls == [{"source": "endpoint", "outcome": "ok"}] * 2  # one per request of up to 2 texts
     assert llm.calls == []
+
+
+class _SessionOps:
+    """The session queries `bamboo investigate` polls, each through the tracing interceptor."""
+
+    def __init__(self) -> None:
+        from datetime import datetime, timezone
+
+        from bamboo.investigation.contract import TranscriptEntry
+
+        first = TranscriptEntry(seq=1, at=datetime.now(timezone.utc), kind="reply", text="the task failed", turn=1)
+        self.server = _Server([[first], []])
+        self.client = TracingInterceptor().intercept_client(self.server)
+
+    async def _query(self, name: str) -> Any:
+        return await self.client.query_workflow(QueryWorkflowInput(
+            id="investigate:traced", run_id=None, query=name, args=[], reject_condition=None, headers={},
+            ret_type=None, rpc_metadata={}, rpc_timeout=None))
+
+    async def transcript(self, session_id: str, after: int) -> Any:
+        return await self._query("transcript")
+
+    async def pending(self, session_id: str) -> None:
+        await self.client.query_workflow(QueryWorkflowInput(
+            id="investigate:traced", run_id=None, query="pending", args=[], reject_condition=None, headers={},
+            ret_type=None, rpc_metadata={}, rpc_timeout=None))
+        return None
+
+
+def test_an_attached_session_polls_without_a_span_each(spans, monkeypatch):
+    """`bamboo investigate` follows its session by polling the transcript and the pending review: the polls
+    record no span (they would swamp the trace as the populate's did), what they found is an event."""
+    from bamboo.cli import investigate_cmd
+
+    monkeypatch.setattr(investigate_cmd, "POLL_S", 0.0)
+    monkeypatch.setattr(investigate_cmd, "print_entry", lambda entry, verbose: None)
+    ops = _SessionOps()
+    loop = investigate_cmd.SessionLoop(ops, "traced", None, False, None)  # type: ignore[arg-type]
+    with telemetry.command_span(_traced_settings(), "bamboo investigate"):
+        assert asyncio.run(loop.follow_until_idle(None)) is True
+
+    finished = spans.get_finished_spans()
+    [root] = [s for s in finished if s.parent is None]
+    assert [s.name for s in finished if s is not root] == [], "no QueryWorkflow span per poll"
+    assert len(ops.server.headers) >= 6  # the polls did reach the server
+    [event] = [e for e in root.events if e.name == "session.transcript"]
+    assert event.attributes["entries"] == 1 and list(event.attributes["kinds"]) == ["reply"]
