@@ -10,6 +10,7 @@ proposed cause has no evidence for (bamboo.analysis.ranking.with_verdicts), so i
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from bamboo.analysis.contract import Feedback
 from bamboo.analysis.queries import clue_key
 from bamboo.analysis.task_files import TaskFileError, read_task_file
 from bamboo.cli.common import console, fail, run
+from bamboo.frontends.inert_text import inert_markup
 from bamboo.settings import Settings, get_settings
 
 
@@ -75,6 +77,8 @@ def feedback(
                                    help="The cause is new to the knowledge base (otherwise an unknown cause is refused)"),
     task_data: Path = typer.Option(None, "--task-data",
                                    help="The task's JSON (default: what its last analysis read, from Temporal)"),
+    as_json: bool = typer.Option(False, "--json", help="the receipt as JSON (what was recorded and whether it counts "
+                                                       "for similar tasks)"),
 ) -> None:
     """Confirm or correct a diagnosis: it decides the task's next analysis and ranks the cause higher for
     tasks with the same clues."""
@@ -120,15 +124,21 @@ def feedback(
     except (StoreNotConfigured, ConnectionError, UnknownCause) as exc:
         fail(str(exc))
         raise
+    if as_json:
+        print(json.dumps({**receipt.model_dump(mode="json"), "counts_for_similar_tasks": bool(receipt.clues),
+                          "why_not": "" if receipt.clues else why}))
+        return
+    # The cause's name is stored text (a model may have written it): shown inert, never as markup.
+    cause_shown = inert_markup(receipt.cause, one_line=True)
     known = "" if receipt.matched_known_cause else " [yellow](not a cause the knowledge base knows yet)[/]"
-    console.print(f"Recorded: task {receipt.task_id} {receipt.verdict}, cause [bold]{receipt.cause}[/]{known}; "
+    console.print(f"Recorded: task {receipt.task_id} {receipt.verdict}, cause [bold]{cause_shown}[/]{known}; "
                   f"it now counts {receipt.cause_frequency} incidents ({receipt.cause_confirmations} confirmed).")
     if receipt.clues:
         console.print(f"It counts for tasks sharing this task's {receipt.clues} clues, as one more incident of "
-                      f"{receipt.cause}.")
+                      f"{cause_shown}.")
     else:
-        console.print(f"[yellow]It decides only task {task_id}'s next analysis: {why}; pass --task-data FILE so it "
-                      "also counts for similar tasks.[/]")
+        console.print(f"[yellow]It decides only task {task_id}'s next analysis: {inert_markup(why, one_line=True)}; "
+                      "pass --task-data FILE so it also counts for similar tasks.[/]")
 
 
 def register(app: typer.Typer) -> None:

@@ -331,6 +331,11 @@ async def test_cli_analyze_batch_and_feedback(learned, analysis_settings, analys
         assert fb.exit_code == 0 and "1 confirmed" in fb.output, fb.output
         # the clues come from what the task's analysis read, found in Temporal
         assert "It counts for tasks sharing this task's" in fb.output, fb.output
+        scripted = await asyncio.to_thread(runner.invoke, app, ["feedback", str(saved.task_id), "--correct",
+                                                                "--cause", saved.root_cause, "--json"])
+        receipt = json.loads(scripted.stdout)
+        assert scripted.exit_code == 0 and receipt["verdict"] == "correct" and receipt["task_id"] == saved.task_id
+        assert receipt["cause"] == saved.root_cause and receipt["counts_for_similar_tasks"] is True
         async with pool.connection() as conn:
             stored = (await (await conn.execute("SELECT clues FROM analysis_feedback WHERE task_id = %s",
                                                 (saved.task_id,))).fetchone())[0]
@@ -355,6 +360,13 @@ async def test_cli_analyze_batch_and_feedback(learned, analysis_settings, analys
         new = await asyncio.to_thread(runner.invoke, app, ["feedback", str(saved.task_id), "--wrong",
                                                            "--cause", typo, "--new-cause"])
         assert new.exit_code == 0 and "knows yet" in new.output, new.output
+        await forget_feedback(pool, saved.task_id)
+        hostile = "[link=https://evil.example]Renew[/link] \x1b[2J[bold]quota[/bold]"
+        shown = await asyncio.to_thread(runner.invoke, app, ["feedback", str(saved.task_id), "--wrong",
+                                                             "--cause", hostile, "--new-cause"])
+        assert shown.exit_code == 0, shown.output
+        assert "[link=https://evil.example]Renew[/link]" in shown.output and "\x1b" not in shown.output
+        assert "⟨U+001B⟩" in shown.output, "the cause is printed inert, never as markup or a terminal control"
         await forget_feedback(pool, saved.task_id)
         never = await asyncio.to_thread(runner.invoke, app, ["feedback", "999999901", "--wrong", "--cause",
                                                              saved.root_cause])
