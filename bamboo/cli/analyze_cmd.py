@@ -243,7 +243,7 @@ def analyze_batch(
                       f"{result.failed} failed of {result.total}" + (" (cancelled)" if result.cancelled else "")
                       + f"; {written} results written to {out}")
         for f in result.failures[:20]:
-            console.print(f"  [red]✗[/] {f.source}: {f.reason}")
+            console.print(f"  [red]✗[/] {inert_markup(f.source, one_line=True)}: {inert_markup(f.reason, one_line=True)}")
 
     run(go())
 

@@ -227,7 +227,7 @@ class SessionLoop:
     def _said(delivery: inv.Delivery) -> None:
         """A request the server keeps for a worker is said to be so; one judged already needs no word."""
         if delivery.durable:
-            console.print(f"[yellow]{delivery.detail}[/]")
+            console.print(f"[yellow]{inert_markup(delivery.detail, one_line=True)}[/]")
 
     async def wait_closed(self) -> None:
         result = await self.ops.result(self.session_id)

@@ -12,6 +12,7 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from bamboo.cli.common import BambooGroup, console, fail, run, set_debug
+from bamboo.frontends.inert_text import inert_markup, inert_rich
 from bamboo.settings import get_settings
 
 # Where each sub-command lives. A module is imported when its command runs (or when help lists it), not at
@@ -229,14 +230,18 @@ def kb_graph(graph_id: str, as_json: bool = typer.Option(False, "--json")) -> No
     if as_json:
         console.print_json(json.dumps(view, default=str))
         return
-    console.print(f"[bold]{graph_id}[/] incident {view['incident_id']} stored {view['stored_at']}")
+    # A graph is what a model extracted from an incident: its summary, warnings and node names are shown
+    # inert (as text, never as markup or terminal controls).
+    console.print(f"[bold]{inert_markup(graph_id, one_line=True)}[/] incident "
+                  f"{inert_markup(str(view['incident_id']), one_line=True)} stored {view['stored_at']}")
     if view["summary"]:
-        console.print(view["summary"])
+        console.print(inert_rich(view["summary"]))
     for w in view["warnings"]:
-        console.print(f"[yellow]warning:[/] {w}")
+        console.print(f"[yellow]warning:[/] {inert_markup(str(w), one_line=True)}")
     table = Table("source", "edge", "target", "freq", "conf")
     for e in view["edges"]:
-        table.add_row(e["src"], e["kind"], e["dst"], str(e["frequency"]), f"{e['confidence']:.2f}")
+        table.add_row(inert_rich(e["src"], one_line=True), inert_rich(e["kind"], one_line=True),
+                      inert_rich(e["dst"], one_line=True), str(e["frequency"]), f"{e['confidence']:.2f}")
     console.print(table)
 
 
@@ -321,7 +326,9 @@ def audit_tail(limit: int = typer.Option(20, min=1, max=1000),
         print(json.dumps(rows, indent=2, default=str))
         return
     for row in rows:
-        console.print(f"{row['seq']:>6} {row['at']} {row['actor']:<14} {row['kind']:<16} {json.dumps(row['body'])[:120]}")
+        # Audit bodies quote what sessions and models said: the line is text, not markup.
+        console.print(inert_rich(f"{row['seq']:>6} {row['at']} {row['actor']:<14} {row['kind']:<16} "
+                                 f"{json.dumps(row['body'])[:120]}", one_line=True), highlight=False)
 
 
 def _with_store_errors(make):

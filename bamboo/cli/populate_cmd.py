@@ -17,6 +17,7 @@ from bamboo.batch.client import BatchNotFound
 from bamboo.cli.batch_progress import follow as view_batch
 from bamboo.cli.concurrency_note import concurrency_note, llm_offer
 from bamboo.cli.common import console, fail, run
+from bamboo.frontends.inert_text import inert_markup
 from bamboo.ingest import SourceListingError, list_sources
 from bamboo.accumulation.contract import WORKFLOW_QUEUE, PopulateInput, PopulateResult
 from bamboo.settings import get_settings
@@ -40,7 +41,7 @@ def print_result(result: PopulateResult) -> None:
         console.print(f"  {result.escalated} incident(s) needed their own AccumulateIncident workflow "
                       f"(ids accumulate:{result.batch_id}:<index>; open them in Temporal Web for their steps)")
     for f in result.failures[:20]:
-        console.print(f"  [red]✗[/] {f.source}: {f.reason}")
+        console.print(f"  [red]✗[/] {inert_markup(f.source, one_line=True)}: {inert_markup(f.reason, one_line=True)}")
     if len(result.failures) > 20:
         console.print(f"  … and {len(result.failures) - 20} more")
 

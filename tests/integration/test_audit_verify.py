@@ -267,6 +267,21 @@ async def test_audit_tail_json_gives_every_row_in_full(settings, services):
     assert rows[-1]["kind"] == "tail_json_probe" and rows[-1]["body"] == long_body  # nothing cut at 120 characters
 
 
+async def test_audit_tail_shows_what_rows_quote_as_text(settings, services):
+    """An audit row quotes what a session or a model said: `audit tail` printed it as rich markup, so a body
+    holding [link=...] or [reverse] styled the operator's terminal instead of being read."""
+    from bamboo.audit import AuditEvent
+
+    said = "[link=https://evil.example]approved[/link] [reverse]by admin[/reverse]"
+    await services.store.audit.append(AuditEvent(kind="tail_markup_probe", actor="model", body={"summary": said}))
+    out = subprocess.run([sys.executable, "-m", "bamboo.cli.main", "audit", "tail", "--limit", "1"],
+                         cwd=ROOT, env={**worker_env(settings), "COLUMNS": "300"}, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "[link=https://evil.example]approved[/link]" in out.stdout, out.stdout
+    assert "[reverse]by admin[/reverse]" in out.stdout, out.stdout
+
+
 def _audit_cli(settings, checkpoint, *args: str) -> subprocess.CompletedProcess:
     env = {**worker_env(settings), "COLUMNS": "300", "BAMBOO_AUDIT_CHECKPOINT_FILE": str(checkpoint.file),
            "BAMBOO_AUDIT_SIGNING_KEY": str(checkpoint.key)}
