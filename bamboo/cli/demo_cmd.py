@@ -77,7 +77,7 @@ def demo(
     causes, stats = run(_top_causes())
     table = Table("cause", "incidents", "symptoms that indicate it")
     for name, n, symptoms in causes:
-        table.add_row(name, str(n), symptoms)
+        table.add_row(inert_rich(name, one_line=True), str(n), inert_rich(symptoms, one_line=True))
     console.print(table)
     console.print(f"{stats.graphs} incident graphs · {sum(stats.nodes.values())} nodes · "
                   f"{sum(stats.edges.values())} edges · {stats.passages} vector passages · {stats.audit_rows} audit rows")

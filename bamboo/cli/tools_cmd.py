@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from bamboo.frontends.inert_text import inert_markup
 from bamboo.mcp.config import McpConfigError, load_servers_config
 from bamboo.panda.errors import PandaConfigError
 from bamboo.settings import Settings, get_settings
@@ -40,7 +40,7 @@ err = Console(stderr=True)
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"[red]error:[/red] {escape(message)}")
+    err.print(f"[red]error:[/red] {_inert(message)}")
     return typer.Exit(code)
 
 
@@ -51,6 +51,12 @@ def _composite(settings: Settings) -> "CompositeToolCaller":
         return build_tool_caller(settings)
     except (McpConfigError, PandaConfigError) as exc:
         raise _fail(str(exc)) from exc
+
+
+def _inert(text: str) -> str:
+    """What an MCP server, its tools or an error said, for a markup string: no markup, control or invisible
+    character acts (tool names, descriptions and errors come from servers the deployment does not own)."""
+    return inert_markup(text, one_line=True)
 
 
 def _shortened(text: str, limit: int) -> str:
@@ -89,14 +95,15 @@ def tools_list(as_json: Annotated[bool, typer.Option("--json", help="Machine-rea
     table.add_column("description", overflow="fold", ratio=1, min_width=24)
     for t in report["tools"]:
         access = ("ro" if t["read_only"] else "rw") + (" ext" if t["external_access"] else "")
-        table.add_row(escape(t["name"]), escape(t["server"] or t["origin"]), access,
-                      escape(_shortened(t["description"] or "", 90)))
+        table.add_row(_inert(t["name"]), _inert(t["server"] or t["origin"]), access,
+                      _inert(_shortened(t["description"] or "", 90)))
     out.print(table)
     for s in report["shadowed"]:
-        out.print(f"[yellow]shadowed:[/yellow] {s['name']} from {s['hidden_from']} (kept the one from {s['kept_from']})")
+        out.print(f"[yellow]shadowed:[/yellow] {_inert(s['name'])} from {_inert(s['hidden_from'])} "
+                  f"(kept the one from {_inert(s['kept_from'])})")
     for s in report["servers"]:
         if not s["reachable"]:
-            out.print(f"[yellow]server {s['name']} contributes no tools:[/yellow] {escape(str(s['error']))}")
+            out.print(f"[yellow]server {_inert(s['name'])} contributes no tools:[/yellow] {_inert(str(s['error']))}")
 
 
 @tools_app.command("call")
@@ -196,20 +203,20 @@ def mcp_check(as_json: Annotated[bool, typer.Option("--json", help="Machine-read
         out.print_json(json.dumps([s.model_dump() for s in statuses]))
     else:
         for s in statuses:
-            state = "[green]reachable[/green]" if s.reachable else f"[red]unreachable[/red] ({escape(str(s.error))})"
+            state = "[green]reachable[/green]" if s.reachable else f"[red]unreachable[/red] ({_inert(str(s.error))})"
             if not s.enabled:
                 state = "[dim]disabled[/dim]"
             # the transport in brackets is text, not markup: unescaped, rich took "[stdio]" for a tag and dropped it
-            out.print(f"[bold]{escape(s.name)}[/bold] {escape(f'[{s.transport}]')} {state}")
+            out.print(f"[bold]{_inert(s.name)}[/bold] {_inert(f'[{s.transport}]')} {state}")
             if s.tools:
                 table = Table(show_header=True, box=None, padding=(0, 2))
                 for col in ("tool", "read-only", "why"):
                     table.add_column(col)
                 for t in s.tools:
-                    table.add_row(escape(t.name), _flag(t.read_only), escape(t.reason))
+                    table.add_row(_inert(t.name), _flag(t.read_only), _inert(t.reason))
                 out.print(table)
             if s.filtered_out:
-                out.print(f"  filtered out by include/exclude: {', '.join(s.filtered_out)}")
+                out.print(f"  filtered out by include/exclude: {_inert(', '.join(s.filtered_out))}")
     if any(s.enabled and not s.reachable for s in statuses):
         raise typer.Exit(1)
 
@@ -297,7 +304,7 @@ def panda_sim(
         err.print(f"caller   {TEST_USER}, a plain user as on the real server: kill and retry only its own tasks, "
                   "no pause or resume (--production-role to act as a shifter, as the demo's retry needs)")
     for name, reason in sim.world.skipped_files.items():
-        err.print(f"[yellow]skipped {name}:[/yellow] {escape(reason)}")
+        err.print(f"[yellow]skipped {name}:[/yellow] {_inert(reason)}")
     try:
         sim.start()
     except RuntimeError as exc:

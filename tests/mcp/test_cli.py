@@ -243,3 +243,32 @@ def test_panda_sim_command_serves_and_stops_on_interrupt(tmp_path: Path) -> None
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_tools_list_shows_what_external_servers_say_inert(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tool names, descriptions and errors come from servers the deployment does not own: `rich.markup.escape`
+    kept their markup from acting but let a terminal escape through, and the shadowed and unreachable lines
+    were not escaped at all."""
+    from contextlib import asynccontextmanager
+    from types import SimpleNamespace
+
+    from bamboo.cli import tools_cmd
+    from bamboo.tools.model import ToolOrigin, ToolSpec
+
+    hostile = "\x1b]8;;https://evil.example\x07[reverse]click[/reverse]\x1b]8;;\x07"
+    spec = ToolSpec(name="lookup", description=hostile, read_only=True, origin=ToolOrigin.EXTERNAL, server="web")
+    report = SimpleNamespace(
+        list_tools=lambda: [spec],
+        shadowed=[SimpleNamespace(model_dump=lambda: {"name": hostile, "hidden_from": "web", "kept_from": "builtin"})],
+        statuses=[SimpleNamespace(model_dump=lambda: {"name": "web2", "reachable": False, "error": hostile})])
+
+    @asynccontextmanager
+    async def composite(_settings):
+        yield report
+
+    monkeypatch.setattr(tools_cmd, "_composite", composite)
+    monkeypatch.setattr(tools_cmd, "out", tools_cmd.Console(width=300, force_terminal=False))
+    result = runner.invoke(tools_app, ["list"])
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+    assert result.stdout.count("[reverse]click[/reverse]") == 3, result.stdout
