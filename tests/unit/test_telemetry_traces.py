@@ -141,9 +141,14 @@ async def _no_sleep(_seconds: float) -> None:
     await asyncio.sleep(0)
 
 
-def test_the_cli_runs_each_command_in_a_root_span_named_for_it(spans):
+def test_the_cli_runs_each_command_in_a_root_span_named_for_it(spans, monkeypatch):
     from bamboo.cli.main import app
+    from bamboo.settings import get_settings
 
+    # The settings are read once per process; another test in this process may have read them without
+    # tracing, so each invocation here reads them from its own environment.
+    real = get_settings.__wrapped__
+    monkeypatch.setattr("bamboo.cli.main.get_settings", lambda: real())
     result = CliRunner().invoke(app, ["config", "show", "--json"], env={"BAMBOO_OTEL_EXPORTER": "console"})
     assert result.exit_code == 0, result.output
     [root] = spans.get_finished_spans()
