@@ -52,6 +52,22 @@ RETIRED_MARKS = {"integration": "the tier is derived from the fixtures a test us
 _CURRENT_TEST = pytest.StashKey[pytest.Item]()
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C as a terminal gives it, whatever started the suite.
+
+    A shell starts a background job (`make test &`, `nohup`) with SIGINT and SIGQUIT ignored, and an ignored
+    signal stays ignored in every process started from it: the tests that press Ctrl-C on a command (`bamboo
+    populate`, `bamboo panda-sim`) then saw it ignored. Handled again here, the commands the tests start get
+    the default behaviour (a handled signal is reset at exec); the commands themselves keep honouring an
+    ignore their own caller set, as programs should."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 def server_tiers(item: pytest.Item) -> set[str]:
     """The servers ``item`` starts, read from its fixture closure. The contract tier chooses its PanDA
     server by parameter (``target``) and fetches the real one at run time, so its parameter counts too."""
