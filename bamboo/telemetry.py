@@ -54,11 +54,6 @@ def console_span_path(settings: Settings, service: str) -> Path:
     return settings.resolved_data_dir() / "logs" / f"{service}-spans.log"
 
 
-def tracing_on() -> bool:
-    """Whether this process exports spans (a provider was installed by ``configure_tracing``)."""
-    return _configured is not None
-
-
 def configure_tracing(settings: Settings, service: str) -> list:
     """Install this process's tracer provider (first caller names the service); the client interceptors.
 
@@ -138,21 +133,27 @@ def command_span(settings: Settings, name: str) -> Iterator[Any]:
                                           attributes={"bamboo.command": name}) as span:
             try:
                 yield span
-            except SystemExit as exc:  # typer.Exit is not one; the console script's own exit is
-                _ended(span, exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1))
-                raise
             except BaseException as exc:
-                code = getattr(exc, "exit_code", None)  # typer.Exit / click's Exit carry the status
-                if isinstance(code, int):
-                    _ended(span, code)
-                else:
+                code = _exit_status(exc)
+                if code is None:
                     span.record_exception(exc)
                     span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:200]))
+                else:
+                    _ended(span, code)
                 raise
             else:
                 _ended(span, 0)
     finally:
         flush_tracing()
+
+
+def _exit_status(exc: BaseException) -> int | None:
+    """The exit status an exception ends the command with (the console script's SystemExit, typer's or
+    click's Exit); None for a failure."""
+    if isinstance(exc, SystemExit):
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    code = getattr(exc, "exit_code", None)
+    return code if isinstance(code, int) else None
 
 
 def _ended(span: Any, code: int) -> None:

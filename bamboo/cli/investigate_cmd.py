@@ -247,8 +247,7 @@ class SessionLoop:
                     turn = entry.turn
                 if expect_turn is not None and entry.kind == "refused_request" and turn is None:
                     return True  # the message itself was refused; the transcript said why
-            with untraced():  # a poll every POLL_S: what it found is an event on the command's span, not a span
-                view = await self.ops.pending(self.session_id)
+            view = await self._pending()
             if view is not None and (view.turn, view.code_hash) not in self.prompted:
                 self.prompted.add((view.turn, view.code_hash))
                 progress_event("session.review", {"session": self.session_id, "turn": view.turn,
@@ -314,9 +313,13 @@ class SessionLoop:
                     continue
             return True
 
-    async def _still_pending(self, view: PendingView) -> bool:
+    async def _pending(self) -> PendingView | None:
+        """The review waiting now; a poll every POLL_S, so it makes no span (what it found is an event)."""
         with untraced():
-            now = await self.ops.pending(self.session_id)
+            return await self.ops.pending(self.session_id)
+
+    async def _still_pending(self, view: PendingView) -> bool:
+        now = await self._pending()
         return now is not None and (now.turn, now.code_hash) == (view.turn, view.code_hash)
 
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 import json
 import logging
 from importlib.metadata import PackageNotFoundError, version
-from typing import Annotated, Protocol, runtime_checkable
+from collections.abc import Awaitable
+from typing import Annotated, Protocol, TypeVar, runtime_checkable
 from urllib.parse import urlencode
 
 from mcp.server.mcpserver import MCPServer
@@ -31,9 +32,10 @@ from mcp.server.mcpserver.resources.templates import ResourceSecurity
 from mcp.types import Annotations, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from bamboo.store.knowledge_browse import MAX_QUERY, PAGE_SIZE, CauseDetail, CausePage
+from bamboo.store.knowledge_browse import MAX_QUERY, PAGE_SIZE, CauseDetail, CausePage, whole_number
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MAX_LIMIT = 50
 DISTRIBUTION = "bamboo-temporal"
@@ -140,9 +142,16 @@ def _offer_only_what_is_served(server: MCPServer, resources: bool) -> MCPServer:
     return server
 
 
-def _whole_number(text: str) -> bool:
-    """ASCII digits only: ``str.isdigit`` alone takes "²", which ``int`` refuses."""
-    return text.isascii() and text.isdigit()
+async def _reader_answer(what: str, coro: Awaitable[T], error: type[Exception]) -> T:
+    """The reader's answer; a reader failure becomes ``error`` (the tool's or the resource's MCP error) saying
+    what failed, never an empty answer. An ``error`` the reader raised itself passes as it is."""
+    try:
+        return await coro
+    except error:
+        raise
+    except Exception as exc:
+        log.exception("knowledge reader failed on %s", what)
+        raise error(f"knowledge store unavailable ({what}): {type(exc).__name__}: {exc}") from exc
 
 
 def _cause_uri(cause_id: int) -> str:
@@ -165,13 +174,7 @@ def _serve_knowledge(server: MCPServer, browser: KnowledgeBrowser) -> None:
     readable = Annotations(audience=["assistant", "user"])
 
     async def read(what: str, coro):
-        try:
-            return await coro
-        except ResourceError:
-            raise
-        except Exception as exc:
-            log.exception("knowledge reader failed on %s", what)
-            raise ResourceError(f"knowledge store unavailable ({what}): {type(exc).__name__}: {exc}") from exc
+        return await _reader_answer(what, coro, ResourceError)
 
     @server.resource(CAUSES_URI, name="causes", title="Known causes", mime_type=JSON, annotations=readable)
     async def causes() -> str:
@@ -186,17 +189,19 @@ def _serve_knowledge(server: MCPServer, browser: KnowledgeBrowser) -> None:
         """Known causes whose name or description holds `q` (any case), from `offset`, most incidents first."""
         if len(q) > MAX_QUERY:
             raise ResourceError(f"q must be at most {MAX_QUERY} characters, got {len(q)}")
-        if not _whole_number(offset):
+        skip = whole_number(offset)
+        if skip is None:
             raise ResourceError(f"offset must be a whole number of causes to skip, got {offset!r}")
-        return _page_json(await read("causes", browser.list_causes(q, int(offset), PAGE_SIZE)))
+        return _page_json(await read("causes", browser.list_causes(q, skip, PAGE_SIZE)))
 
     @server.resource(CAUSE_URI, name="cause", title="One known cause", mime_type=JSON, annotations=readable)
     async def cause(cause_id: str) -> str:
         """One cause by its id: the incidents that name it, its resolutions and its investigation steps, each
         with the incidents it came from (graph ids)."""
-        if not _whole_number(cause_id):
+        number = whole_number(cause_id)
+        if number is None:
             raise ResourceNotFoundError(f"no cause {cause_id!r}: a cause is named by its id, as {CAUSES_URI} lists it")
-        detail = await read("cause", browser.cause_detail(int(cause_id)))
+        detail = await read("cause", browser.cause_detail(number))
         if detail is None:
             raise ResourceNotFoundError(f"no cause {cause_id}; {CAUSES_URI} lists the known ones")
         return detail.model_dump_json()
@@ -207,13 +212,7 @@ def build_knowledge_server(reader: KnowledgeReader, name: str = "bamboo-knowledg
                        version=server_version(), log_level="WARNING")
 
     async def ask(what: str, coro):
-        try:
-            return await coro
-        except ToolError:
-            raise
-        except Exception as exc:
-            log.exception("knowledge reader failed on %s", what)
-            raise ToolError(f"knowledge store unavailable ({what}): {type(exc).__name__}: {exc}") from exc
+        return await _reader_answer(what, coro, ToolError)
 
     @server.tool(annotations=READ_ONLY)
     async def causes_for_symptom(

@@ -79,6 +79,12 @@ class CauseDetail(BaseModel):
     steps: list[ProcedureStep]
 
 
+def whole_number(text: str) -> int | None:
+    """A cause id, an offset or a page number as a front end receives it, as text: ASCII digits only
+    (``str.isdigit`` alone takes "²", which ``int`` refuses), else None."""
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
 def _like(text: str) -> str:
     """``text`` as an ILIKE pattern that matches it literally anywhere (its own ``%`` and ``_`` escaped)."""
     escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

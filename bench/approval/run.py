@@ -51,6 +51,7 @@ from policy.approvers import Role
 from policy.decisions import DecisionKind, OperatorDecision
 from tests.services import ROOT, start_stack, worker_env
 from tests.support.scripted_llm import ScriptedLLMServer, schema_router
+from bench.run_facts import commit
 from bench.stats import p50, p95
 from worker.services import build_services
 
@@ -266,18 +267,6 @@ async def measure(sessions: int, latency: float, gap: float) -> tuple[list[Appro
 
 def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.0f}"
-
-
-def commit() -> str:
-    """The commit this tree is, and whether the code measured differs from it."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], cwd=ROOT, capture_output=True,
-                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "workflows", "activities", "bamboo"],
-                               cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + (" (with uncommitted changes in the tree)" if dirty else "")
 
 
 def report(approvals: list[Approval], latency: float, gap: float, load: dict, measured: str) -> str:

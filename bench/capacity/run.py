@@ -66,6 +66,7 @@ from policy.decisions import DecisionKind, OperatorDecision
 from tests.services import ROOT, TestStack, start_stack, worker_env
 from tests.support.answers import approve, canonical_labels, email_extraction
 from tests.support.scripted_llm import ScriptedLLMServer, schema_router
+from bench.run_facts import commit
 from bench.stats import p50, p95
 from worker.registry import workflow_runner
 from worker.services import build_services
@@ -572,17 +573,6 @@ def report(m: dict[str, Any], command: str) -> str:
         "",
     ]
     return "\n".join(lines)
-
-
-def commit() -> str:
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], cwd=ROOT, capture_output=True,
-                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "workflows", "activities", "bamboo", "worker"],
-                               cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + (" (with uncommitted changes in the tree)" if dirty else "")
 
 
 def _steps(text: str) -> list[int]:

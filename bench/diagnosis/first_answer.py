@@ -25,9 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
-import math
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -37,6 +35,8 @@ from typing import Any, Protocol
 
 from bamboo.analysis.contract import ANALYZE_WORKFLOW, RESULT_QUERY, AnalysisResult, AnalyzeInput, analyze_workflow_id
 from bamboo.contract import Queue
+from bench.run_facts import commit, loadavg
+from bench.stats import percentile
 from bamboo.settings import Settings
 from temporalio.service import RPCError
 
@@ -101,12 +101,6 @@ async def timed_answers(start: Callable[[], Awaitable[Handle]], poll_s: float,
     return Timed(first_s, final_s, first, final)
 
 
-def percentile(values: list[float], p: float) -> float:
-    """Nearest-rank percentile: with 6 values, p50 is the 3rd smallest and p95 the largest."""
-    ordered = sorted(values)
-    return ordered[max(1, math.ceil(p / 100 * len(ordered))) - 1]
-
-
 async def analyse_timed(name: str, client, tasks: list[dict], deadline_s: float, threshold: float,
                         poll_s: float) -> list[Timed]:
     """Every task through AnalyzeTask at one model deadline, one after another."""
@@ -127,25 +121,11 @@ async def analyse_timed(name: str, client, tasks: list[dict], deadline_s: float,
     return out
 
 
-def loadavg() -> str:
-    return " / ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 async def sample_load(samples: list[float], every_s: float = 10.0) -> None:
     """The 1-minute load average every `every_s`, until cancelled."""
     while True:
         samples.append(os.getloadavg()[0])
         await asyncio.sleep(every_s)
-
-
-def commit() -> str:
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                               text=True, check=True)
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head.stdout.strip() + (" (with uncommitted changes in the tree)" if dirty.stdout.strip() else "")
 
 
 async def main(n: int, seed: int, noise: float, models: list[str], limit: int, deadlines: list[float],
@@ -190,8 +170,8 @@ def row(name: str, deadline: float, run: list[Timed], default_deadline: float) -
     seen_first = sum(t.first.answer == "first" for t in run)
     failed = sum(t.final.model_status == "failed" for t in run)
     kind = " (default)" if deadline == default_deadline else ""
-    return (f"| {LABELS.get(name, name)} | {deadline:g} s{kind} | {len(run)} | {percentile(firsts, 50):.2f} s | "
-            f"{percentile(firsts, 95):.2f} s | {percentile(finals, 50):.1f} s | {percentile(finals, 95):.1f} s | "
+    return (f"| {LABELS.get(name, name)} | {deadline:g} s{kind} | {len(run)} | {percentile(firsts, 0.50):.2f} s | "
+            f"{percentile(firsts, 0.95):.2f} s | {percentile(finals, 0.50):.1f} s | {percentile(finals, 0.95):.1f} s | "
             f"{seen_first} of {len(run)} | {sum(t.skipped for t in run)} | {failed} | "
             f"{sum(t.same_cause for t in run)} of {len(run)} |")
 
@@ -200,8 +180,8 @@ def ratio_row(offline: str, scripted: str, deadline: float, runs: dict[tuple[str
     a, b = runs[offline, deadline], runs[scripted, deadline]
 
     def r(what: str, p: float) -> str:
-        num = percentile([getattr(t, what) for t in a], p)
-        den = percentile([getattr(t, what) for t in b], p)
+        num = percentile([getattr(t, what) for t in a], p / 100)
+        den = percentile([getattr(t, what) for t in b], p / 100)
         return f"{num / den:.2f}×" if den > 0 else "n/a"
 
     return (f"| {LABELS.get(offline, offline)} ÷ {LABELS.get(scripted, scripted)} | {deadline:g} s | "
@@ -224,8 +204,8 @@ def reading(runs: dict[tuple[str, float], list[Timed]], scripted: str, offline: 
     for o in offline:
         for d in dict.fromkeys(d for m, d in runs if m == o):
             a, b = runs[o, d], runs[scripted, d]
-            f_o, f_s = percentile([t.first_s for t in a], 50), percentile([t.first_s for t in b], 50)
-            z_o, z_s = percentile([t.final_s for t in a], 50), percentile([t.final_s for t in b], 50)
+            f_o, f_s = percentile([t.first_s for t in a], 0.50), percentile([t.first_s for t in b], 0.50)
+            z_o, z_s = percentile([t.final_s for t in a], 0.50), percentile([t.final_s for t in b], 0.50)
             out.append(f"- {LABELS.get(o, o)} at {d:g} s: first answer p50 {f_o:.2f} s against {f_s:.2f} s scripted "
                        f"({f_o / f_s:.2f}×); final answer p50 {z_o:.1f} s against {z_s:.1f} s ({z_o / z_s:.0f}×); "
                        f"the model missed its deadline in {sum(t.skipped for t in a)} of {len(a)} (then the ranking's "

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from bamboo.analysis.contract import AnalysisResult
 from bench import assemble
-from bench.diagnosis.first_answer import Timed, percentile, report, timed_answers
+from bench.diagnosis.first_answer import Timed, report, timed_answers
+from bench.stats import percentile
 
 
 def answer(cause: str, which: str, status: str = "pending") -> AnalysisResult:
@@ -67,7 +68,7 @@ async def test_a_run_that_ends_before_any_answer_is_read_counts_its_final_answer
 
 def test_percentiles_are_nearest_rank() -> None:
     values = [6.0, 1.0, 5.0, 2.0, 4.0, 3.0]
-    assert (percentile(values, 50), percentile(values, 95), percentile([7.0], 95)) == (3.0, 6.0, 7.0)
+    assert (percentile(values, 0.50), percentile(values, 0.95), percentile([7.0], 0.95)) == (3.0, 6.0, 7.0)
 
 
 def test_the_first_answer_file_follows_the_diagnosis_results(tmp_path: Path) -> None:

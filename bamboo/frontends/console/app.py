@@ -42,7 +42,7 @@ from bamboo.frontends.console.headers import SecurityHeaders
 from bamboo.frontends.console.render import code_html, diff_html, inert_filter, pygments_css
 from bamboo.frontends.console.settings import ConsoleSettings
 from bamboo.models.incident import task_problem
-from bamboo.store.knowledge_browse import MAX_QUERY, PAGE_SIZE
+from bamboo.store.knowledge_browse import MAX_QUERY, PAGE_SIZE, whole_number
 from bamboo.frontends.review import (
     CHOICE_KEYS, CHOICE_WORDS, because, context, edit_diff, effect, flagged_lines, notes, procedure_effect,
     procedure_notes, reuse_change, said,
@@ -354,8 +354,8 @@ MAX_PAGE_NUMBER = 100_000
 
 def _page_number(text: str) -> int:
     """The ``page`` parameter as a page number from 1; anything else (missing, not a number, out of range) is 1."""
-    digits = text.isascii() and text.isdigit()  # str.isdigit alone takes "²", which int() refuses
-    return int(text) if digits and 1 <= int(text) <= MAX_PAGE_NUMBER else 1
+    number = whole_number(text)
+    return number if number is not None and 1 <= number <= MAX_PAGE_NUMBER else 1
 
 
 def _as_json(value: Any) -> str:
