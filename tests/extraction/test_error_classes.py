@@ -15,6 +15,7 @@ from bamboo.extraction.panda.error_classes import (
     known_categories,
     strip_html,
 )
+from bamboo.extraction.panda.routing import route_task_data
 
 CAMEL = re.compile(r"^[A-Z][A-Za-z0-9]*$")
 
@@ -108,6 +109,15 @@ def test_fallback_is_deterministic_and_camel_case() -> None:
     assert first.category == "UnclassifiedQuantumFluxCapacitor"
     assert first.matched_rule == "fallback"
     assert first.confidence < 0.5
+
+
+def test_a_dialog_of_one_long_token_names_a_symptom_a_graph_can_hold() -> None:
+    # The task table's errordialog holds 510 characters: one path or encoded blob, or a reason token that long,
+    # made a category longer than a graph node's name may be, and routing the task raised.
+    for dialog in ("x" * 510, "failed: " + "Ab" * 255, "reason=" + "Q" * 500):
+        category = classify_error_dialog(dialog).category
+        assert len(category) <= 100 and category == classify_error_dialog(dialog).category
+        route_task_data({"errorDialog": dialog, "status": "failed"}, b"k")
 
 
 def test_empty_dialog_has_a_stable_category() -> None:

@@ -256,7 +256,8 @@ PHRASE_RULES: tuple[_PhraseRule, ...] = (
     _rule("killed_by_server", "JobKilledByServer", r"killed by (?:the )?panda server|killed by (?:owner|user)|aborted by (?:owner|user|operator)"),
 )
 
-_REASON_TOKEN = re.compile(r"\breason\s*=\s*['\"]?([A-Za-z][A-Za-z0-9_]*)")
+# At most 80 characters of the token are read (the category is a graph node's name; see _FALLBACK_WORD_CHARS).
+_REASON_TOKEN = re.compile(r"\breason\s*=\s*['\"]?([A-Za-z][A-Za-z0-9_]{0,79})")
 _PILOT_CODE = re.compile(
     r"\bpilot(?:[ _-]?err(?:or)?)?(?:[ _-]?code)?\s*[:=#]?\s*\(?\s*(1\d{3})\b"
     r"|\bpilotErrorCode\s*[:=]?\s*(1\d{3})\b",
@@ -273,6 +274,9 @@ _FALLBACK_STOPWORDS = frozenset(
     http https www html details here""".split()
 )
 _FALLBACK_WORDS = 3
+# Letters kept of each of those words: a dialog of one long token (a path, an encoded blob; the task table's
+# column holds 510 characters) made a symptom name longer than a graph node takes, and routing the task failed.
+_FALLBACK_WORD_CHARS = 40
 
 
 def strip_html(text: str) -> str:
@@ -298,7 +302,7 @@ def _fallback_category(text: str) -> str:
     meaningful = [w for w in words if len(w) > 1 and w.lower() not in _FALLBACK_STOPWORDS]
     if not meaningful:
         return "UnclassifiedEmpty"
-    return "Unclassified" + "".join(_camel(w.lower()) for w in meaningful[:_FALLBACK_WORDS])
+    return "Unclassified" + "".join(_camel(w.lower()[:_FALLBACK_WORD_CHARS]) for w in meaningful[:_FALLBACK_WORDS])
 
 
 def classify_error_dialog(text: str) -> ErrorClass:
