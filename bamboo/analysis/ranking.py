@@ -29,6 +29,10 @@ than a symptom class several causes share); saturating at half of the store leav
 clues as it was and silences only the common ones. A clue type gives a breadth tier only through a clue of
 at least BREADTH_MIN_WEIGHT, so generic clues cannot put a cause a tier up.
 
+Between two look-alike causes at the top (both linked to the task's error symptoms, the same breadth, each
+stored often enough), the one that makes the task's clues likelier goes first (`look_alikes`): support
+weighs a clue by its spread over causes, which cannot tell apart two causes that share it.
+
 A symptom with no known cause is reported as a novel lead and the other clues still rank their causes
 (an earlier version returned no graph result at all when one symptom was unknown).
 Pure functions of their inputs, so they are tested without a database.
@@ -41,6 +45,7 @@ from collections import defaultdict
 from dataclasses import replace
 
 from bamboo.analysis.contract import CandidateCause, Clue, ClueType, MatchedClue, NovelLead, OperatorVerdict
+from bamboo.analysis.look_alikes import order_look_alikes
 from bamboo.analysis.queries import CauseStats, ClueCommonness, ClueEdge, VerdictEvidence, clue_key
 
 
@@ -121,7 +126,7 @@ def rank_candidates(
             resolution_incidents=(resolution_incidents or {}).get(cause, {}),
         ))
     candidates.sort(key=lambda c: (-c.breadth, -c.support, -c.frequency, -c.confidence, c.name))
-    top = candidates[:limit]
+    top = order_look_alikes(candidates[:limit], clues, seen, {name: w for (_, name), w in weight.items()})
     total = sum(c.support for c in top) or 1.0
     for c in top:
         c.score = round(c.support / total, 4)
