@@ -100,6 +100,38 @@ def test_a_pilot_error_code_the_store_never_linked_abstains():
     assert not known.is_novel and known.root_cause == "Insufficient memory request" and 0.5 < known.confidence < 1.0
 
 
+def test_a_symptom_class_no_cause_is_linked_to_abstains_whatever_its_job_records_say():
+    # A token expired on a storage endpoint: a symptom class the store never saw. One of the task's failed jobs
+    # carries pilot code 1212, which a stored cause has in every incident; that code alone named the cause.
+    expired = Clue(type="symptom", kind="Symptom", name="AuthenticationExpired", text="pilot:1338 token expired")
+    edges = [edge(CODE, "Insufficient memory request", 12, 12), edge(RAM, "Insufficient memory request", 12, 12)]
+    stats = {"Insufficient memory request": CauseStats(12, 0, 0, 0)}
+    candidates, d = diagnose([expired, CODE, RAM], edges, stats, common(40, **{"pilotErrorCode=1212": 12,
+                                                                              "ramCount=1.5-2GB": 12}))
+    assert candidates[0].name == "Insufficient memory request"
+    assert d.is_novel and d.root_cause == "Novel: no known cause (AuthenticationExpired)"
+    assert "Insufficient memory request" in d.explanation, "the closest known cause is still shown as a suggestion"
+
+
+def test_a_pilot_code_a_well_known_cause_never_showed_abstains_however_confident_the_ranking():
+    # The symptom class and the task's other clues point firmly at one cause, stored twelve times, none of them
+    # with the task's pilot code: a confident ranking named it (the code rule asked only for confidence < 0.8).
+    edges = [edge(MEMORY, "Insufficient memory request", 12, 13), edge(RAM, "Insufficient memory request", 12, 12),
+             edge(MEMORY, "Memory leak in payload", 1, 13)]
+    stats = {"Insufficient memory request": CauseStats(12, 0, 0, 0), "Memory leak in payload": CauseStats(1, 0, 0, 0)}
+    counts = common(40, **{"InsufficientMemory": 13, "ramCount=1.5-2GB": 12})
+    candidates, d = diagnose([MEMORY, NEW_CODE, RAM], edges, stats, counts)
+    assert ranking_confidence(candidates) >= 0.8
+    assert d.is_novel and "pilotErrorCode=1299" in d.root_cause
+    # The same evidence from a cause stored only a few times: it may not have shown all of its codes yet.
+    few = {"Insufficient memory request": CauseStats(4, 0, 0, 0), "Memory leak in payload": CauseStats(1, 0, 0, 0)}
+    fewer = [edge(MEMORY, "Insufficient memory request", 4, 5), edge(RAM, "Insufficient memory request", 4, 4),
+             edge(MEMORY, "Memory leak in payload", 1, 5)]
+    candidates, d = diagnose([MEMORY, NEW_CODE, RAM], fewer, few, common(40, **{"InsufficientMemory": 5,
+                                                                                "ramCount=1.5-2GB": 4}))
+    assert ranking_confidence(candidates) >= 0.8 and not d.is_novel
+
+
 @pytest.fixture
 async def examples_store(services):
     await learn(services.store.knowledge, await graph_writes(bundled(), KEY), group=10)
