@@ -15,13 +15,15 @@ read from a sample (queries.context_edges), which unweighted flipped close calls
 It decides only between the ranking's top two, only when both are linked to every error symptom class of
 the task and to one of its pilot error codes (the strong clues are shared) and tie on breadth, and only when
 each was stored at least MIN_INCIDENTS times: a frequency read from a handful of incidents is mostly noise.
-Without the shared code it also swapped causes of one symptom class that the code (or its absence) tells
-apart, and lost 2 of 96 tasks with 30 incidents per cause on the earlier corpus (bench/diagnosis/baseline.py)
-for three more gained on the look-alike one. Measured on the calibration corpus
-(bench/diagnosis/calibration.py, bench/diagnosis/results.md), accuracy@1 on known causes with 30 incidents per
-cause went 0.79 → 0.84, 0.82 → 0.83 and 0.79 → 0.83 on seeds 30, 31 and 32 (look-alike causes 0.73 → 0.83,
-0.85 → 0.85, 0.77 → 0.83), nothing lost elsewhere. The threshold was chosen on seeds 30 and 31: allowed at 8
-incidents per cause it lost 2 points and 0 there (and gained 5 on seed 32); at 2 per cause it lost 4.
+
+Measured on the calibration corpus's dumped ranking inputs (bench/diagnosis/calibration.py --dump,
+bench/diagnosis/results.md), accuracy@1 on known causes with 30 incidents per cause went 0.79 → 0.82,
+0.82 → 0.84 and 0.79 → 0.81 on seeds 30, 31 and 32 (look-alike causes 0.73 → 0.79, 0.85 → 0.88,
+0.77 → 0.81), nothing lost elsewhere. Without the shared code it also swapped causes of one symptom class
+that the code (or its absence) tells apart: three more tasks gained there, and 2 of 96 lost on the earlier
+corpus (bench/diagnosis/baseline.py, 30 per cause). The threshold was chosen on seeds 30 and 31 (before the
+code was required): allowed at 8 incidents per cause it lost 2 points and 0 there (and gained 5 on seed 32);
+at 2 per cause it lost 4.
 
 Pure, so it is tested without a database.
 """

@@ -1,5 +1,5 @@
 """Analysis reads a task with its failed jobs' records, from both targets, and routes the pilot's error
-code and the job's site into clues (the task record alone carries neither)."""
+code and the job's site into clues (the task record alone carries neither), and the dialog's peak memory."""
 
 from __future__ import annotations
 
@@ -21,4 +21,5 @@ async def test_a_failed_task_is_read_with_its_failed_jobs_and_their_codes_become
     assert all(len(j) <= 10 for j in jobs), "a job record is cut to the fields analysis uses"
     names = {f.name for f in route_task_data(task, b"k").features}
     assert {"pilotErrorCode=1305", "computingSite=ANALY_TEST"} <= names
+    assert "maxPSS=4000-6000MB" in names, "the peak memory the error dialog reports (issue 30)"
     assert running["failedJobs"] == []

@@ -41,6 +41,22 @@ def test_the_pilot_error_code_of_the_dialog_and_of_failed_jobs_are_clues():
     assert "computingSite=CERN-PROD" in names and "pilotErrorCode=0" not in names
 
 
+def test_the_peak_memory_the_dialog_reports_is_a_clue():
+    # Issue 30: two causes of one memory error class differ in what the payload used; the task's ramCount may
+    # be missing or changed since, the pilot's maxPSS in the dialog is what the jobs ran into.
+    def features(dialog: str) -> list[str]:
+        return [f.name for f in route_task_data({"errorDialog": dialog}, KEY).features if f.name.startswith("maxPSS")]
+
+    assert features("pilot:1305 Failed to execute payload: maxPSS=5000 MB exceeded") == ["maxPSS=4000-6000MB"]
+    assert features("scouts failed reason=InsufficientMemory (maxPSS 2300 MB, requested 2000 MB)") == ["maxPSS=2000-2500MB"]
+    assert features("pilot:1212 maxpss: 17500MB, then maxPSS=900 MB") == ["maxPSS=>16000MB"], "the first one"
+    assert features("pilot:1212 Payload ran out of memory") == [] and features("maxPSS=-5 MB") == []
+    assert features("x" * 2000 + " maxPSS=5000 MB") == [], "only the start of a long dialog is read"
+    routed = route_task_data({"errorDialog": "pilot:1305 maxPSS=5000 MB exceeded"}, KEY)
+    peak = next(f for f in routed.features if f.name.startswith("maxPSS"))
+    assert peak.props["raw"] == 5000 and peak.props["source"] == "errorDialog"
+
+
 def test_retries_and_the_share_of_failed_jobs_are_clues():
     names = {f.name for f in route_task_data({"retryID": 3, "nJobs": 10, "nJobsFailed": 10}, KEY).features}
     assert {"retryID=2+", "failedJobs=all"} <= names

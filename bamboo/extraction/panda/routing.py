@@ -82,6 +82,21 @@ def bucket_continuous(key: str, raw: Any) -> str | None:
     return None
 
 
+# The pilot's memory monitor reports the payload's peak PSS in the error dialog ("pilot:1305 Failed to execute
+# payload: maxPSS=5000 MB exceeded", as the PanDA server returns it). It is what the jobs used, where ramCount
+# is what the task asked for: two causes of one memory error class that differ in the kind of payload differ
+# in it even when the request is missing or was changed since (issue 30, read what the dialog says).
+_PEAK_MEMORY = re.compile(r"\bmaxPSS\s*[=:]?\s*(\d{2,7})\s*MB", re.IGNORECASE)
+# Dialogs longer than the task table's column are cut; a number further in is not read.
+MAX_DIALOG_SCAN = 2000
+
+
+def dialog_peak_memory(dialog: str) -> int | None:
+    """The peak PSS in MB an error dialog reports, or None (the first one when it gives several)."""
+    found = _PEAK_MEMORY.search(dialog[:MAX_DIALOG_SCAN])
+    return int(found.group(1)) if found else None
+
+
 CONTINUOUS_TASK_KEYS = ("ramCount", "baseRamCount", "outDiskCount", "workDiskCount", "diskIO", "walltime",
                         "baseWalltime", "cpuTime", "ioIntensity")
 
@@ -163,6 +178,10 @@ def route_task_data(task: dict[str, Any], pseudonym_key: bytes) -> TaskClues:
     codes: list[str] = []
     if isinstance(dialog, str) and dialog.strip() and klass.pilot_error_code is not None:
         codes.append(str(klass.pilot_error_code))
+    peak = dialog_peak_memory(dialog) if isinstance(dialog, str) else None
+    if peak is not None:
+        clues.features.append(_feature("maxPSS", _bucket(peak, _MEMORY_EDGES_MB, "MB"), concept="continuous",
+                                       raw=peak, source="errorDialog"))
     status = task.get("status")
     # Incidents and tasks are checked where they enter (`task_problem`); a status that was not is
     # reported, never built into a node the graph model refuses.
