@@ -39,6 +39,7 @@ from bamboo.sandbox.memory import CgroupLeaf, CgroupParent, RssWatchdog, RunProc
 from bamboo.sandbox.contract import Isolation, MemoryGuardKind
 from bamboo.sandbox.models import OutputLimits, SandboxLimits
 from bamboo.sandbox.output import CappedStream
+from bamboo.sandbox.runtime_dirs import make_runtime_dir, sweep_stale_runtime_dirs
 from bamboo.sandbox.protocol import ProtocolError, decode_frame, encode_frame, quote_bytes, read_frame, read_raw_frame
 from bamboo.sandbox.seccomp import ChildInstaller, program_fd
 from bamboo.sandbox.stubs import STUB_MODULE, generate_stub_module
@@ -140,7 +141,8 @@ class SandboxRunner:
         self.output = output or OutputLimits()
         self.pool_size = max(0, pool_size)
         self.max_frame_bytes = max(max_frame_bytes, self.output.max_return_bytes + 64 * 1024)
-        self._runtime_dir = Path(tempfile.mkdtemp(prefix="bamboo-sandbox-rt-"))
+        sweep_stale_runtime_dirs()  # the directories of runners killed by a signal; never raises
+        self._runtime_dir = make_runtime_dir()
         self._finalizer = weakref.finalize(self, shutil.rmtree, str(self._runtime_dir), True)
         os.chmod(self._runtime_dir, 0o755)
         runner_copy = self._runtime_dir / "child_runner.py"
