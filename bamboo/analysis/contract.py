@@ -75,6 +75,8 @@ class CandidateCause(BaseModel):
     resolution_incidents: dict[str, list[str]] = Field(
         default_factory=dict, description="stored resolution -> the incidents (graph ids) that recorded it")
     score: float = Field(default=0.0, description="share of the candidates' total support (a ranking confidence)")
+    likelier: bool = Field(default=False, description="put ahead of a look-alike with more support, as it makes "
+                                                      "the task's clues likelier (bamboo/analysis/look_alikes.py)")
 
 
 class NovelLead(BaseModel):

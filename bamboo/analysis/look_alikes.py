@@ -75,5 +75,5 @@ def order_look_alikes(candidates: list[CandidateCause], clues: list[Clue], incid
         return candidates
     names = {c.name: (weights or {}).get(c.name, 1.0) for c in clues}
     if log_likelihood(runner_up, names, n_runner_up) > log_likelihood(top, names, n_top):
-        return [runner_up, top, *candidates[2:]]
+        return [runner_up.model_copy(update={"likelier": True}), top, *candidates[2:]]
     return candidates

@@ -63,8 +63,9 @@ def ranking_confidence(candidates: list[CandidateCause]) -> float:
     top_support = top.support
     second_support = candidates[1].support if len(candidates) > 1 else 0.0
     second_breadth = candidates[1].breadth if len(candidates) > 1 else 0
-    if second_breadth == top.breadth and second_support > top_support:
+    if top.likelier and second_support > top_support:
         # Look-alikes put in likelihood order (look_alikes): the contest is how far apart their supports are.
+        # Only then: a cause an operator put first keeps the lead the ranking gave it.
         top_support, second_support = second_support, top_support
     lead = min(max(top_support / (top_support + second_support + UNKNOWN_SUPPORT), 0.01), 0.99)
     z = INTERCEPT + MARGIN_SLOPE * math.log(lead / (1 - lead)) + BREADTH_SLOPE * (top.breadth - second_breadth)

@@ -29,9 +29,10 @@ than a symptom class several causes share); saturating at half of the store leav
 clues as it was and silences only the common ones. A clue type gives a breadth tier only through a clue of
 at least BREADTH_MIN_WEIGHT, so generic clues cannot put a cause a tier up.
 
-Between two look-alike causes at the top (both linked to the task's error symptoms, the same breadth, each
-stored often enough), the one that makes the task's clues likelier goes first (`look_alikes`): support
-weighs a clue by its spread over causes, which cannot tell apart two causes that share it.
+Between two look-alike causes at the top (both linked to the task's error symptoms and one of its pilot
+codes, the same breadth, each stored often enough), the one that makes the task's clues likelier goes first
+(`look_alikes`): support weighs a clue by its spread over causes, which cannot tell apart two causes that
+share it.
 
 A symptom with no known cause is reported as a novel lead and the other clues still rank their causes
 (an earlier version returned no graph result at all when one symptom was unknown).

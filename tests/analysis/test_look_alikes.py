@@ -8,7 +8,7 @@ from bamboo.analysis.contract import CandidateCause, Clue, MatchedClue
 from bamboo.analysis.look_alikes import MIN_INCIDENTS, order_look_alikes
 from bamboo.analysis.queries import CauseStats, ClueEdge
 from bamboo.analysis.ranked import ranking_confidence
-from bamboo.analysis.ranking import rank_candidates
+from bamboo.analysis.ranking import operator_first, rank_candidates
 
 SYMPTOM = Clue(type="symptom", kind="Symptom", name="InsufficientMemory", text="pilot:1212 out of memory")
 RECO = Clue(type="task_context", kind="Task_Feature", name="processingType=reco")
@@ -53,7 +53,17 @@ def test_the_confidence_is_the_contest_of_the_supports_whichever_goes_first():
     edges, stats = twins(30)
     ranked = rank_candidates(CLUES, edges, stats, {})
     support_order = [ranked[1], ranked[0]]
+    assert ranked[0].likelier and not support_order[0].likelier
     assert ranking_confidence(ranked) == ranking_confidence(support_order) > 0.5
+
+
+def test_a_cause_an_operator_put_first_keeps_the_lead_the_ranking_gave_it():
+    # Same breadth, less support, first because an operator said so: the ranking's own confidence in it is low.
+    edges, stats = twins(MIN_INCIDENTS - 1)
+    ranked = rank_candidates(CLUES, edges, stats, {})
+    chosen, others = operator_first(ranked, RECONSTRUCTION, "corrected")
+    assert chosen[0].name == RECONSTRUCTION and not chosen[0].likelier and "corrected" in others
+    assert ranking_confidence(chosen) < 0.5 < ranking_confidence(ranked)
 
 
 def candidate(name: str, breadth: int, support: float, matched: dict[str, int]) -> CandidateCause:
