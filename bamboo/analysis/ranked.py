@@ -86,8 +86,13 @@ def grounded_evidence(candidate: CandidateCause, limit: int = 5) -> list[str]:
 
 def ranking_explanation(evidence: Evidence) -> str:
     top = evidence.candidates[0]
-    return (f"top-ranked of {len(evidence.candidates)} candidates: {top.breadth} clue types, "
+    said = (f"top-ranked of {len(evidence.candidates)} candidates: {top.breadth} clue types, "
             f"support {top.support}, seen in {top.frequency} incidents")
+    if top.likelier and len(evidence.candidates) > 1:
+        # Its support is below the runner-up's: say why it is first all the same.
+        said += (f"; ahead of {evidence.candidates[1].name} (support {evidence.candidates[1].support}), a look-alike "
+                 "with the same symptom and pilot code, as the task's clues are more typical of it")
+    return said
 
 
 def defining_clues(evidence: Evidence) -> list[str]:

@@ -4,10 +4,10 @@ the ranking's confidence then measures how close their supports are, whichever g
 
 from __future__ import annotations
 
-from bamboo.analysis.contract import CandidateCause, Clue, MatchedClue
+from bamboo.analysis.contract import CandidateCause, Clue, Evidence, MatchedClue, TaskClues
 from bamboo.analysis.look_alikes import MIN_INCIDENTS, order_look_alikes
 from bamboo.analysis.queries import CauseStats, ClueEdge
-from bamboo.analysis.ranked import ranking_confidence
+from bamboo.analysis.ranked import ranking_confidence, ranking_diagnosis
 from bamboo.analysis.ranking import operator_first, rank_candidates
 
 SYMPTOM = Clue(type="symptom", kind="Symptom", name="InsufficientMemory", text="pilot:1212 out of memory")
@@ -55,6 +55,8 @@ def test_the_confidence_is_the_contest_of_the_supports_whichever_goes_first():
     support_order = [ranked[1], ranked[0]]
     assert ranked[0].likelier and not support_order[0].likelier
     assert ranking_confidence(ranked) == ranking_confidence(support_order) > 0.5
+    said = ranking_diagnosis(Evidence(clues=TaskClues(clues=CLUES), candidates=ranked)).explanation
+    assert f"ahead of {REQUEST}" in said and "more typical" in said, "why the one with less support is first"
 
 
 def test_a_cause_an_operator_put_first_keeps_the_lead_the_ranking_gave_it():
