@@ -86,7 +86,7 @@ async def second_opinions(llm: LLMClient, evidence: list[Evidence], truths: list
 
 def row(label: str, rows: list[Scored], run: ModelRun | None) -> str:
     asked = (run.in_time + run.too_slow + run.failed) if run else 0
-    taken = run.verdicts.get("override_taken", 0) if run else 0
+    taken = run.verdicts.get("override_accepted", 0) if run else 0
     agreed = run.verdicts.get("agreed", 0) if run else 0
     p50 = f"{sorted(run.seconds)[len(run.seconds) // 2]:.1f} s" if run and run.seconds else "—"
     return (f"| {label} | {len(rows)} | {share(rows, lambda r: not r.novel, lambda r: r.right)} | "

@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from bamboo.analysis.contract import CandidateCause, Clue, Evidence, MatchedClue, TaskClues
-from bench.diagnosis.model_calibration import second_opinions
+from bench.diagnosis.model_calibration import row, second_opinions
 
 SYMPTOM = Clue(type="symptom", kind="Symptom", name="InsufficientMemory", text="out of memory")
 TOP = CandidateCause(name="Insufficient memory request", breadth=2, support=1.2, frequency=8, confidence=1.0,
@@ -54,3 +54,10 @@ async def test_a_failed_model_step_leaves_the_rankings_answer_and_no_candidates_
     run = await second_opinions(model, [EVIDENCE, NOTHING], TRUTHS * 2, 8, 5.0, "fake")  # type: ignore[arg-type]
     assert (run.in_time, run.too_slow, run.failed) == (0, 0, 1) and model.calls == 1
     assert run.rows[0].cause == TOP.name and run.rows[1].cause is None
+
+
+async def test_the_table_counts_the_overrides_the_judge_accepted() -> None:
+    run = await second_opinions(FakeModel(), [EVIDENCE], TRUTHS, 8, 5.0, "fake")  # type: ignore[arg-type]
+    run.verdicts["override_accepted"] += 2
+    cells = [c.strip() for c in row("after fake", run.rows, run).split("|")]
+    assert cells[-5:-2] == ["1/1", "1", "2"], cells  # answered in time, agreed, override taken
