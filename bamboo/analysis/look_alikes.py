@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 
 from bamboo.analysis.contract import CandidateCause, Clue
-from bamboo.analysis.ranked import PILOT_CODE
+from bamboo.analysis.ranked import symptoms_and_codes
 
 # Incidents each of the two causes must have been stored from before their clue frequencies decide.
 MIN_INCIDENTS = 10
@@ -45,12 +45,6 @@ def log_likelihood(candidate: CandidateCause, clue_weights: dict[str, float], in
     seen = {m.name: min(m.edge_frequency, incidents) for m in candidate.matched}
     return math.log(incidents) + sum(w * math.log((seen.get(name, 0) + 1) / (incidents + 2))
                                      for name, w in clue_weights.items())
-
-
-def strong_clues(clues: list[Clue]) -> tuple[set[str], set[str]]:
-    """(error symptom classes, pilot error codes) of the task."""
-    return ({c.name for c in clues if c.type == "symptom"},
-            {c.name for c in clues if c.type == "task_feature" and c.name.startswith(PILOT_CODE)})
 
 
 def look_alike(top: CandidateCause, runner_up: CandidateCause, symptoms: set[str], codes: set[str]) -> bool:
@@ -68,7 +62,8 @@ def order_look_alikes(candidates: list[CandidateCause], clues: list[Clue], incid
     if len(candidates) < 2:
         return candidates
     top, runner_up = candidates[0], candidates[1]
-    if not look_alike(top, runner_up, *strong_clues(clues)):
+    symptoms, codes = symptoms_and_codes(clues)
+    if not look_alike(top, runner_up, set(symptoms), set(codes)):
         return candidates
     n_top, n_runner_up = incidents.get(top.name, 0), incidents.get(runner_up.name, 0)
     if min(n_top, n_runner_up) < MIN_INCIDENTS:

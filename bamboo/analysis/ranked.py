@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from bamboo.analysis.contract import CandidateCause, Diagnosis, EmailDraft, EmailInput, Evidence
+from bamboo.analysis.contract import CandidateCause, Clue, Diagnosis, EmailDraft, EmailInput, Evidence
 
 RANKING_BASIS = ("ranking confidence: the top candidate's lead over the runner-up and over a cause the store lacks, "
                  "calibrated on the benchmark corpus")
@@ -95,11 +95,16 @@ def ranking_explanation(evidence: Evidence) -> str:
     return said
 
 
+def symptoms_and_codes(clues: list[Clue]) -> tuple[list[str], list[str]]:
+    """The task's error symptom classes and its pilot error codes: what names a cause."""
+    return ([c.name for c in clues if c.type == "symptom"],
+            [c.name for c in clues if c.type == "task_feature" and c.name.startswith(PILOT_CODE)])
+
+
 def defining_clues(evidence: Evidence) -> list[str]:
     """What names a cause: the task's error symptom classes and pilot error codes (symptoms first)."""
-    clues = evidence.clues.clues
-    return ([c.name for c in clues if c.type == "symptom"]
-            + [c.name for c in clues if c.type == "task_feature" and c.name.startswith(PILOT_CODE)])
+    symptoms, codes = symptoms_and_codes(evidence.clues.clues)
+    return symptoms + codes
 
 
 def unlinked_defining(evidence: Evidence) -> list[str]:
@@ -127,14 +132,13 @@ def unlinked_defining(evidence: Evidence) -> list[str]:
 
     Either way the candidates are the closest known causes, shown as suggestions; the diagnosis is "no known
     cause"."""
-    defining = defining_clues(evidence)
+    symptoms, codes = symptoms_and_codes(evidence.clues.clues)
+    defining = symptoms + codes
     matched = {m.name for c in evidence.candidates for m in c.matched}
     if defining and not matched.intersection(defining):
         return defining
-    symptoms = [name for name in defining if not name.startswith(PILOT_CODE)]
     if symptoms and not matched.intersection(symptoms):
         return symptoms
-    codes = [name for name in defining if name.startswith(PILOT_CODE)]
     if codes and not matched.intersection(codes) and evidence.candidates:
         top = evidence.candidates[0]
         if (top.frequency - top.confirmations >= SEEN_ENOUGH_FOR_CODES

@@ -102,10 +102,11 @@ def console(tmp_path):
     return app, backend
 
 
-def _signed_in(app) -> TestClient:
+def signed_in(app, name: str = "bob") -> TestClient:
+    """A client of the app signed in as `name` (an account the test added with PASSWORD)."""
     client = TestClient(app, raise_server_exceptions=False, follow_redirects=False)
     token = re.search(r'name="csrf" value="([^"]+)"', client.get("/login").text).group(1)
-    answer = client.post("/login", data={"csrf": token, "username": "bob", "password": PASSWORD, "next": "/"})
+    answer = client.post("/login", data={"csrf": token, "username": name, "password": PASSWORD, "next": "/"})
     assert answer.status_code == 303, answer.text
     return client
 
@@ -158,18 +159,18 @@ def test_every_route_forbids_framing_and_script_signed_in_or_not(console) -> Non
     seen: set[int] = set()
     for method, path in requests:
         assert_protected(anonymous.request(method, path))
-        bob = _signed_in(app)  # afresh each time: one of the routes signs out
+        bob = signed_in(app)  # afresh each time: one of the routes signs out
         response = bob.request(method, path, data={"csrf": _csrf(bob)} if method == "POST" else None)
         assert_protected(response)
         seen.add(response.status_code)
-    review = _signed_in(app).get(f"/sessions/{SESSION}/review")
+    review = signed_in(app).get(f"/sessions/{SESSION}/review")
     assert review.status_code == 200 and VIEW.code_hash in review.text  # the page worth framing, rendered
     assert {200, 303, 403, 404, 409} <= seen, seen
 
 
 def test_error_pages_and_the_sign_in_page_forbid_framing_and_script(console) -> None:
     app, backend = console
-    anonymous, bob = TestClient(app, raise_server_exceptions=False, follow_redirects=False), _signed_in(app)
+    anonymous, bob = TestClient(app, raise_server_exceptions=False, follow_redirects=False), signed_in(app)
     answers = {
         "sign-in page": anonymous.get("/login"),
         "wrong password": anonymous.post("/login", data={"csrf": _csrf(anonymous, "/login"), "username": "bob",

@@ -21,7 +21,7 @@ from bamboo.store.knowledge_browse import (
     CauseDetail, CausePage, CauseSummary, IncidentRef, ProcedureStep, Resolution,
 )
 from policy.approvers import Role
-from tests.console.test_headers import PASSWORD
+from tests.console.test_headers import PASSWORD, signed_in
 from tests.console.test_model_text import _hidden
 
 # Named as hostile model output may name a cause: HTML, a Markdown link and emphasis, a bidi override, a
@@ -81,14 +81,6 @@ def console(tmp_path):
     return create_app(backend, ConsoleSettings(_env_file=None), accounts, "test-cookie-secret-" + "x" * 24), backend
 
 
-def _signed_in(app) -> TestClient:
-    client = TestClient(app, raise_server_exceptions=False, follow_redirects=False)
-    token = re.search(r'name="csrf" value="([^"]+)"', client.get("/login").text).group(1)
-    answer = client.post("/login", data={"csrf": token, "username": "reader", "password": PASSWORD, "next": "/"})
-    assert answer.status_code == 303, answer.text
-    return client
-
-
 def assert_protected(response) -> None:
     """The headers every console response carries (tests/console/test_headers.py checks them on every route;
     its body check would take the escaped ``onerror=`` these pages show for markup)."""
@@ -111,7 +103,7 @@ def test_the_knowledge_pages_need_a_sign_in_and_nothing_more(console) -> None:
     for path in ("/knowledge", f"/knowledge/causes/{HOSTILE_ID}"):
         answer = anonymous.get(path)
         assert answer.status_code == 303 and answer.headers["location"] == f"/login?next={path}"
-    reader = _signed_in(app)
+    reader = signed_in(app, "reader")
     for path in ("/knowledge", f"/knowledge/causes/{HOSTILE_ID}"):
         page = reader.get(path)
         assert page.status_code == 200 and 'id="nav-knowledge"' in page.text, path
@@ -120,7 +112,7 @@ def test_the_knowledge_pages_need_a_sign_in_and_nothing_more(console) -> None:
 
 def test_the_list_shows_counts_resolutions_and_steps_one_bounded_page_at_a_time(console) -> None:
     app, backend = console
-    reader = _signed_in(app)
+    reader = signed_in(app, "reader")
     first = reader.get("/knowledge").text
     assert backend.asked[-1] == ("", 0, 25)
     rows = re.findall(r'<tr class="cause" data-cause="(\d+)">', first)
@@ -147,7 +139,7 @@ def test_the_list_shows_counts_resolutions_and_steps_one_bounded_page_at_a_time(
 
 def test_a_cause_shows_its_incidents_resolutions_and_steps_with_their_provenance(console) -> None:
     app, _ = console
-    reader = _signed_in(app)
+    reader = signed_in(app, "reader")
     page = reader.get(f"/knowledge/causes/{HOSTILE_ID}").text
     resolutions = page[page.index('id="resolutions"'):page.index('id="steps"')]
     assert "&lt;b&gt;now&lt;/b&gt;" in resolutions and "panda:40000000:failed, panda:40000001:failed" in resolutions
@@ -166,7 +158,7 @@ def test_a_hostile_cause_renders_inert_on_both_pages(console) -> None:
     """A cause named with HTML, Markdown link syntax, a bidi override and a terminal escape is shown as those
     characters: escaped, the invisible ones spelled out, no tag, no link but the console's own."""
     app, _ = console
-    reader = _signed_in(app)
+    reader = signed_in(app, "reader")
     listing = reader.get("/knowledge").text
     detail = reader.get(f"/knowledge/causes/{HOSTILE_ID}").text
     for page in (listing, detail):
