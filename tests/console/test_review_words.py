@@ -10,7 +10,7 @@ from bamboo.frontends.console.accounts import LocalAccounts
 from bamboo.frontends.console.settings import ConsoleSettings
 from bamboo.frontends.review import MODEL_SAYS, STORED_SAYS
 from bamboo.investigation.contract import ReuseView
-from tests.console.test_headers import PASSWORD, SESSION, VIEW, StandInBackend, _signed_in
+from tests.console.test_headers import PASSWORD, SESSION, VIEW, StandInBackend, signed_in
 
 REUSE = ReuseView(procedure="proc__get_task_details", code_hash="ef" * 32, parameters={"task_id": 1},
                   incidents=["inc-1", "inc-2"], frequency=2, last_run_at=datetime(2026, 11, 30, 9, 0, tzinfo=UTC),
@@ -23,7 +23,7 @@ def _page(tmp_path, view) -> str:
     backend = StandInBackend()
     backend.review = lambda session_id: _answer(view)  # type: ignore[method-assign]
     app = create_app(backend, ConsoleSettings(_env_file=None), accounts, "test-cookie-secret-" + "x" * 24)
-    answer = _signed_in(app).get(f"/sessions/{SESSION}/review")
+    answer = signed_in(app).get(f"/sessions/{SESSION}/review")
     assert answer.status_code == 200, answer.text
     return answer.text
 

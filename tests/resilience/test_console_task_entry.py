@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import html
 
-from tests.console.test_headers import _csrf, _signed_in, console  # noqa: F401 — the console fixture
+from tests.console.test_headers import _csrf, signed_in, console  # noqa: F401 — the console fixture
 
 
 def test_a_task_id_out_of_range_is_refused_before_a_session_starts(console):  # noqa: F811
     app, _ = console
-    bob = _signed_in(app)
+    bob = signed_in(app)
     answer = bob.post("/sessions/new", data={"csrf": _csrf(bob), "task_id": str(2**70)})
     text = html.unescape(answer.text)
     assert answer.status_code == 409
