@@ -11,7 +11,7 @@ from bamboo.analysis.clues import extract_clues
 from bamboo.analysis.contract import CandidateCause, Clue, Evidence, TaskClues
 from bamboo.analysis.queries import CauseStats, ClueCommonness, ClueEdge, clue_key
 from bamboo.analysis.override import ModelAnswer, judge
-from bamboo.analysis.ranked import ranking_confidence, ranking_diagnosis
+from bamboo.analysis.ranked import UNSEEN_CODE_MIN_CONFIDENCE, ranking_confidence, ranking_diagnosis
 from bamboo.analysis.ranking import rank_candidates, specificity
 from bench.analysis_scale.store_builder import graph_writes, learn
 from tests.analysis.test_evidence_scale import KEY, bundled
@@ -131,6 +131,20 @@ def test_a_pilot_code_a_well_known_cause_never_showed_abstains_however_confident
                                                                                 "ramCount=1.5-2GB": 4}))
     assert ranking_confidence(candidates) >= 0.8 and not d.is_novel
 
+
+
+def test_a_pilot_code_no_cause_showed_abstains_unless_the_ranking_is_nearly_certain():
+    # A small store: two causes of one symptom class, four incidents each, the memory request on all of the
+    # first's and one of the second's. The ranking leads at 0.86-0.93, and the task's pilot code is one neither
+    # cause was stored with: the rule once named the first cause above 0.8; only a nearly certain ranking may.
+    stats = {"Insufficient memory request": CauseStats(4, 0, 0, 0), "Memory leak in payload": CauseStats(4, 0, 0, 0)}
+    edges = [edge(MEMORY, "Insufficient memory request", 4, 8), edge(RAM, "Insufficient memory request", 4, 5),
+             edge(MEMORY, "Memory leak in payload", 4, 8), edge(RAM, "Memory leak in payload", 1, 5)]
+    candidates, d = diagnose([MEMORY, NEW_CODE, RAM], edges, stats,
+                             common(40, **{"InsufficientMemory": 8, "ramCount=1.5-2GB": 5}))
+    assert 0.8 < ranking_confidence(candidates) < UNSEEN_CODE_MIN_CONFIDENCE
+    assert d.is_novel and "pilotErrorCode=1299" in d.root_cause
+    assert "Insufficient memory request" in d.explanation, "the closest known cause is still shown as a suggestion"
 
 @pytest.fixture
 async def examples_store(services):

@@ -62,7 +62,7 @@ async def test_a_short_deadline_returns_the_rankings_answer_first_and_says_the_s
     is pending; the model, slower than the deadline, is asked once and not again, and the result says so."""
     llm.handler = slow(30)
     llm.reset()
-    task = dict(learned[5].task_data)
+    task = dict(learned[4].task_data)  # one the ranking names a cause for (the sixth's pilot code is unstored)
     firsts: list[AnalysisResult] = []
     result = await analyze_once(analysis_client, task, 0.0, deadline_s=2, on_first=firsts.append)
 
