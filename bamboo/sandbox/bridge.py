@@ -8,8 +8,10 @@ says; state-changing ones are refused when the sandbox is degraded), arguments t
 not absurdly nested and valid against the tool's JSON schema, dispatch with a per-call timeout, the result
 made plain JSON and then scrubbed of secrets (``bamboo.sandbox.results``, in a worker thread), size cap.
 Every frame, allowed, denied or undecodable, is appended to the audit log, with anything the child sent
-quoted so that the row itself can always be stored. A script only ever sees a short error for a denial;
-the reason in full goes to the operator's audit row.
+quoted so that the row itself can always be stored. A state-changing call is also audited before it is
+made (``tool_call_started``), and is not made when that row cannot be written: nothing changes PanDA
+without a row in the chain, whatever happens to the audit log during the call. A script only ever sees a
+short error for a denial; the reason in full goes to the operator's audit row.
 """
 
 from __future__ import annotations
@@ -224,8 +226,13 @@ class ToolBridge:
                 decision = await asyncio.to_thread(_validate, name, self._specs[name], arguments, call_id)
             if decision is None:  # _validate found a JSON object
                 async with self._slots:
-                    dispatched = True
-                    decision = await self._dispatch(cast(str, raw_tool), cast(dict[str, Any], arguments))
+                    name = cast(str, raw_tool)
+                    if not self._specs[name].read_only and not await self._announce(ordinal, name, facts):
+                        decision = _denied(call_id, "the audit log is unavailable; the call was not made",
+                                           "audit_unavailable")
+                    else:
+                        dispatched = True
+                        decision = await self._dispatch(name, cast(dict[str, Any], arguments))
         except asyncio.CancelledError:
             cut = True
             if dispatched:  # the tool may have acted, so the row says so
@@ -312,6 +319,16 @@ class ToolBridge:
                 },
             )
         )
+
+    async def _announce(self, ordinal: int, tool: str, facts: asyncio.Future[tuple[str, str, str]]) -> bool:
+        """Audit a state-changing call before it is made; False (and the bridge closed) when that failed.
+
+        Its result row is written after the call, so an audit that failed in between left a change to PanDA
+        with no row in the chain. A read needs no such row: when its row cannot be written the reply is an
+        error, and the data never reaches the code."""
+        _, digest, preview = await facts
+        return await self._append(AuditEvent(kind="tool_call_started", run_id=self.run_id, actor=self.actor, body={
+            "tool": tool, "seq": ordinal, "args_sha256": digest, "args_preview": preview, "via": "sandbox"}))
 
     async def _append(self, event: AuditEvent) -> bool:
         try:

@@ -250,3 +250,43 @@ async def test_a_tool_with_an_unusable_schema_is_refused_not_called():
                                          read_only=True)
     reply = await bridge.handle_call(frame(bridge, 1, "get_task", {"task_id": 1}))
     assert reply["denied"] and caller.calls == [] and audit.events[0].body["reason"] == "invalid_schema"
+
+
+class AuditDownAfter(MemoryAuditSink):
+    """Writes the first `rows` rows, then fails: the audit log lost in the middle of a run."""
+
+    def __init__(self, rows: int) -> None:
+        super().__init__()
+        self.rows = rows
+
+    async def append(self, event: AuditEvent, dedup_key: str | None = None) -> int | None:
+        if len(self.events) >= self.rows:
+            raise ConnectionError("audit store is down")
+        return await super().append(event, dedup_key)
+
+
+async def test_a_state_changing_call_is_not_made_when_its_row_cannot_be_written_first():
+    # Written after the call only, a row lost to an audit outage left a kill in PanDA with nothing in the chain.
+    bridge, caller, _ = make_bridge(allowed=("kill_task",), audit=FailingAudit())
+    reply = await bridge.handle_call(frame(bridge, 1, "kill_task", {"task_id": 9}))
+    assert reply["ok"] is False and "audit" in reply["error"]
+    assert caller.calls == [] and bridge.audit_failed
+
+
+async def test_a_state_changing_call_is_in_the_chain_before_it_is_made_even_if_its_result_row_is_lost():
+    audit = AuditDownAfter(rows=1)
+    bridge, caller, _ = make_bridge(allowed=("kill_task",), audit=audit)
+    reply = await bridge.handle_call(frame(bridge, 1, "kill_task", {"task_id": 9}))
+    assert caller.calls == [("kill_task", {"task_id": 9})]
+    [started] = audit.events
+    assert started.kind == "tool_call_started" and started.body["tool"] == "kill_task" and started.body["seq"] == 1
+    assert started.body["args_sha256"] == hashlib.sha256(b'{"task_id":9}').hexdigest()
+    assert reply["ok"] is False and "audit" in reply["error"] and bridge.audit_failed
+
+
+async def test_a_state_changing_call_has_its_started_row_then_its_result_row_and_a_read_only_its_result():
+    bridge, caller, audit = make_bridge(allowed=("kill_task", "get_task"))
+    assert (await bridge.handle_call(frame(bridge, 1, "kill_task", {"task_id": 9})))["ok"] is True
+    assert (await bridge.handle_call(frame(bridge, 2, "get_task", {"task_id": 9})))["ok"] is True
+    assert [(e.kind, e.body["tool"]) for e in audit.events] == [
+        ("tool_call_started", "kill_task"), ("tool_call", "kill_task"), ("tool_call", "get_task")]
