@@ -132,10 +132,9 @@ def test_a_pilot_code_a_well_known_cause_never_showed_abstains_however_confident
     assert ranking_confidence(candidates) >= 0.8 and not d.is_novel
 
 
-
 def test_a_pilot_code_no_cause_showed_abstains_unless_the_ranking_is_nearly_certain():
     # A small store: two causes of one symptom class, four incidents each, the memory request on all of the
-    # first's and one of the second's. The ranking leads at 0.86-0.93, and the task's pilot code is one neither
+    # first's and one of the second's. The ranking leads at about 0.9, and the task's pilot code is one neither
     # cause was stored with: the rule once named the first cause above 0.8; only a nearly certain ranking may.
     stats = {"Insufficient memory request": CauseStats(4, 0, 0, 0), "Memory leak in payload": CauseStats(4, 0, 0, 0)}
     edges = [edge(MEMORY, "Insufficient memory request", 4, 8), edge(RAM, "Insufficient memory request", 4, 5),
@@ -145,6 +144,7 @@ def test_a_pilot_code_no_cause_showed_abstains_unless_the_ranking_is_nearly_cert
     assert 0.8 < ranking_confidence(candidates) < UNSEEN_CODE_MIN_CONFIDENCE
     assert d.is_novel and "pilotErrorCode=1299" in d.root_cause
     assert "Insufficient memory request" in d.explanation, "the closest known cause is still shown as a suggestion"
+
 
 @pytest.fixture
 async def examples_store(services):

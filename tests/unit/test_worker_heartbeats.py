@@ -17,7 +17,7 @@ async def noop() -> None:
 
 
 async def test_every_worker_sends_heartbeats_at_least_three_times_per_heartbeat_timeout(client):
-    plans = [QueuePlan(queue="test-heartbeat-a", activities=[noop]), QueuePlan(queue="test-heartbeat-b", activities=[noop])]
+    plans = [QueuePlan(queue=f"test-heartbeat-{q}", activities=[noop]) for q in "ab"]
     workers = polling_workers(client, plans, "test-worker")
     assert [w.task_queue for w in workers] == ["test-heartbeat-a", "test-heartbeat-b"]
     for w in workers:
