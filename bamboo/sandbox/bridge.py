@@ -220,14 +220,13 @@ class ToolBridge:
         facts = asyncio.ensure_future(asyncio.to_thread(_frame_facts, frame))  # sized by the frame: off the loop
         decision = self._admit(frame, call_id, raw_tool, ordinal)  # before any await: call ids stay in order
         dispatched = cut = False
+        name = cast(str, raw_tool)  # read only once _admit found a tool of the run's by this name
         try:
-            if decision is None:  # _admit found a tool of the run's by this name
-                name = cast(str, raw_tool)
+            if decision is None:
                 decision = await asyncio.to_thread(_validate, name, self._specs[name], arguments, call_id)
             if decision is None:  # _validate found a JSON object
                 async with self._slots:
-                    name = cast(str, raw_tool)
-                    if not self._specs[name].read_only and not await self._announce(ordinal, name, facts):
+                    if not self._specs[name].read_only and not await self._announce(ordinal, facts):
                         decision = _denied(call_id, "the audit log is unavailable; the call was not made",
                                            "audit_unavailable")
                     else:
@@ -320,13 +319,13 @@ class ToolBridge:
             )
         )
 
-    async def _announce(self, ordinal: int, tool: str, facts: asyncio.Future[tuple[str, str, str]]) -> bool:
+    async def _announce(self, ordinal: int, facts: asyncio.Future[tuple[str, str, str]]) -> bool:
         """Audit a state-changing call before it is made; False (and the bridge closed) when that failed.
 
         Its result row is written after the call, so an audit that failed in between left a change to PanDA
         with no row in the chain. A read needs no such row: when its row cannot be written the reply is an
         error, and the data never reaches the code."""
-        _, digest, preview = await facts
+        tool, digest, preview = await facts  # what the call's result row names too
         return await self._append(AuditEvent(kind="tool_call_started", run_id=self.run_id, actor=self.actor, body={
             "tool": tool, "seq": ordinal, "args_sha256": digest, "args_preview": preview, "via": "sandbox"}))
 
