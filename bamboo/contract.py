@@ -65,11 +65,6 @@ SEARCH_ATTRIBUTES: dict[str, str] = {
 
 # A dead worker's activity is retried after this long, not after its start-to-close timeout.
 HEARTBEAT = timedelta(seconds=10)
-# How often a worker sends an activity's latest heartbeat to the server at most. The SDK's own throttle is
-# 0.8 x the heartbeat timeout: beats reached the server every 8 s against a 10 s timeout, a 2 s margin that a
-# loaded machine can eat, and a slice taken for dead redoes the incidents it had in flight. A third of the
-# timeout leaves two beats to lose, for one heartbeat call per activity every 3.3 s instead of every 8 s.
-HEARTBEAT_THROTTLE = HEARTBEAT / 3
 LLM_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
                         maximum_interval=timedelta(seconds=30), maximum_attempts=6)
 STORE_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10),

@@ -12,19 +12,17 @@ import signal
 import sys
 
 from psycopg_pool import PoolTimeout
-from temporalio.client import Client
 from temporalio.worker import Worker
 
 from bamboo.approvals.keys import SigningKeyError
 from bamboo.commands.config import CommandConfigError
-from bamboo.contract import HEARTBEAT_THROTTLE
 from bamboo.llm.local import resolve_llm_endpoint, stop_shared_local_llm
 from bamboo.services import Services
 from worker.services import build_services
 from bamboo.settings import Settings, get_settings
 from bamboo.store import StoreNotConfigured
 from bamboo.temporal_client import TemporalUnavailable, connect
-from worker.registry import QueuePlan, plan, workflow_runner
+from worker.registry import plan, workflow_runner
 from policy.trust_root import TrustRootError
 from worker.wiring import CommandToolsConfigError
 from bamboo.telemetry import flush_tracing, worker_runtime
@@ -51,7 +49,12 @@ async def run_worker(settings: Settings, *, services: Services | None = None, st
     # batch's concurrency will get (bamboo/worker_slots.py).
     identity = with_llm_slots(client.identity, settings.llm_concurrency)
     plans = plan(services, settings.llm_concurrency, client)
-    workers = polling_workers(client, plans, identity)
+    workers = [
+        Worker(client, task_queue=p.queue, workflows=p.workflows, activities=p.activities,
+               max_concurrent_activities=p.max_concurrent_activities, max_concurrent_workflow_tasks=100,
+               workflow_runner=workflow_runner(), identity=identity)
+        for p in plans
+    ]
     # Each is bounded by its own timeout and records failures instead of raising (an unreachable MCP server
     # contributes no tools); kept referenced so it is not collected while it runs.
     started = [asyncio.ensure_future(hook()) for p in plans for hook in p.on_start]
@@ -69,17 +72,6 @@ async def run_worker(settings: Settings, *, services: Services | None = None, st
         if own:
             await services.close()
             stop_shared_local_llm()
-
-
-def polling_workers(client: Client, plans: list[QueuePlan], identity: str) -> list[Worker]:
-    """One Temporal worker per task queue of the plan, heartbeats sent at most every HEARTBEAT_THROTTLE."""
-    return [
-        Worker(client, task_queue=p.queue, workflows=p.workflows, activities=p.activities,
-               max_concurrent_activities=p.max_concurrent_activities, max_concurrent_workflow_tasks=100,
-               workflow_runner=workflow_runner(), identity=identity,
-               max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE)
-        for p in plans
-    ]
 
 
 # Young-generation collections every 20k net allocations instead of 700: a lane creates and drops
