@@ -126,8 +126,9 @@ def test_ranking_confidence_follows_the_lead_of_the_top_candidate(evidence):
     assert ranking_confidence([]) == 0.0
     assert ranking_confidence(evidence.candidates[:1]) < 1.0  # a lone candidate leads over nothing known, not over doubt
     assert 0.5 < ranking_confidence(evidence.candidates) < ranking_confidence(evidence.candidates[:1])
-    tied = [candidate("a", 1.0, {}, "x"), candidate("b", 1.0, {}, "y")]
-    assert ranking_confidence(tied) < 0.5
+    tied = [candidate("a", 1.0, {}, "x").model_copy(update={"frequency": 2}),
+            candidate("b", 1.0, {}, "y").model_copy(update={"frequency": 2})]
+    assert ranking_confidence(tied) < 0.5  # two causes stored twice each, tied: below even odds
     assert ranking_diagnosis(Evidence(clues=TaskClues(), candidates=tied)).confidence == ranking_confidence(tied)
 
 
