@@ -26,6 +26,7 @@ tasks answered with a cause count as wrong): expected calibration error over ten
 score, and a reliability table pooled over sizes.
 
     .venv/bin/python -m bench.diagnosis.calibration
+    .venv/bin/python -m bench.diagnosis.calibration --seeds 30,31,32,33,34,35,36
 """
 
 from __future__ import annotations
@@ -199,24 +200,31 @@ def naive_bayes_rows(corpus: Corpus, sizes: list[int], seed: int) -> list[str]:
     return lines
 
 
+async def evaluate(corpus: Corpus, sizes: list[int], base: Path, stack,
+                   dump: list | None) -> tuple[list[Scored], list[Scored], list[Scored], dict[int, float]]:
+    """Every size's store learned and every held-out task diagnosed: (before, after, after + model, timing)."""
+    before: list[Scored] = []
+    after: list[Scored] = []
+    model: list[Scored] = []
+    timing = {}
+    for size in sizes:
+        b, a, m, per_task = await diagnose_all(corpus, size, base, stack, dump)
+        before += b
+        after += a
+        model += m
+        timing[size] = per_task
+        print(f"size {size}: known @1 {share(b, lambda r: not r.novel, lambda r: r.right)} -> "
+              f"{share(a, lambda r: not r.novel, lambda r: r.right)}", file=sys.stderr, flush=True)
+    return before, after, model, timing
+
+
 async def main(sizes: list[int], seed: int, dump_path: Path | None) -> str:
     corpus = build(seed, max(sizes))
     base = Path(tempfile.mkdtemp(prefix="bamboo-bench-calibration-"))
     stack = start_stack(base)
     dump: list | None = [] if dump_path else None
-    before: list[Scored] = []
-    after: list[Scored] = []
-    model: list[Scored] = []
-    timing = {}
     try:
-        for size in sizes:
-            b, a, m, per_task = await diagnose_all(corpus, size, base, stack, dump)
-            before += b
-            after += a
-            model += m
-            timing[size] = per_task
-            print(f"size {size}: known @1 {share(b, lambda r: not r.novel, lambda r: r.right)} -> "
-                  f"{share(a, lambda r: not r.novel, lambda r: r.right)}", file=sys.stderr, flush=True)
+        before, after, model, timing = await evaluate(corpus, sizes, base, stack, dump)
     finally:
         stack.stop()
         shutil.rmtree(base, ignore_errors=True)
@@ -259,16 +267,69 @@ async def main(sizes: list[int], seed: int, dump_path: Path | None) -> str:
     return "\n".join(lines) + "\n"
 
 
+async def across_seeds(sizes: list[int], seeds: list[int]) -> str:
+    """Today's ranking (the after rows) on the corpus of each seed in turn, then pooled over the seeds: one
+    seed's 24 novel-cause tasks come from six causes, and its ~100 named answers per size leave the ECE of one
+    size noisy (a perfectly calibrated answer scores about 0.05 on that many), so per-size figures are read
+    pooled."""
+    base = Path(tempfile.mkdtemp(prefix="bamboo-bench-calibration-"))
+    stack = start_stack(base)
+    rows: dict[int, list[Scored]] = {}
+    model: list[Scored] = []
+    try:
+        for seed in seeds:
+            print(f"seed {seed}", file=sys.stderr, flush=True)
+            # A folder per seed: the incidents written for one seed's store must not be learned by the next's.
+            _, rows[seed], judged, _ = await evaluate(build(seed, max(sizes)), sizes, base / f"seed-{seed}", stack, None)
+            model += judged
+    finally:
+        stack.stop()
+        shutil.rmtree(base, ignore_errors=True)
+    pooled = [r for seed in seeds for r in rows[seed]]
+    lines = [
+        f"Command: `.venv/bin/python -m bench.diagnosis.calibration --seeds {','.join(map(str, seeds))}"
+        + ("" if ",".join(map(str, sizes)) == SIZES else f" --sizes {','.join(map(str, sizes))}")
+        + "` (today's ranking alone, then with the scripted capable model's second opinion as judged; each seed's "
+        f"corpus learned at {', '.join(map(str, sizes))} incidents per known cause; one run, this machine: "
+        f"{os.cpu_count()} cores)",
+        "",
+        "| seed | incidents per known cause | accuracy@1 known causes | accuracy@1 look-alike causes | "
+        "novel-cause tasks answered \"no known cause\" | known-cause tasks answered \"no known cause\" | "
+        "ECE (named causes) | Brier | causes named |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for seed in seeds:
+        lines.append(summary_row(str(seed), "all sizes", rows[seed]))
+    for size in sizes:
+        lines.append(summary_row("all seeds", str(size), [r for r in pooled if r.size == size]))
+    lines.append(summary_row("all seeds", "all sizes", pooled))
+    for size in sizes:
+        lines.append(summary_row("all seeds, after the scripted model's second opinion", str(size),
+                                 [r for r in model if r.size == size]))
+    lines.append(summary_row("all seeds, after the scripted model's second opinion", "all sizes", model))
+    return "\n".join(lines) + "\n"
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default=SIZES, help="incidents per known cause to learn, comma-separated")
     ap.add_argument("--seed", type=int, default=SEED)
+    ap.add_argument("--seeds", help="several seeds, comma-separated: today's ranking on each, then pooled "
+                                    "(per store size) over them; instead of --seed")
     ap.add_argument("--dump", type=Path, help="write every task's ranking inputs as JSON (for offline study)")
     a = ap.parse_args()
+    seeds: list[int] = []
+    if a.seeds:
+        try:
+            seeds = sorted({int(s) for s in a.seeds.split(",") if s.strip()})
+        except ValueError:
+            ap.error("--seeds takes whole numbers, comma-separated, e.g. 30,31,32")
+        if a.dump:
+            ap.error("--dump writes one seed's inputs: give --seed, not --seeds")
     try:
         chosen = sorted({int(s) for s in a.sizes.split(",") if s.strip()})
     except ValueError:
         ap.error(f"--sizes takes whole numbers, e.g. {SIZES}")
     if not chosen or chosen[0] < 1:
         ap.error(f"--sizes takes whole numbers of at least 1, e.g. {SIZES}")
-    print(asyncio.run(main(chosen, a.seed, a.dump)))
+    print(asyncio.run(across_seeds(chosen, seeds) if seeds else main(chosen, a.seed, a.dump)))
