@@ -94,7 +94,8 @@ def ranking_confidence(candidates: list[CandidateCause]) -> float:
         # Only then: a cause an operator put first keeps the lead the ranking gave it.
         top_support, second_support = second_support, top_support
     lead = min(max(top_support / (top_support + second_support + UNKNOWN_SUPPORT), 0.01), 0.99)
-    stored = math.log(min(max(min(stored_incidents(c) for c in (top, runner_up) if c), 1), STORED_CAP))
+    contested = min(stored_incidents(top), stored_incidents(runner_up)) if runner_up else stored_incidents(top)
+    stored = math.log(min(max(contested, 1), STORED_CAP))
     z = (INTERCEPT + (MARGIN_SLOPE + MARGIN_SLOPE_PER_LOG_STORED * stored) * math.log(lead / (1 - lead))
          + BREADTH_SLOPE * (top.breadth - second_breadth) + STORED_SLOPE * stored)
     return round(min(MAX_RANKING_CONFIDENCE, 1 / (1 + math.exp(-z))), 4)

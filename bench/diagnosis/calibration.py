@@ -35,9 +35,7 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -52,9 +50,8 @@ from bamboo.analysis.service import AnalysisService
 from bench.diagnosis import previous_ranking
 from bench.diagnosis.baseline import NaiveBayes, clue_keys
 from bench.diagnosis.corpus import Corpus, build
-from bench.diagnosis.learned import learned_store
+from bench.diagnosis.learned import learned_store, scratch_stack
 from bench.diagnosis.scripted_models import capable_diagnosis
-from tests.services import start_stack
 from tests.support.scripted_llm import ChatRequest
 
 SIZES = "2,8,30"
@@ -220,14 +217,9 @@ async def evaluate(corpus: Corpus, sizes: list[int], base: Path, stack,
 
 async def main(sizes: list[int], seed: int, dump_path: Path | None) -> str:
     corpus = build(seed, max(sizes))
-    base = Path(tempfile.mkdtemp(prefix="bamboo-bench-calibration-"))
-    stack = start_stack(base)
     dump: list | None = [] if dump_path else None
-    try:
+    with scratch_stack("bamboo-bench-calibration-") as (base, stack):
         before, after, model, timing = await evaluate(corpus, sizes, base, stack, dump)
-    finally:
-        stack.stop()
-        shutil.rmtree(base, ignore_errors=True)
     if dump_path and dump is not None:
         dump_path.write_text(json.dumps(dump))
     n, novel = len(corpus.held_out), sum(corpus.novel)
@@ -270,21 +262,16 @@ async def main(sizes: list[int], seed: int, dump_path: Path | None) -> str:
 async def across_seeds(sizes: list[int], seeds: list[int]) -> str:
     """Today's ranking (the after rows) on the corpus of each seed in turn, then pooled over the seeds: one
     seed's 24 novel-cause tasks come from six causes, and its ~100 named answers per size leave the ECE of one
-    size noisy (a perfectly calibrated answer scores about 0.05 on that many), so per-size figures are read
+    size noisy (a perfectly calibrated answer scores about 0.06 on that many), so per-size figures are read
     pooled."""
-    base = Path(tempfile.mkdtemp(prefix="bamboo-bench-calibration-"))
-    stack = start_stack(base)
     rows: dict[int, list[Scored]] = {}
     model: list[Scored] = []
-    try:
+    with scratch_stack("bamboo-bench-calibration-") as (base, stack):
         for seed in seeds:
             print(f"seed {seed}", file=sys.stderr, flush=True)
             # A folder per seed: the incidents written for one seed's store must not be learned by the next's.
             _, rows[seed], judged, _ = await evaluate(build(seed, max(sizes)), sizes, base / f"seed-{seed}", stack, None)
             model += judged
-    finally:
-        stack.stop()
-        shutil.rmtree(base, ignore_errors=True)
     pooled = [r for seed in seeds for r in rows[seed]]
     lines = [
         f"Command: `.venv/bin/python -m bench.diagnosis.calibration --seeds {','.join(map(str, seeds))}"
@@ -318,18 +305,18 @@ if __name__ == "__main__":
                                     "(per store size) over them; instead of --seed")
     ap.add_argument("--dump", type=Path, help="write every task's ranking inputs as JSON (for offline study)")
     a = ap.parse_args()
-    seeds: list[int] = []
-    if a.seeds:
+
+    def numbers(text: str, option: str, least: int, example: str) -> list[int]:
         try:
-            seeds = sorted({int(s) for s in a.seeds.split(",") if s.strip()})
+            chosen = sorted({int(s) for s in text.split(",") if s.strip()})
         except ValueError:
-            ap.error("--seeds takes whole numbers, comma-separated, e.g. 30,31,32")
-        if a.dump:
-            ap.error("--dump writes one seed's inputs: give --seed, not --seeds")
-    try:
-        chosen = sorted({int(s) for s in a.sizes.split(",") if s.strip()})
-    except ValueError:
-        ap.error(f"--sizes takes whole numbers, e.g. {SIZES}")
-    if not chosen or chosen[0] < 1:
-        ap.error(f"--sizes takes whole numbers of at least 1, e.g. {SIZES}")
+            chosen = []
+        if not chosen or chosen[0] < least:
+            ap.error(f"{option} takes whole numbers of at least {least}, comma-separated, e.g. {example}")
+        return chosen
+
+    seeds = numbers(a.seeds, "--seeds", 0, "30,31,32") if a.seeds else []
+    if seeds and a.dump:
+        ap.error("--dump writes one seed's inputs: give --seed, not --seeds")
+    chosen = numbers(a.sizes, "--sizes", 1, SIZES)
     print(asyncio.run(across_seeds(chosen, seeds) if seeds else main(chosen, a.seed, a.dump)))

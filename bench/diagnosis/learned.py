@@ -4,10 +4,12 @@ through the real PopulateBatch workflow, and the command line (sizes, seed, nois
 from __future__ import annotations
 
 import argparse
+import shutil
+import tempfile
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from bamboo.settings import Settings
 from bamboo.temporal_client import connect
 from bench.diagnosis.run import worker_for
 from tests.analysis.answers import analysis_handler
+from tests.services import start_stack
 from tests.support.scripted_llm import ScriptedLLMServer
 from workflows.populate import PopulateBatch
 
@@ -36,6 +39,18 @@ def incidents_by_cause(at_least: int, seed: int, noise: float) -> dict[str, list
         if min(len(v) for v in by_cause.values()) >= at_least:
             return by_cause
         n *= 2
+
+
+@contextmanager
+def scratch_stack(prefix: str) -> Iterator[tuple[Path, object]]:
+    """(a scratch folder, the embedded stack started in it) for one benchmark run; stopped and removed after."""
+    base = Path(tempfile.mkdtemp(prefix=prefix))
+    stack = start_stack(base)
+    try:
+        yield base, stack
+    finally:
+        stack.stop()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @dataclass
