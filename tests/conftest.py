@@ -186,6 +186,23 @@ async def running_worker(settings, services):
     task = asyncio.create_task(run_worker(settings, services=services, stop=stop))
     await asyncio.sleep(0.3)
     yield
+    await end_workflows_left_running(settings)
     stop.set()
     with contextlib.suppress(Exception):
         await asyncio.wait_for(task, 30)
+
+
+async def end_workflows_left_running(settings) -> None:
+    """Terminate every workflow still running on the dev server when a test with a worker ends.
+
+    The dev server and the task queues are shared by the tests of one process, each test with its own
+    database and worker: a workflow a test left behind (a session awaiting a decision, a populate whose
+    timer fires later) hands its next task to whichever test's worker polls next, which then calls that
+    test's model server: the populate relearn test counted 13 model calls for 12 in full runs, never alone."""
+    from bamboo.temporal_client import connect
+
+    with contextlib.suppress(Exception):
+        client = await connect(settings)
+        async for execution in client.list_workflows("ExecutionStatus = 'Running'"):
+            with contextlib.suppress(Exception):
+                await client.get_workflow_handle(execution.id, run_id=execution.run_id).terminate("test finished")
