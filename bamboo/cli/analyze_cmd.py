@@ -23,7 +23,7 @@ from bamboo.analysis.provenance import provenance
 from bamboo.analysis.task_files import TaskFileError, check_task_id, list_task_files, read_task_file, task_fields
 from bamboo.cli.batch_progress import follow as view_batch
 from bamboo.cli.common import console, fail, run
-from bamboo.frontends.inert_text import inert_markup
+from bamboo.frontends.inert_text import inert_markup, inert_terminal
 from bamboo.contract import Queue
 from bamboo.settings import Settings, get_settings
 
@@ -59,8 +59,8 @@ async def fetch_task(settings: Settings, task_id: int) -> dict:
     except PandaError as exc:
         fail(f"PanDA could not return task {task_id}: {exc}; {hint}")
         raise
-    if note:
-        typer.echo(f"note: {note}", err=True)
+    if note:  # it quotes PanDA's error, text from a remote service: shown inert
+        typer.echo(f"note: {inert_terminal(note, one_line=True)}", err=True)
     return task
 
 

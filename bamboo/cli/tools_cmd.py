@@ -304,7 +304,7 @@ def panda_sim(
         err.print(f"caller   {TEST_USER}, a plain user as on the real server: kill and retry only its own tasks, "
                   "no pause or resume (--production-role to act as a shifter, as the demo's retry needs)")
     for name, reason in sim.world.skipped_files.items():
-        err.print(f"[yellow]skipped {name}:[/yellow] {_inert(reason)}")
+        err.print(f"[yellow]skipped {_inert(name)}:[/yellow] {_inert(reason)}")
     try:
         sim.start()
     except RuntimeError as exc:

@@ -24,3 +24,29 @@ def test_a_populate_failure_is_printed_inert(monkeypatch):
     text = out.getvalue()
     assert "[link=https://evil.example]ok[/link]" in text and "\x1b" not in text and "\x07" not in text
     assert "⟨U+001B⟩" in text
+
+
+def test_a_note_quoting_pandas_error_is_printed_inert(monkeypatch, capsys):
+    """`bamboo analyze --task-id` notes why a task's jobs are missing, quoting PanDA's error: a remote service's
+    text, echoed to the terminal with its escape sequences until it was made inert."""
+    import asyncio
+    import contextlib
+
+    from bamboo.cli import analyze_cmd
+    from bamboo.panda import client, task_records
+    from bamboo.settings import Settings
+
+    async def with_note(panda, task_id):
+        return {"jediTaskID": task_id}, f"the task's failed jobs could not be read ({HOSTILE}); analysed on the task's fields alone"
+
+    @contextlib.asynccontextmanager
+    async def panda(settings):
+        yield object()
+
+    monkeypatch.setattr(task_records, "task_for_analysis", with_note)
+    monkeypatch.setattr(client.PandaClient, "from_settings", staticmethod(panda))
+    task = asyncio.run(analyze_cmd.fetch_task(Settings(), 41000001))
+    err = capsys.readouterr().err
+    assert task == {"jediTaskID": 41000001}
+    assert err.startswith("note: the task's failed jobs could not be read") and "\x1b" not in err and "\x07" not in err
+    assert "⟨U+001B⟩" in err
