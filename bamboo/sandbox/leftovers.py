@@ -5,7 +5,8 @@ create entries only where "other" may write: the world-writable directories — 
 /run/lock and whatever else the host has — and the directories it makes there. So:
 
 * after the run, every entry its uid owns under those places is removed (``remove_owned``), before the uid is
-  leased again; a file left in /run/lock used to survive and be read by a later run with that uid;
+  leased again; a file left in /run/lock used to survive and be read by a later run with that uid. And again
+  before a run starts: a worker that died mid-run never swept, and the uid comes back to another session;
 * while it runs, the bytes its files hold on memory-backed filesystems (tmpfs, ramfs, hugetlbfs) count
   against the run's memory total (``OwnedMemoryFiles``): those pages are in no process's resident set, so
   the RSS watchdog never saw them. Files unlinked but still open or mapped are found through the run's

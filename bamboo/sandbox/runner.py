@@ -256,7 +256,11 @@ class SandboxRunner:
                 except UidsUnavailable as exc:
                     raise SandboxUnavailable(str(exc)) from exc
             if self.plan.isolation == "degraded":
-                await asyncio.to_thread(world_writable_dirs)  # found once, then remembered; the sweep needs them
+                roots = await asyncio.to_thread(world_writable_dirs)  # found once, then remembered
+                if lease is not None:
+                    # The sweep after a run never happened if its worker died: what that run left, this run
+                    # (another session's, maybe) must not find. Milliseconds on a host with a tidy /tmp.
+                    await asyncio.to_thread(remove_owned, lease.uid, roots)
                 workdir = Path(tempfile.mkdtemp(prefix="bamboo-sandbox-run-"))
                 os.chmod(workdir, 0o700)
                 if lease is not None:

@@ -267,3 +267,37 @@ return out
     assert res.status == "ok", res.error
     for folder in ("/tmp", "/dev/shm", "/var/tmp"):
         assert not Path(folder, name).exists(), folder
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a uid per run needs a root worker")
+async def test_files_a_crashed_workers_run_left_are_gone_before_its_uid_runs_again(mode):
+    """The attack: a worker dies mid-run, so the sweep after the run never happens; what that run wrote to the
+    shared world-writable places (a session's tool output, a planted script) waits for the next run leased the
+    same uid, of another session. Before a degraded run starts, its uid's files are removed; with bubblewrap the
+    run sees none of the host's shared places at all."""
+    uid = 1_600_000_000 + secrets.randbelow(1_000_000)
+    name = f"bamboo-left-{secrets.token_hex(6)}"
+    planted = [Path(folder, name) for folder in ("/dev/shm", "/var/tmp", "/run/lock")]
+    for path in planted:
+        path.write_text("another session's tool output")
+        os.chown(path, uid, uid)
+        path.chmod(0o600)
+    try:
+        async with harness(mode, uid_first=uid, uid_count=1) as h:  # the one uid the dead worker's run had
+            res = await h.run(f"""
+import os
+out = {{}}
+for path in {[str(p) for p in planted]!r}:
+    try:
+        out[path] = open(path).read()
+    except OSError as exc:
+        out[path] = type(exc).__name__
+return out
+""")
+        assert res.status == "ok", res.error
+        assert not [p for p, v in res.return_value.items() if "session" in v], res.return_value
+        if mode == "degraded":
+            assert not [p for p in planted if p.exists()]
+    finally:
+        for path in planted:
+            path.unlink(missing_ok=True)
