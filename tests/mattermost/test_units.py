@@ -130,3 +130,76 @@ def test_task_ids_in_commands_are_plain_bounded_integers():
         assert parse_root(f"analyze {word}").kind == "invalid"
         command = parse_root(f"investigate {word}")
         assert command.task_id is None and command.kind == "investigate"
+
+
+class _Chat:
+    """The bot's chat client, holding one thread: the posts it returns and the ones the bot makes."""
+
+    def __init__(self, thread: list[dict]) -> None:
+        self.me = {"id": "bot" + "0" * 23}
+        self.thread, self.made = thread, []
+
+    async def thread_posts(self, root_id: str) -> list[dict]:
+        return sorted(self.thread, key=lambda p: p["create_at"])
+
+    async def post(self, channel_id: str, message: str, root_id: str = "") -> dict:
+        self.made.append(message)
+        return {"create_at": 10**13}
+
+
+class _Sessions:
+    """A session whose current review (turn 5, code C) was asked for while the bot was down and never posted."""
+
+    def __init__(self) -> None:
+        self.decided: list[tuple] = []
+
+    async def execution_status(self, session_id: str) -> str:
+        return "running"
+
+    async def transcript(self, session_id: str, since: int = 0) -> list:
+        return []
+
+    async def pending_memo(self, session_id: str):
+        return type("Memo", (), {"turn": 5, "code_hash": "c" * 64})()
+
+    async def pending(self, session_id: str):
+        return None
+
+    async def decide(self, session_id, speaker, turn, code_hash, kind, replacement_code=None):
+        self.decided.append((speaker.identity, turn, code_hash, kind))
+        return None
+
+
+async def _reply_after_restart(thread: list[dict]) -> tuple[list[tuple], list[str]]:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from bamboo.approvals.keys import LocalKey
+    from bamboo.frontends.mattermost.bot import MattermostBot
+    from bamboo.frontends.mattermost.users import UserMap
+
+    chat, sessions = _Chat(thread), _Sessions()
+    bot = MattermostBot(chat, client=None, settings=None, users=UserMap(users={"x" * 26: "xavier"}),  # type: ignore[arg-type]
+                        key=LocalKey("mm-bot", Ed25519PrivateKey.generate()), audit=None)  # type: ignore[arg-type]
+    bot.sessions = sessions  # type: ignore[assignment]
+    try:
+        await bot.handle({"id": "y" * 26, "root_id": "r" * 26, "channel_id": "c" * 26, "user_id": "x" * 26,
+                          "message": "y", "create_at": 200})
+    finally:
+        for t in bot.threads.values():
+            if t.task:
+                t.task.cancel()
+    return sessions.decided, chat.made
+
+
+async def test_after_a_restart_a_reply_answers_the_review_the_thread_showed_not_the_current_one():
+    """A bot restarted while a new review was asked for elsewhere approved that unseen review on the first `y`."""
+    bot_id = "bot" + "0" * 23
+    shown = {"user_id": bot_id, "create_at": 100, "message": f"#### Review · turn 4 · `{'a' * 64}`\n**READ-ONLY**"}
+    forged = {"user_id": "m" * 26, "create_at": 150, "message": f"#### Review · turn 5 · `{'c' * 64}`"}
+    decided, _ = await _reply_after_restart([{"user_id": "alice", "create_at": 1, "message": "investigate 1"},
+                                             shown, forged])
+    assert decided == [("xavier", 4, "a" * 64, DecisionKind.RUN_ONCE)], "the review shown, not turn 5's"
+
+    decided, made = await _reply_after_restart([{"user_id": "alice", "create_at": 1, "message": "investigate 1"},
+                                                forged])
+    assert decided == [] and made == ["No review was posted in this thread before your reply."]

@@ -8,7 +8,8 @@ the refusal is written to the audit log. A review reply answers the review the b
 turn and full code hash, so an answer typed against an older prompt is refused as stale by the session.
 
 A thread is one session (``mm-<root post id>``), so a restarted bot finds its sessions again from the thread
-it is asked in. ``--verbose`` narrates intent, code, policy and each tool call in that thread only; it
+it is asked in, and the reviews it posted there from the thread's posts: a reply still answers the review shown
+before it, never one the thread did not show. ``--verbose`` narrates intent, code, policy and each tool call in that thread only; it
 changes what is shown, never what may run.
 
 Whatever the bot posts that it did not write itself (a symptom, an analysis's causes and suggestions, an
@@ -35,7 +36,7 @@ from bamboo.audit import AuditEvent, AuditSink
 from bamboo.frontends.inert_text import inert_markdown
 from bamboo.frontends.mattermost.chat import MattermostChat
 from bamboo.frontends.mattermost.commands import Command, parse_root, parse_thread
-from bamboo.frontends.mattermost.render import approvals_post, entry_post, pending_list, review_post
+from bamboo.frontends.mattermost.render import approvals_post, entry_post, pending_list, review_post, reviewed_in
 from bamboo.frontends.mattermost.users import UserMap
 from bamboo.frontends.review import edit_diff
 from bamboo.investigation import client as inv
@@ -207,14 +208,24 @@ class MattermostBot:
             return None  # not a session thread
         entries = await self.sessions.transcript(session_id)
         thread = Thread(root_id=root_id, channel_id=channel_id, session_id=session_id,
-                        seen=max((e.seq for e in entries), default=0))
-        # What a reply answers is known from the server even while no worker runs (the session's memo).
-        memo = await self.sessions.pending_memo(session_id)
-        if memo is not None:
-            thread.prompts.append(Prompt(0, memo.turn, memo.code_hash))
+                        seen=max((e.seq for e in entries), default=0), prompts=await self._reviews_posted(root_id))
         self.threads[root_id] = thread
         self._follow(thread)
         return thread
+
+    async def _reviews_posted(self, root_id: str) -> list[Prompt]:
+        """The reviews this bot posted in the thread, oldest first, read back from Mattermost (it needs no worker).
+
+        After a restart a reply answers the review shown before it, as before the restart; never the session's
+        current review, which the thread may not have shown (an edit or a new turn asked for elsewhere while the
+        bot was down: a `y` typed under turn 4 approved turn 5's code). Only this bot's own posts count."""
+        mine = self.chat.me.get("id")
+        prompts = []
+        for post in await self.chat.thread_posts(root_id):
+            shown = reviewed_in(post.get("message") or "") if mine and post.get("user_id") == mine else None
+            if shown is not None:
+                prompts.append(Prompt(int(post.get("create_at") or 0), *shown))
+        return prompts
 
     async def _thread_command(self, post: dict[str, Any], thread: Thread, command: Command) -> None:
         channel, root = thread.channel_id, thread.root_id

@@ -62,6 +62,12 @@ class MattermostChat:
     async def get_post(self, post_id: str) -> dict[str, Any]:
         return await asyncio.to_thread(self.driver.posts.get_post, post_id)
 
+    async def thread_posts(self, root_id: str) -> list[dict[str, Any]]:
+        """Every post of the thread rooted at ``root_id``, oldest first (``GET /posts/{id}/thread``)."""
+        found = await asyncio.to_thread(self.driver.posts.get_thread, root_id)
+        posts = found.get("posts") or {}
+        return sorted((posts[i] for i in found.get("order") or [] if i in posts), key=lambda p: p.get("create_at", 0))
+
     async def listen(self, handler: Callable[[str], Awaitable[None]]) -> None:
         """Receive websocket events until the connection ends (the driver reconnects while keepalive is on)."""
         await Websocket(self.driver.options, self.driver.client.token).connect(handler)

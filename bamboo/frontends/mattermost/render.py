@@ -14,6 +14,7 @@ anything nor take the lines around it in.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 from bamboo.frontends.inert_text import inert_markdown, markdown_code, markdown_quote
@@ -27,6 +28,9 @@ from policy.code_hazards import visible
 from policy.code_identity import short_hash
 
 WRAP = 96
+# A review post's first line: what a reply in the thread answers is read back from it after a restart.
+REVIEW_HEADER = "#### Review · turn {turn} · `{code_hash}`"
+_REVIEW_HEADER = re.compile(r"#### Review · turn (\d+) · `([0-9a-f]{64})`(?:\n|$)")
 ALWAYS = {"reply", "finding", "refused_run", "refused_request", "refused_decision", "suggestion", "hypothesis",
           "grant", "revoke", "system", "decision"}
 VERBOSE_ONLY = {"intent", "code", "policy", "run", "operator"}
@@ -62,9 +66,17 @@ def _context_lines(view: PendingView) -> list[str]:
             f"request: {inert_markdown(about.request)}"]
 
 
+def reviewed_in(message: str) -> tuple[int, str] | None:
+    """(turn, full code hash) of a review post by this bot, from its first line; None for any other post. Only
+    the bot's own posts may be read so (a person can type the same line); no other line of a review starts so:
+    model text is escaped, code is numbered."""
+    found = _REVIEW_HEADER.match(message)
+    return (int(found[1]), found[2]) if found else None
+
+
 def review_post(view: PendingView, changed: str = "") -> str:
     what = effect(view)
-    lines = [f"#### Review · turn {view.turn} · `{view.code_hash}`",
+    lines = [REVIEW_HEADER.format(turn=view.turn, code_hash=view.code_hash),
              f"**{what.text}** · asked by **{inert_markdown(view.requester)}**",
              *_context_lines(view),
              f"tools: {', '.join(view.tools) or 'none'} · may call when run: {', '.join(view.allow_set) or 'none'}",
