@@ -443,7 +443,8 @@ def approvals_cmd(as_json: bool = typer.Option(False, "--json", help="machine-re
 
 def approve_cmd(
     session: str = typer.Argument(..., help="session id (see `bamboo approvals`)"),
-    hash_prefix: str = typer.Argument(..., help="at least 8 characters of the pending code hash"),
+    hash_prefix: str = typer.Argument(..., help="the pending code's hash, as `bamboo approvals` prints it (at least "
+                                                  "its first 32 characters)"),
     decision: str = typer.Argument(..., help="y (run once), a (auto-run), k (always ask), n (reject)"),
     identity: str | None = typer.Option(None, "--as", help="who you are (default: $BAMBOO_OPERATOR or your login)"),
     as_json: bool = typer.Option(False, "--json", help="the verdict as JSON (accepted, or refused and why); "

@@ -250,7 +250,8 @@ def _signed_json(session: str, name: Message, request, identity: str | None, ttl
 @sign_app.command("decide")
 def sign_decide(
     session: str = typer.Argument(..., help="session id"),
-    code_hash: str = typer.Argument(..., help="the full code hash, or a prefix of the pending one (looked up)"),
+    code_hash: str = typer.Argument(..., help="the full code hash, or its first 32 characters or more for the "
+                                               "pending one (looked up)"),
     decision: str = typer.Argument(..., help="y (run once), a (auto-run), k (always ask), n (reject)"),
     turn: int | None = typer.Option(None, "--turn", help="the turn answered (with a full hash, nothing is looked up)"),
     identity: str | None = typer.Option(None, "--as", help="who decides (default: $BAMBOO_OPERATOR or your login)"),
@@ -268,7 +269,11 @@ def sign_decide(
         return
     if kind is DecisionKind.EDIT:
         fail("sign an edit from an attached session (`bamboo investigate --attach SESSION`)")
-    full = code_hash.strip().lower()
+    try:  # a prefix signs whatever is pending under it: long enough that no other code can be made to share it
+        full = inv.checked_prefix(code_hash)
+    except inv.InvestigationError as exc:
+        fail(str(exc))
+        return
     if turn is None or len(full) != 64:
         async def lookup():
             view = await inv.pending(await connect(get_settings()), session)

@@ -56,6 +56,8 @@ DECISION_ALIASES: dict[str, DecisionKind] = {
 
 
 UPDATE_TIMEOUT_S = 30.0
+# Hex characters of a code hash `bamboo approve` needs: 128 bits, so no two bodies can be made to share them.
+MIN_HASH_PREFIX = 32
 # How long a query may wait for a worker before the client reads the memo instead (no worker answers).
 QUERY_TIMEOUT_S = 10.0
 KINDS = MESSAGE_KINDS  # kept for callers that sign by name
@@ -277,13 +279,28 @@ async def send_decision(client: Client, session_id: str, decision: OperatorDecis
     await handle(client, session_id).signal(Message.DECIDE, request)
 
 
+def checked_prefix(hash_prefix: str) -> str:
+    """``hash_prefix`` lower-cased, when it has at least MIN_HASH_PREFIX hex characters; else InvestigationError."""
+    typed = hash_prefix.strip().lower()
+    if len(typed) < MIN_HASH_PREFIX or typed.strip("0123456789abcdef"):
+        raise InvestigationError(
+            f"give at least {MIN_HASH_PREFIX} hex characters of the code hash, not {hash_prefix!r} (`bamboo approvals` "
+            "prints it whole): a shorter prefix could match other code made to share it")
+    return typed
+
+
 async def decide_by_prefix(client: Client, session_id: str, hash_prefix: str, kind: DecisionKind, speaker: Speaker,
                            replacement_code: str | None = None, *, as_signal: bool = False,
                            query_timeout_s: float = QUERY_TIMEOUT_S,
                            update_timeout_s: float = UPDATE_TIMEOUT_S) -> Delivery:
     """Answer the pending review whose code hash starts with ``hash_prefix``, naming its full hash (what the
     signature covers). The session re-checks everything; a refusal raises InvestigationError. When no worker
-    answers, the turn and hash come from the session's memo and the decision goes as a signal (``Delivery``)."""
+    answers, the turn and hash come from the session's memo and the decision goes as a signal (``Delivery``).
+
+    The prefix is at least MIN_HASH_PREFIX hex characters: the decision signs whatever is pending *now* under
+    it, and whoever may edit the pending code can prepare two bodies sharing a short prefix (eight characters
+    take seconds) and swap the one the approver read for the other before the approval is sent."""
+    typed = checked_prefix(hash_prefix)
     worker_up = not as_signal
     try:
         found: PendingView | PendingMemo | None = await pending(client, session_id, query_timeout_s)
@@ -291,7 +308,7 @@ async def decide_by_prefix(client: Client, session_id: str, hash_prefix: str, ki
         found, worker_up = await pending_memo(client, session_id), False
     if found is None:
         raise InvestigationError(f"session {session_id} has nothing waiting for approval")
-    if not found.code_hash.startswith(hash_prefix.strip().lower()):
+    if not found.code_hash.startswith(typed):
         raise InvestigationError(
             f"the pending code in {session_id} has hash {found.code_hash[:12]}, not {hash_prefix}; "
             "run `bamboo approvals` to see what is waiting"

@@ -47,15 +47,17 @@ async def test_approvals_lists_pending_and_approve_checks_hash_and_identity(new_
     out = await wait_for(listed, timeout=60, every=1.0)
     assert view.code_hash[:12] in out.stdout and "STATE-CHANGING" in out.stdout
 
-    wrong = await _bamboo(settings, "approve", session, "deadbeef00", "y", "--as", "bob")
-    assert wrong.returncode != 0 and "not deadbeef00" in (wrong.stdout + wrong.stderr)
-    selfish = await _bamboo(settings, "approve", session, view.code_hash[:12], "y", "--as", "alice")
+    wrong = await _bamboo(settings, "approve", session, "deadbeef" * 8, "y", "--as", "bob")
+    assert wrong.returncode != 0 and f"not {'deadbeef' * 8}" in (wrong.stdout + wrong.stderr)
+    short = await _bamboo(settings, "approve", session, view.code_hash[:12], "y", "--as", "bob")
+    assert short.returncode != 0 and "at least 32 hex characters" in (short.stdout + short.stderr)
+    selfish = await _bamboo(settings, "approve", session, view.code_hash, "y", "--as", "alice")
     assert selfish.returncode != 0 and "someone other than" in (selfish.stdout + selfish.stderr)
-    as_json = await _bamboo(settings, "approve", session, view.code_hash[:12], "y", "--as", "alice", "--json")
+    as_json = await _bamboo(settings, "approve", session, view.code_hash, "y", "--as", "alice", "--json")
     refused = json.loads(as_json.stdout)  # the same verdict, for scripts
     assert as_json.returncode == 1 and refused["accepted"] is False and "someone other than" in refused["detail"]
     assert new_kills() == []
-    rejected = await _bamboo(settings, "approve", session, view.code_hash[:12], "n", "--as", "bob", "--json")
+    rejected = await _bamboo(settings, "approve", session, view.code_hash, "n", "--as", "bob", "--json")
     assert rejected.returncode == 0, rejected.stdout + rejected.stderr
     said = json.loads(rejected.stdout)
     assert (said["accepted"], said["decision"], said["code_hash"], said["turn"]) == (True, "reject", view.code_hash, 1)

@@ -56,7 +56,7 @@ async def test_approval_survives_worker_kill_and_arrives_from_other_processes(op
 
         approve = await asyncio.to_thread(
             subprocess.run,
-            [sys.executable, "-m", "bamboo.cli.main", "approve", session, view.code_hash[:12], "y", "--as", "bob"],
+            [sys.executable, "-m", "bamboo.cli.main", "approve", session, view.code_hash, "y", "--as", "bob"],
             cwd=ROOT, env=worker_env(settings), capture_output=True, text=True, timeout=120,
         )
         assert approve.returncode == 0, approve.stdout + approve.stderr
@@ -66,7 +66,7 @@ async def test_approval_survives_worker_kill_and_arrives_from_other_processes(op
         await inv.send_message(client, session, "check it once more", ops.alice)
         view = await _pending_turn(client, session, 2)
         signed = await asyncio.to_thread(
-            subprocess.run, [sys.executable, "-m", "bamboo.cli.main", "sign", "decide", session, view.code_hash[:16],
+            subprocess.run, [sys.executable, "-m", "bamboo.cli.main", "sign", "decide", session, view.code_hash[:32],
                              "y", "--as", "carol"],
             cwd=ROOT, env=worker_env(settings), capture_output=True, text=True, timeout=120,
         )
