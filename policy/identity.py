@@ -2,15 +2,17 @@
 
 An identity was a free string compared byte for byte, so ``Alice`` could approve what ``alice`` asked for,
 and look-alike letters from other scripts would have done the same. Every identity that enters a decision
-is now normalised (Unicode NFKC, case-folded, surrounding space removed) and must then be plain ASCII of a
-small alphabet, so two spellings of one name become the same identity and a look-alike is refused rather
-than treated as a different person.
+is case-folded, stripped of surrounding space, and must be plain ASCII of a small alphabet, so two spellings of
+one name become the same identity and a look-alike is refused rather than treated as a different person.
+
+Non-ASCII text is refused before anything is folded, not normalised first: NFKC turned look-alikes into the
+person they imitate (``Kate`` with a Kelvin sign, fullwidth ``ａlice``, the ``ﬁ`` ligature, ``ß``), so a
+single-sign-on account spelled so signed into the console as someone else.
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
 from typing import Annotated
 
 from pydantic import AfterValidator, BeforeValidator
@@ -29,7 +31,8 @@ def canonical_identity(text: str) -> str:
         raise IdentityError("an identity must be text")
     if len(text) > 4 * MAX_IDENTITY_LENGTH:
         raise IdentityError(f"an identity is at most {MAX_IDENTITY_LENGTH} characters")
-    folded = unicodedata.normalize("NFKC", text).casefold().strip()
+    stripped = text.strip()
+    folded = stripped.lower() if stripped.isascii() else ""  # str.lower() alone maps the Kelvin sign to k
     if not _IDENTITY.match(folded):
         raise IdentityError(
             f"{text[:MAX_IDENTITY_LENGTH]!r} is not a valid identity: use 1-{MAX_IDENTITY_LENGTH} ASCII letters, digits "
