@@ -153,7 +153,7 @@ class SandboxRunner:
         self._uids: RunUids | None = None
         if os.geteuid() == 0:
             try:
-                self._uids = RunUids(first=uid_first, count=uid_count, python=python)
+                self._uids = RunUids(first=uid_first, count=uid_count)
             except (UidsUnavailable, OSError) as exc:
                 self._finalizer()
                 raise SandboxUnavailable(f"the sandbox cannot give runs their own uids: {exc}") from exc
@@ -339,7 +339,7 @@ class SandboxRunner:
                     parent_sock.close()
             if lease is not None:
                 if self.plan.isolation == "degraded":
-                    await asyncio.to_thread(sweep, lease.uid, self.python)
+                    await asyncio.to_thread(sweep, lease.uid)
                 lease.release()
             if leaf is not None:
                 await asyncio.to_thread(leaf.remove)
@@ -588,7 +588,9 @@ class SandboxRunner:
             child.leaf.kill()
         if child.isolation == "degraded":
             if child.lease is not None:
-                await asyncio.to_thread(sweep, child.lease.uid, self.python)
+                if not await asyncio.to_thread(sweep, child.lease.uid):
+                    log.error("sandbox: processes of run uid %d survived the sweep; the uid is swept again before "
+                              "it is leased", child.lease.uid)
             else:
                 for victim in _descendants(pid):
                     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -601,7 +603,7 @@ class SandboxRunner:
             # With bwrap too: a process that outlived bwrap's setup (its parent-death signal was not armed yet)
             # is outside the namespace's kill, still runs as the run's uid and holds the child's pipes, so
             # proc.wait() would never return. Only then is the uid swept: the scan costs milliseconds a run.
-            await asyncio.to_thread(sweep, child.lease.uid, self.python)
+            await asyncio.to_thread(sweep, child.lease.uid)
         if not exited.done():
             await asyncio.wait([exited], timeout=5.0)
         if not exited.done():

@@ -15,7 +15,7 @@ import contextlib
 import fcntl
 import os
 import random
-import subprocess
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,11 +23,9 @@ from pathlib import Path
 DEFAULT_FIRST_UID = 1_000_000_000
 DEFAULT_UID_COUNT = 4096
 LOCK_DIR = Path("/run/bamboo-sandbox-uids")
-# Runs as the run's uid: kill(-1) reaches the processes that uid may signal, i.e. its own (never
-# the caller itself). The caller checks /proc afterwards and repeats while any is left, so a process
-# forked mid-sweep dies too (kill(-1) reporting success says nothing: it counts more than our own).
-_SWEEP = "import os\nfor _ in range(3):\n    try:\n        os.kill(-1, 9)\n    except OSError:\n        pass\n"
 SWEEP_ROUNDS = 20
+# More processes than a run may start (RLIMIT_NPROC) means the scan is being outrun: kill what is stopped, rescan.
+MAX_SWEPT = 4096
 
 
 class UidsUnavailable(RuntimeError):
@@ -54,10 +52,10 @@ class RunUids:
     """Leases uids from ``[first, first + count)``; only usable by a root worker."""
 
     def __init__(self, *, first: int = DEFAULT_FIRST_UID, count: int = DEFAULT_UID_COUNT,
-                 lock_dir: Path = LOCK_DIR, python: str = "/usr/bin/python3") -> None:
+                 lock_dir: Path = LOCK_DIR) -> None:
         if os.geteuid() != 0:
             raise UidsUnavailable("a uid per sandbox run needs a root worker")
-        self.first, self.count, self.python = first, count, python
+        self.first, self.count = first, count
         self.lock_dir = lock_dir
         lock_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         info = lock_dir.lstat()
@@ -75,7 +73,7 @@ class RunUids:
                 os.close(fd)
                 continue
             if processes_of(uid):  # left behind by a worker that died: end them before reuse
-                sweep(uid, self.python)
+                sweep(uid)
                 if processes_of(uid):
                     os.close(fd)
                     continue
@@ -84,12 +82,13 @@ class RunUids:
             f"all {self.count} sandbox uids from {self.first} are in use; raise BAMBOO_SANDBOX_UID_COUNT")
 
 
-def processes_of(uid: int) -> list[int]:
+def processes_of(uid: int, only: int | None = None) -> list[int]:
     """Every live process whose real, effective or saved uid is ``uid`` (from /proc/<pid>/status, which,
-    unlike the owner of /proc/<pid>, a process cannot change by making itself non-dumpable)."""
+    unlike the owner of /proc/<pid>, a process cannot change by making itself non-dumpable); with ``only``,
+    just that pid if it is one."""
     found = []
     wanted = str(uid)
-    for name in os.listdir("/proc"):
+    for name in [str(only)] if only is not None else os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
@@ -106,18 +105,50 @@ def processes_of(uid: int) -> list[int]:
     return found
 
 
-def sweep(uid: int, python: str = "/usr/bin/python3") -> bool:
+def sweep(uid: int) -> bool:
     """SIGKILL every process of ``uid``; True when none is left.
 
-    The kill is made by a helper running as that uid, so it reaches a process whatever its session,
-    process group or parent; nothing is spawned when the uid runs nothing (the usual case).
+    From the worker (root), never from a helper running as that uid: such a helper has no seccomp filter and no
+    no_new_privs, and a daemon the run left could stop it, write code into it through /proc/<pid>/mem and leave
+    the sandbox, or simply kill every helper and outlive the run. Each round first stops every process found
+    (a stopped process cannot fork), scanning again until no new one appears, then kills them all. Each signal
+    goes through a pidfd opened before the process's uid is checked, so a pid reused by another process is
+    never signalled.
     """
     for _ in range(SWEEP_ROUNDS):
+        stopped: dict[int, int] = {}
+        try:
+            while new := [pid for pid in processes_of(uid) if pid not in stopped]:
+                for pid in new:
+                    fd = _pidfd_of(pid, uid)
+                    if fd is not None:
+                        stopped[pid] = fd
+                        _signal(fd, signal.SIGSTOP)
+                if len(stopped) > MAX_SWEPT:
+                    break
+            for fd in stopped.values():
+                _signal(fd, signal.SIGKILL)
+        finally:
+            for fd in stopped.values():
+                os.close(fd)
+        time.sleep(0.01)  # killed processes are reaped asynchronously
         if not processes_of(uid):
             return True
-        with contextlib.suppress(OSError, subprocess.SubprocessError):
-            subprocess.run([python, "-I", "-S", "-c", _SWEEP], user=uid, group=uid, extra_groups=[], env={},
-                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           cwd="/", timeout=10, check=False)
-        time.sleep(0.01)  # killed processes are reaped asynchronously
     return not processes_of(uid)
+
+
+def _pidfd_of(pid: int, uid: int) -> int | None:
+    """A pidfd for ``pid`` when it is (still) a process of ``uid``; None when it is gone or another's."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return None
+    if pid in processes_of(uid, only=pid):
+        return fd
+    os.close(fd)
+    return None
+
+
+def _signal(pidfd: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, OSError):
+        signal.pidfd_send_signal(pidfd, sig)

@@ -301,3 +301,64 @@ return out
     finally:
         for path in planted:
             path.unlink(missing_ok=True)
+
+
+async def test_a_daemon_that_kills_every_other_process_of_its_uid_still_dies_with_the_run(mode):
+    """The attack: the run leaves a daemon (setsid, double fork) that SIGKILLs every other process of its uid. The
+    sweep used to run a helper as that uid, without seccomp or no_new_privs: the daemon killed every helper and
+    outlived the run, or could stop one and write code into it through /proc/<pid>/mem to leave the sandbox. The
+    sweep is now the worker's own, and nothing runs as the run's uid but the run."""
+    marker = f"assassin-{secrets.token_hex(6)}"
+    limits = unique_limits(max_processes=512)
+    async with harness(mode, limits=limits) as h:
+        res = await h.run(f"""
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execve(sys.executable, [sys.executable, "-I", "-S", "-c", '''
+import os, time  # {marker}
+end = time.time() + 20
+while time.time() < end:
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and int(pid) != os.getpid():
+            try:
+                os.kill(int(pid), 9)
+            except OSError:
+                pass
+'''], {{}})
+    os._exit(0)
+time.sleep(0.5)
+return {{}}
+""")
+        assert res.status in ("ok", "crashed", "timeout")  # it kills the run's own process too, whatever comes first
+        await asyncio.sleep(0.3)
+        assert not any(_alive(p) for p in _pids_with(marker))
+    await asyncio.sleep(0.3)
+    assert not any(_alive(p) for p in _pids_with(marker))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a uid per run needs a root worker")
+def test_the_sweep_runs_nothing_as_the_runs_uid_and_stops_what_forks(monkeypatch):
+    """The sweep is the worker's own: a helper started as the run's uid (as it was) has neither the seccomp filter
+    nor no_new_privs, and a process the run left can stop it and write code into it through /proc/<pid>/mem. A
+    process that forks as fast as it can is stopped, then killed, with its children."""
+    import subprocess
+
+    from bamboo.sandbox import uids
+
+    started: list = []
+    real_run, real_popen = subprocess.run, subprocess.Popen
+    uid = 1_700_000_000 + secrets.randbelow(1_000_000)
+    forker = real_popen(["/usr/bin/python3", "-I", "-S", "-c",
+                         "import os\nwhile True:\n    try:\n        os.fork() or os._exit(0)\n    except OSError:\n        pass\n"],
+                        user=uid, group=uid, extra_groups=[], env={}, cwd="/", start_new_session=True)
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: started.append(a) or real_run(*a, **k))
+    monkeypatch.setattr(subprocess, "Popen", lambda *a, **k: started.append(a) or real_popen(*a, **k))
+    try:
+        assert uids.processes_of(uid)
+        assert uids.sweep(uid) and uids.processes_of(uid) == []
+        assert started == [], "the sweep started a process"
+    finally:
+        forker.kill()
+        forker.wait()
