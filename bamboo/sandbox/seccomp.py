@@ -44,6 +44,10 @@ DENIED_SYSCALLS: tuple[str, ...] = (
     "fspick", "mount_setattr", "unshare", "setns", "open_by_handle_at", "name_to_handle_at",
     # memory no process maps (the watchdog cannot see it) or that outlives the run (host ipc namespace)
     "memfd_create", "memfd_secret", "shmget", "shmat", "msgget", "msgsnd", "semget", "mq_open",
+    # and using such objects another process made: in degraded mode the host's, with loose modes, or a queue
+    # opened by path where the host mounts the mqueue filesystem (open(O_CREAT) there makes one without mq_open)
+    "shmctl", "msgrcv", "msgctl", "semop", "semtimedop", "semctl",
+    "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr", "mq_unlink",
 )
 # Refused whatever the family: the child creates no socket (see the module docstring).
 SOCKET_SYSCALLS = ("socket", "socketpair")

@@ -41,6 +41,13 @@ out = {
     "msgget": call(68, 0, 0o1600),
     "semget": call(64, 0, 1, 0o1600),
     "mq_open": call(240, ctypes.addressof(ctypes.create_string_buffer(b"bamboo-test")), 0o100 | 2, 0o600, 0),
+    # using IPC objects someone else made (allowed, these bad ids would answer EINVAL or EBADF)
+    "msgsnd": call(69, -1, 0, 0, 0), "msgrcv": call(70, -1, 0, 0, 0, 0), "msgctl": call(71, -1, 2, 0),
+    "semop": call(65, -1, 0, 0), "semtimedop": call(220, -1, 0, 0, 0), "semctl": call(66, -1, 0, 2, 0),
+    "shmctl": call(31, -1, 2, 0),
+    "mq_timedsend": call(242, -1, 0, 0, 0, 0), "mq_timedreceive": call(243, -1, 0, 0, 0, 0),
+    "mq_notify": call(244, -1, 0), "mq_getsetattr": call(245, -1, 0, 0),
+    "mq_unlink": call(241, ctypes.addressof(ctypes.create_string_buffer(b"bamboo-test"))),
 }
 for family in ("AF_INET", "AF_INET6", "AF_VSOCK", "AF_NETLINK", "AF_PACKET", "AF_UNIX"):
     try:
@@ -60,7 +67,9 @@ EXPECTED = {
     "add_key": "EPERM", "bpf": "EPERM", "userfaultfd": "EPERM", "mount": "EPERM", "umount2": "EPERM",
     "unshare_user": "EPERM", "unshare_net": "EPERM", "io_uring_setup": "EPERM", "perf_event_open": "EPERM",
     "clone3": "ENOSYS", "memfd_create": "EPERM", "shmget": "EPERM", "msgget": "EPERM", "semget": "EPERM",
-    "mq_open": "EPERM", "AF_INET": "EAFNOSUPPORT", "AF_INET6": "EAFNOSUPPORT", "AF_VSOCK": "EAFNOSUPPORT",
+    "mq_open": "EPERM", "msgsnd": "EPERM", "msgrcv": "EPERM", "msgctl": "EPERM", "semop": "EPERM",
+    "semtimedop": "EPERM", "semctl": "EPERM", "shmctl": "EPERM", "mq_timedsend": "EPERM", "mq_timedreceive": "EPERM",
+    "mq_notify": "EPERM", "mq_getsetattr": "EPERM", "mq_unlink": "EPERM", "AF_INET": "EAFNOSUPPORT", "AF_INET6": "EAFNOSUPPORT", "AF_VSOCK": "EAFNOSUPPORT",
     "AF_NETLINK": "EAFNOSUPPORT", "AF_PACKET": "EAFNOSUPPORT", "AF_UNIX": "EAFNOSUPPORT", "socketpair": "EAFNOSUPPORT",
 }
 
