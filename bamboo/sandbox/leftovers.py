@@ -6,7 +6,9 @@ create entries only where "other" may write: the world-writable directories — 
 
 * after the run, every entry its uid owns under those places is removed (``remove_owned``), before the uid is
   leased again; a file left in /run/lock used to survive and be read by a later run with that uid. And again
-  before a run starts: a worker that died mid-run never swept, and the uid comes back to another session;
+  before a run starts: a worker that died mid-run never swept, and the uid comes back to another session. A
+  sweep that stops short (more entries of others than it may look at) refuses the run: it cannot say the
+  uid is clean;
 * while it runs, the bytes its files hold on memory-backed filesystems (tmpfs, ramfs, hugetlbfs) count
   against the run's memory total (``OwnedMemoryFiles``): those pages are in no process's resident set, so
   the RSS watchdog never saw them. Files unlinked but still open or mapped are found through the run's
@@ -209,24 +211,25 @@ def _walk(uid: int, roots: Iterable[str], owned: Visit, *, max_foreign: int, des
     return True
 
 
-def remove_owned(uid: int, roots: Iterable[str], *, max_foreign: int = SWEEP_MAX_FOREIGN) -> int:
-    """Remove everything ``uid`` owns under ``roots`` (its processes are dead by now); how many entries."""
-    removed = 0
+def remove_owned(uid: int, roots: Iterable[str], *, max_foreign: int | None = None) -> bool:
+    """Remove everything ``uid`` owns under ``roots`` (its processes are dead by now); False when the walk stopped
+    after ``max_foreign`` (SWEEP_MAX_FOREIGN) entries of others, so some may be left: the host's shared places
+    are that full, or a concurrent run filled them to make this sweep stop short."""
 
     def remove(dir_fd: int, name: str, info: os.stat_result) -> None:
-        nonlocal removed
         with contextlib.suppress(OSError):
             if stat.S_ISDIR(info.st_mode):
                 shutil.rmtree(name, dir_fd=dir_fd)
             else:
                 os.unlink(name, dir_fd=dir_fd)
-            removed += 1
 
     roots = tuple(roots)
-    if not _walk(uid, roots, remove, max_foreign=max_foreign):
-        log.warning("the sweep of uid %d's files looked at %d entries of others and stopped; some may be left in %s",
-                    uid, max_foreign, ", ".join(roots))
-    return removed
+    budget = SWEEP_MAX_FOREIGN if max_foreign is None else max_foreign
+    if _walk(uid, roots, remove, max_foreign=budget):
+        return True
+    log.warning("the sweep of uid %d's files looked at %d entries of others and stopped; some may be left in %s",
+                uid, budget, ", ".join(roots))
+    return False
 
 
 # -- counting what a run holds on memory ----------------------------------------------------------------

@@ -257,10 +257,14 @@ class SandboxRunner:
                     raise SandboxUnavailable(str(exc)) from exc
             if self.plan.isolation == "degraded":
                 roots = await asyncio.to_thread(world_writable_dirs)  # found once, then remembered
-                if lease is not None:
-                    # The sweep after a run never happened if its worker died: what that run left, this run
-                    # (another session's, maybe) must not find. Milliseconds on a host with a tidy /tmp.
-                    await asyncio.to_thread(remove_owned, lease.uid, roots)
+                # The sweep after a run never happened if its worker died: what that run left, this run (another
+                # session's, maybe) must not find. Milliseconds on a host with a tidy /tmp; refused when it cannot
+                # finish (a concurrent run can fill the shared places to make it stop short).
+                if lease is not None and not await asyncio.to_thread(remove_owned, lease.uid, roots):
+                    raise SandboxUnavailable(
+                        "the degraded sandbox cannot check the shared places (/tmp, /var/tmp, /dev/shm, ...) for files "
+                        "an earlier run of its uid left: they hold more entries of others than it may look at; clear "
+                        "them out, or install bubblewrap")
                 workdir = Path(tempfile.mkdtemp(prefix="bamboo-sandbox-run-"))
                 os.chmod(workdir, 0o700)
                 if lease is not None:

@@ -362,3 +362,30 @@ def test_the_sweep_runs_nothing_as_the_runs_uid_and_stops_what_forks(monkeypatch
     finally:
         forker.kill()
         forker.wait()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a uid per run needs a root worker")
+async def test_a_sweep_made_to_stop_short_refuses_the_run_instead_of_handing_out_a_uid_not_known_clean(monkeypatch):
+    """The attack: a concurrent run fills /var/tmp (walked before /tmp) with more entries than the sweep may look
+    at, so the sweep of another uid stops before it reaches what that uid's earlier run left in /tmp, and the next
+    run of that uid reads it. A sweep that stops short now refuses the run."""
+    from bamboo.sandbox import leftovers
+
+    monkeypatch.setattr(leftovers, "SWEEP_MAX_FOREIGN", 20)
+    uid = 1_800_000_000 + secrets.randbelow(1_000_000)
+    name = f"bamboo-flood-{secrets.token_hex(6)}"
+    flood = [Path("/var/tmp", f"{name}-{i}") for i in range(40)]
+    planted = Path("/tmp", name)
+    for path in flood:
+        path.touch()
+    planted.write_text("another session's tool output")
+    os.chown(planted, uid, uid)
+    planted.chmod(0o600)
+    try:
+        async with harness("degraded", uid_first=uid, uid_count=1) as h:
+            with pytest.raises(SandboxUnavailable, match="cannot check the shared places"):
+                await h.run(f"return {{'read': open({str(planted)!r}).read()}}")
+    finally:
+        planted.unlink(missing_ok=True)
+        for path in flood:
+            path.unlink(missing_ok=True)
