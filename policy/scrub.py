@@ -122,6 +122,16 @@ _RULES: tuple[_Rule, ...] = (
         group=1,
         hints=("-u", "--user", "--proxy-user"),
     ),
+    # ``mysql -phunter2``: MySQL's clients take the password glued to -p (``-p`` alone asks for it).
+    _rule(
+        "cli_password",
+        r"(?<![A-Za-z0-9_\-])(?:mysql\w*|mariadb\w*)\b[^\n]{0,256}?[ \t]-p([^\s'\"-][^\s'\"]{0,255})",
+        group=1,
+        hints=("mysql", "mariadb"),
+    ),
+    # SQL: ``CREATE USER bob IDENTIFIED BY 'hunter2'``, ``... IDENTIFIED WITH mysql_native_password BY 'x'``.
+    _rule("sql_password", r"(?i)\bidentified\s+(?:with\s+\S+\s+)?by\s+(?:password\s+)?(['\"]?)([^\s'\";]{1,256})\1",
+          group=2, hints=("identified",)),
 )
 
 _ANY_HINT = re.compile("|".join(re.escape(h) for rule in _RULES for h in rule.hints))

@@ -298,6 +298,22 @@ def test_the_whole_value_is_redacted_never_a_tail(text, expected):
     assert scrub_text(text).text == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("mysql -u panda -pHunter2x -h db", "mysql -u panda -p[REDACTED:cli_password] -h db"),
+        ("mysqldump -h db -ps3cr3t atlas", "mysqldump -h db -p[REDACTED:cli_password] atlas"),
+        ("mysql -u panda -p -h db", "mysql -u panda -p -h db"),  # -p alone asks for it
+        ("CREATE USER 'bob'@'%' IDENTIFIED BY 'Tr0ub4dor';", "CREATE USER 'bob'@'%' IDENTIFIED BY '[REDACTED:sql_password]';"),
+        ("ALTER USER bob IDENTIFIED WITH mysql_native_password BY hunter2",
+         "ALTER USER bob IDENTIFIED WITH mysql_native_password BY [REDACTED:sql_password]"),
+        ("ssh -p 2222 host; python3 -p foo", "ssh -p 2222 host; python3 -p foo"),
+    ],
+)
+def test_database_clients_and_sql_passwords_are_redacted(text, expected):
+    assert scrub_text(text).text == expected
+
+
 SHORT_PASSWORD = "Tr0ub" + "&3x"
 
 
