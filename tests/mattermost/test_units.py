@@ -203,3 +203,29 @@ async def test_after_a_restart_a_reply_answers_the_review_the_thread_showed_not_
     decided, made = await _reply_after_restart([{"user_id": "alice", "create_at": 1, "message": "investigate 1"},
                                                 forged])
     assert decided == [] and made == ["No review was posted in this thread before your reply."]
+
+
+async def test_the_chat_client_reads_a_threads_posts_oldest_first_with_their_authors():
+    """What a restarted bot reads back (`MattermostChat.thread_posts`, `GET /posts/{id}/thread`), through the
+    production client against the stand-in; only the bot's own review post is taken as shown."""
+    from bamboo.frontends.mattermost.chat import MattermostChat
+    from bamboo.frontends.mattermost.render import reviewed_in
+    from tests.mattermost.standin import MattermostStandIn
+
+    with MattermostStandIn() as standin:
+        alice, bot = standin.add_user("alice"), standin.add_user("bamboo")
+        channel = standin.add_channel("ops", alice, bot)
+        people = {u.id: MattermostChat({"url": "127.0.0.1", "port": standin.port, "scheme": "http", "token": u.token,
+                                        "basepath": "/api/v4"}) for u in (alice, bot)}
+        for chat in people.values():
+            await chat.login()
+        as_alice, as_bot = people[alice.id], people[bot.id]
+        root = await as_alice.post(channel.id, "investigate 40118507")
+        await as_bot.post(channel.id, f"#### Review · turn 4 · `{'a' * 64}`\n**READ-ONLY**", root["id"])
+        await as_alice.post(channel.id, f"#### Review · turn 5 · `{'c' * 64}`", root["id"])
+        posts = await as_bot.thread_posts(root["id"])
+    assert [p["message"].split("\n")[0][:22] for p in posts] == [
+        "investigate 40118507", "#### Review · turn 4 ·", "#### Review · turn 5 ·"]
+    assert [p["create_at"] for p in posts] == sorted(p["create_at"] for p in posts)
+    shown = [reviewed_in(p["message"]) for p in posts if p["user_id"] == as_bot.me["id"]]
+    assert shown == [(4, "a" * 64)]
