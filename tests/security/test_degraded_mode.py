@@ -41,6 +41,34 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+def daemon_run(marker: str, on_each_pid: str, pause_s: float = 0.0) -> str:
+    """Code for a run that leaves a daemon (setsid, a double fork, re-executed with an empty environment, its
+    command line carrying ``marker``) which for 20 s runs ``on_each_pid`` on every other process it can see."""
+    action = "\n".join("                " + line for line in on_each_pid.splitlines())
+    return f"""
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.chdir("/")
+        os.execve(sys.executable, [sys.executable, "-I", "-S", "-c", '''
+import os, time  # {marker}
+end = time.time() + 20
+while time.time() < end:
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and int(pid) != os.getpid():
+            try:
+{action}
+            except OSError:
+                pass
+    time.sleep({pause_s})
+'''], {{}})
+    os._exit(0)
+time.sleep(0.5)
+return {{}}
+"""
+
+
 def _pids_with(marker: str) -> list[int]:
     found = []
     for entry in os.scandir("/proc"):
@@ -192,29 +220,8 @@ async def test_a_daemon_left_by_one_run_cannot_act_in_the_next(mode):
     marker = f"lurker-{secrets.token_hex(6)}"
     limits = unique_limits(max_processes=512)
     async with harness(mode, limits=limits) as h:
-        lurker = f"""
-import os, sys, time
-if os.fork() == 0:
-    os.setsid()
-    if os.fork() == 0:
-        os.chdir("/")
-        os.execve(sys.executable, [sys.executable, "-I", "-S", "-c", '''
-import os, time  # {marker}
-end = time.time() + 20
-while time.time() < end:
-    for pid in os.listdir("/proc"):
-        if pid.isdigit() and int(pid) != os.getpid():
-            try:
-                open("/proc/%s/mem" % pid, "rb").close()
-                open("/proc/%s/environ" % pid, "rb").read()
-            except OSError:
-                pass
-    time.sleep(0.05)
-'''], {{}})
-    os._exit(0)
-time.sleep(0.5)
-return {{}}
-"""
+        lurker = daemon_run(marker, 'open("/proc/%s/mem" % pid, "rb").close()\nopen("/proc/%s/environ" % pid, "rb").read()',
+                            pause_s=0.05)
         first = await h.run(lurker)
         assert first.status == "ok", first.error
         assert not any(_alive(p) for p in _pids_with(marker))
@@ -311,26 +318,7 @@ async def test_a_daemon_that_kills_every_other_process_of_its_uid_still_dies_wit
     marker = f"assassin-{secrets.token_hex(6)}"
     limits = unique_limits(max_processes=512)
     async with harness(mode, limits=limits) as h:
-        res = await h.run(f"""
-import os, sys, time
-if os.fork() == 0:
-    os.setsid()
-    if os.fork() == 0:
-        os.execve(sys.executable, [sys.executable, "-I", "-S", "-c", '''
-import os, time  # {marker}
-end = time.time() + 20
-while time.time() < end:
-    for pid in os.listdir("/proc"):
-        if pid.isdigit() and int(pid) != os.getpid():
-            try:
-                os.kill(int(pid), 9)
-            except OSError:
-                pass
-'''], {{}})
-    os._exit(0)
-time.sleep(0.5)
-return {{}}
-""")
+        res = await h.run(daemon_run(marker, "os.kill(int(pid), 9)"))
         assert res.status in ("ok", "crashed", "timeout")  # it kills the run's own process too, whatever comes first
         await asyncio.sleep(0.3)
         assert not any(_alive(p) for p in _pids_with(marker))
