@@ -117,14 +117,16 @@ def sweep(uid: int) -> bool:
     """
     for _ in range(SWEEP_ROUNDS):
         stopped: dict[int, int] = {}
+        tried: set[int] = set()  # a pid whose pidfd could not be had is not tried again this round
         try:
-            while new := [pid for pid in processes_of(uid) if pid not in stopped]:
+            while new := [pid for pid in processes_of(uid) if pid not in tried]:
+                tried.update(new)
                 for pid in new:
                     fd = _pidfd_of(pid, uid)
                     if fd is not None:
                         stopped[pid] = fd
                         _signal(fd, signal.SIGSTOP)
-                if len(stopped) > MAX_SWEPT:
+                if len(tried) > MAX_SWEPT:
                     break
             for fd in stopped.values():
                 _signal(fd, signal.SIGKILL)
