@@ -9,8 +9,8 @@ turn and full code hash, so an answer typed against an older prompt is refused a
 
 A thread is one session (``mm-<root post id>``), so a restarted bot finds its sessions again from the thread
 it is asked in, and the reviews it posted there from the thread's posts: a reply still answers the review shown
-before it, never one the thread did not show. ``--verbose`` narrates intent, code, policy and each tool call in that thread only; it
-changes what is shown, never what may run.
+before it, never one the thread did not show. ``--verbose`` narrates intent, code, policy and each tool call in
+that thread only; it changes what is shown, never what may run.
 
 Whatever the bot posts that it did not write itself (a symptom, an analysis's causes and suggestions, an
 error's message) goes through ``inert_markdown``, as the session's narration does in ``render``.
