@@ -22,7 +22,9 @@ from bamboo.investigation.contract import (
     SummaryInput, SummaryResult, WrittenProcedures, WrittenQuery,
 )
 from bamboo.investigation.finalize import Finalizer
-from bamboo.investigation.procedure_tools import ProcedureToolCaller, exposed_procedures, policy_catalog
+from bamboo.investigation.procedure_tools import (
+    PinnedProcedures, ProcedureToolCaller, exposed_procedures, policy_catalog,
+)
 from bamboo.investigation.reuse import ProcedureMatcher
 from bamboo.investigation.turns import TurnModel
 from bamboo.investigation.written import WrittenProcedureReader
@@ -30,6 +32,7 @@ from bamboo.llm.metering import SpendMeter
 from bamboo.sandbox import contract as sandbox
 from bamboo.sandbox.contract import ExecuteCodeInput, SandboxRunResult
 from bamboo.sandbox.runner import SandboxRunner
+from bamboo.tools.model import ToolCaller
 from bamboo.tools.selection import ToolSelector
 from policy.approvers import ApprovalRules
 
@@ -169,3 +172,7 @@ class ProcedureSandboxActivities(SandboxActivities):
     async def execute_code(self, inp: ExecuteCodeInput) -> SandboxRunResult:
         await self.tools.refresh()
         return await SandboxActivities.execute_code(self, inp)
+
+    def caller_for(self, inp: ExecuteCodeInput) -> ToolCaller | None:
+        """A run whose decision saw stored procedures replays exactly those bodies (``PinnedProcedures``)."""
+        return PinnedProcedures(self.tools, inp.procedure_hashes) if inp.procedure_hashes else None

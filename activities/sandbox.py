@@ -87,7 +87,12 @@ class SandboxActivities:
             actor=inp.actor,
             bridge_limits=BridgeLimits(max_calls=inp.max_calls, call_timeout_s=inp.call_timeout_s),
             phase=inp.phase,
+            caller=self.caller_for(inp),
         )
+
+    def caller_for(self, inp: ExecuteCodeInput) -> ToolCaller | None:
+        """The tool caller of this run, when it must differ from the executor's (None: the executor's)."""
+        return None
 
     def _refuse_unsafe_retry(self, inp: ExecuteCodeInput, allowed: frozenset[str]) -> None:
         if activity.info().attempt <= 1:

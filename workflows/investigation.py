@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import json
 from typing import Any, TypeVar
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 
 from pydantic import BaseModel, ValidationError
@@ -299,7 +299,8 @@ class Investigation:
             })
             if decision.outcome is CodeVerdict.RUN:
                 await self._execute(turn, code, decision, proposal, f"policy:{decision.reason.value}", requester,
-                                    reuse=reuse, request=request, codified=codified)
+                                    reuse=reuse, request=request, codified=codified,
+                                    procedures=pinned_procedures(decision.allow_set, context))
                 return False
             if decision.outcome is CodeVerdict.REFUSE:
                 self._entry("refused_run", decision.detail, turn=turn, data={"reason": decision.reason.value})
@@ -323,7 +324,8 @@ class Investigation:
                 continue
             await self._remember(turn, code, decision, answer, context, reuse)
             await self._execute(turn, code, decision, proposal, answer.approver, requester, reuse=reuse,
-                                request=request, codified=codified)
+                                request=request, codified=codified,
+                                procedures=pinned_procedures(decision.allow_set, context))
             return False
 
     async def _is_finding(self, msg: OperatorMessage, turn: int) -> bool:
@@ -515,9 +517,11 @@ class Investigation:
 
     async def _execute(self, turn: int, code: str, decision: ReviewDecision, proposal: CodegenResult,
                        approver: str, requester: str, capture: bool = True, *, reuse: ReuseProposal | None = None,
-                       request: str = "", codified: WrittenProcedure | None = None) -> None:
+                       request: str = "", codified: WrittenProcedure | None = None,
+                       procedures: dict[str, str] | None = None) -> None:
         """Run in the sandbox with the decision's allow-set; ``capture`` keeps human-approved code for finalize
-        (a reused procedure as its stored body, so finalize adds this session to that procedure)."""
+        (a reused procedure as its stored body, so finalize adds this session to that procedure); ``procedures``:
+        the stored procedures it may call, by the hash of the body the decision saw (``pinned_procedures``)."""
         st = self._st
         st.seq += 1
         run_id = f"investigate:{self._inp.session_id}:t{turn}:{short_hash(decision.code_hash)}:{st.seq}"
@@ -528,7 +532,7 @@ class Investigation:
                 ExecuteCodeInput(run_id=run_id, code=with_task_preamble(code, self._inp.task_id),
                                  allowed_tools=list(decision.allow_set), actor=approver, timeout_s=RUN_TIMEOUT_S,
                                  phase="automatic" if approver == "automatic" else "interactive",
-                                 audit=self._audit_rows(carried)),
+                                 audit=self._audit_rows(carried), procedure_hashes=procedures or {}),
                 **sandbox.SANDBOX_CALL.options())
         except ActivityError as exc:
             self._outbox[:0] = carried  # perhaps unwritten: flushed as usual (a written row's key skips it)
@@ -587,7 +591,8 @@ class Investigation:
                                                    source="stored_procedure"))
             if decision.outcome is CodeVerdict.RUN:
                 await self._execute(0, code, decision, CodegenResult(code=code, summary=f"replay of {name}"),
-                                    "automatic", self._inp.requester, capture=False)
+                                    "automatic", self._inp.requester, capture=False,
+                                    procedures=pinned_procedures(decision.allow_set, context))
             else:
                 self._entry("suggestion", f"{name} was not replayed automatically: {decision.detail} "
                             "Ask for it in this session to review and run it.",
@@ -608,7 +613,8 @@ class Investigation:
                                                         "reason": decision.reason.value,
                                                         "state_changing": list(decision.state_changing)})
             return
-        await self._execute(0, proposal.code, decision, proposal, "automatic", self._inp.requester, capture=False)
+        await self._execute(0, proposal.code, decision, proposal, "automatic", self._inp.requester, capture=False,
+                            procedures=pinned_procedures(decision.allow_set, context))
         replies = [e for e in self._st.transcript if e.kind == "reply" and e.turn == 0]
         if replies:
             self._entry("hypothesis", replies[-1].text, turn=0)
@@ -913,6 +919,13 @@ class Investigation:
 
 
 _RUN_AT_ONCE = (DecisionKind.RUN_ONCE, DecisionKind.ALWAYS_ASK)
+def pinned_procedures(allow_set: Sequence[str], context: PolicyContext) -> dict[str, str]:
+    """The stored procedures a run may call, by the hash of the body its decision saw: a body changed in the
+    table before the call replays nothing (procedure_tools.PinnedProcedures)."""
+    code = context.catalog.procedure_code
+    return {name: code_hash(code[name]) for name in allow_set if name in code}
+
+
 _BEFORE_AUTHENTICATION = {
     DecisionRefusal.REPLAYED, DecisionRefusal.NOTHING_PENDING, DecisionRefusal.STALE_TURN,
     DecisionRefusal.HASH_MISMATCH, DecisionRefusal.PREFIX_IN_SIGNED_DECISION, DecisionRefusal.CHOICE_NOT_OFFERED,

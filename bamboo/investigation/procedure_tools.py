@@ -25,6 +25,7 @@ from bamboo.sandbox.runner import SandboxRunner
 from bamboo.sandbox.service import CodeExecutor
 from bamboo.tools.model import ToolCaller, ToolOrigin, ToolResult, ToolSpec
 from policy.catalog import ToolCatalog, ToolFacts
+from policy.code_identity import code_hash, short_hash
 from policy.phases import Phase, replay_allow_set
 from policy.procedures import assess_read_only, is_exposable_procedure, is_procedure_name
 from policy.signature import scan_code
@@ -123,13 +124,18 @@ class ProcedureToolCaller:
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         if not is_procedure_name(name):
             return await self.base.call_tool(name, arguments)
-        return await self._replay(name, arguments)
+        return await self.replay(name, arguments)
 
-    async def _replay(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+    async def replay(self, name: str, arguments: dict[str, Any], expected_hash: str | None = None) -> ToolResult:
+        """Run the stored procedure ``name`` in the sandbox; with ``expected_hash``, only if its body still has it."""
         await self.refresh()
         code = self._procedure_code.get(name)
         if code is None:
             return ToolResult.failure(f"{name} is not an approved stored procedure")
+        if expected_hash is not None and code_hash(code) != expected_hash:
+            return ToolResult.failure(
+                f"{name} changed since this run was approved (its body is {short_hash(code_hash(code))} now, the "
+                f"review saw {short_hash(expected_hash)}); ask for it again to review the new body")
         if self._executor is None:
             return ToolResult.failure(f"{name} cannot be replayed: this worker has no usable sandbox")
         raw = self.raw_tools()
@@ -151,3 +157,21 @@ class ProcedureToolCaller:
         if result.status != "ok":
             return ToolResult.failure(f"{name} failed ({result.status}): {result.error or 'no detail'}")
         return ToolResult.success(result.return_value or {})
+
+
+class PinnedProcedures:
+    """One run's ``ToolCaller``: the stored procedures its review (or policy decision) saw replay only with the
+    bodies it saw. A procedure's body is a database row, re-read when it is called; changed between the review
+    and the run (by anyone who can write the table, or another session's finalize), the approved call would
+    have replayed code nobody reviewed, and with ``allow_mutating_autorun`` code that changes state."""
+
+    def __init__(self, tools: ProcedureToolCaller, hashes: Mapping[str, str]) -> None:
+        self.tools, self.hashes = tools, dict(hashes)
+
+    def list_tools(self) -> list[ToolSpec]:
+        return self.tools.list_tools()
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        if name in self.hashes:
+            return await self.tools.replay(name, arguments, self.hashes[name])
+        return await self.tools.call_tool(name, arguments)

@@ -51,6 +51,9 @@ class ExecuteCodeInput(BaseModel):
         default="automatic", description="automatic = nobody approved this code (the safe reading when unsaid)")
     audit: list[AuditRow] = Field(
         default_factory=list, description="rows written, in order, before the code starts (the decision's own)")
+    procedure_hashes: dict[str, str] = Field(
+        default_factory=dict, description="stored procedure the code may call -> the hash of the body its review "
+                                          "or policy decision saw; a body changed since is not replayed")
 
 
 class CallRecord(BaseModel):

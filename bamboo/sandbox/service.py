@@ -74,14 +74,16 @@ class CodeExecutor:
         actor: str = "sandbox",
         bridge_limits: BridgeLimits | None = None,
         phase: Phase = "automatic",
+        caller: ToolCaller | None = None,
     ) -> SandboxRunResult:
+        """``caller``: this run's own (one that holds the run to what was approved), else the executor's."""
         specs = self.current_specs()
         degraded = self.runner.isolation == "degraded"
         if degraded:
             self._refuse_in_degraded_mode(run_id, phase, allowed_tools, specs)
         bridge = ToolBridge(
             run_id=run_id,
-            caller=self.caller,
+            caller=caller or self.caller,
             specs=specs,
             allowed=allowed_tools,
             audit=self.audit,

@@ -1,0 +1,68 @@
+"""A run replays the stored procedures its decision saw, with the bodies it saw.
+
+A procedure's body is a database row, re-read when the approved code calls it: changed between the review and the
+run (by anyone who can write the table, or another session's finalize approving new code under the same name), the
+approved call replayed code nobody reviewed — with ``allow_mutating_autorun`` even code that changes state. The
+workflow now hands each run the hash of every procedure body its decision saw, and a body that no longer has it is
+not replayed."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+from temporalio.testing import ActivityEnvironment
+
+from activities.investigation import ProcedureSandboxActivities
+from bamboo.investigation.code import with_task_preamble
+from bamboo.investigation.procedure_tools import policy_catalog
+from bamboo.investigation.procedures import ProcedureRepository
+from bamboo.sandbox.contract import ExecuteCodeInput
+from policy.code_identity import code_hash
+from policy.phases import automatic_allow_set
+from tests.investigation.conftest import READ_PROC, READ_PROC_CODE, TASK_ID
+from worker.wiring import investigation_activities
+
+# Still read-only and of the same two tools, so it stays replayable: only its identity tells it from the reviewed one.
+SWAPPED = READ_PROC_CODE.replace("'jobs': len(j)", "'jobs': len(j), 'seen': t")
+
+
+async def test_a_procedure_body_changed_after_the_decision_is_not_replayed(services, settings, sim):
+    repo = ProcedureRepository(services.store.pool)
+    await repo.save(READ_PROC, READ_PROC_CODE, "approved", {})
+    sandbox: ProcedureSandboxActivities = investigation_activities(services).sandbox[0].__self__
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, heartbeat_timeout=timedelta(seconds=10))
+
+    async def run(run_id: str, pins: dict[str, str]):
+        await sandbox.tools.refresh()
+        allowed = automatic_allow_set(policy_catalog(sandbox.tools.list_tools(), sandbox.tools.procedure_code))
+        assert READ_PROC in allowed
+        code = with_task_preamble(f"return await tools.{READ_PROC}(task_id=task_id)", TASK_ID)
+        return await env.run(sandbox.execute_code, ExecuteCodeInput(
+            run_id=run_id, code=code, allowed_tools=sorted(allowed), actor="automatic", timeout_s=60,
+            procedure_hashes=pins))
+
+    try:
+        reviewed = {READ_PROC: code_hash(READ_PROC_CODE)}
+        first = await run("pinned-as-reviewed", reviewed)
+        assert first.status == "ok" and "seen" not in first.return_value, first.error
+
+        await repo.save(READ_PROC, SWAPPED, "approved", {})  # the row changes after the decision saw the body
+        swapped = await run("pinned-swapped", reviewed)
+        assert swapped.status != "ok" and "changed since this run was approved" in (swapped.error or ""), swapped
+
+        again = await run("pinned-to-the-new-body", {READ_PROC: code_hash(SWAPPED)})
+        assert again.status == "ok" and "seen" in again.return_value, again.error
+    finally:
+        await sandbox.tools.base.close()
+
+
+def test_the_workflow_pins_every_procedure_of_the_allow_set_to_the_body_its_catalogue_holds():
+    from bamboo.investigation.contract import PolicyContext
+    from policy.catalog import ToolCatalog
+    from workflows.investigation import pinned_procedures
+
+    context = PolicyContext(catalog=ToolCatalog.build([], {READ_PROC: READ_PROC_CODE, "proc__other": "return 1"}))
+    assert pinned_procedures(["get_task_details", READ_PROC], context) == {READ_PROC: code_hash(READ_PROC_CODE)}
+    assert pinned_procedures(["get_task_details"], context) == {}
