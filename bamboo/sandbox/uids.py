@@ -12,6 +12,7 @@ when the worker dies). Before a uid is handed out again, anything still running 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import random
@@ -113,44 +114,64 @@ def sweep(uid: int) -> bool:
     the sandbox, or simply kill every helper and outlive the run. Each round first stops every process found
     (a stopped process cannot fork), scanning again until no new one appears, then kills them all. Each signal
     goes through a pidfd opened before the process's uid is checked, so a pid reused by another process is
-    never signalled.
+    never signalled; a kernel without pidfds (before Linux 5.3) gets the signal by pid, the uid checked again
+    right before it.
     """
     for _ in range(SWEEP_ROUNDS):
-        stopped: dict[int, int] = {}
-        tried: set[int] = set()  # a pid whose pidfd could not be had is not tried again this round
+        stopped: list[_Process] = []
+        tried: set[int] = set()  # a pid that could not be had is not tried again this round
         try:
             while new := [pid for pid in processes_of(uid) if pid not in tried]:
                 tried.update(new)
                 for pid in new:
-                    fd = _pidfd_of(pid, uid)
-                    if fd is not None:
-                        stopped[pid] = fd
-                        _signal(fd, signal.SIGSTOP)
+                    process = _Process.of(pid, uid)
+                    if process is not None:
+                        stopped.append(process)
+                        process.signal(signal.SIGSTOP)
                 if len(tried) > MAX_SWEPT:
                     break
-            for fd in stopped.values():
-                _signal(fd, signal.SIGKILL)
+            for process in stopped:
+                process.signal(signal.SIGKILL)
         finally:
-            for fd in stopped.values():
-                os.close(fd)
+            for process in stopped:
+                process.close()
         time.sleep(0.01)  # killed processes are reaped asynchronously
         if not processes_of(uid):
             return True
     return not processes_of(uid)
 
 
-def _pidfd_of(pid: int, uid: int) -> int | None:
-    """A pidfd for ``pid`` when it is (still) a process of ``uid``; None when it is gone or another's."""
-    try:
-        fd = os.pidfd_open(pid)
-    except OSError:
+@dataclass
+class _Process:
+    """A process of the uid being swept, held by a pidfd where the kernel has them."""
+
+    pid: int
+    uid: int
+    fd: int | None
+
+    @classmethod
+    def of(cls, pid: int, uid: int) -> "_Process | None":
+        """``pid`` when it is (still) a process of ``uid``; None when it is gone or another's."""
+        try:
+            fd: int | None = os.pidfd_open(pid)
+        except OSError as exc:
+            if exc.errno != errno.ENOSYS:
+                return None  # gone
+            fd = None
+        if pid in processes_of(uid, only=pid):
+            return cls(pid, uid, fd)
+        if fd is not None:
+            os.close(fd)
         return None
-    if pid in processes_of(uid, only=pid):
-        return fd
-    os.close(fd)
-    return None
 
+    def signal(self, sig: int) -> None:
+        with contextlib.suppress(OSError):
+            if self.fd is not None:
+                signal.pidfd_send_signal(self.fd, sig)
+            elif self.pid in processes_of(self.uid, only=self.pid):
+                os.kill(self.pid, sig)
 
-def _signal(pidfd: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, OSError):
-        signal.pidfd_send_signal(pidfd, sig)
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None

@@ -327,13 +327,22 @@ async def test_a_daemon_that_kills_every_other_process_of_its_uid_still_dies_wit
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a uid per run needs a root worker")
-def test_the_sweep_runs_nothing_as_the_runs_uid_and_stops_what_forks(monkeypatch):
+@pytest.mark.parametrize("pidfds", [True, False], ids=["pidfds", "a-kernel-without-pidfds"])
+def test_the_sweep_runs_nothing_as_the_runs_uid_and_stops_what_forks(monkeypatch, pidfds):
     """The sweep is the worker's own: a helper started as the run's uid (as it was) has neither the seccomp filter
     nor no_new_privs, and a process the run left can stop it and write code into it through /proc/<pid>/mem. A
-    process that forks as fast as it can is stopped, then killed, with its children."""
+    process that forks as fast as it can is stopped, then killed, with its children; on a kernel without pidfds
+    (before Linux 5.3, where pidfd_open answers ENOSYS) too, by pid."""
+    import errno
     import subprocess
 
     from bamboo.sandbox import uids
+
+    if not pidfds:
+        def no_pidfds(pid):
+            raise OSError(errno.ENOSYS, "Function not implemented")
+
+        monkeypatch.setattr(uids.os, "pidfd_open", no_pidfds)
 
     started: list = []
     real_run, real_popen = subprocess.run, subprocess.Popen
