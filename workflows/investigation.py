@@ -919,6 +919,8 @@ class Investigation:
 
 
 _RUN_AT_ONCE = (DecisionKind.RUN_ONCE, DecisionKind.ALWAYS_ASK)
+
+
 def pinned_procedures(allow_set: Sequence[str], context: PolicyContext) -> dict[str, str]:
     """The stored procedures a run may call, by the hash of the body its decision saw: a body changed in the
     table before the call replays nothing (procedure_tools.PinnedProcedures)."""

@@ -50,7 +50,7 @@ from bamboo.analysis.service import AnalysisService
 from bench.diagnosis import previous_ranking
 from bench.diagnosis.baseline import NaiveBayes, clue_keys
 from bench.diagnosis.corpus import Corpus, build
-from bench.diagnosis.learned import learned_store, scratch_stack
+from bench.diagnosis.learned import learned_store, scratch_stack, whole_numbers
 from bench.diagnosis.scripted_models import capable_diagnosis
 from tests.support.scripted_llm import ChatRequest
 
@@ -305,18 +305,8 @@ if __name__ == "__main__":
                                     "(per store size) over them; instead of --seed")
     ap.add_argument("--dump", type=Path, help="write every task's ranking inputs as JSON (for offline study)")
     a = ap.parse_args()
-
-    def numbers(text: str, option: str, least: int, example: str) -> list[int]:
-        try:
-            chosen = sorted({int(s) for s in text.split(",") if s.strip()})
-        except ValueError:
-            chosen = []
-        if not chosen or chosen[0] < least:
-            ap.error(f"{option} takes whole numbers of at least {least}, comma-separated, e.g. {example}")
-        return chosen
-
-    seeds = numbers(a.seeds, "--seeds", 0, "30,31,32") if a.seeds else []
+    seeds = whole_numbers(ap, a.seeds, "--seeds", 0, "30,31,32") if a.seeds else []
     if seeds and a.dump:
         ap.error("--dump writes one seed's inputs: give --seed, not --seeds")
-    chosen = numbers(a.sizes, "--sizes", 1, SIZES)
+    chosen = whole_numbers(ap, a.sizes, "--sizes", 1, SIZES)
     print(asyncio.run(across_seeds(chosen, seeds) if seeds else main(chosen, a.seed, a.dump)))

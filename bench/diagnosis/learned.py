@@ -86,13 +86,18 @@ def parse_args(description: str, default_sizes: str) -> tuple[list[int], int, fl
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--noise", type=float, default=NOISE)
     a = ap.parse_args()
+    return whole_numbers(ap, a.sizes, "--sizes", 1, default_sizes), a.seed, a.noise
+
+
+def whole_numbers(ap: argparse.ArgumentParser, text: str, option: str, least: int, example: str) -> list[int]:
+    """A comma-separated option's numbers, sorted and once each; a usage error unless all are at least ``least``."""
     try:
-        chosen = sorted({int(s) for s in a.sizes.split(",") if s.strip()})
+        chosen = sorted({int(s) for s in text.split(",") if s.strip()})
     except ValueError:
-        ap.error(f"--sizes takes whole numbers, e.g. {default_sizes}")
-    if not chosen or chosen[0] < 1:
-        ap.error(f"--sizes takes whole numbers of at least 1, e.g. {default_sizes}")
-    return chosen, a.seed, a.noise
+        chosen = []
+    if not chosen or chosen[0] < least:
+        ap.error(f"{option} takes whole numbers of at least {least}, comma-separated, e.g. {example}")
+    return chosen
 
 
 def command(module: str, sizes: list[int], default_sizes: str, seed: int, noise: float) -> str:

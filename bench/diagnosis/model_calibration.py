@@ -28,13 +28,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
 import sys
-import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 
 from bamboo.analysis.contract import Diagnosis, Evidence
 from bamboo.analysis.diagnosis import llm_diagnosis
@@ -43,9 +40,8 @@ from bamboo.analysis.service import AnalysisService
 from bamboo.llm.client import LLMClient
 from bench.diagnosis.calibration import SIZES, Scored, brier, ece, named, share
 from bench.diagnosis.corpus import build
-from bench.diagnosis.learned import learned_store
+from bench.diagnosis.learned import learned_store, scratch_stack, whole_numbers
 from bench.diagnosis.run import LABELS, model_endpoint
-from tests.services import start_stack
 
 SEED, SIZE = 32, 8
 # The corpus is drawn as the calibration benchmark draws it, for its largest store size: the generator's draws
@@ -113,14 +109,12 @@ def row(label: str, rows: list[Scored], run: ModelRun | None) -> str:
 
 
 async def main(models: list[str], size: int, seeds: list[int], limit: int, deadline_s: float | None) -> str:
-    base = Path(tempfile.mkdtemp(prefix="bamboo-bench-model-calibration-"))
-    stack = start_stack(base)
     ranking: list[Scored] = []
     runs = {name: ModelRun([], 0, 0, 0, Counter(), []) for name in models}
     per_seed: list[tuple[int, str, list[Scored], ModelRun | None]] = []
     tasks = novel = 0
     deadline = deadline_s or 0.0
-    try:
+    with scratch_stack("bamboo-bench-model-calibration-") as (base, stack):
         for seed in seeds:
             print(f"seed {seed}", file=sys.stderr, flush=True)
             corpus = build(seed, max(size, CORPUS_PER_CAUSE))
@@ -145,9 +139,6 @@ async def main(models: list[str], size: int, seeds: list[int], limit: int, deadl
                             per_seed.append((seed, f"after {LABELS.get(name, name)}", seed_run.rows, seed_run))
                         finally:
                             await llm.aclose()
-    finally:
-        stack.stop()
-        shutil.rmtree(base, ignore_errors=True)
     several = len(seeds) > 1
     command = (f"`.venv/bin/python -m bench.diagnosis.model_calibration --models {','.join(models)}"
                + ("" if size == SIZE else f" --size {size}")
@@ -188,12 +179,7 @@ if __name__ == "__main__":
     unknown = [m for m in names if m not in LABELS]
     if not names or unknown:
         ap.error(f"unknown model {', '.join(unknown) or '(none)'}; choose from {', '.join(LABELS)}")
-    try:
-        seeds = sorted({int(s) for s in a.seeds.split(",") if s.strip()})
-    except ValueError:
-        seeds = []
-    if not seeds or seeds[0] < 0:
-        ap.error(f"--seeds takes whole numbers of at least 0, comma-separated, e.g. {SEED},33")
+    seeds = whole_numbers(ap, a.seeds, "--seeds", 0, f"{SEED},33")
     if a.size < 1 or a.limit < 0 or (a.deadline is not None and a.deadline <= 0):
         ap.error("--size must be at least 1, --limit at least 0, --deadline above 0")
     print(asyncio.run(main(names, a.size, seeds, a.limit, a.deadline)))
