@@ -65,6 +65,12 @@ SEARCH_ATTRIBUTES: dict[str, str] = {
 
 # A dead worker's activity is retried after this long, not after its start-to-close timeout.
 HEARTBEAT = timedelta(seconds=10)
+# How far apart a worker sends an activity's heartbeats to the server at most. Activities beat every third
+# of HEARTBEAT so that two beats may be late before the worker is taken for dead, but Temporal's SDK sends
+# them no more often than 0.8 x the heartbeat timeout unless the worker caps it: 8 s of 10, so a 2 s stall
+# on a loaded machine timed a live activity out (a slice waiting out a database outage was retried and its
+# extracted incidents went to the model again). Every worker passes this as max_heartbeat_throttle_interval.
+HEARTBEAT_SENT_EVERY = HEARTBEAT / 3
 LLM_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
                         maximum_interval=timedelta(seconds=30), maximum_attempts=6)
 STORE_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10),

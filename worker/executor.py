@@ -27,6 +27,7 @@ from bamboo.executors.service import CommandExecutor
 from bamboo.executors.config import ExecutorConfig, ExecutorConfigError, ExecutorSettings, load_executor_config
 from bamboo.executors.contract import ExecutorAddressError, executor_queue
 from bamboo.app import Process, open_app
+from bamboo.contract import HEARTBEAT_SENT_EVERY
 from bamboo.settings import Settings, get_settings
 from bamboo.store.executor_state import ExecutorState
 from bamboo.temporal_client import connect
@@ -53,7 +54,7 @@ async def run_executor(settings: Settings, config: ExecutorConfig, *, stop: asyn
                                    source=source)
         client = await connect(settings, service=f"bamboo-executor-{config.environment}-{config.channel}")
         async with Worker(client, task_queue=queue, activities=[ExecutorActivities(executor).run_command],
-                          max_concurrent_activities=4):
+                          max_concurrent_activities=4, max_heartbeat_throttle_interval=HEARTBEAT_SENT_EVERY):
             log.info("executor polling %s (credential %s, %d verification key(s), %d pinned administrator(s))", queue,
                      config.held_credential or "none", len(config.verification_keys), pinned)
             if pinned == 0 and gated(config.environment, config.gated_environments):

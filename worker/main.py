@@ -16,6 +16,7 @@ from temporalio.worker import Worker
 
 from bamboo.approvals.keys import SigningKeyError
 from bamboo.commands.config import CommandConfigError
+from bamboo.contract import HEARTBEAT_SENT_EVERY
 from bamboo.llm.local import resolve_llm_endpoint, stop_shared_local_llm
 from bamboo.services import Services
 from worker.services import build_services
@@ -52,7 +53,8 @@ async def run_worker(settings: Settings, *, services: Services | None = None, st
     workers = [
         Worker(client, task_queue=p.queue, workflows=p.workflows, activities=p.activities,
                max_concurrent_activities=p.max_concurrent_activities, max_concurrent_workflow_tasks=100,
-               workflow_runner=workflow_runner(), identity=identity)
+               workflow_runner=workflow_runner(), identity=identity,
+               max_heartbeat_throttle_interval=HEARTBEAT_SENT_EVERY)
         for p in plans
     ]
     # Each is bounded by its own timeout and records failures instead of raising (an unreachable MCP server
