@@ -18,6 +18,7 @@ from bamboo.models.spend import Budget, ModelPrice, PriceTable
 from policy.approvers import ApprovalRules
 from policy.reuse import ReuseSettings
 from policy.secret_names import is_secret_parameter
+from policy.trust_root import DEFAULT_DEPLOYMENT, DEPLOYMENT_PATTERN, EMBEDDED_DEPLOYMENT
 
 _URL = TypeAdapter(AnyUrl)
 
@@ -183,6 +184,12 @@ class Settings(BaseSettings):
         default=None, description="The administrators' public keys this deployment pins ('IDENTITY KEY' a line), "
                                   "the root of the approver registry; empty = <data_dir>/admin-keys on the embedded "
                                   "stack (the demo's), none otherwise (docs/trust-model.md)")
+    deployment: str | None = Field(
+        default=None, pattern=DEPLOYMENT_PATTERN,
+        description="This deployment's name, signed into every administrator's statement: a statement counts only in "
+                    "the deployment it names, so deployments pinning the same administrator must each name their own "
+                    f"(staging, production); empty = {EMBEDDED_DEPLOYMENT!r} on the embedded stack, "
+                    f"{DEFAULT_DEPLOYMENT!r} otherwise (docs/trust-model.md)")
     investigation_idle_timeout_s: int = 7 * 24 * 3600
     reuse_match_threshold: float = Field(
         default=0.7, ge=0.0, le=1.0, description="Least similarity of a request to a stored read-only procedure's "
@@ -222,6 +229,11 @@ class Settings(BaseSettings):
         if self.admin_keys_file is not None:
             return self.admin_keys_file.expanduser()
         return self.resolved_data_dir() / "admin-keys" if self.embedded_database else None
+
+    def resolved_deployment(self) -> str:
+        if self.deployment:
+            return self.deployment
+        return EMBEDDED_DEPLOYMENT if self.embedded_database else DEFAULT_DEPLOYMENT
 
     @property
     def embedded_database(self) -> bool:

@@ -31,6 +31,11 @@ from policy.signing import NONCE_PATTERN, IdentityKey, decode_public_key, signat
 DOMAIN = b"bamboo-trust-statement-v1\n"
 # Identities the embedded demo provisions start with this; a deployment of its own refuses to pin them.
 DEMO_PREFIX = "demo-"
+# What a deployment is called unless its settings name it (BAMBOO_DEPLOYMENT); every statement names the
+# deployment it was signed for and counts nowhere else.
+DEFAULT_DEPLOYMENT = "default"
+EMBEDDED_DEPLOYMENT = "embedded"
+DEPLOYMENT_PATTERN = r"^[a-z0-9](?:[a-z0-9._-]{0,62}[a-z0-9])?$"
 MAX_PINNED_ADMINS = 64
 ACCOUNT_PATTERN = r"^[a-z0-9](?:[a-z0-9._@+-]{0,62}[a-z0-9])?$"
 
@@ -44,11 +49,15 @@ class PinnedAdmin(IdentityKey):
 
 
 class TrustRoot(BaseModel):
-    """The pinned administrators. Empty means nobody can sign a registry change, so nobody is registered."""
+    """The pinned administrators, and the name of the deployment that pins them (its settings', as pinned as the
+    keys are). Empty means nobody can sign a registry change, so nobody is registered. The name is what keeps an
+    administrator pinned by two deployments (staging and production, say) from having a statement signed for
+    one count in the other: a row copied from one's table into the other's names the wrong deployment."""
 
     model_config = ConfigDict(frozen=True)
 
     admins: tuple[PinnedAdmin, ...] = ()
+    deployment: str = Field(default=DEFAULT_DEPLOYMENT, pattern=DEPLOYMENT_PATTERN)
 
     def admin(self, key: str) -> PinnedAdmin | None:
         return next((a for a in self.admins if a.key_id == key), None)
@@ -58,7 +67,8 @@ class TrustRoot(BaseModel):
         return [a.identity for a in self.admins if a.identity.startswith(DEMO_PREFIX)]
 
 
-def parse_pinned_admins(text: str, *, source: str = "the admin keys file") -> TrustRoot:
+def parse_pinned_admins(text: str, *, source: str = "the admin keys file",
+                        deployment: str = DEFAULT_DEPLOYMENT) -> TrustRoot:
     """``identity base64-public-key`` a line; blank lines and ``#`` comments are skipped.
 
     Every malformed line is an error naming the line: a trust root is not something to guess about.
@@ -80,7 +90,7 @@ def parse_pinned_admins(text: str, *, source: str = "the admin keys file") -> Tr
         raise TrustRootError(f"{source} pins {len(admins)} keys; at most {MAX_PINNED_ADMINS} are allowed")
     if len({a.key_id for a in admins}) != len(admins):
         raise TrustRootError(f"{source} pins the same key twice; keep one line per key")
-    return TrustRoot(admins=tuple(admins))
+    return TrustRoot(admins=tuple(admins), deployment=deployment)
 
 
 class StatementKind(str, Enum):
@@ -134,6 +144,7 @@ class TrustStatement(BaseModel):
     kind: StatementKind
     subject: str = Field(min_length=1, max_length=200)
     body: dict[str, Any] = Field(default_factory=dict)
+    deployment: str = Field(pattern=DEPLOYMENT_PATTERN)
     issued_at: datetime
     statement_id: str = Field(pattern=NONCE_PATTERN.pattern)
     signer: Identity
@@ -189,6 +200,8 @@ def verify(signed: SignedStatement, root: TrustRoot) -> str | None:
         return f"key {st.key_id} is pinned for {admin.identity}, not for {st.signer}"
     if not signature_valid(admin.public_key, statement_bytes(st), signed.signature):
         return "the signature does not match the statement; it was altered or signed for something else"
+    if st.deployment != root.deployment:
+        return f"signed for the deployment {st.deployment!r}, not for this one ({root.deployment!r})"
     try:
         _typed_body(st.kind, st.body)
     except (ValidationError, ValueError) as exc:

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from bamboo.approvals.keys import KeyStore, LocalKey, SigningKeyError
 from bamboo.settings import Settings
 from policy.trust_root import (
+    DEFAULT_DEPLOYMENT,
     DEMO_PREFIX,
     PinnedAdmin,
     SignedStatement,
@@ -42,20 +43,22 @@ class PinnedAdmins:
     """The pinned administrators, re-read when the file changes (an administrator added or removed takes
     effect without restarting the worker). A missing file pins nobody."""
 
-    def __init__(self, path: Path | None, *, own_deployment: bool) -> None:
+    def __init__(self, path: Path | None, *, own_deployment: bool, deployment: str = DEFAULT_DEPLOYMENT) -> None:
         self.path = path
         self.own_deployment = own_deployment
+        self.deployment = deployment
         self._cache: tuple[tuple[int, int] | None, TrustRoot] | None = None
 
     @classmethod
     def of(cls, settings: Settings) -> "PinnedAdmins":
-        return cls(settings.resolved_admin_keys_file(), own_deployment=not settings.embedded_database)
+        return cls(settings.resolved_admin_keys_file(), own_deployment=not settings.embedded_database,
+                   deployment=settings.resolved_deployment())
 
     def root(self) -> TrustRoot:
         stamp = self._stamp()
         if self._cache is not None and self._cache[0] == stamp:
             return self._cache[1]
-        root = TrustRoot() if stamp is None or self.path is None else self._parse(self.path)
+        root = TrustRoot(deployment=self.deployment) if stamp is None or self.path is None else self._parse(self.path)
         self._cache = (stamp, root)
         return root
 
@@ -76,7 +79,7 @@ class PinnedAdmins:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise TrustRootError(f"cannot read the admin keys file {path}: {exc}") from None
-        root = parse_pinned_admins(text, source=str(path))
+        root = parse_pinned_admins(text, source=str(path), deployment=self.deployment)
         if self.own_deployment and root.demo_identities:
             raise TrustRootError(
                 f"{path} pins the embedded demo's administrator ({', '.join(root.demo_identities)}); a deployment "
@@ -95,9 +98,10 @@ class FixedAdmins:
 
 
 def sign_statement(admin: LocalKey, kind: StatementKind, subject: str, body: BaseModel | None = None,
-                   *, now: datetime | None = None) -> SignedStatement:
-    """An administrator's signed statement of ``kind`` about ``subject``."""
-    statement = TrustStatement(kind=kind, subject=subject, body=body_of(kind, body),
+                   *, deployment: str, now: datetime | None = None) -> SignedStatement:
+    """An administrator's signed statement of ``kind`` about ``subject``, for the deployment named (it counts
+    in no other: the name comes from the trust root of the deployment the statement is written to)."""
+    statement = TrustStatement(kind=kind, subject=subject, body=body_of(kind, body), deployment=deployment,
                                issued_at=(now or datetime.now(timezone.utc)).replace(microsecond=0),
                                statement_id=secrets.token_hex(16), signer=admin.identity, key_id=admin.key_id)
     return SignedStatement(statement=statement, signature=admin.sign(statement_bytes(statement)))

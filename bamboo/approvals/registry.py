@@ -103,6 +103,12 @@ class ApproverRegistry:
         return (await self.registry()).account_identity(front_end, account)
 
     # ------------------------------------------------------------------ writing (statements only)
+    async def _sign(self, admin: LocalKey, kind: StatementKind, subject: str,
+                    body: BaseModel | None = None) -> SignedStatement:
+        """``admin``'s statement for the deployment whose trust root this registry reads."""
+        root = await asyncio.to_thread(self._admins.root)
+        return sign_statement(admin, kind, subject, body, deployment=root.deployment)
+
     async def append(self, signed: SignedStatement) -> None:
         """Store one signed statement; refused (TrustRootError) unless a pinned administrator signed it, so a
         statement nobody will honour is never written by this code."""
@@ -125,7 +131,7 @@ class ApproverRegistry:
         who = canonical_identity(identity)
         body = KeyRegistration(public_key=public_key, roles=tuple(roles), speaks_for=tuple(speaks_for),
                                front_ends=tuple(front_ends))
-        await self.append(sign_statement(admin, StatementKind.REGISTER_KEY, who, body))
+        await self.append(await self._sign(admin, StatementKind.REGISTER_KEY, who, body))
         return RegisteredKey(identity=who, public_key=public_key, roles=frozenset(body.roles),
                              speaks_for=frozenset(body.speaks_for), front_ends=frozenset(body.front_ends))
 
@@ -150,7 +156,7 @@ class ApproverRegistry:
         who = canonical_identity(identity)
         if all(k.identity != who for k in await self.active()):
             return False
-        await self.append(sign_statement(admin, StatementKind.REVOKE_KEY, who))
+        await self.append(await self._sign(admin, StatementKind.REVOKE_KEY, who))
         return True
 
     async def bind(self, admin: LocalKey, front_end: str, account: str, identity: str) -> AccountBinding:
@@ -158,15 +164,15 @@ class ApproverRegistry:
         may speak for them. A rebinding is a new statement."""
         binding = AccountBinding(front_end=front_end, account=account, identity=identity)
         if (await self.registry()).account_identity(binding.front_end, binding.account) != binding.identity:
-            await self.append(sign_statement(admin, StatementKind.BIND_ACCOUNT,
-                                             binding_subject(binding.front_end, binding.account), binding))
+            await self.append(await self._sign(admin, StatementKind.BIND_ACCOUNT,
+                                               binding_subject(binding.front_end, binding.account), binding))
         return binding
 
     async def unbind(self, admin: LocalKey, front_end: str, account: str) -> bool:
         fe = canonical_identity(front_end)
         if (await self.registry()).account_identity(fe, account) is None:
             return False
-        await self.append(sign_statement(admin, StatementKind.UNBIND_ACCOUNT, binding_subject(fe, account)))
+        await self.append(await self._sign(admin, StatementKind.UNBIND_ACCOUNT, binding_subject(fe, account)))
         return True
 
     # ------------------------------------------------------------------ the policy a workflow is handed

@@ -201,7 +201,8 @@ def exec_grant(
     try:
         signed = signer.sign_grant(key, environment=environment, tool=tool, rule=rule, targets=target,
                                    max_executions=executions, max_repetitions=repetitions,
-                                   expires_at=datetime.now(timezone.utc) + timedelta(seconds=ttl_s))
+                                   expires_at=datetime.now(timezone.utc) + timedelta(seconds=ttl_s),
+                                   deployment=root.deployment)
     except ValueError as exc:
         fail(f"the grant is not valid: {str(exc).splitlines()[0]}")
         return
@@ -238,7 +239,7 @@ def exec_revoke(grant_id: str = typer.Argument(..., help="the grant's id, as `ba
 
     settings = get_settings()
     key, root = _admin(settings, admin, as_json, {"grant_id": grant_id})
-    signed = signer.sign_revocation(key, grant_id)
+    signed = signer.sign_revocation(key, grant_id, deployment=root.deployment)
 
     async def go() -> bool:
         async with opened_store(settings) as store:

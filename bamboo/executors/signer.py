@@ -56,16 +56,17 @@ def sign(claims: EnvelopeClaims, key: LocalKey) -> DecisionEnvelope:
 
 
 def sign_grant(admin: LocalKey, *, environment: str, tool: str, rule: str, targets: list[str] | tuple[str, ...],
-               max_executions: int, max_repetitions: int, expires_at: datetime,
+               max_executions: int, max_repetitions: int, expires_at: datetime, deployment: str,
                grant_id: str | None = None) -> SignedStatement:
-    """``admin``'s signed capability grant (subject: a new grant id); the body carries every term gates 3 and 4
-    judge, and the administrator as its granter."""
+    """``admin``'s signed capability grant (subject: a new grant id) for ``deployment``; the body carries every
+    term gates 3 and 4 judge, and the administrator as its granter."""
     terms = GrantTerms(environment=environment, tool=tool, rule=rule, targets=tuple(targets),
                        max_executions=max_executions, max_repetitions=max_repetitions, expires_at=expires_at,
                        granted_by=admin.identity)
-    return sign_statement(admin, TrustKind.GRANT_CAPABILITY, grant_id or secrets.token_hex(8), terms)
+    return sign_statement(admin, TrustKind.GRANT_CAPABILITY, grant_id or secrets.token_hex(8), terms,
+                          deployment=deployment)
 
 
-def sign_revocation(admin: LocalKey, grant_id: str) -> SignedStatement:
-    """``admin``'s signed revocation of ``grant_id``."""
-    return sign_statement(admin, TrustKind.REVOKE_CAPABILITY, grant_id)
+def sign_revocation(admin: LocalKey, grant_id: str, *, deployment: str) -> SignedStatement:
+    """``admin``'s signed revocation of ``grant_id`` in ``deployment``."""
+    return sign_statement(admin, TrustKind.REVOKE_CAPABILITY, grant_id, deployment=deployment)

@@ -16,7 +16,7 @@ from psycopg.types.json import Jsonb
 from bamboo.approvals.admin import sign_statement
 from bamboo.approvals.keys import KeyStore
 from bamboo.frontends.console.accounts import LocalAccounts
-from policy.trust_root import AccountBinding, StatementKind, binding_subject
+from policy.trust_root import DEFAULT_DEPLOYMENT, AccountBinding, StatementKind, binding_subject
 from tests.console.conftest import CONSOLE_IDENTITY, PASSWORD, console_env
 from tests.services import ROOT
 
@@ -46,7 +46,8 @@ async def test_only_an_administrators_binding_makes_an_account_someone(
     # and a binding row in the registry, signed by her own key under the administrator's name
     forged = sign_statement(KeyStore(mine).load("newcomer"), StatementKind.BIND_ACCOUNT,
                             binding_subject(CONSOLE_IDENTITY, "newcomer"),
-                            AccountBinding(front_end=CONSOLE_IDENTITY, account="newcomer", identity="bob"))
+                            AccountBinding(front_end=CONSOLE_IDENTITY, account="newcomer", identity="bob"),
+                            deployment=DEFAULT_DEPLOYMENT)
     forged = forged.model_copy(update={"statement": forged.statement.model_copy(update={
         "signer": "test-admin", "key_id": stack.admin.key_id})})
     async with services.store.pool.connection() as conn:

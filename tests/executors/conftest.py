@@ -176,7 +176,8 @@ class Harness:
                      executions: int = 1, repetitions: int = 1, ttl_s: float = 3600, admin: LocalKey | None = None):
         return signer.sign_grant(admin or self.admin, environment="prod", tool=tool, rule=rule, targets=targets,
                                  max_executions=executions, max_repetitions=repetitions,
-                                 expires_at=datetime.now(timezone.utc) + timedelta(seconds=ttl_s))
+                                 expires_at=datetime.now(timezone.utc) + timedelta(seconds=ttl_s),
+                                 deployment=self.admins.root().deployment)
 
     async def grant(self, targets: list[str], **terms: Any):
         """A grant the pinned administrator signed, stored as `bamboo exec grant` stores it."""
@@ -184,7 +185,7 @@ class Harness:
 
     async def revoke(self, grant_id: str) -> bool:
         """The pinned administrator's signed revocation, stored as `bamboo exec revoke` stores it."""
-        return await self.state.record_revocation(signer.sign_revocation(self.admin, grant_id), self.admins.root())
+        return await self.state.record_revocation(signer.sign_revocation(self.admin, grant_id, deployment=self.admins.root().deployment), self.admins.root())
 
     async def executions_used(self, grant_id: str) -> int:
         grant = await self.state.grant(grant_id, self.admins.root())

@@ -14,7 +14,7 @@ from psycopg.types.json import Jsonb
 from bamboo.approvals.admin import sign_statement
 from bamboo.executors import signer
 from policy.capabilities import GrantTerms
-from policy.trust_root import SignedStatement, StatementKind, TrustStatement
+from policy.trust_root import DEFAULT_DEPLOYMENT, SignedStatement, StatementKind, TrustStatement
 from tests.executors.conftest import TASK, kill_target
 from tests.executors.test_write_gates import assert_gate
 from tests.panda.incidents import MEMORY_TASK
@@ -50,7 +50,7 @@ def granted_in_someone_elses_name(h, targets: list[str]) -> SignedStatement:
     terms = GrantTerms(environment="prod", tool="panda_curl", rule="panda_task_kill", targets=tuple(targets),
                        max_executions=1, max_repetitions=1, granted_by=h.approver.identity,
                        expires_at=datetime.now(UTC) + timedelta(hours=1))
-    return sign_statement(h.admin, StatementKind.GRANT_CAPABILITY, "ab" * 8, terms)
+    return sign_statement(h.admin, StatementKind.GRANT_CAPABILITY, "ab" * 8, terms, deployment=DEFAULT_DEPLOYMENT)
 
 
 def body_rewritten(h, targets: list[str]) -> SignedStatement:
@@ -61,9 +61,16 @@ def body_rewritten(h, targets: list[str]) -> SignedStatement:
         {**signed.statement.model_dump(), "body": body})})
 
 
+def signed_for_staging(h, targets: list[str]) -> SignedStatement:
+    """The same administrator's genuine grant in a staging deployment that pins the same key, copied here."""
+    return signer.sign_grant(h.admin, environment="prod", tool="panda_curl", rule="panda_task_kill", targets=targets,
+                             max_executions=1, max_repetitions=1, expires_at=datetime.now(UTC) + timedelta(hours=1),
+                             deployment="staging")
+
+
 FORGERIES = {"unsigned": unsigned, "signed by a key nobody pinned": by_another_key,
              "granted in someone else's name": granted_in_someone_elses_name,
-             "signed body rewritten": body_rewritten}
+             "signed body rewritten": body_rewritten, "signed for another deployment": signed_for_staging}
 
 
 @pytest.mark.parametrize("forgery", sorted(FORGERIES))
@@ -132,7 +139,7 @@ async def test_grant_rows_their_uses_and_accepted_nonces_are_insert_only(harness
 async def test_a_revocation_not_signed_by_a_pinned_administrator_revokes_nothing(harness):
     h = harness
     grant = await h.grant([kill_target()])
-    forged = signer.sign_revocation(h.approver, grant.grant_id)
+    forged = signer.sign_revocation(h.approver, grant.grant_id, deployment=DEFAULT_DEPLOYMENT)
     async with h.pool.connection() as conn:
         await conn.execute("INSERT INTO capability_grant_revocations (statement_id, grant_id, statement, signature) "
                            "VALUES (%s, %s, %s, %s)", (forged.statement.statement_id, grant.grant_id,

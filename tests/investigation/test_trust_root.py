@@ -24,7 +24,7 @@ from bamboo.investigation import client as inv
 from bamboo.store.roles import grant_app_role
 from policy.approvers import Role
 from policy.decisions import DecisionKind, OperatorDecision
-from policy.trust_root import KeyRegistration, SignedStatement, StatementKind
+from policy.trust_root import DEFAULT_DEPLOYMENT, KeyRegistration, SignedStatement, StatementKind
 from tests.investigation.conftest import KILL_CODE, TASK_ID, entries, kills, new_session, pending_turn, wait_for
 from tests.services import ROOT, worker_env
 
@@ -96,18 +96,24 @@ async def test_a_requester_cannot_make_herself_or_anyone_an_approver(
     conn = await _app_role_connection(database_url)
     try:
         own = sign_statement(her, StatementKind.REGISTER_KEY, "requester-two",
-                             KeyRegistration(public_key=her.public_key, roles=(Role.APPROVE_STATE_CHANGING,)))
+                             KeyRegistration(public_key=her.public_key, roles=(Role.APPROVE_STATE_CHANGING,)),
+                             deployment=DEFAULT_DEPLOYMENT)
         await _insert(conn, own)  # signed by her own key
         claimed = SignedStatement(statement=own.statement.model_copy(update={
             "statement_id": "1" * 32, "signer": "test-admin", "key_id": stack.admin.key_id}), signature=own.signature)
         await _insert(conn, claimed)  # naming the pinned administrator as signer
         genuine = sign_statement(stack.admin, StatementKind.REGISTER_KEY, "reader",
-                                 KeyRegistration(public_key=ops.keys.load("reader").public_key, roles=(Role.REQUEST,)))
+                                 KeyRegistration(public_key=ops.keys.load("reader").public_key, roles=(Role.REQUEST,)),
+                                 deployment=DEFAULT_DEPLOYMENT)
         altered = SignedStatement(statement=genuine.statement.model_copy(update={
             "statement_id": "2" * 32, "subject": "carol",
             "body": {**genuine.statement.body, "public_key": as_carol.public_key,
                      "roles": ["approve_state_changing"]}}), signature=genuine.signature)
         await _insert(conn, altered)  # a genuine statement re-aimed at carol with her key (the old upsert)
+        staging = sign_statement(stack.admin, StatementKind.REGISTER_KEY, "requester-two",
+                                 KeyRegistration(public_key=her.public_key, roles=(Role.APPROVE_STATE_CHANGING,)),
+                                 deployment="staging")
+        await _insert(conn, staging)  # the same administrator's registration of her in staging, copied here
         await conn.execute("INSERT INTO trust_statements (statement_id, kind, subject, statement, signature) "
                            "VALUES ('3333', 'register_key', 'requester-two', '{}', 'x')")  # not even a statement
         # nor can she remove or rewrite what an administrator signed (a revocation, say)
@@ -124,7 +130,8 @@ async def test_a_requester_cannot_make_herself_or_anyone_an_approver(
     assert "requester-two" not in {k["identity"] for k in registry["keys"]}
     carol = next(k for k in registry["keys"] if k["identity"] == "carol")
     assert carol["public_key"] == ops.keys.load("carol").public_key
-    assert len(registry["ignored"]) == 4
+    assert len(registry["ignored"]) == 5
+    assert any("signed for the deployment 'staging'" in row["reason"] for row in registry["ignored"]), registry
 
     # her approvals, as herself and as carol with her key, are refused by the session
     own_approval = await _cli(settings, mine, "approve", session, view.code_hash, "y", "--as", "requester-two")

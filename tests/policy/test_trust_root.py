@@ -37,7 +37,7 @@ ALICE, BOB = key("alice"), key("bob")
 
 def register(signer: LocalKey, who: LocalKey, roles, at: datetime = T0, **scope) -> SignedStatement:
     body = KeyRegistration(public_key=who.public_key, roles=tuple(roles), **scope)
-    return sign_statement(signer, StatementKind.REGISTER_KEY, who.identity, body, now=at)
+    return sign_statement(signer, StatementKind.REGISTER_KEY, who.identity, body, deployment=ROOT.deployment, now=at)
 
 
 def test_only_a_pinned_administrators_signature_counts():
@@ -56,10 +56,36 @@ def test_only_a_pinned_administrators_signature_counts():
     assert verify(by_other, ROOT) is not None and verify(good, ROOT) is None
 
 
+def test_a_statement_counts_only_in_the_deployment_it_was_signed_for():
+    """Staging and production pin the same administrator; her registration of alice in staging, copied into
+    production's table, registers nobody there."""
+    body = KeyRegistration(public_key=ALICE.public_key, roles=(Role.APPROVE_STATE_CHANGING,))
+    in_staging = sign_statement(ADMIN, StatementKind.REGISTER_KEY, "alice", body, deployment="staging", now=T0)
+    production = ROOT.model_copy(update={"deployment": "production"})
+    staging = ROOT.model_copy(update={"deployment": "staging"})
+    assert verify(in_staging, production) == "signed for the deployment 'staging', not for this one ('production')"
+    assert fold_registry([in_staging], production).keys == ()
+    assert [k.identity for k in fold_registry([in_staging], staging).keys] == ["alice"]
+    # renamed after signing, it no longer matches its signature
+    renamed = SignedStatement(statement=in_staging.statement.model_copy(update={"deployment": "production"}),
+                              signature=in_staging.signature)
+    assert "signature does not match" in (verify(renamed, production) or "")
+
+
+def test_a_deployment_name_is_pinned_in_the_settings_and_embedded_by_default():
+    from bamboo.settings import Settings
+
+    assert Settings(database_url=None).resolved_deployment() == "embedded"
+    assert Settings(database_url="postgresql://h/db").resolved_deployment() == "default"
+    assert Settings(database_url="postgresql://h/db", deployment="production").resolved_deployment() == "production"
+    with pytest.raises(ValueError):
+        Settings(deployment="Prod Cluster")
+
+
 def test_latest_signed_statement_decides_and_old_copies_change_nothing():
     first = register(ADMIN, ALICE, [Role.APPROVE, Role.APPROVE_STATE_CHANGING], T0)
     rotated = register(ADMIN, BOB.__class__("alice", BOB.private_key), [Role.APPROVE], T0 + timedelta(hours=1))
-    revoked = sign_statement(ADMIN, StatementKind.REVOKE_KEY, "alice", now=T0 + timedelta(hours=2))
+    revoked = sign_statement(ADMIN, StatementKind.REVOKE_KEY, "alice", deployment=ROOT.deployment, now=T0 + timedelta(hours=2))
     # rows arrive in any order; a copy of the first registration stored again after the revocation
     registry = fold_registry([revoked, rotated, first, first], ROOT)
     assert registry.keys == ()
@@ -75,7 +101,7 @@ def test_front_end_speaks_only_for_its_scope():
         register(ADMIN, BOB, [Role.APPROVE_STATE_CHANGING]),
         register(ADMIN, console, [Role.FRONT_END]),
         sign_statement(ADMIN, StatementKind.BIND_ACCOUNT, "console/al",
-                       AccountBinding(front_end="console", account="al", identity="alice")),
+                       AccountBinding(front_end="console", account="al", identity="alice"), deployment=ROOT.deployment),
     ]
     policy = DeploymentPolicy(approvers=fold_registry(statements, ROOT).keys)
     assert policy.may_speak_for("console", "alice")
