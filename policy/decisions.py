@@ -147,6 +147,7 @@ def validate_decision(
     *,
     now: datetime,
     seen_nonces: Container[str] = (),
+    statement: StatementKind = StatementKind.DECISION,
 ) -> DecisionVerdict:
     """Accept ``decision`` as the answer to ``pending``, or say why not.
 
@@ -154,7 +155,8 @@ def validate_decision(
     pending" and "is it really from this person" to "may this person give it". Rejecting or editing is open
     to the requester as well as to approvers (withdrawing one's own request, or sending changed code back
     through review, never runs anything); running code needs the approver role for its class, and for
-    state-changing code someone other than the requester when the deployment says so.
+    state-changing code someone other than the requester when the deployment says so. ``statement`` is the kind
+    of signed statement that answers ``pending`` (an executor's command approvals are not code decisions).
     """
     if decision.auth is not None and decision.auth.nonce in seen_nonces:
         return DecisionVerdict.refuse(DecisionRefusal.REPLAYED, "This signed decision was already used; sign a new one.")
@@ -184,7 +186,7 @@ def validate_decision(
             f"{decision.kind.value} is not offered for this code; choose one of: {offered}.",
         )
     auth = authenticate(
-        policy, kind=StatementKind.DECISION, session_id=pending.session_id, identity=decision.approver,
+        policy, kind=statement, session_id=pending.session_id, identity=decision.approver,
         body=decision.signed_body(), auth=decision.auth, now=now, seen_nonces=seen_nonces,
     )
     if not auth.ok:

@@ -38,7 +38,11 @@ SIGNATURE_BYTES = 64
 
 class StatementKind(str, Enum):
     MESSAGE = "message"
-    DECISION = "decision"
+    DECISION = "decision"  # an answer to a session's pending code review
+    # An approval of one command line at an executor (gate 6). Its own kind, never DECISION: both sign a hash in a
+    # session, and code whose text is a command's review subject (a JSON dict, read-only Python) hashes to that
+    # command's review hash, so an approval of that harmless-looking code would otherwise approve the write.
+    COMMAND_APPROVAL = "command_approval"
     REVOKE = "revoke"
     FINALIZE = "finalize"
     ABANDON = "abandon"

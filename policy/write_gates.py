@@ -30,6 +30,7 @@ from policy.approvers import DeploymentPolicy
 from policy.capabilities import CapabilityGrant, capacity_refusal, covers
 from policy.decisions import STATE_CHANGING_CHOICES, DecisionRefusal, PendingReview, validate_decision
 from policy.envelopes import EnvelopeClaims, EnvelopeVerdict, command_review_hash
+from policy.signing import StatementKind
 
 
 class Gate(str, Enum):
@@ -163,7 +164,8 @@ def approval_refusal(
         update={"require_signatures": True, "require_distinct_approver": True})})
     pending = PendingReview(session_id=claims.run_id, turn=decision.turn, code_hash=command_review_hash(claims),
                             requester=claims.requester, read_only=False, choices=STATE_CHANGING_CHOICES)
-    verdict = validate_decision(pending, decision, strict, now=now, seen_nonces=seen_nonces)
+    verdict = validate_decision(pending, decision, strict, now=now, seen_nonces=seen_nonces,
+                                statement=StatementKind.COMMAND_APPROVAL)
     if verdict.accepted:
         return None
     refusal = verdict.refusal.value if isinstance(verdict.refusal, DecisionRefusal) else "refused"

@@ -43,7 +43,8 @@ def approve(claims: EnvelopeClaims, approver: LocalKey, *, kind: DecisionKind = 
             ttl_s: float = DEFAULT_APPROVAL_TTL_S, now: datetime | None = None) -> OperatorDecision:
     """``approver``'s signed decision approving exactly the command ``claims`` describe, in its run."""
     unsigned = OperatorDecision(turn=0, code_hash=command_review_hash(claims), kind=kind, approver=approver.identity)
-    auth = approver.authorize(StatementKind.DECISION, claims.run_id, unsigned.signed_body(), ttl_s=ttl_s, now=now)
+    auth = approver.authorize(StatementKind.COMMAND_APPROVAL, claims.run_id, unsigned.signed_body(), ttl_s=ttl_s,
+                              now=now)
     return unsigned.model_copy(update={"auth": auth})
 
 

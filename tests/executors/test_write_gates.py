@@ -273,6 +273,36 @@ async def test_gate_6_an_approval_of_another_command(harness):
     assert h.kills_on_server() == 0
 
 
+async def test_gate_6_an_approval_of_reviewed_code_is_not_an_approval_of_a_command(harness):
+    """A requester edits her pending review to code whose text is the command's review subject (one line of JSON:
+    a read-only dict expression, so its code hash equals the command's review hash) and an approver approves
+    that harmless-looking code in her session. His signed decision on the code must not approve her production
+    write under the session's id: code decisions and command approvals are different statements."""
+    import json
+
+    from policy.code_identity import code_hash
+    from policy.decisions import DecisionKind, OperatorDecision
+    from policy.envelopes import command_review_hash
+    from policy.signing import StatementKind
+
+    h = harness
+    await h.grant([kill_target()])
+    claims = h.claims("prod", "rw", h.kill_argv())
+    subject = {"environment": claims.environment, "channel": claims.channel, "tool": claims.tool,
+               "executable": claims.executable, "argv_digest": claims.argv_digest, "targets": list(claims.targets)}
+    code = json.dumps(subject, sort_keys=True, separators=(",", ":"))
+    assert code_hash(code) == command_review_hash(claims)
+    unsigned = OperatorDecision(turn=1, code_hash=code_hash(code), kind=DecisionKind.RUN_ONCE,
+                                approver=h.approver.identity)
+    on_the_code = unsigned.model_copy(update={"auth": h.approver.authorize(
+        StatementKind.DECISION, claims.run_id, unsigned.signed_body(), ttl_s=600)})
+    envelope = h.sign(claims.model_copy(update={"approval": on_the_code}))
+    async with h.executor(h.config("prod", "rw")):
+        err = await h.refusal("prod", "rw", "panda_curl", h.kill_argv(), envelope)
+    assert_gate(err, 6, "approval")
+    assert h.kills_on_server() == 0
+
+
 async def test_gate_6_an_approval_is_used_once(harness):
     h = harness
     await h.grant([kill_target()], executions=2, repetitions=2)

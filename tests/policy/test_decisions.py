@@ -154,6 +154,18 @@ def test_a_decision_that_is_not_genuinely_the_approvers_is_refused(tamper: str, 
     assert refusal(review, answer, seen=seen) is expected
 
 
+def test_a_command_approval_and_a_code_decision_do_not_answer_for_each_other() -> None:
+    """The same approver, session, turn, hash and choice: signed as an executor's command approval it is not an
+    answer to the session's code review, and a code decision is not a command approval."""
+    unsigned = decision(signer=None)
+    as_command = unsigned.model_copy(update={"auth": KEYS["reviewer"].authorize(
+        StatementKind.COMMAND_APPROVAL, SESSION, unsigned.signed_body(), ttl_s=300, now=NOW)})
+    assert refusal(pending(), as_command) is DecisionRefusal.BAD_SIGNATURE
+    verdict = validate_decision(pending(), decision(), POLICY, now=NOW, statement=StatementKind.COMMAND_APPROVAL)
+    assert verdict.refusal is DecisionRefusal.BAD_SIGNATURE
+    assert validate_decision(pending(), as_command, POLICY, now=NOW, statement=StatementKind.COMMAND_APPROVAL).accepted
+
+
 def test_a_registered_front_end_may_sign_for_a_registered_person_in_its_scope_only() -> None:
     assert refusal(pending(), decision(signer="console")) is None
     assert refusal(pending(), decision(signer="console", approver="outsider")) is DecisionRefusal.UNREGISTERED_IDENTITY
