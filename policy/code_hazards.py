@@ -44,8 +44,12 @@ class Hazard(BaseModel):
 # Format characters (Cf: bidi controls, zero-width joiners, BOM) and separators hide or reorder text.
 _INVISIBLE_CATEGORIES = {"Cf", "Zl", "Zp"}
 # Characters of other categories that draw nothing: the combining grapheme joiner, Hangul fillers, Khmer inherent
-# vowels, the blank Braille pattern, and variation selectors (a run of them after a letter can carry hidden text).
+# vowels, the blank Braille pattern, and variation selectors (a run of them after a letter can carry hidden text),
+# the Mongolian free variation selectors among them. And one a display acts on: the symbol for newline, which
+# Mattermost's Markdown turns into a line break before parsing (a comment so written drew a code line that
+# Python never sees, and ended a code span so that the rest was live Markdown).
 _INVISIBLE_EXTRA = frozenset({0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x2800, 0x3164, 0xFFA0,
+                              0x180B, 0x180C, 0x180D, 0x180F, 0x2424,
                               *range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)})
 
 

@@ -31,8 +31,6 @@ from policy.code_hazards import visible
 TAB_SIZE = 4
 ONE_LINE_BREAK = "⏎"
 
-# Mattermost's marked fork turns this symbol into a line break before parsing, so it is spelled too.
-_MARKDOWN_LINE_BREAK = "\u2424"
 # Characters that start Markdown syntax and that marked always honours a backslash escape for (its GFM escape
 # rule): code, emphasis, links and images, headings, lists and rules, and the dots of ``www.`` and ``x.org/``.
 _BACKSLASHED = frozenset("`*_[]#+-.!")
@@ -71,7 +69,7 @@ def inert_markdown(text: str) -> str:
     """``text`` as Markdown that renders as exactly these characters: inert for a terminal (its controls and
     invisible characters spelled out), every Markdown metacharacter escaped, mentions written ``(at)``, and
     each line's leading blanks dropped (four would start a code block). Newlines stay newlines."""
-    spelled = inert_terminal(text).replace(_MARKDOWN_LINE_BREAK, f"⟨U+{ord(_MARKDOWN_LINE_BREAK):04X}⟩")
+    spelled = inert_terminal(text)  # the symbol for newline among the hidden characters spelled out
     return "\n".join(_markdown_line(line.lstrip(" ")) for line in spelled.split("\n"))
 
 

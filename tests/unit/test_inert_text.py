@@ -38,6 +38,8 @@ ESCAPES = {
     "line and paragraph separators": "a\u2028b\u2029c",
     "variation selectors carrying hidden text": "x\ufe00\ufe0f\U000e0100",
     "Hangul filler": "\u3164",
+    "Mongolian free variation selectors": "CERN-PROD\u180b\u180c\u180d\u180f",
+    "symbol for newline (Mattermost draws a line break)": "a\u2424b",
 }
 
 
@@ -141,6 +143,19 @@ def test_a_quote_cannot_take_the_next_line_in() -> None:
     html = _rendered(post)
     assert html.count("<blockquote>") == 1 and html.rstrip().endswith("<p>tools: kill_task</p>")
     assert "<pre" not in html and "<h1" not in html
+
+
+def test_no_renderer_draws_a_line_break_the_text_does_not_hold() -> None:
+    """Mattermost's Markdown turns the symbol for newline into a line break before it parses anything: in a code
+    view a comment so written drew a numbered code line that Python never sees; in a code span it ended the span
+    and the rest was live Markdown (an image that loads when the post is read)."""
+    from bamboo.frontends.mattermost.render import numbered
+
+    code = "tid = 31337  # note\u2424   2 \u2502 tid = task_id\nr = await tools.kill_task(task_id=tid)"
+    for shown in (numbered(code), markdown_code('{"a": "x\u2424![b](https://evil.example/b.png)"}'),
+                  inert_terminal(code), inert_markdown(code)):
+        assert "\u2424" not in shown and "2424⟩" in shown, shown
+    assert len(re.findall(r"(?m)^[ ▶]\s*\d+ │", numbered(code))) == 2  # two numbered lines, as the code has
 
 
 def test_a_code_span_cannot_end_early_or_mention_anyone() -> None:
