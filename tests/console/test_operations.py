@@ -104,6 +104,30 @@ async def test_only_batches_can_be_signalled_from_the_batches_page(
     assert (await inv.handle(client, session).describe()).status.name == "RUNNING"
 
 
+async def test_a_person_not_registered_to_run_work_cannot_control_a_batch(
+        ops, client, services, running_worker, http_clients):
+    """Signed in (a bound account, or anyone the identity provider lets in) is not registered: a batch signal is
+    the console's own, judged by no session, so the console refuses it to anyone without the request role."""
+    batch = f"console-{uuid.uuid4().hex[:6]}"
+    handle = await client.start_workflow(
+        "PopulateBatch", PopulateInput(batch_id=batch, path=str(EXAMPLES), concurrency=1, paused=True),
+        id=f"populate:{batch}", task_queue="bamboo", result_type=PopulateResult)
+    outsider = http_clients()
+    await asyncio.to_thread(outsider.sign_in, "outsider")
+    token = await asyncio.to_thread(outsider.csrf, "/batches")
+    sent = await asyncio.to_thread(lambda: outsider.http.post("/batches/control", data={
+        "csrf": token, "workflow_id": handle.id, "action": "cancel"}, follow_redirects=True))
+    assert "outsider is not registered to run work here" in sent.text
+    await asyncio.sleep(1)
+    assert (await handle.describe()).status.name == "RUNNING"
+    assert (await handle.query("progress", result_type=PopulateProgress)).paused
+    async with services.store.pool.connection() as conn:
+        rows = await (await conn.execute(
+            "SELECT actor FROM audit WHERE kind = 'batch_control' AND body->>'workflow_id' = %s", (handle.id,))).fetchall()
+    assert rows == []
+    await handle.terminate("test over")
+
+
 async def test_the_audit_page_shows_the_chain_intact_and_then_where_it_breaks(
         ops, services, http_clients, browsers):
     bob = browsers()

@@ -192,7 +192,13 @@ class ConsoleBackend:
                 for b in await self.batches_api.batches(limit)]
 
     async def control_batch(self, identity: str, workflow_id: str, action: str) -> None:
-        """Pause, resume or cancel a batch; only workflows that are batches can be signalled from here."""
+        """Pause, resume or cancel a batch; only workflows that are batches can be signalled from here, and only by
+        a person registered to ask for work (role request). A batch signal is the console's own (no session judges
+        it, as one judges a signed request), so the console checks the registry itself: anyone the sign-in lets in,
+        registered or not, could otherwise cancel a production batch."""
+        if Role.REQUEST not in (await self.roles(identity) or []):
+            raise ConsoleError(f"{identity} is not registered to run work here (role request), so cannot pause, "
+                               "resume or cancel batches; ask the deployment to register you", "approver_not_authorised")
         try:
             await self.batches_api.control(workflow_id, action)
         except BatchError as exc:
