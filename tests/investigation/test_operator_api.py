@@ -79,12 +79,12 @@ def test_a_reused_procedures_summary_is_labelled_as_stored_not_as_the_models() -
 
 
 def test_the_bot_shows_where_a_reused_procedure_came_from() -> None:
-    post = review_post(_view(REUSE))
+    post = review_post(_view(REUSE), tag="abc234")
     line = next(row for row in post.splitlines() if "reusing procedure" in row)  # inert Markdown: escaped
     assert line.startswith("- reusing procedure proc") and "captured from inc" in line and "last run 2026" in line
     assert "no model call wrote this code" in line
     assert f"**{STORED_SAYS}**" in post and MODEL_SAYS not in post
-    assert MODEL_SAYS in review_post(_view())
+    assert MODEL_SAYS in review_post(_view(), tag="abc234")
 
 
 def test_the_terminal_shows_where_a_reused_procedure_came_from(monkeypatch) -> None:

@@ -165,7 +165,7 @@ def test_every_front_end_shows_the_task_the_request_and_the_wait_beside_the_code
     shown = console.export_text()
     assert "task 40149035 · status failed · owner prod-user" in shown
     assert "request: why did it fail? [red]x[/red] **bold**" in shown  # markup in the request stays text
-    post = review_post(view)
+    post = review_post(view, tag="abc234")
     assert "task: 40149035 · status failed · owner prod\\-user" in post  # Markdown-escaped, as all task text
     assert "request: why did it fail?" in post and "**bold**" not in post
 

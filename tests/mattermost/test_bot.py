@@ -9,11 +9,20 @@ from __future__ import annotations
 
 import pytest
 
+import re
+
 from bamboo.investigation import client as inv
 from tests.investigation.conftest import entries
 from tests.mattermost.standin import wait_for_post
 
 pytestmark = pytest.mark.usefixtures("terminate_sessions")
+
+
+def run_once(review: dict) -> str:
+    """The reply that runs a review's code once, as its post offers it: `y` and the review's tag."""
+    found = re.search(r"`(y [a-z2-7]{6})`", review["message"])
+    assert found, review["message"]
+    return found[1]
 
 TASK = 40118507  # examples/incidents/002_memory_reco_leak.json: exhausted, so PanDA accepts a kill
 KILL = "r = await tools.kill_task(task_id=task_id)\nreturn {'killed': r['accepted']}"
@@ -44,7 +53,7 @@ async def test_a_review_in_a_thread_counts_only_a_registered_approvers_answer(
     assert "+t = await tools.get_task_details(task_id=task_id)" in review["message"]
 
     # mallory is in the channel, but nobody mapped her to a registered person: the bot refuses and audits.
-    await room.say("mallory", "y", root["id"])
+    await room.say("mallory", run_once(review), root["id"])
     await wait_for_post(room.standin, root["id"], "channel membership grants nothing", by=bot)
     async with services.store.pool.connection() as conn:
         audited = await (await conn.execute(
@@ -53,12 +62,12 @@ async def test_a_review_in_a_thread_counts_only_a_registered_approvers_answer(
         (f"mattermost:{room.people['mallory'].id}", "decision", session, "unmapped_user")]
 
     # alice asked for (and edited) this state-changing code: the session refuses her own approval.
-    await room.say("alice", "y", root["id"])
+    await room.say("alice", run_once(review), root["id"])
     await wait_for_post(room.standin, root["id"], "someone other than the person who asked", by=bot)
     assert await inv.pending(client, session) is not None and new_kills() == []
 
     # bob is mapped and registered: his y runs it.
-    await room.say("bob", "y", root["id"])
+    await room.say("bob", run_once(review), root["id"])
     await wait_for_post(room.standin, root["id"], "bob chose run_once", by=bot)
     reply = await wait_for_post(room.standin, root["id"], "[reply]", by=bot)
     assert "run ok" in reply["message"] and '"killed": true' in reply["message"]
@@ -84,8 +93,8 @@ async def test_verbose_narration_shows_only_in_the_thread_that_asked(room, ops, 
     for thread, who in ((quiet, "alice"), (loud, "bob")):
         brain.propose("t = await tools.get_task_details(task_id=task_id)\nreturn {'status': t['status']}")
         await room.say(who, "what is the task's status", thread["id"])
-        await wait_for_post(room.standin, thread["id"], "Review · turn 1", by=bot)
-        await room.say("bob" if who == "alice" else "alice", "y", thread["id"])
+        review = await wait_for_post(room.standin, thread["id"], "Review · turn 1", by=bot)
+        await room.say("bob" if who == "alice" else "alice", run_once(review), thread["id"])
         await wait_for_post(room.standin, thread["id"], "[reply]", by=bot)
 
     loud_text = "\n".join(p["message"] for p in room.standin.thread(loud["id"]))

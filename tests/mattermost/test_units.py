@@ -22,10 +22,15 @@ def test_channel_commands():
 
 
 def test_thread_replies():
-    assert parse_thread("y").decision is DecisionKind.RUN_ONCE
-    assert parse_thread("N").decision is DecisionKind.REJECT and parse_thread("k").decision is DecisionKind.ALWAYS_ASK
+    assert parse_thread("y k3v7qa").model_dump(include={"decision", "tag"}) == {
+        "decision": DecisionKind.RUN_ONCE, "tag": "k3v7qa"}
+    assert parse_thread("N").decision is DecisionKind.REJECT and parse_thread("k K3V7QA").tag == "k3v7qa"
     edit = parse_thread("e\n```python\nreturn 1\n```")
-    assert edit.decision is DecisionKind.EDIT and edit.replacement_code == "return 1"
+    assert edit.decision is DecisionKind.EDIT and edit.replacement_code == "return 1" and edit.tag is None
+    assert parse_thread("e k3v7qa\n```python\nreturn 1\n```").tag == "k3v7qa"
+    # an answer that runs code names the review it answers
+    for bare in ("y", "a", "k"):
+        assert parse_thread(bare).kind == "invalid" and "TAG" in parse_thread(bare).error
     assert parse_thread("e").kind == "invalid"  # an edit without its replacement block
     assert parse_thread("/revoke all").target == "all" and parse_thread("/approvals").kind == "approvals"
     assert parse_thread("--verbose").verbose and not parse_thread("verbose off").verbose
@@ -79,7 +84,7 @@ def test_a_hostile_summary_cannot_link_mention_fence_or_swallow_the_trusted_line
 
     from bamboo.frontends.mattermost.render import review_post
 
-    post = review_post(_review(HOSTILE))
+    post = review_post(_review(HOSTILE), tag="abc234")
     lines = post.split("\n")
     trusted = [f"#### Review · turn 1 · `{'ab' * 32}`", "**STATE-CHANGING (kill_task)** · asked by **alice**",
                "task: no task: a session without one · waiting unknown", "request: (not recorded)",
@@ -170,20 +175,36 @@ class _Sessions:
         return None
 
 
-async def _reply_after_restart(thread: list[dict]) -> tuple[list[tuple], list[str]]:
+BOT_KEY = None
+
+
+def _bot_key():
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     from bamboo.approvals.keys import LocalKey
+
+    global BOT_KEY
+    BOT_KEY = BOT_KEY or LocalKey("mm-bot", Ed25519PrivateKey.generate())
+    return BOT_KEY
+
+
+def _tag(turn: int, code_hash: str, session: str = "mm-" + "r" * 26) -> str:
+    from bamboo.frontends.mattermost.review_tags import review_tag
+
+    return review_tag(_bot_key(), session, turn, code_hash)
+
+
+async def _reply_after_restart(thread: list[dict], message: str) -> tuple[list[tuple], list[str]]:
     from bamboo.frontends.mattermost.bot import MattermostBot
     from bamboo.frontends.mattermost.users import UserMap
 
     chat, sessions = _Chat(thread), _Sessions()
     bot = MattermostBot(chat, client=None, settings=None, users=UserMap(users={"x" * 26: "xavier"}),  # type: ignore[arg-type]
-                        key=LocalKey("mm-bot", Ed25519PrivateKey.generate()), audit=None)  # type: ignore[arg-type]
+                        key=_bot_key(), audit=None)  # type: ignore[arg-type]
     bot.sessions = sessions  # type: ignore[assignment]
     try:
         await bot.handle({"id": "y" * 26, "root_id": "r" * 26, "channel_id": "c" * 26, "user_id": "x" * 26,
-                          "message": "y", "create_at": 200})
+                          "message": message, "create_at": 200})
     finally:
         for t in bot.threads.values():
             if t.task:
@@ -191,18 +212,41 @@ async def _reply_after_restart(thread: list[dict]) -> tuple[list[tuple], list[st
     return sessions.decided, chat.made
 
 
+BOT_ID = "bot" + "0" * 23
+OPENED = {"user_id": "alice", "create_at": 1, "message": "investigate 1"}
+
+
+def _posted_review(turn: int, code_hash: str, at: int, by: str = BOT_ID) -> dict:
+    return {"user_id": by, "create_at": at, "message": f"#### Review · turn {turn} · `{code_hash}`\n**READ-ONLY**"}
+
+
 async def test_after_a_restart_a_reply_answers_the_review_the_thread_showed_not_the_current_one():
     """A bot restarted while a new review was asked for elsewhere approved that unseen review on the first `y`."""
-    bot_id = "bot" + "0" * 23
-    shown = {"user_id": bot_id, "create_at": 100, "message": f"#### Review · turn 4 · `{'a' * 64}`\n**READ-ONLY**"}
-    forged = {"user_id": "m" * 26, "create_at": 150, "message": f"#### Review · turn 5 · `{'c' * 64}`"}
-    decided, _ = await _reply_after_restart([{"user_id": "alice", "create_at": 1, "message": "investigate 1"},
-                                             shown, forged])
+    shown, forged = _posted_review(4, "a" * 64, 100), _posted_review(5, "c" * 64, 150, by="m" * 26)
+    decided, _ = await _reply_after_restart([OPENED, shown, forged], f"y {_tag(4, 'a' * 64)}")
     assert decided == [("xavier", 4, "a" * 64, DecisionKind.RUN_ONCE)], "the review shown, not turn 5's"
 
-    decided, made = await _reply_after_restart([{"user_id": "alice", "create_at": 1, "message": "investigate 1"},
-                                                forged])
-    assert decided == [] and made == ["No review was posted in this thread before your reply."]
+    decided, made = await _reply_after_restart([OPENED, forged], f"y {_tag(5, 'c' * 64)}")
+    assert decided == [] and made == [f"No review in this thread shows the tag `{_tag(5, 'c' * 64)}`; answer with "
+                                      "the tag of the review you read."]
+
+
+async def test_a_review_posted_while_the_approver_read_another_is_not_the_one_approved():
+    """The requester swapped the pending code a second before the approver's reply: the bot posted the new review,
+    and a bare `y` answered it. The reply names the tag of the review read; the session refuses it as stale."""
+    read, swapped = _posted_review(1, "a" * 64, 100), _posted_review(1, "b" * 64, 190)
+    decided, _ = await _reply_after_restart([OPENED, read, swapped], f"y {_tag(1, 'a' * 64)}")
+    assert decided == [("xavier", 1, "a" * 64, DecisionKind.RUN_ONCE)]
+
+    decided, made = await _reply_after_restart([OPENED, read, swapped], "y")
+    assert decided == [] and "name the review you answer" in made[0]
+    # a tag is the bot's, per session: another session's tag, or one made up, answers nothing here
+    for tag in (_tag(1, "a" * 64, session="mm-" + "o" * 26), "aaaaaa"):
+        decided, made = await _reply_after_restart([OPENED, read, swapped], f"y {tag}")
+        assert decided == [] and "No review in this thread shows the tag" in made[0]
+    # a rejection runs nothing: it may leave the tag out and answers the review posted before it
+    decided, _ = await _reply_after_restart([OPENED, read, swapped], "n")
+    assert decided == [("xavier", 1, "b" * 64, DecisionKind.REJECT)]
 
 
 async def test_the_chat_client_reads_a_threads_posts_oldest_first_with_their_authors():

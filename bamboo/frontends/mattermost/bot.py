@@ -4,8 +4,10 @@ Every request the bot sends a session is signed with the bot's own key (register
 role) for the identity the deployment's user mapping gives the poster's Mattermost user id; the session
 checks that signature, the person's registration and role, and the distinct-approver rule, exactly as for
 the CLI. A poster who is not in the mapping is refused by the bot (channel membership grants nothing) and
-the refusal is written to the audit log. A review reply answers the review the bot posted before it, by
-turn and full code hash, so an answer typed against an older prompt is refused as stale by the session.
+the refusal is written to the audit log. A review reply that runs code names the tag of the review it answers (``review_tags``: keyed by
+the bot's key, so no other code's review can show it) and is sent with that review's turn and full code hash; an
+answer to a review the session has moved past is refused as stale by the session. A reply that runs nothing
+(an edit, a rejection) may leave the tag out and answers the review posted before it.
 
 A thread is one session (``mm-<root post id>``), so a restarted bot finds its sessions again from the thread
 it is asked in, and the reviews it posted there from the thread's posts: a reply still answers the review shown
@@ -37,6 +39,7 @@ from bamboo.frontends.inert_text import inert_markdown
 from bamboo.frontends.mattermost.chat import MattermostChat
 from bamboo.frontends.mattermost.commands import Command, parse_root, parse_thread
 from bamboo.frontends.mattermost.render import approvals_post, entry_post, pending_list, review_post, reviewed_in
+from bamboo.frontends.mattermost.review_tags import review_tag
 from bamboo.frontends.mattermost.users import UserMap
 from bamboo.frontends.review import edit_diff
 from bamboo.investigation import client as inv
@@ -48,7 +51,8 @@ SESSION_PREFIX = "mm-"
 STATUS_EVERY = 5
 HELP = ("In a channel: `investigate <task-id|symptom> [--verbose]`, `analyze <task-id>`, `approvals`. In a session's "
         "thread: a question or request (`!new TEXT` for newly written code, `!codify` to list written procedures "
-        "that fit, `!codify N` to turn one into code), review replies `y` `a` `k` `e` `N`, `/approvals`, "
+        "that fit, `!codify N` to turn one into code), review replies `y TAG` `a TAG` `k TAG` (the tag the review "
+        "shows) `e` `N`, `/approvals`, "
         "`/revoke <hash|proc|all>`, "
         "`--verbose` / `verbose off`. Only people the deployment mapped to a registered identity can act.")
 
@@ -90,6 +94,11 @@ class Thread:
         """The latest review this thread showed before a reply posted at ``create_at``."""
         earlier = [p for p in self.prompts if p.create_at <= create_at]
         return earlier[-1] if earlier else None
+
+    def prompt_tagged(self, tag: str, key: LocalKey) -> Prompt | None:
+        """The review this thread showed with ``tag`` (the latest, should one have been posted twice)."""
+        return next((p for p in reversed(self.prompts)
+                     if review_tag(key, self.session_id, p.turn, p.code_hash) == tag), None)
 
 
 class MattermostBot:
@@ -244,7 +253,14 @@ class MattermostBot:
         delivery: inv.Delivery | None = None
         try:
             if command.kind == "decision":
-                prompt = thread.prompt_for(int(post.get("create_at") or 0))
+                if command.tag is not None:
+                    prompt = thread.prompt_tagged(command.tag, self.key)
+                    if prompt is None:
+                        return await self._say(channel, root, f"No review in this thread shows the tag "
+                                                              f"`{command.tag}`; answer with the tag of the review "
+                                                              "you read.")
+                else:
+                    prompt = thread.prompt_for(int(post.get("create_at") or 0))
                 if prompt is None:
                     return await self._say(channel, root, "No review was posted in this thread before your reply.")
                 assert command.decision is not None  # the parser sets it for every decision command
@@ -299,7 +315,9 @@ class MattermostBot:
                 if view is not None and not any((p.turn, p.code_hash) == (view.turn, view.code_hash)
                                                 for p in thread.prompts):
                     transcript = await self.sessions.transcript(thread.session_id)
-                    posted = await self.chat.post(thread.channel_id, review_post(view, edit_diff(view, transcript)),
+                    tag = review_tag(self.key, thread.session_id, view.turn, view.code_hash)
+                    posted = await self.chat.post(thread.channel_id,
+                                                  review_post(view, edit_diff(view, transcript), tag=tag),
                                                   thread.root_id)
                     thread.prompts.append(Prompt(int(posted.get("create_at") or 0), view.turn, view.code_hash))
                 polls += 1

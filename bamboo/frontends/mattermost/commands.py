@@ -2,7 +2,8 @@
 
 In a channel: ``investigate <task-id|symptom> [--verbose] [--no-hypothesis]`` (opens a thread per session),
 ``analyze <task-id>``, ``/approvals`` (what waits for review). In a session's thread: a review reply
-(``y`` run once, ``a`` auto-run, ``k`` always ask, ``e`` with a replacement ```` ``` ```` block, ``N`` reject),
+(``y TAG`` run once, ``a TAG`` auto-run, ``k TAG`` always ask, with the tag the review post shows; ``e`` with a
+replacement ```` ``` ```` block, ``N`` reject, the tag optional: they run nothing),
 ``/approvals``, ``/revoke <hash-prefix|proc-name|all>``, ``--verbose`` or ``verbose on|off`` (narration
 for this thread only), and anything else is a message to the session, read by the parser every front end
 shares (``bamboo.frontends.operator_lines``: ``/tool``, ``/new``, ``/codify``). Mattermost takes a leading
@@ -16,6 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from bamboo.frontends.mattermost.review_tags import TAG_PATTERN
 from bamboo.frontends.operator_lines import parse_line
 from policy.decisions import DecisionKind
 
@@ -34,6 +36,7 @@ class Command(BaseModel):
     verbose: bool = False
     hypothesis: bool = True
     decision: DecisionKind | None = None
+    tag: str | None = None  # the review a decision answers (review_tags); needed to run code
     replacement_code: str | None = None
     target: str | None = None
     text: str = ""
@@ -91,14 +94,19 @@ def parse_thread(message: str) -> Command:
     first, _, rest = text.partition("\n")
     words = first.split()
     head = _word(words[0]) if words else ""
-    if len(words) == 1 and head in REVIEW_REPLIES:
+    tag = words[1].lower() if len(words) == 2 and TAG_PATTERN.fullmatch(words[1].lower()) else None
+    if head in REVIEW_REPLIES and (len(words) == 1 or tag):
         kind = REVIEW_REPLIES[head]
+        if kind.runs_code and tag is None:
+            return Command(kind="invalid", error=f"name the review you answer: `{head} TAG`, with the tag its post "
+                                                 "shows (a review posted while you read another is then never the "
+                                                 "one you approve)")
         if kind is DecisionKind.EDIT:
             block = _FENCE.search(rest)
             if block is None or not block.group(1).strip():
                 return Command(kind="invalid", error="an edit is `e` followed by the replacement code in a ``` block")
-            return Command(kind="decision", decision=kind, replacement_code=block.group(1))
-        return Command(kind="decision", decision=kind)
+            return Command(kind="decision", decision=kind, tag=tag, replacement_code=block.group(1))
+        return Command(kind="decision", decision=kind, tag=tag)
     if head == "approvals" and len(words) == 1:
         return Command(kind="approvals")
     if head == "revoke" and (first.lstrip()[:1] in "/!" or len(words) == 2):

@@ -74,7 +74,8 @@ def reviewed_in(message: str) -> tuple[int, str] | None:
     return (int(found[1]), found[2]) if found else None
 
 
-def review_post(view: PendingView, changed: str = "") -> str:
+def review_post(view: PendingView, changed: str = "", *, tag: str) -> str:
+    """The review as a post; ``tag`` (``review_tags``) is what a reply that runs the code must repeat."""
     what = effect(view)
     lines = [REVIEW_HEADER.format(turn=view.turn, code_hash=view.code_hash),
              f"**{what.text}** · asked by **{inert_markdown(view.requester)}**",
@@ -95,9 +96,11 @@ def review_post(view: PendingView, changed: str = "") -> str:
         lines += [f"- {note}" for note in procedure_notes(procedure)]
         if procedure.diff_from_granted:
             lines.append("changed since it was granted:\n" + numbered(procedure.diff_from_granted))
-    offered = " · ".join(f"`{CHOICE_KEYS[c]}` {CHOICE_WORDS[c]}" for c in view.choices)
+    offered = " · ".join(f"`{CHOICE_KEYS[c]} {tag}`" if c.runs_code else f"`{CHOICE_KEYS[c]}`" for c in view.choices)
+    words = " · ".join(f"{CHOICE_KEYS[c]} {CHOICE_WORDS[c]}" for c in view.choices)
     edit = " (`e` then the replacement code in a ``` block)" if any(c.value == "edit" for c in view.choices) else ""
-    lines.append(f"Reply in this thread: {offered}{edit}. Only registered approvers' answers count.")
+    lines.append(f"Reply in this thread: {offered}{edit} ({words}); an answer that runs code names this review's tag "
+                 f"`{tag}`. Only registered approvers' answers count.")
     return "\n".join(lines)
 
 
