@@ -41,6 +41,7 @@ class ExecutorConfig(BaseModel):
     verification_keys: dict[str, VerificationKey]  # key id -> the key, whose it is and its kind
     approval_rules: ApprovalRules = Field(default_factory=ApprovalRules)
     gated_environments: tuple[str, ...] = ("prod",)
+    ungated_environments: tuple[str, ...] = ("staging",)
     max_envelope_ttl_s: int = DEFAULT_MAX_ENVELOPE_TTL_S
     timeout_s: float = 120.0
     output_limit: int = 64 * 1024
@@ -49,6 +50,9 @@ class ExecutorConfig(BaseModel):
     def _keys_by_id(self) -> "ExecutorConfig":
         if any(kid != key.key_id for kid, key in self.verification_keys.items()):
             raise ValueError("verification_keys must map each key's own key id to it")
+        why = unclassified(self.environment, self.gated_environments, self.ungated_environments)
+        if why:
+            raise ValueError(why)
         return self
 
     @property
@@ -57,6 +61,20 @@ class ExecutorConfig(BaseModel):
 
 
 KEY_LINE_FORMAT = "'agent IDENTITY BASE64KEY' or 'person IDENTITY BASE64KEY'"
+
+
+def unclassified(environment: str, gated: tuple[str, ...], ungated: tuple[str, ...]) -> str | None:
+    """Why an executor may not serve ``environment``: it must be named gated (every write passes the seven
+    production gates) or ungated, and not both. Gating by name alone failed open: an executor started for
+    ``production`` or ``prod-eu`` instead of ``prod`` ran writes with no grant, dry run or approval."""
+    if environment in gated and environment in ungated:
+        return (f"the environment {environment!r} is named both gated and ungated; remove it from "
+                "BAMBOO_EXECUTOR_GATED_ENVIRONMENTS or BAMBOO_EXECUTOR_UNGATED_ENVIRONMENTS")
+    if environment not in gated and environment not in ungated:
+        return (f"the environment {environment!r} is neither gated ({', '.join(gated) or 'none'}) nor ungated "
+                f"({', '.join(ungated) or 'none'}); add it to BAMBOO_EXECUTOR_GATED_ENVIRONMENTS (its writes pass "
+                "the seven production gates) or, for a test environment, BAMBOO_EXECUTOR_UNGATED_ENVIRONMENTS")
+    return None
 
 
 def keyed(keys: list[VerificationKey]) -> dict[str, VerificationKey]:
@@ -106,6 +124,10 @@ class ExecutorSettings(BaseSettings):
     credential: str | None = Field(default=None, description="the one credential family this executor holds")
     gated_environments: str = Field(default="prod", description="comma-separated environments whose writes pass "
                                                                 "the seven production write gates")
+    ungated_environments: str = Field(default="staging", description="comma-separated environments whose writes "
+                                                                     "need no grant, dry run or approval; an executor "
+                                                                     "for an environment in neither list refuses to "
+                                                                     "start")
     max_envelope_ttl_s: int = Field(default=DEFAULT_MAX_ENVELOPE_TTL_S, ge=10, le=3600)
     timeout_s: float = Field(default=120.0, gt=0)
     output_limit: int = Field(default=64 * 1024, ge=1024)
@@ -130,10 +152,16 @@ def load_executor_config(environment: str, channel: Channel, *, tools_file: Path
             raise ExecutorConfigError(f"credential family {held!r} is not declared in {tools_file}; declare it or "
                                       "fix BAMBOO_EXECUTOR_CREDENTIAL")
         families[held] = commands.credentials[held]
+    gated, ungated = _names(settings.gated_environments), _names(settings.ungated_environments)
+    if why := unclassified(environment, gated, ungated):
+        raise ExecutorConfigError(why)
     return ExecutorConfig(
         environment=environment, channel=channel, policy=commands.policy, credentials=families, held_credential=held,
-        verification_keys=keys, approval_rules=approval_rules,
-        gated_environments=tuple(e.strip() for e in settings.gated_environments.split(",") if e.strip()),
+        verification_keys=keys, approval_rules=approval_rules, gated_environments=gated, ungated_environments=ungated,
         max_envelope_ttl_s=settings.max_envelope_ttl_s, timeout_s=settings.timeout_s,
         output_limit=settings.output_limit,
     )
+
+
+def _names(listed: str) -> tuple[str, ...]:
+    return tuple(e.strip() for e in listed.split(",") if e.strip())

@@ -193,7 +193,8 @@ async def test_exec_grant_without_a_pinned_administrators_key_fails_with_one_lin
         assert (await (await conn.execute("SELECT count(*) FROM capability_grants")).fetchone())[0] == 0
 
 
-@pytest.mark.parametrize("case", ["no tools file", "no verification keys", "bad environment", "bare verification key"])
+@pytest.mark.parametrize("case", ["no tools file", "no verification keys", "bad environment", "bare verification key",
+                                  "environment neither gated nor ungated"])
 def test_a_misconfigured_executor_exits_with_one_line(case, tmp_path):
     import subprocess
 
@@ -210,6 +211,11 @@ def test_a_misconfigured_executor_exits_with_one_line(case, tmp_path):
         bare = tmp_path / "bare.keys"
         bare.write_text(KeyStore(tmp_path / "keys").create("agent").public_key + "\n")
         env["BAMBOO_EXECUTOR_VERIFY_KEYS_FILE"] = str(bare)
+    if case == "environment neither gated nor ungated":  # a naming slip for prod ran writes with no gate at all
+        environment = "production"
+        keys = tmp_path / "verify.keys"
+        keys.write_text(f"agent agent {KeyStore(tmp_path / 'keys').create('agent').public_key}\n")
+        env["BAMBOO_EXECUTOR_VERIFY_KEYS_FILE"] = str(keys)
     proc = subprocess.run([sys.executable, "-m", "worker.executor", "--environment", environment, "--channel", "rw"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
@@ -218,5 +224,8 @@ def test_a_misconfigured_executor_exits_with_one_line(case, tmp_path):
     expected = {"no tools file": "BAMBOO_COMMAND_TOOLS_FILE", "no verification keys": "BAMBOO_EXECUTOR_VERIFY_KEYS_FILE",
                 "bad environment": "is not a valid name",
                 "bare verification key": "is a bare key; each line now names whose key it is: 'agent IDENTITY "
-                                         "BASE64KEY' or 'person IDENTITY BASE64KEY'"}[case]
+                                         "BASE64KEY' or 'person IDENTITY BASE64KEY'",
+                "environment neither gated nor ungated": "the environment 'production' is neither gated (prod) nor "
+                                                         "ungated (staging); add it to "
+                                                         "BAMBOO_EXECUTOR_GATED_ENVIRONMENTS"}[case]
     assert expected in lines[0]

@@ -345,3 +345,15 @@ async def test_a_read_sent_to_prod_rw_is_not_a_write(harness):
     async with h.executor(h.config("prod", "rw")):
         err = await h.refusal("prod", "rw", "panda_curl", argv, h.sign(h.claims("prod", "ro", argv)))
     assert err.type == "envelope.wrong_channel"
+
+
+def test_an_executor_serves_only_an_environment_named_gated_or_ungated(harness):
+    """Gating by name alone failed open: an rw executor for `production` (not `prod`) ran a write with no grant,
+    dry run or approval. An environment in neither list, or in both, is refused when the executor is configured."""
+    import pydantic
+    import pytest
+
+    for environment, lists in (("production", {}), ("prod-eu", {}), ("prod", {"ungated_environments": ("prod",)})):
+        with pytest.raises(pydantic.ValidationError, match="gated"):
+            harness.config(environment, "rw", **lists)
+    assert harness.config("prod-eu", "rw", gated_environments=("prod", "prod-eu")).environment == "prod-eu"
