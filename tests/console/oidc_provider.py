@@ -46,7 +46,9 @@ class OidcProvider:
 
     def console_env(self) -> dict[str, str]:
         return {"BAMBOO_CONSOLE_OIDC_DISCOVERY_URL": self.discovery_url, "BAMBOO_CONSOLE_OIDC_CLIENT_ID": CLIENT_ID,
-                "BAMBOO_CONSOLE_OIDC_CLIENT_SECRET": CLIENT_SECRET, "BAMBOO_CONSOLE_OIDC_LABEL": "the test issuer"}
+                "BAMBOO_CONSOLE_OIDC_CLIENT_SECRET": CLIENT_SECRET, "BAMBOO_CONSOLE_OIDC_LABEL": "the test issuer",
+                # this issuer fixes the login name (people cannot edit it), as the claim's setting requires
+                "BAMBOO_CONSOLE_OIDC_IDENTITY_CLAIM": "preferred_username"}
 
     def _id_token(self, grant: dict) -> str:
         now = int(time.time())

@@ -136,6 +136,18 @@ async def test_a_console_whose_key_is_not_a_registered_front_end_does_not_start(
     assert "is not registered with the front_end role" in said and "--role front_end" in said
 
 
+async def test_single_sign_on_does_not_start_without_a_claim_chosen_for_the_identity(
+        settings, accounts_file, tmp_path):
+    """It took preferred_username by default, which OpenID Connect does not promise is unique: at an issuer that
+    lets people edit it, whoever named themselves after an approver signed in as that approver."""
+    env = console_env(settings, accounts_file, tmp_path, BAMBOO_CONSOLE_OIDC_DISCOVERY_URL="http://127.0.0.1:9/x",
+                      BAMBOO_CONSOLE_OIDC_CLIENT_ID="bamboo-console")
+    done = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "bamboo.cli.main", "console"], cwd=ROOT,
+                                   env=env, capture_output=True, text=True, timeout=120)
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 1 and "single sign-on needs BAMBOO_CONSOLE_OIDC_IDENTITY_CLAIM" in said, said
+
+
 async def test_the_embedded_stack_registers_the_consoles_own_key_once(services, settings, tmp_path):
     """Only the embedded default provisions the console as a front end (as the demo provisions its people),
     signed by the embedded stack's own administrator; a deployment with its own database registers it

@@ -134,7 +134,7 @@ def create_app(backend: ConsoleBackend, settings: ConsoleSettings, accounts: Loc
             auth.flash(request, "error", f"Single sign-on failed: {why}; try again.")
             return back("/login")
         claims = token.get("userinfo") or {}
-        value = claims.get(settings.oidc_identity_claim)
+        value = claims.get(settings.oidc_identity_claim) if settings.oidc_identity_claim else None
         try:
             identity = canonical_identity(str(value)) if value else None
         except IdentityError as exc:

@@ -34,6 +34,11 @@ async def provision_embedded_front_end(settings: Settings, console: ConsoleSetti
 
 
 async def serve(settings: Settings, console: ConsoleSettings, echo=print) -> None:
+    if console.oidc_enabled and not console.oidc_identity_claim:
+        raise ConsoleStartError(
+            "single sign-on needs BAMBOO_CONSOLE_OIDC_IDENTITY_CLAIM: the ID-token claim that names a person's "
+            "registered identity, one your identity provider never lets a person change or reuse (sub, or a login "
+            "name it fixes; OpenID Connect does not promise preferred_username is unique)")
     accounts = LocalAccounts(console.resolved_users_file(settings))
     oidc = oidc_client(console)
     if not accounts.names() and oidc is None:

@@ -31,8 +31,12 @@ class ConsoleSettings(BaseSettings):
     oidc_client_id: str | None = None
     oidc_client_secret: SecretStr | None = None
     oidc_scope: str = "openid profile email"
-    oidc_identity_claim: str = Field(default="preferred_username",
-                                     description="the ID-token claim that names the person's registered identity")
+    oidc_identity_claim: str | None = Field(
+        default=None, description="the ID-token claim that names the person's registered identity; required with "
+                                  "single sign-on: a claim the identity provider never lets a person change or reuse "
+                                  "(sub, or a login name it fixes). No default: OpenID Connect does not promise "
+                                  "that preferred_username is unique, and where people may edit it, whoever names "
+                                  "themselves after an approver signs in as that approver")
     oidc_label: str = "single sign-on"
 
     @property
