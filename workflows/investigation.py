@@ -113,7 +113,14 @@ class Investigation:
     @workflow.init
     def __init__(self, inp: InvestigationStart) -> None:
         self._inp = inp
-        self._st: InvestigationState = inp.carried.model_copy(deep=True) if inp.carried else InvestigationState()
+        # Carried state is the session's own, handed over by its continue-as-new, which only Temporal can mark (a
+        # run so started has a continued run id). From anyone else's start it is a forgery: an inbox of unsigned
+        # messages under any author (the requester approving her own state-changing code as "bob's" request), a
+        # run marked approved by someone who never saw it, standing approvals, used nonces. It is not adopted,
+        # and the run fails (``run``).
+        self._forged_carry = inp.carried is not None and workflow.info().continued_run_id is None
+        adopted = inp.carried if inp.carried is not None and not self._forged_carry else None
+        self._st: InvestigationState = adopted.model_copy(deep=True) if adopted else InvestigationState()
         self._pending: PendingView | None = None
         self._review: PendingReview | None = None
         self._answer: OperatorDecision | None = None
@@ -214,6 +221,9 @@ class Investigation:
     # ------------------------------------------------------------------ run
     @workflow.run
     async def run(self, inp: InvestigationStart) -> InvestigationResult:
+        if self._forged_carry:
+            raise ApplicationError("a session's carried state is accepted only from its own continue-as-new; start "
+                                   "the session without it", type="forged_carried_state", non_retryable=True)
         st = self._st
         attrs: list[SearchAttributeUpdate[Any]] = [KIND.value_set(Kind.INVESTIGATE.value),
                                                    AWAITING_APPROVAL.value_set(False)]
