@@ -18,6 +18,8 @@ from enum import Enum
 
 from pydantic import BaseModel, ConfigDict
 
+from policy.code_identity import lines_ending_in_strings
+
 LONG_LINE = 100
 WIDE_GAP = 8
 
@@ -85,7 +87,18 @@ def find_hazards(code: str) -> list[Hazard]:
     for number, line in enumerate(lines, start=1):
         found.extend(_line_hazards(number, line))
     found.extend(_statement_hazards(code))
+    found.extend(_blanks_ending_string_lines(code.replace("\r\n", "\n")))
     return sorted(found, key=lambda h: (h.line, h.kind.value))
+
+
+def _blanks_ending_string_lines(code: str) -> list[Hazard]:
+    """Blanks at the end of a line inside a string literal: invisible in every view, yet part of the value (a
+    ``"dry-run   "`` reads as ``"dry-run"`` and compares unequal to it)."""
+    lines = code.split("\n")
+    return [Hazard(kind=HazardKind.UNUSUAL_WHITESPACE, line=number,
+                   detail=f"line {number} ends in blank characters inside a string literal; they are part of its value")
+            for number in sorted(lines_ending_in_strings(code) or ())
+            if number <= len(lines) and lines[number - 1] != lines[number - 1].rstrip()]
 
 
 def _line_hazards(number: int, line: str) -> list[Hazard]:

@@ -6,12 +6,19 @@ change to what a line says, including its indentation (which changes Python's me
 normalisation is therefore textual and deliberately small: per-line trailing whitespace is stripped, lines
 that are then empty are dropped, and leading indentation is kept. Comments are not stripped: a changed
 comment is a new hash, which errs in the safe direction (one more review).
+
+Whitespace inside a string literal is not formatting: a triple-quoted ``dry-run`` followed by a line break,
+and the same with three spaces after ``dry-run``, are two programs (one compares equal to "dry-run", the other
+does not), and when both hashed alike an approval of the harmless one ran the other. Lines that end inside a
+string literal (a triple-quoted string, a backslash-continued one) are kept exactly as written, blank or not.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
+import io
+import tokenize
 
 HASH_HEX_LENGTH = 64
 
@@ -20,13 +27,37 @@ def normalize_code(code: str) -> str:
     """Return the text whose SHA-256 identifies ``code``.
 
     ``\\r\\n`` and lone ``\\r`` are read as line breaks so that a block pasted from another system keeps its
-    identity. Other characters that ``str.splitlines`` would treat as breaks (form feed, Unicode separators)
-    are left alone on purpose: Python does not end a logical line at them, so treating them as breaks
-    would let two different programs share a hash.
+    identity (Python reads them so too). Other characters that ``str.splitlines`` would treat as breaks (form
+    feed, Unicode separators) are left alone on purpose: Python does not end a logical line at them, so treating
+    them as breaks would let two different programs share a hash. Per-line trailing whitespace is stripped and
+    blank lines dropped, except on lines that end inside a string literal, which are kept as written.
     """
     unified = code.replace("\r\n", "\n").replace("\r", "\n")
-    kept = (line.rstrip() for line in unified.split("\n"))
-    return "\n".join(line for line in kept if line)
+    lines = unified.split("\n")
+    inside = lines_ending_in_strings(unified)
+    if inside is None:
+        return unified  # it parses, but tokenize disagrees: the exact text, so nothing it holds is lost
+    kept = (line if number in inside else line.rstrip() for number, line in enumerate(lines, start=1))
+    return "\n".join(line for number, line in enumerate(kept, start=1) if line or number in inside)
+
+
+def lines_ending_in_strings(code: str) -> set[int] | None:
+    """The (1-based) numbers of the lines whose end lies inside a string literal. Empty for code Python cannot
+    parse (it never runs, so nothing hides in its formatting); None when Python parses it but ``tokenize``
+    cannot read it."""
+    try:
+        ast.parse(code)
+    except (SyntaxError, ValueError):
+        return set()
+    middle = getattr(tokenize, "FSTRING_MIDDLE", tokenize.STRING)  # f-strings are tokens of their own from 3.12
+    inside: set[int] = set()
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(code).readline):
+            if token.type in (tokenize.STRING, middle) and token.end[0] > token.start[0]:
+                inside.update(range(token.start[0], token.end[0]))
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    return inside
 
 
 def code_hash(code: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -87,3 +88,36 @@ def test_normalisation_is_idempotent_and_total(text: str) -> None:
     once = normalize_code(text)
     assert normalize_code(once) == once
     assert code_hash(once) == code_hash(text)
+
+
+# Two programs that differ only in whitespace inside a string literal behave differently: the approver read the
+# first (it never kills) and the requester's edit put in the second (it does); both hashed alike, so the
+# approval of the one ran the other.
+READ_AS_DRY_RUN = 'mode = """dry-run\n"""\nif mode.splitlines()[0] != "dry-run":\n    await tools.kill_task(task_id=1)'
+
+
+@pytest.mark.parametrize("other", [
+    READ_AS_DRY_RUN.replace("dry-run\n", "dry-run   \n", 1),  # trailing blanks on a line inside the string
+    READ_AS_DRY_RUN.replace('"""dry-run\n', '"""dry-run\n\n', 1),  # a blank line inside it
+    READ_AS_DRY_RUN.replace('mode = """dry-run\n"""', 'mode = "dry-run\\\n   "', 1),  # a backslash-continued one
+    READ_AS_DRY_RUN.replace('mode = """dry-run\n"""', 'mode = f"""dry-run  \n{1}"""', 1),  # an f-string
+])
+def test_whitespace_inside_a_string_literal_is_part_of_the_identity(other: str) -> None:
+    import ast
+
+    ast.parse(other)  # each is a program that runs
+    assert code_hash(other) != code_hash(READ_AS_DRY_RUN)
+
+
+def test_formatting_around_a_string_literal_still_keeps_the_hash() -> None:
+    assert code_hash(READ_AS_DRY_RUN) == code_hash("\n" + READ_AS_DRY_RUN.replace("\nif", "   \n\n\nif") + "  \n")
+    text = 'x = """a\n\n  b  \n"""  \n\ny = 1'
+    assert normalize_code(text) == 'x = """a\n\n  b  \n"""\ny = 1' and normalize_code(normalize_code(text)) == normalize_code(text)
+
+
+def test_blanks_ending_a_line_inside_a_string_literal_are_a_hazard_the_review_names() -> None:
+    from policy.code_hazards import HazardKind, find_hazards
+
+    swapped = READ_AS_DRY_RUN.replace("dry-run\n", "dry-run   \n", 1)
+    assert [(h.kind, h.line) for h in find_hazards(swapped)] == [(HazardKind.UNUSUAL_WHITESPACE, 1)]
+    assert find_hazards(READ_AS_DRY_RUN + "   ") == []  # blanks after the code are formatting
