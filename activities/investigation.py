@@ -32,6 +32,7 @@ from bamboo.llm.metering import SpendMeter
 from bamboo.sandbox import contract as sandbox
 from bamboo.sandbox.contract import ExecuteCodeInput, SandboxRunResult
 from bamboo.sandbox.runner import SandboxRunner
+from bamboo.store.session_ids import SessionIds
 from bamboo.tools.model import ToolCaller
 from bamboo.tools.selection import ToolSelector
 from policy.approvers import ApprovalRules
@@ -43,8 +44,9 @@ class InvestigationActivities:
     def __init__(self, *, tools: ProcedureToolCaller, selector: ToolSelector, model: TurnModel, finalizer: Finalizer,
                  registry: ApproverRegistry, audit_log: AuditSink, approval_rules: ApprovalRules,
                  allow_mutating_autorun: bool, meter: SpendMeter, matcher: ProcedureMatcher,
-                 written: WrittenProcedureReader) -> None:
+                 written: WrittenProcedureReader, session_ids: SessionIds) -> None:
         self.tools = tools
+        self.session_ids = session_ids
         self.repository = tools.repository
         self.selector = selector
         self.model = model
@@ -83,12 +85,13 @@ class InvestigationActivities:
     async def policy_context(self, inp: PolicyContextInput) -> PolicyContext:
         """The live catalogue, grants and this deployment's approval policy (the worker's rules and registry,
         never the client's); the decision itself is made, deterministically, in the workflow."""
+        session_run = await self.session_ids.claim(inp.session_id, inp.run)
         await self.tools.refresh()
         code = self.tools.procedure_code
         raw = self.tools.raw_tools()
         grants = await self.repository.grants()
         return PolicyContext(
-            catalog=policy_catalog(self.tools.list_tools(), code),
+            session_run=session_run, catalog=policy_catalog(self.tools.list_tools(), code),
             grants=grants,
             granted_code=await self.repository.versions(sorted({g.code_hash for g in grants.values()})),
             exposed_procedures=exposed_procedures(raw, code, self.allow_mutating_autorun),

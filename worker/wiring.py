@@ -34,6 +34,7 @@ from bamboo.sandbox.errors import SandboxUnavailable
 from bamboo.sandbox.runner import SandboxRunner
 from bamboo.services import Services
 from bamboo.settings import Settings
+from bamboo.store.session_ids import SessionIds
 from bamboo.store.vectors import PgVectorIndex
 from bamboo.tools.model import ToolSpec
 from bamboo.tools.selection import SelectionConfig, ToolSelector, config_namespace
@@ -155,7 +156,7 @@ def investigation_activities(services: Services, client: Client | None = None) -
         meter=spend_meter(settings),
         matcher=ProcedureMatcher(tools.repository, services.embedder, tools,
                                  settings.pseudonym_key.get_secret_value().encode(), settings.reuse_settings()),
-        written=WrittenProcedureReader(store.pool, services.embedder),
+        written=WrittenProcedureReader(store.pool, services.embedder), session_ids=SessionIds(store.pool),
     )
     sandbox = [] if runner is None else [
         ProcedureSandboxActivities(runner=runner, tools=tools, audit=store.audit, blobs=store.blobs).execute_code]

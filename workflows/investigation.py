@@ -831,7 +831,7 @@ class Investigation:
             revoked = await workflow.execute_activity(
                 contract.revoke_grants,
                 RevokeGrantsInput(session_id=self._inp.session_id, procedures=list(plan.procedures),
-                                  actor=request.actor, dedup_key=f"{self._inp.session_id}:revoke:{st.audit_seq}"),
+                                  actor=request.actor, dedup_key=f"{self._audit_key_prefix()}:revoke:{st.audit_seq}"),
                 **contract.STORE_STEP.options(),
             )
             for name in plan.procedures:
@@ -843,9 +843,15 @@ class Investigation:
                     {"target": request.target, "session_hashes": list(plan.session_hashes), "procedures": revoked})
 
     async def _policy_context(self) -> PolicyContext:
+        run = workflow.info().first_execution_run_id
         context: PolicyContext = await workflow.execute_activity(
-            contract.policy_context, PolicyContextInput(session_id=self._inp.session_id),
+            contract.policy_context, PolicyContextInput(session_id=self._inp.session_id, run=run),
             **contract.POLICY_STEP.options())
+        if context.session_run != run:
+            # A closed session's id used again: its signed decisions name this id, turn and hash, and this run
+            # has used none of their nonces, so it would accept them a second time. Nothing is decided here.
+            raise ApplicationError(f"the session id {self._inp.session_id} belongs to an earlier session; start a "
+                                   "new session with an id of its own", type="session_id_taken", non_retryable=True)
         self._st.grants = dict(context.grants)
         self._context, self._context_at = context, workflow.now()
         return context
@@ -907,10 +913,15 @@ class Investigation:
         return [sandbox.AuditRow(kind=r.kind, actor=r.actor, run_id=run_id, body=r.body, dedup_key=r.dedup_key)
                 for r in records]
 
+    def _audit_key_prefix(self) -> str:
+        """Audit rows are keyed by the session and its first run (stable across continue-as-new): keyed by the
+        session alone, a later run under the same id had its rows taken for the first run's and dropped."""
+        return f"{self._inp.session_id}:{workflow.info().first_execution_run_id}"
+
     def _audit(self, kind: str, actor: str, body: dict[str, Any]) -> None:
         self._st.audit_seq += 1
         self._outbox.append(AuditRecord(kind=kind, actor=actor, body={"session": self._inp.session_id, **body},
-                                        dedup_key=f"{self._inp.session_id}:audit:{self._st.audit_seq}"))
+                                        dedup_key=f"{self._audit_key_prefix()}:audit:{self._st.audit_seq}"))
 
     def _entry(self, kind: contract.EntryKind, text: str, *, turn: int | None = None, actor: str | None = None,
                data: dict[str, Any] | None = None) -> None:

@@ -313,13 +313,16 @@ class AuditBatch(BaseModel):
 
 class PolicyContextInput(BaseModel):
     session_id: str
+    run: str = Field(description="the session's first run (its continue-as-new chain's): it claims the session id")
 
 
 class PolicyContext(BaseModel):
     """Read fresh by the worker before each decision: the catalogue (raw tools and exposed procedure tools,
-    with every approved procedure's current code), the durable grants, the code each grant was given on, and
-    the deployment's approval policy (rules from the worker's settings, keys from its registry)."""
+    with every approved procedure's current code), the durable grants, the code each grant was given on, the
+    deployment's approval policy (rules from the worker's settings, keys from its registry), and which run
+    holds the session's id (a session id names one session, ever: ``bamboo.store.session_ids``)."""
 
+    session_run: str = Field(description="the run that holds the session id; another run under it decides nothing")
     catalog: ToolCatalog
     grants: dict[str, ProcedureGrant] = Field(default_factory=dict)
     granted_code: dict[str, str] = Field(default_factory=dict, description="code hash -> code, for grants' versions")

@@ -59,7 +59,8 @@ async def test_the_decision_row_is_written_by_its_run_before_the_first_tool_call
     kinds = [r[1] for r in rows]
     assert kinds[0] == "decision_accepted" and "tool_call" in kinds, kinds  # in the table before the first call
     decision_key = rows[0][2]
-    assert decision_key.startswith(f"{session}:audit:")
+    first_run = (await inv.handle(client, session).describe()).raw_description.workflow_execution_info.first_run_id
+    assert decision_key.startswith(f"{session}:{first_run}:audit:"), decision_key  # the session and its first run
 
     after = await _activities_after_the_decision(client, session)
     names = [name for name, _ in after]

@@ -63,6 +63,7 @@ def test_the_workflow_pins_every_procedure_of_the_allow_set_to_the_body_its_cata
     from policy.catalog import ToolCatalog
     from workflows.investigation import pinned_procedures
 
-    context = PolicyContext(catalog=ToolCatalog.build([], {READ_PROC: READ_PROC_CODE, "proc__other": "return 1"}))
+    context = PolicyContext(session_run="run", catalog=ToolCatalog.build([], {READ_PROC: READ_PROC_CODE,
+                                                                             "proc__other": "return 1"}))
     assert pinned_procedures(["get_task_details", READ_PROC], context) == {READ_PROC: code_hash(READ_PROC_CODE)}
     assert pinned_procedures(["get_task_details"], context) == {}

@@ -46,10 +46,13 @@ class FakeSession:
         self.codes = deque(codes)
         self.runs: list[ExecuteCodeInput] = []
         self.finalized: list[FinalizeInput] = []
+        self.session_ids: dict[str, str] = {}
 
     @implements(contract.policy_context)
     async def policy_context(self, inp: PolicyContextInput) -> PolicyContext:
-        return PolicyContext(catalog=CATALOG, policy=POLICY)
+        # the store's rule (bamboo.store.session_ids): the first run to ask holds the session id, for good
+        return PolicyContext(session_run=self.session_ids.setdefault(inp.session_id, inp.run), catalog=CATALOG,
+                             policy=POLICY)
 
     @implements(contract.reuse_candidates)
     async def reuse_candidates(self, inp: ReuseQuery) -> ReuseCandidates:
@@ -231,3 +234,47 @@ async def test_carried_state_from_anyone_but_the_sessions_own_continue_as_new_is
         else:
             raise AssertionError("a start with carried state ran")
     assert fake.runs == [] and fake.codes == deque([KILL_CODE]), "no code was generated or run"
+
+
+async def test_a_new_run_under_a_closed_sessions_id_accepts_none_of_its_decisions(temporal: Client) -> None:
+    """Decisions are signed over the session id, turn and hash, and a session keeps the nonces it used in its own
+    state: a new run under a closed session's id (Temporal lets an id be used again) started with none used and
+    turns from one, so bob's one approval of a kill ran two. The first run holds the id; the second decides
+    nothing and fails."""
+    import asyncio
+
+    from temporalio.client import WorkflowFailureError
+    from temporalio.common import WorkflowIDReusePolicy
+
+    from bamboo.investigation.contract import AbandonRequest
+
+    fake = FakeSession(KILL_CODE, KILL_CODE)
+    async with workers(temporal, [Investigation], fake.activities()) as queue:
+        first = await open_session(temporal, queue)
+        await first.ask("alice", "kill the task")
+        review = await first.pending(turn=1)
+        unsigned = OperatorDecision(turn=1, code_hash=review.code_hash, kind=DecisionKind.RUN_ONCE, approver="bob")
+        bobs = unsigned.model_copy(update={"auth": KEYS["bob"].authorize(
+            contract.MESSAGE_KINDS[Message.DECIDE], first.id, unsigned.signed_body())})
+        await first.handle.signal(Message.DECIDE.value, bobs)
+        await first.entries("run")
+        abandon = AbandonRequest(actor="alice")
+        abandon = abandon.model_copy(update={"auth": KEYS["alice"].authorize(
+            contract.MESSAGE_KINDS[Message.ABANDON], first.id, abandon.signed_body())})
+        await first.handle.signal(Message.ABANDON.value, abandon)
+        await first.handle.result()
+
+        start = InvestigationStart(session_id=first.id, requester="alice", task_id=TASK,
+                                   startup_hypothesis=False)
+        handle = await temporal.start_workflow(Investigation.run, start, id=contract.workflow_id(first.id),
+                                               task_queue=queue, id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE)
+        again = Session(handle, first.id)
+        await again.ask("alice", "kill the task")
+        await handle.signal(Message.DECIDE.value, bobs)  # the first run's decision, copied from its history
+        try:
+            await asyncio.wait_for(handle.result(), 60)
+        except WorkflowFailureError as exc:
+            assert getattr(exc.cause, "type", None) == "session_id_taken", exc.cause
+        else:
+            raise AssertionError("the second run under the id ended without refusing")
+    assert [run.actor for run in fake.runs] == ["bob"], "one approval, one run"
