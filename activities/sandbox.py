@@ -88,6 +88,7 @@ class SandboxActivities:
             bridge_limits=BridgeLimits(max_calls=inp.max_calls, call_timeout_s=inp.call_timeout_s),
             phase=inp.phase,
             caller=self.caller_for(inp),
+            read_only_tools=frozenset(inp.read_only_tools),
         )
 
     def caller_for(self, inp: ExecuteCodeInput) -> ToolCaller | None:

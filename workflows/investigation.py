@@ -310,7 +310,7 @@ class Investigation:
             if decision.outcome is CodeVerdict.RUN:
                 await self._execute(turn, code, decision, proposal, f"policy:{decision.reason.value}", requester,
                                     reuse=reuse, request=request, codified=codified,
-                                    procedures=pinned_procedures(decision.allow_set, context))
+                                    context=context)
                 return False
             if decision.outcome is CodeVerdict.REFUSE:
                 self._entry("refused_run", decision.detail, turn=turn, data={"reason": decision.reason.value})
@@ -335,7 +335,7 @@ class Investigation:
             await self._remember(turn, code, decision, answer, context, reuse)
             await self._execute(turn, code, decision, proposal, answer.approver, requester, reuse=reuse,
                                 request=request, codified=codified,
-                                procedures=pinned_procedures(decision.allow_set, context))
+                                context=context)
             return False
 
     async def _is_finding(self, msg: OperatorMessage, turn: int) -> bool:
@@ -528,10 +528,12 @@ class Investigation:
     async def _execute(self, turn: int, code: str, decision: ReviewDecision, proposal: CodegenResult,
                        approver: str, requester: str, capture: bool = True, *, reuse: ReuseProposal | None = None,
                        request: str = "", codified: WrittenProcedure | None = None,
-                       procedures: dict[str, str] | None = None) -> None:
+                       context: PolicyContext) -> None:
         """Run in the sandbox with the decision's allow-set; ``capture`` keeps human-approved code for finalize
-        (a reused procedure as its stored body, so finalize adds this session to that procedure); ``procedures``:
-        the stored procedures it may call, by the hash of the body the decision saw (``pinned_procedures``)."""
+        (a reused procedure as its stored body, so finalize adds this session to that procedure). ``context`` is
+        the one the decision was made against: the run may call the stored procedures by the hash of the body it
+        saw (``pinned_procedures``), and the tools it judged read-only only while they still are
+        (``judged_read_only``)."""
         st = self._st
         st.seq += 1
         run_id = f"investigate:{self._inp.session_id}:t{turn}:{short_hash(decision.code_hash)}:{st.seq}"
@@ -542,7 +544,9 @@ class Investigation:
                 ExecuteCodeInput(run_id=run_id, code=with_task_preamble(code, self._inp.task_id),
                                  allowed_tools=list(decision.allow_set), actor=approver, timeout_s=RUN_TIMEOUT_S,
                                  phase="automatic" if approver == "automatic" else "interactive",
-                                 audit=self._audit_rows(carried), procedure_hashes=procedures or {}),
+                                 audit=self._audit_rows(carried),
+                                 procedure_hashes=pinned_procedures(decision.allow_set, context),
+                                 read_only_tools=judged_read_only(decision.allow_set, context)),
                 **sandbox.SANDBOX_CALL.options())
         except ActivityError as exc:
             self._outbox[:0] = carried  # perhaps unwritten: flushed as usual (a written row's key skips it)
@@ -602,7 +606,7 @@ class Investigation:
             if decision.outcome is CodeVerdict.RUN:
                 await self._execute(0, code, decision, CodegenResult(code=code, summary=f"replay of {name}"),
                                     "automatic", self._inp.requester, capture=False,
-                                    procedures=pinned_procedures(decision.allow_set, context))
+                                    context=context)
             else:
                 self._entry("suggestion", f"{name} was not replayed automatically: {decision.detail} "
                             "Ask for it in this session to review and run it.",
@@ -624,7 +628,7 @@ class Investigation:
                                                         "state_changing": list(decision.state_changing)})
             return
         await self._execute(0, proposal.code, decision, proposal, "automatic", self._inp.requester, capture=False,
-                            procedures=pinned_procedures(decision.allow_set, context))
+                            context=context)
         replies = [e for e in self._st.transcript if e.kind == "reply" and e.turn == 0]
         if replies:
             self._entry("hypothesis", replies[-1].text, turn=0)
@@ -947,6 +951,15 @@ def pinned_procedures(allow_set: Sequence[str], context: PolicyContext) -> dict[
     table before the call replays nothing (procedure_tools.PinnedProcedures)."""
     code = context.catalog.procedure_code
     return {name: code_hash(code[name]) for name in allow_set if name in code}
+
+
+def judged_read_only(allow_set: Sequence[str], context: PolicyContext) -> list[str]:
+    """The tools of the allow-set the decision's catalogue holds read-only (stored procedures aside: they are
+    pinned by body). A run in which one of them reaches a tool that may change state is refused
+    (``CodeExecutor``): the review and the run may see different catalogues."""
+    facts = context.catalog.by_name()
+    return [name for name in allow_set
+            if name in facts and facts[name].read_only and facts[name].origin != "procedure"]
 
 
 _BEFORE_AUTHENTICATION = {

@@ -3,6 +3,11 @@
 Built-ins come first and win name clashes, so an external server can never replace what
 ``kill_task`` or ``get_task_details`` mean; the losing tool is reported in ``shadowed`` (and logged),
 never silently hidden.
+
+A name stays with the server that first served it for the life of the process. Routed afresh at every call,
+a name moved when its server dropped: the same server configured twice (read-only credentials first, write
+credentials second) sent ``add``, reviewed and allowed as read-only, to the server that may change state, in
+an unattended run. Now a name whose server is not answering is simply not callable until it answers again.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ class CompositeToolCaller:
         self.builtins = list(builtins)
         self.externals = list(externals)
         self.shadowed: list[ShadowedTool] = []
+        self._owners: dict[str, tuple[int, str]] = {}  # tool name -> (its caller's place, its source), for good
 
     @property
     def statuses(self) -> list[McpServerStatus]:
@@ -65,11 +71,14 @@ class CompositeToolCaller:
     def _resolve(self) -> dict[str, tuple[ToolCaller, ToolSpec]]:
         routes: dict[str, tuple[ToolCaller, ToolSpec]] = {}
         shadowed: list[ShadowedTool] = []
-        for caller in [*self.builtins, *self.externals]:
+        for place, caller in enumerate([*self.builtins, *self.externals]):
             for spec in caller.list_tools():
-                if spec.name in routes:
-                    kept = routes[spec.name][1]
-                    shadowed.append(ShadowedTool(name=spec.name, hidden_from=_source(spec), kept_from=_source(kept)))
+                owner, owner_source = self._owners.setdefault(spec.name, (place, _source(spec)))
+                if owner != place or spec.name in routes:
+                    kept = routes[spec.name][1] if spec.name in routes else None
+                    shadowed.append(ShadowedTool(
+                        name=spec.name, hidden_from=_source(spec),
+                        kept_from=_source(kept) if kept is not None else f"{owner_source} (not answering)"))
                     continue
                 routes[spec.name] = (caller, spec)
         self.shadowed = shadowed

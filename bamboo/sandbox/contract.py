@@ -54,6 +54,10 @@ class ExecuteCodeInput(BaseModel):
     procedure_hashes: dict[str, str] = Field(
         default_factory=dict, description="stored procedure the code may call -> the hash of the body its review "
                                           "or policy decision saw; a body changed since is not replayed")
+    read_only_tools: list[str] = Field(
+        default_factory=list, description="tools of the allow-set its decision judged read-only (in an automatic "
+                                          "phase, all of them); a run in which one now reaches a tool that may "
+                                          "change state is refused")
 
 
 class CallRecord(BaseModel):

@@ -29,7 +29,7 @@ from bamboo.sandbox.contract import CallRecord, Phase, SandboxRunResult, StreamC
 from bamboo.sandbox.output import CappedStream, preview
 from bamboo.sandbox.protocol import safe_text, value_problem
 from bamboo.sandbox.runner import ChildOutcome, SandboxRunner
-from bamboo.tools.model import ToolCaller, ToolSpec
+from bamboo.tools.model import ToolCaller, ToolOrigin, ToolSpec
 from policy.scrub import scrub_text
 
 log = logging.getLogger(__name__)
@@ -75,9 +75,12 @@ class CodeExecutor:
         bridge_limits: BridgeLimits | None = None,
         phase: Phase = "automatic",
         caller: ToolCaller | None = None,
+        read_only_tools: frozenset[str] = frozenset(),
     ) -> SandboxRunResult:
-        """``caller``: this run's own (one that holds the run to what was approved), else the executor's."""
+        """``caller``: this run's own (one that holds the run to what was approved), else the executor's.
+        ``read_only_tools``: the tools its decision judged read-only (in an automatic phase, every allowed one)."""
         specs = self.current_specs()
+        self._refuse_changed_routes(run_id, allowed_tools if phase == "automatic" else read_only_tools, specs)
         degraded = self.runner.isolation == "degraded"
         if degraded:
             self._refuse_in_degraded_mode(run_id, phase, allowed_tools, specs)
@@ -106,6 +109,18 @@ class CodeExecutor:
                 calls_total=len(bridge.calls), memory_guard=outcome.memory_guard, exit_code=outcome.exit_code,
                 duration_ms=round(outcome.duration_ms, 3), warm_start=outcome.warm_start,
             )
+
+    @staticmethod
+    def _refuse_changed_routes(run_id: str, judged_read_only: frozenset[str], specs: Sequence[ToolSpec]) -> None:
+        """A tool judged read-only when the run was decided must still be read-only now: the review and the run
+        can see different catalogues (another worker's, an external server that has since dropped and whose name
+        another server offers). Stored procedures are held to their reviewed bodies instead (procedure hashes)."""
+        changed = sorted(s.name for s in specs if s.name in judged_read_only and not s.read_only
+                         and s.origin is not ToolOrigin.PROCEDURE)
+        if changed:
+            raise SandboxRefused(
+                f"run {run_id} was decided with {', '.join(changed)} read-only, and here it may change state (another "
+                "server answers for it now); ask for the code to be reviewed again")
 
     @staticmethod
     def _refuse_in_degraded_mode(run_id: str, phase: Phase, allowed: frozenset[str], specs: Sequence[ToolSpec]) -> None:

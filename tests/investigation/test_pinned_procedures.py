@@ -67,3 +67,18 @@ def test_the_workflow_pins_every_procedure_of_the_allow_set_to_the_body_its_cata
                                                                              "proc__other": "return 1"}))
     assert pinned_procedures(["get_task_details", READ_PROC], context) == {READ_PROC: code_hash(READ_PROC_CODE)}
     assert pinned_procedures(["get_task_details"], context) == {}
+
+
+def test_the_workflow_holds_each_run_to_the_tools_its_decision_judged_read_only():
+    from bamboo.investigation.contract import PolicyContext
+    from policy.catalog import ToolCatalog, ToolFacts
+    from workflows.investigation import judged_read_only
+
+    catalog = ToolCatalog.build([ToolFacts(name="get_task_details", read_only=True),
+                                 ToolFacts(name="kill_task", read_only=False),
+                                 ToolFacts(name="add", read_only=True, origin="external"),
+                                 ToolFacts(name=READ_PROC, read_only=True, origin="procedure")],
+                                {READ_PROC: READ_PROC_CODE})
+    context = PolicyContext(session_run="run", catalog=catalog)
+    assert judged_read_only(["get_task_details", "kill_task", "add", READ_PROC, "unknown"], context) == [
+        "get_task_details", "add"]

@@ -53,3 +53,33 @@ async def test_without_a_servers_file_only_builtins(panda_simulator: PandaSimula
     async with build_tool_caller(settings) as tools:
         assert tools.statuses == []
         assert all(s.server is None for s in tools.list_tools())
+
+
+async def test_a_name_never_moves_to_another_server_when_its_own_stops_answering(tmp_path: Path) -> None:
+    """The same server configured twice, read-only credentials first: `add`, reviewed as read-only, went to the
+    server that may change state once the first stopped answering (routes were chosen afresh at every call)."""
+    from bamboo.mcp.composite import CompositeToolCaller
+    from bamboo.mcp.config import McpServerConfig
+    from bamboo.mcp.external import ExternalMcpClient
+
+    from .conftest import start_http_server
+
+    ro_server, rw_server = start_http_server(), start_http_server()
+    ro = ExternalMcpClient(McpServerConfig(name="ro", url=ro_server.url, read_only_tools=["add"],
+                                           reconnect_interval_s=0, connect_timeout_s=2, call_timeout_s=5))
+    rw = ExternalMcpClient(McpServerConfig(name="rw", url=rw_server.url, call_timeout_s=5))
+    tools = CompositeToolCaller(builtins=[], externals=[ro, rw])
+    try:
+        await tools.connect()
+        spec = tools.spec("add")
+        assert spec is not None and spec.server == "ro" and spec.read_only
+        ro_server.stop()
+        for _ in range(3):  # each failed call makes the client try the server again, which is gone
+            answer = await tools.call_tool("add", {"a": 40, "b": 2})
+            assert not answer.ok, answer
+        assert tools.spec("add") is None or tools.spec("add").server == "ro"  # type: ignore[union-attr]
+        assert ("add", "rw", "ro (not answering)") in [(s.name, s.hidden_from, s.kept_from) for s in tools.shadowed]
+    finally:
+        await tools.close()
+        ro_server.stop()
+        rw_server.stop()
