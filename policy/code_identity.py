@@ -1,16 +1,22 @@
 """Code identity: which code blocks count as "the same code" for review policies and grants.
 
 A session policy or a durable grant is a statement about one exact piece of logic. Two blocks that differ
-only in formatting (trailing whitespace, blank lines, line-ending style) must share that statement, and any
-change to what a line says, including its indentation (which changes Python's meaning), must not. The
-normalisation is therefore textual and deliberately small: per-line trailing whitespace is stripped, lines
-that are then empty are dropped, and leading indentation is kept. Comments are not stripped: a changed
-comment is a new hash, which errs in the safe direction (one more review).
+only in formatting nothing can observe (blanks ending a line, the line-ending style, blank lines after the
+last line) must share that statement, and any change to what a line says, including its indentation (which
+changes Python's meaning), must not. The normalisation is therefore textual and deliberately small:
+per-line trailing whitespace is stripped, trailing blank lines are dropped, and everything else is kept.
+Comments are not stripped: a changed comment is a new hash, which errs in the safe direction.
 
-Whitespace inside a string literal is not formatting: a triple-quoted ``dry-run`` followed by a line break,
-and the same with three spaces after ``dry-run``, are two programs (one compares equal to "dry-run", the other
-does not), and when both hashed alike an approval of the harmless one ran the other. Lines that end inside a
-string literal (a triple-quoted string, a backslash-continued one) are kept exactly as written, blank or not.
+Two things that look like formatting are not:
+
+- Whitespace inside a string literal: a triple-quoted ``dry-run`` followed by a line break, and the same with
+  three spaces after ``dry-run``, are two programs (one compares equal to "dry-run", the other does not).
+  Lines that end inside a string literal are kept exactly as written.
+- Blank lines between statements: a program can read its own line numbers (a formatted traceback says
+  "line 3"), so a blank line added above a condition on them turns a block that never kills into one that
+  does. The seed's rule dropped blank lines; both cases hashed alike, and an approval of the block the
+  approver read ran the other (a requester's edit keeps the turn). Blank lines are kept: one more review
+  when a model reformats, the safe direction.
 """
 
 from __future__ import annotations
@@ -29,16 +35,17 @@ def normalize_code(code: str) -> str:
     ``\\r\\n`` and lone ``\\r`` are read as line breaks so that a block pasted from another system keeps its
     identity (Python reads them so too). Other characters that ``str.splitlines`` would treat as breaks (form
     feed, Unicode separators) are left alone on purpose: Python does not end a logical line at them, so treating
-    them as breaks would let two different programs share a hash. Per-line trailing whitespace is stripped and
-    blank lines dropped, except on lines that end inside a string literal, which are kept as written.
+    them as breaks would let two different programs share a hash. Per-line trailing whitespace is stripped,
+    except on lines that end inside a string literal, and blank lines after the last line are dropped.
     """
     unified = code.replace("\r\n", "\n").replace("\r", "\n")
-    lines = unified.split("\n")
     inside = lines_ending_in_strings(unified)
     if inside is None:
         return unified  # it parses, but tokenize disagrees: the exact text, so nothing it holds is lost
-    kept = (line if number in inside else line.rstrip() for number, line in enumerate(lines, start=1))
-    return "\n".join(line for number, line in enumerate(kept, start=1) if line or number in inside)
+    kept = [line if number in inside else line.rstrip() for number, line in enumerate(unified.split("\n"), start=1)]
+    while kept and not kept[-1]:
+        kept.pop()
+    return "\n".join(kept)
 
 
 def lines_ending_in_strings(code: str) -> set[int] | None:

@@ -1,4 +1,6 @@
-"""Code identity: formatting-only changes keep the hash; any change to a non-blank line changes it."""
+"""Code identity: formatting nothing can observe keeps the hash (blanks ending a line outside string literals,
+the line-ending style, blank lines at the end); any other change, a blank line between statements included,
+changes it."""
 
 from __future__ import annotations
 
@@ -16,10 +18,22 @@ def _render(lines: list[tuple[str, str]]) -> str:
     return "\n".join(indent + content for indent, content in lines)
 
 
-def test_normalisation_matches_the_seed_rule() -> None:
+def test_normalisation_strips_only_what_nothing_can_observe() -> None:
     code = "def f():  \n\n    x = 1\t\r\n  \n    return x   \n\n"
-    assert normalize_code(code) == "def f():\n    x = 1\n    return x"
-    assert code_hash(code) == hashlib.sha256(b"def f():\n    x = 1\n    return x").hexdigest()
+    assert normalize_code(code) == "def f():\n\n    x = 1\n\n    return x"
+    assert code_hash(code) == hashlib.sha256(b"def f():\n\n    x = 1\n\n    return x").hexdigest()
+
+
+def test_a_blank_line_between_statements_is_part_of_the_identity() -> None:
+    """A program can read its own line numbers: with a blank line above the `try`, the traceback says line 4,
+    and this block kills. The seed's rule dropped blank lines, so both hashed alike."""
+    import ast
+
+    never_kills = ('import traceback\ntry:\n    raise ValueError("x")\nexcept ValueError:\n'
+                   '    where = traceback.format_exc()\nif "line 3" not in where:\n    await tools.kill_task(task_id=1)')
+    kills = never_kills.replace("\ntry:", "\n\ntry:", 1)
+    ast.parse(kills)
+    assert code_hash(kills) != code_hash(never_kills)
 
 
 def test_comments_are_part_of_the_identity() -> None:
@@ -44,17 +58,12 @@ def test_lone_surrogates_do_not_break_hashing() -> None:
 @given(
     lines=source_lines,
     trailing=st.lists(trailing_whitespace, min_size=12, max_size=12),
-    blank_after=st.lists(st.sampled_from(["", " ", "\t  ", None]), min_size=12, max_size=12),
+    blank_at_end=st.lists(st.sampled_from(["", " ", "\t  "]), max_size=3),
     line_break=st.sampled_from(["\n", "\r\n", "\r"]),
-    leading_blank=st.booleans(),
 )
-def test_formatting_only_changes_keep_the_hash(lines, trailing, blank_after, line_break, leading_blank) -> None:
-    reformatted: list[str] = ["   "] if leading_blank else []
-    for position, (indent, content) in enumerate(lines):
-        reformatted.append(indent + content + trailing[position])
-        if blank_after[position] is not None:
-            reformatted.append(blank_after[position])
-    assert code_hash(line_break.join(reformatted)) == code_hash(_render(lines))
+def test_formatting_only_changes_keep_the_hash(lines, trailing, blank_at_end, line_break) -> None:
+    reformatted = [indent + content + trailing[position] for position, (indent, content) in enumerate(lines)]
+    assert code_hash(line_break.join(reformatted + blank_at_end)) == code_hash(_render(lines))
 
 
 @given(lines=source_lines, data=st.data())
@@ -110,9 +119,9 @@ def test_whitespace_inside_a_string_literal_is_part_of_the_identity(other: str) 
 
 
 def test_formatting_around_a_string_literal_still_keeps_the_hash() -> None:
-    assert code_hash(READ_AS_DRY_RUN) == code_hash("\n" + READ_AS_DRY_RUN.replace("\nif", "   \n\n\nif") + "  \n")
+    assert code_hash(READ_AS_DRY_RUN) == code_hash(READ_AS_DRY_RUN.replace("\nif", "   \nif") + "  \n\n")
     text = 'x = """a\n\n  b  \n"""  \n\ny = 1'
-    assert normalize_code(text) == 'x = """a\n\n  b  \n"""\ny = 1' and normalize_code(normalize_code(text)) == normalize_code(text)
+    assert normalize_code(text) == 'x = """a\n\n  b  \n"""\n\ny = 1' and normalize_code(normalize_code(text)) == normalize_code(text)
 
 
 def test_blanks_ending_a_line_inside_a_string_literal_are_a_hazard_the_review_names() -> None:

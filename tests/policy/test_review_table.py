@@ -241,8 +241,10 @@ def _interactive(
 def test_auto_run_covers_identical_and_reformatted_code_but_not_a_logic_change() -> None:
     code = "jobs = await tools.get_jobs(task_id=1)\nif len(jobs) > 3:\n    print(jobs)"
     key, entry = make_session_policy(code, CodePolicy.AUTO_RUN, {}, "approver")
-    reformatted = code.replace("\n", "   \n\n")
+    reformatted = code.replace("\n", "   \r\n") + "\n\n"
     assert _interactive(reformatted, {}, {key: entry}).reason is ReviewReason.SESSION_AUTO_RUN
+    # a blank line between statements moves every line number after it, which a program can read
+    assert _interactive(code.replace("\n", "\n\n", 1), {}, {key: entry}).reason is ReviewReason.NEW_CODE
     one_character = code.replace("> 3", "> 4")
     assert _interactive(one_character, {}, {key: entry}).reason is ReviewReason.NEW_CODE
     assert _interactive(code, {}, {}).reason is ReviewReason.NEW_CODE  # after /revoke
