@@ -118,7 +118,7 @@ class Investigation:
         # messages under any author (the requester approving her own state-changing code as "bob's" request), a
         # run marked approved by someone who never saw it, standing approvals, used nonces. It is not adopted,
         # and the run fails (``run``).
-        self._forged_carry = inp.carried is not None and workflow.info().continued_run_id is None
+        self._forged_carry = inp.carried is not None and not handed_over(workflow.info())
         adopted = inp.carried if inp.carried is not None and not self._forged_carry else None
         self._st: InvestigationState = adopted.model_copy(deep=True) if adopted else InvestigationState()
         self._pending: PendingView | None = None
@@ -951,6 +951,13 @@ def pinned_procedures(allow_set: Sequence[str], context: PolicyContext) -> dict[
     table before the call replays nothing (procedure_tools.PinnedProcedures)."""
     code = context.catalog.procedure_code
     return {name: code_hash(code[name]) for name in allow_set if name in code}
+
+
+def handed_over(info: workflow.Info) -> bool:
+    """Whether this run's input comes from the session's own continue-as-new. Temporal marks every run that
+    follows another with the run it continues, and so are a retry's (``attempt`` above 1) and a cron schedule's
+    next run, whose input is the client's start input again, not state the session handed over."""
+    return info.continued_run_id is not None and info.attempt == 1 and not info.cron_schedule
 
 
 def judged_read_only(allow_set: Sequence[str], context: PolicyContext) -> list[str]:

@@ -278,3 +278,19 @@ async def test_a_new_run_under_a_closed_sessions_id_accepts_none_of_its_decision
         else:
             raise AssertionError("the second run under the id ended without refusing")
     assert [run.actor for run in fake.runs] == ["bob"], "one approval, one run"
+
+
+def test_only_a_continue_as_new_hands_state_over_never_a_retry_or_a_schedule() -> None:
+    """A start with carried state and a cron schedule (or a retry policy and a run that timed out) gets a next run
+    that Temporal marks as continuing the first, with the client's input again: its carried state is still the
+    client's, not the session's."""
+    from types import SimpleNamespace
+
+    from workflows.investigation import handed_over
+
+    def info(continued: str | None, attempt: int = 1, cron: str = "") -> SimpleNamespace:
+        return SimpleNamespace(continued_run_id=continued, attempt=attempt, cron_schedule=cron)
+
+    assert handed_over(info("run-1"))  # type: ignore[arg-type]
+    for started in (info(None), info("run-1", attempt=2), info("run-1", cron="* * * * *")):
+        assert not handed_over(started)  # type: ignore[arg-type]
