@@ -22,6 +22,7 @@ Two things that look like formatting are not:
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import io
 import tokenize
@@ -48,14 +49,17 @@ def normalize_code(code: str) -> str:
     return "\n".join(kept)
 
 
-def lines_ending_in_strings(code: str) -> set[int] | None:
+@functools.lru_cache(maxsize=32)  # one review hashes its code and reads its hazards: tokenized once
+def lines_ending_in_strings(code: str) -> frozenset[int] | None:
     """The (1-based) numbers of the lines whose end lies inside a string literal. Empty for code Python cannot
     parse (it never runs, so nothing hides in its formatting); None when Python parses it but ``tokenize``
     cannot read it."""
+    if '"""' not in code and "'''" not in code and "\\\n" not in code:
+        return frozenset()  # only a triple-quoted or a backslash-continued string spans lines (most code has neither)
     try:
         ast.parse(code)
-    except (SyntaxError, ValueError):
-        return set()
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # the sandbox parses it so too: it never runs
+        return frozenset()
     middle = getattr(tokenize, "FSTRING_MIDDLE", tokenize.STRING)  # f-strings are tokens of their own from 3.12
     inside: set[int] = set()
     try:
@@ -64,7 +68,7 @@ def lines_ending_in_strings(code: str) -> set[int] | None:
                 inside.update(range(token.start[0], token.end[0]))
     except (tokenize.TokenError, SyntaxError):
         return None
-    return inside
+    return frozenset(inside)
 
 
 def code_hash(code: str) -> str:

@@ -130,3 +130,8 @@ def test_blanks_ending_a_line_inside_a_string_literal_are_a_hazard_the_review_na
     swapped = READ_AS_DRY_RUN.replace("dry-run\n", "dry-run   \n", 1)
     assert [(h.kind, h.line) for h in find_hazards(swapped)] == [(HazardKind.UNUSUAL_WHITESPACE, 1)]
     assert find_hazards(READ_AS_DRY_RUN + "   ") == []  # blanks after the code are formatting
+
+
+def test_hashing_stays_total_for_code_python_cannot_read() -> None:
+    for text in ('x = """\ud800\n"""', 'x = """a"""\ny = ' + "(" * 100_000 + ")" * 100_000, 'x = """a\n"""\n\0'):
+        assert len(code_hash(text)) == HASH_HEX_LENGTH
