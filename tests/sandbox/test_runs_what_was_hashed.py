@@ -1,0 +1,35 @@
+"""A run executes exactly the text its code hash names.
+
+The hash ignores blanks ending a line (outside string literals) and the line-ending style, but a script can read
+its own text at run time (its frames reach the runner's copy): a block with one blank after a comment, or with
+CRLF line ends, shared the hash of the block the approver read and behaved differently (it killed).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from policy.code_identity import code_hash
+from tests.sandbox.conftest import HAS_BWRAP, harness
+
+READS_ITSELF = '''info = await tools.get_task(task_id=7)  # look the task up{pad}
+import sys
+f = sys._getframe()
+while f is not None and "start" not in f.f_locals:
+    f = f.f_back
+me = f.f_locals["start"]["code"] if f is not None else ""
+return {{"found": bool(me), "blank_after_comment": "up \\n" in me, "carriage_return": "\\r" in me}}
+'''
+READ = READS_ITSELF.format(pad="")
+EDITED = {"a blank after the comment": READS_ITSELF.format(pad=" "), "CRLF line ends": READ.replace("\n", "\r\n")}
+
+
+@pytest.mark.skipif(not HAS_BWRAP, reason="needs bubblewrap")
+@pytest.mark.parametrize("edit", sorted(EDITED))
+async def test_a_block_sharing_the_read_blocks_hash_runs_as_that_block(edit: str) -> None:
+    code = EDITED[edit]
+    assert code != READ and code_hash(code) == code_hash(READ)
+    async with harness("bwrap") as h:
+        result = await h.run(code, allowed={"get_task"})
+    assert result.status == "ok", result.error
+    assert result.return_value == {"found": True, "blank_after_comment": False, "carriage_return": False}
