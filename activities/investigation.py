@@ -33,6 +33,7 @@ from bamboo.sandbox import contract as sandbox
 from bamboo.sandbox.contract import ExecuteCodeInput, SandboxRunResult
 from bamboo.sandbox.runner import SandboxRunner
 from bamboo.store.session_ids import SessionIds
+from bamboo.store.used_decisions import UsedDecisions
 from bamboo.tools.model import ToolCaller
 from bamboo.tools.selection import ToolSelector
 from policy.approvers import ApprovalRules
@@ -167,8 +168,9 @@ class InvestigationActivities:
 class ProcedureSandboxActivities(SandboxActivities):
     """The sandbox's ``execute_code``, with the procedure snapshot refreshed before each run."""
 
-    def __init__(self, *, runner: SandboxRunner, tools: ProcedureToolCaller, audit: AuditSink, blobs: BlobSink) -> None:
-        super().__init__(runner=runner, caller=tools, audit=audit, blobs=blobs)
+    def __init__(self, *, runner: SandboxRunner, tools: ProcedureToolCaller, audit: AuditSink, blobs: BlobSink,
+                 used_decisions: UsedDecisions | None = None) -> None:
+        super().__init__(runner=runner, caller=tools, audit=audit, blobs=blobs, used_decisions=used_decisions)
         self.tools = tools
 
     @implements(sandbox.execute_code)

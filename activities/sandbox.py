@@ -31,6 +31,7 @@ from bamboo.sandbox.models import BridgeLimits
 from bamboo.sandbox.errors import SandboxRefused, SandboxUnavailable
 from bamboo.sandbox.runner import SandboxRunner
 from bamboo.sandbox.service import CodeExecutor
+from bamboo.store.used_decisions import UsedDecisions
 from bamboo.tools.model import ToolCaller, ToolSpec
 
 HEARTBEAT_S = 1.0
@@ -45,9 +46,13 @@ class SandboxActivities:
         audit: AuditSink,
         blobs: BlobSink,
         specs: Sequence[ToolSpec] | None = None,
+        used_decisions: UsedDecisions | None = None,
     ) -> None:
-        """``specs=None`` reads the caller's live catalogue per run (tools added later are seen)."""
+        """``specs=None`` reads the caller's live catalogue per run (tools added later are seen).
+        ``used_decisions``: where a person's decision is recorded as used before its code runs; without it, no
+        run a decision authorises is started (the analysis and learning workers run only automatic steps)."""
         self.executor = CodeExecutor(runner=runner, caller=caller, specs=specs, audit=audit, blobs=blobs)
+        self.used_decisions = used_decisions
 
     @implements(contract.execute_code)
     async def execute_code(self, inp: ExecuteCodeInput) -> SandboxRunResult:
@@ -71,6 +76,7 @@ class SandboxActivities:
     async def _authorised_run(self, inp: ExecuteCodeInput, allowed: frozenset[str]) -> SandboxRunResult:
         """The carried audit rows, then the run; both under the heartbeats (a store waiting out an outage
         keeps the activity alive)."""
+        await self._use_decision(inp)
         try:
             for row in inp.audit:
                 await self.executor.audit.append(
@@ -94,6 +100,22 @@ class SandboxActivities:
     def caller_for(self, inp: ExecuteCodeInput) -> ToolCaller | None:
         """The tool caller of this run, when it must differ from the executor's (None: the executor's)."""
         return None
+
+    async def _use_decision(self, inp: ExecuteCodeInput) -> None:
+        """A signed decision authorises one workflow run's code, ever: a reset run re-sent it with the signals
+        after its reset point, and the session's own record of used nonces had been rolled back with it. A retry
+        of this activity is the same run and goes on."""
+        if inp.decision is None:
+            return
+        if self.used_decisions is None:
+            raise SandboxRefused(f"run {inp.run_id} acts on a person's decision, and this worker cannot record a "
+                                 "decision as used; run it on a worker with the store")
+        run = activity.info().workflow_run_id or ""
+        holder = await self.used_decisions.use(inp.decision.nonce, inp.decision.session_id, run)
+        if holder != run:
+            raise SandboxRefused(f"the decision that authorises run {inp.run_id} was used by another run of session "
+                                 f"{inp.decision.session_id} ({holder}); a reset re-sends signals, not approvals: "
+                                 "ask for a new approval")
 
     def _refuse_unsafe_retry(self, inp: ExecuteCodeInput, allowed: frozenset[str]) -> None:
         if activity.info().attempt <= 1:

@@ -35,6 +35,7 @@ from bamboo.sandbox.runner import SandboxRunner
 from bamboo.services import Services
 from bamboo.settings import Settings
 from bamboo.store.session_ids import SessionIds
+from bamboo.store.used_decisions import UsedDecisions
 from bamboo.store.vectors import PgVectorIndex
 from bamboo.tools.model import ToolSpec
 from bamboo.tools.selection import SelectionConfig, ToolSelector, config_namespace
@@ -159,7 +160,8 @@ def investigation_activities(services: Services, client: Client | None = None) -
         written=WrittenProcedureReader(store.pool, services.embedder), session_ids=SessionIds(store.pool),
     )
     sandbox = [] if runner is None else [
-        ProcedureSandboxActivities(runner=runner, tools=tools, audit=store.audit, blobs=store.blobs).execute_code]
+        ProcedureSandboxActivities(runner=runner, tools=tools, audit=store.audit, blobs=store.blobs,
+                                   used_decisions=UsedDecisions(store.pool)).execute_code]
     return InvestigationWiring(
         llm=[acts.intent, acts.codegen, acts.summary],
         store=[acts.policy_context, acts.audit, acts.grant, acts.revoke_grants, acts.finalize,

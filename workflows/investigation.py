@@ -334,8 +334,8 @@ class Investigation:
                 continue
             await self._remember(turn, code, decision, answer, context, reuse)
             await self._execute(turn, code, decision, proposal, answer.approver, requester, reuse=reuse,
-                                request=request, codified=codified,
-                                context=context)
+                                request=request, codified=codified, context=context,
+                                answer=answer.auth.nonce if answer.auth is not None else None)
             return False
 
     async def _is_finding(self, msg: OperatorMessage, turn: int) -> bool:
@@ -528,12 +528,13 @@ class Investigation:
     async def _execute(self, turn: int, code: str, decision: ReviewDecision, proposal: CodegenResult,
                        approver: str, requester: str, capture: bool = True, *, reuse: ReuseProposal | None = None,
                        request: str = "", codified: WrittenProcedure | None = None,
-                       context: PolicyContext) -> None:
+                       context: PolicyContext, answer: str | None = None) -> None:
         """Run in the sandbox with the decision's allow-set; ``capture`` keeps human-approved code for finalize
         (a reused procedure as its stored body, so finalize adds this session to that procedure). ``context`` is
         the one the decision was made against: the run may call the stored procedures by the hash of the body it
         saw (``pinned_procedures``), and the tools it judged read-only only while they still are
-        (``judged_read_only``)."""
+        (``judged_read_only``). ``answer``: the nonce of the signed decision that authorises the run, recorded as
+        used by this run before its code starts (``UsedDecision``)."""
         st = self._st
         st.seq += 1
         run_id = f"investigate:{self._inp.session_id}:t{turn}:{short_hash(decision.code_hash)}:{st.seq}"
@@ -546,7 +547,9 @@ class Investigation:
                                  phase="automatic" if approver == "automatic" else "interactive",
                                  audit=self._audit_rows(carried),
                                  procedure_hashes=pinned_procedures(decision.allow_set, context),
-                                 read_only_tools=judged_read_only(decision.allow_set, context)),
+                                 read_only_tools=judged_read_only(decision.allow_set, context),
+                                 decision=None if answer is None else sandbox.UsedDecision(
+                                     nonce=answer, session_id=self._inp.session_id)),
                 **sandbox.SANDBOX_CALL.options())
         except ActivityError as exc:
             self._outbox[:0] = carried  # perhaps unwritten: flushed as usual (a written row's key skips it)

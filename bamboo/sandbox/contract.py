@@ -39,6 +39,13 @@ class AuditRow(BaseModel):
     dedup_key: str
 
 
+class UsedDecision(BaseModel):
+    """The signed decision a run acts on: its nonce, recorded with the run before the code starts."""
+
+    nonce: str
+    session_id: str
+
+
 class ExecuteCodeInput(BaseModel):
     run_id: str = Field(description="unique per execution; keys the audit rows")
     code: str = Field(description="body of an async function; may call the bridged tools")
@@ -54,6 +61,9 @@ class ExecuteCodeInput(BaseModel):
     procedure_hashes: dict[str, str] = Field(
         default_factory=dict, description="stored procedure the code may call -> the hash of the body its review "
                                           "or policy decision saw; a body changed since is not replayed")
+    decision: UsedDecision | None = Field(
+        default=None, description="the signed decision that authorises this run, when a person's answer does: it "
+                                  "authorises one workflow run, ever (a reset run re-sent it)")
     read_only_tools: list[str] = Field(
         default_factory=list, description="tools of the allow-set its decision judged read-only (in an automatic "
                                           "phase, all of them); a run in which one now reaches a tool that may "

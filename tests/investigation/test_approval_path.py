@@ -113,3 +113,41 @@ async def test_a_retried_run_writes_its_rows_once(services):
     found = await _rows(services, "SELECT kind, dedup_key FROM audit WHERE dedup_key LIKE %s ORDER BY seq",
                         f"{session}:audit:%")
     assert found == [("review_decided", f"{session}:audit:1"), ("decision_accepted", f"{session}:audit:2")]
+
+
+async def test_a_signed_decision_runs_code_in_one_workflow_run_ever(services):
+    """A Temporal reset rolls a session back (its record of used nonces with it) and re-sends the signals after the
+    reset point, so the reset run accepted bob's one signed approval again and ran the kill a second time. The
+    decision's nonce is recorded with the run before its code starts: a retry of the same activity (the same run)
+    goes on, another run is refused, and a worker that cannot record it runs nothing a decision authorises."""
+    from temporalio.exceptions import ApplicationError
+
+    from bamboo.sandbox.contract import SANDBOX_REFUSED, UsedDecision
+    from bamboo.store.used_decisions import UsedDecisions
+
+    session = f"reset-{uuid.uuid4().hex[:10]}"
+    runner = SandboxRunner(isolation="bwrap" if HAS_BWRAP else "degraded", limits=unique_limits())
+    recorded = SandboxActivities(runner=runner, caller=MemoryToolCaller(), audit=services.store.audit,
+                                 blobs=MemoryBlobSink(), used_decisions=UsedDecisions(services.store.pool))
+    unrecorded = SandboxActivities(runner=runner, caller=MemoryToolCaller(), audit=services.store.audit,
+                                   blobs=MemoryBlobSink())
+    run = ExecuteCodeInput(run_id=f"investigate:{session}:t1:abc:1", code="return {'ok': True}",
+                           allowed_tools=["get_task"], phase="interactive", actor="bob",
+                           decision=UsedDecision(nonce="ab" * 16, session_id=session))
+
+    async def attempt(acts, workflow_run: str, number: int = 1):
+        env = ActivityEnvironment()
+        env.info = dataclasses.replace(env.info, attempt=number, workflow_run_id=workflow_run)
+        return await env.run(acts.execute_code, run)
+
+    try:
+        assert (await attempt(recorded, "run-before-reset")).status == "ok"
+        assert (await attempt(recorded, "run-before-reset", number=2)).status == "ok"  # the same run, retried
+        for acts, run_id, said in ((recorded, "run-after-reset", "was used by another run"),
+                                   (unrecorded, "run-before-reset", "cannot record a decision as used")):
+            with pytest.raises(ApplicationError) as refused:
+                await attempt(acts, run_id)
+            assert refused.value.type == SANDBOX_REFUSED and refused.value.non_retryable, refused.value
+            assert said in str(refused.value), refused.value
+    finally:
+        await runner.close()

@@ -189,6 +189,8 @@ async def test_a_state_changing_block_waits_for_an_approver_other_than_its_reque
         assert run.actor == "bob"
     [ran] = fake.runs
     assert KILL_CODE in ran.code and "kill_task" in ran.allowed_tools and ran.actor == "bob"
+    # the run names the signed decision it acts on: recorded as used by this workflow run before the code starts
+    assert ran.decision is not None and ran.decision.session_id == session.id and len(ran.decision.nonce) >= 32
 
 
 async def test_a_rejected_block_never_reaches_the_sandbox(temporal: Client) -> None:
