@@ -14,6 +14,7 @@ class ServiceState(BaseModel):
     pid: int | None = None
     address: str | None = None
     log: str | None = None
+    code: str | None = None  # the worker's: the sources' fingerprint when it started (bamboo.devstack.code_version)
 
 
 class StackState(BaseModel):

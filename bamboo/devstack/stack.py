@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from bamboo.devstack.code_version import source_fingerprint
 from bamboo.devstack.ports import port_open
 from bamboo.devstack.postgres import ensure_app_role, start_postgres, stop_postgres
 from bamboo.stack_state import ServiceState, StackState, load_state, pid_alive, save_state
@@ -69,13 +70,25 @@ def up(settings: Settings, *, with_worker: bool = True, echo=print) -> StackStat
     save_state(data, state)
 
     if with_worker:
-        if pid_alive(state.worker.pid):
-            echo(f"worker: already running (pid {state.worker.pid})")
-        else:
-            state.worker = start_worker(settings, state, logs / "worker.log")
-            echo(f"worker: started (pid {state.worker.pid}), log {state.worker.log}")
+        state.worker = ensure_worker(settings, state, logs / "worker.log", echo)
         save_state(data, state)
     return state
+
+
+def ensure_worker(settings: Settings, state: StackState, log: Path, echo=print) -> ServiceState:
+    """The running worker, unless it runs other code than the sources hold now: a worker keeps the modules it
+    imported, while new workflow runs read the workflow modules afresh, so a worker left running across a code
+    change failed every session's task (new workflow code, old contracts). Such a worker is restarted."""
+    current = source_fingerprint()
+    if pid_alive(state.worker.pid):
+        if state.worker.code == current:
+            echo(f"worker: already running (pid {state.worker.pid})")
+            return state.worker
+        _terminate(state.worker.pid)
+        echo(f"worker: stopped (pid {state.worker.pid}): the code changed since it started")
+    worker = start_worker(settings, state, log).model_copy(update={"code": current})
+    echo(f"worker: started (pid {worker.pid}), log {worker.log}")
+    return worker
 
 
 def _ensure_audit_key(settings: Settings, echo) -> None:
