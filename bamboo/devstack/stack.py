@@ -1,7 +1,8 @@
 """`bamboo dev up | down | status`: the whole embedded stack, idempotently.
 
-Each service is recorded in `<data_dir>/stack.json`; `up` starts only what is not already running,
-`down` stops what the file names, `status` reports what answers where.
+Each service is recorded in `<data_dir>/stack.json`; `up` starts only what is not already running (and
+restarts a worker started from other sources than the checkout holds now), `down` stops what the file names,
+`status` reports what answers where.
 """
 
 from __future__ import annotations
