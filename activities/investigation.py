@@ -32,8 +32,7 @@ from bamboo.llm.metering import SpendMeter
 from bamboo.sandbox import contract as sandbox
 from bamboo.sandbox.contract import ExecuteCodeInput, SandboxRunResult
 from bamboo.sandbox.runner import SandboxRunner
-from bamboo.store.session_ids import SessionIds
-from bamboo.store.used_decisions import UsedDecisions
+from bamboo.store.first_claims import SessionIds, UsedDecisions
 from bamboo.tools.model import ToolCaller
 from bamboo.tools.selection import ToolSelector
 from policy.approvers import ApprovalRules

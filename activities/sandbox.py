@@ -31,7 +31,7 @@ from bamboo.sandbox.models import BridgeLimits
 from bamboo.sandbox.errors import SandboxRefused, SandboxUnavailable
 from bamboo.sandbox.runner import SandboxRunner
 from bamboo.sandbox.service import CodeExecutor
-from bamboo.store.used_decisions import UsedDecisions
+from bamboo.store.first_claims import UsedDecisions
 from bamboo.tools.model import ToolCaller, ToolSpec
 
 HEARTBEAT_S = 1.0

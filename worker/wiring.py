@@ -34,8 +34,7 @@ from bamboo.sandbox.errors import SandboxUnavailable
 from bamboo.sandbox.runner import SandboxRunner
 from bamboo.services import Services
 from bamboo.settings import Settings
-from bamboo.store.session_ids import SessionIds
-from bamboo.store.used_decisions import UsedDecisions
+from bamboo.store.first_claims import SessionIds, UsedDecisions
 from bamboo.store.vectors import PgVectorIndex
 from bamboo.tools.model import ToolSpec
 from bamboo.tools.selection import SelectionConfig, ToolSelector, config_namespace

@@ -119,7 +119,7 @@ class Investigation:
         # run marked approved by someone who never saw it, standing approvals, used nonces. It is not adopted,
         # and the run fails (``run``).
         self._forged_carry = inp.carried is not None and not handed_over(workflow.info())
-        adopted = inp.carried if inp.carried is not None and not self._forged_carry else None
+        adopted = None if self._forged_carry else inp.carried
         self._st: InvestigationState = adopted.model_copy(deep=True) if adopted else InvestigationState()
         self._pending: PendingView | None = None
         self._review: PendingReview | None = None
@@ -309,8 +309,7 @@ class Investigation:
             })
             if decision.outcome is CodeVerdict.RUN:
                 await self._execute(turn, code, decision, proposal, f"policy:{decision.reason.value}", requester,
-                                    reuse=reuse, request=request, codified=codified,
-                                    context=context)
+                                    reuse=reuse, request=request, codified=codified, context=context)
                 return False
             if decision.outcome is CodeVerdict.REFUSE:
                 self._entry("refused_run", decision.detail, turn=turn, data={"reason": decision.reason.value})
@@ -608,8 +607,7 @@ class Investigation:
                                                    source="stored_procedure"))
             if decision.outcome is CodeVerdict.RUN:
                 await self._execute(0, code, decision, CodegenResult(code=code, summary=f"replay of {name}"),
-                                    "automatic", self._inp.requester, capture=False,
-                                    context=context)
+                                    "automatic", self._inp.requester, capture=False, context=context)
             else:
                 self._entry("suggestion", f"{name} was not replayed automatically: {decision.detail} "
                             "Ask for it in this session to review and run it.",

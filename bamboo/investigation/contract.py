@@ -320,7 +320,7 @@ class PolicyContext(BaseModel):
     """Read fresh by the worker before each decision: the catalogue (raw tools and exposed procedure tools,
     with every approved procedure's current code), the durable grants, the code each grant was given on, the
     deployment's approval policy (rules from the worker's settings, keys from its registry), and which run
-    holds the session's id (a session id names one session, ever: ``bamboo.store.session_ids``)."""
+    holds the session's id (a session id names one session, ever: ``bamboo.store.first_claims``)."""
 
     session_run: str = Field(description="the run that holds the session id; another run under it decides nothing")
     catalog: ToolCatalog

@@ -123,7 +123,7 @@ async def test_a_signed_decision_runs_code_in_one_workflow_run_ever(services):
     from temporalio.exceptions import ApplicationError
 
     from bamboo.sandbox.contract import SANDBOX_REFUSED, UsedDecision
-    from bamboo.store.used_decisions import UsedDecisions
+    from bamboo.store.first_claims import UsedDecisions
 
     session = f"reset-{uuid.uuid4().hex[:10]}"
     runner = SandboxRunner(isolation="bwrap" if HAS_BWRAP else "degraded", limits=unique_limits())

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import re
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from bamboo.approvals.keys import LocalKey
+from bamboo.frontends.mattermost.review_tags import review_tag
 from bamboo.frontends.mattermost.bot import Prompt, Thread
 from bamboo.frontends.mattermost.chat import split_message
 from bamboo.frontends.mattermost.commands import parse_root, parse_thread
@@ -175,23 +179,11 @@ class _Sessions:
         return None
 
 
-BOT_KEY = None
-
-
-def _bot_key():
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    from bamboo.approvals.keys import LocalKey
-
-    global BOT_KEY
-    BOT_KEY = BOT_KEY or LocalKey("mm-bot", Ed25519PrivateKey.generate())
-    return BOT_KEY
+BOT_KEY = LocalKey("mm-bot", Ed25519PrivateKey.generate())
 
 
 def _tag(turn: int, code_hash: str, session: str = "mm-" + "r" * 26) -> str:
-    from bamboo.frontends.mattermost.review_tags import review_tag
-
-    return review_tag(_bot_key(), session, turn, code_hash)
+    return review_tag(BOT_KEY, session, turn, code_hash)
 
 
 async def _reply_after_restart(thread: list[dict], message: str) -> tuple[list[tuple], list[str]]:
@@ -200,7 +192,7 @@ async def _reply_after_restart(thread: list[dict], message: str) -> tuple[list[t
 
     chat, sessions = _Chat(thread), _Sessions()
     bot = MattermostBot(chat, client=None, settings=None, users=UserMap(users={"x" * 26: "xavier"}),  # type: ignore[arg-type]
-                        key=_bot_key(), audit=None)  # type: ignore[arg-type]
+                        key=BOT_KEY, audit=None)  # type: ignore[arg-type]
     bot.sessions = sessions  # type: ignore[assignment]
     try:
         await bot.handle({"id": "y" * 26, "root_id": "r" * 26, "channel_id": "c" * 26, "user_id": "x" * 26,

@@ -50,7 +50,7 @@ class FakeSession:
 
     @implements(contract.policy_context)
     async def policy_context(self, inp: PolicyContextInput) -> PolicyContext:
-        # the store's rule (bamboo.store.session_ids): the first run to ask holds the session id, for good
+        # the store's rule (bamboo.store.first_claims): the first run to ask holds the session id, for good
         return PolicyContext(session_run=self.session_ids.setdefault(inp.session_id, inp.run), catalog=CATALOG,
                              policy=POLICY)
 
