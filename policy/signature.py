@@ -68,6 +68,8 @@ _SELF_MATCHING_CLASSES = frozenset(
     {"bool", "bytearray", "bytes", "dict", "float", "frozenset", "int", "list", "set", "str", "tuple"}
 )
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# The names the tools object can have (tool_surface gives every tool a plain ASCII identifier).
+_TOOL_ATTRIBUTE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class ScanConventions(BaseModel):
@@ -324,7 +326,12 @@ class _Scanner:
         self.reasons.add(f"uses {shown_as} as a value, so the tools it reaches cannot be followed")
 
     def _record_tool(self, name: str, shown_as: str, where: ast.AST) -> None:
-        if name.startswith("_") or not name:
+        # A string literal can hold any text, and a recorded name is shown to approvers as a tool: only a name
+        # the tools object can have (an ASCII identifier, tool_surface) is recorded, and an odd one is not
+        # repeated in the reason (a getattr's literal once drew a live "read-only" line in a review post).
+        if not _TOOL_ATTRIBUTE.fullmatch(name):
+            self.reasons.add(f"looks up an attribute of {shown_as} whose name is not a plain identifier")
+        elif name.startswith("_"):
             self.reasons.add(f"touches non-tool attribute {shown_as}.{name}")
         else:
             self._add(name, where)

@@ -14,6 +14,7 @@ sanitiser from ``bamboo.frontends.inert_text``.
 from __future__ import annotations
 
 import difflib
+import re
 from datetime import datetime
 
 from pydantic import BaseModel
@@ -21,6 +22,9 @@ from pydantic import BaseModel
 from bamboo.investigation.contract import PendingView, TranscriptEntry
 from policy.decisions import DecisionKind
 from policy.review_facts import ProcedureView
+
+# Line breaks as Python, terminals and Markdown see them (and Unicode's, which some renderers draw as breaks).
+_BREAKS = re.compile(r"\s*[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]+\s*")
 
 CHOICE_KEYS: dict[DecisionKind, str] = {
     DecisionKind.RUN_ONCE: "y", DecisionKind.AUTO_RUN: "a", DecisionKind.ALWAYS_ASK: "k",
@@ -67,7 +71,13 @@ def context(view: PendingView, now: datetime) -> Context:
         span = (f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60} min" if minutes < 2880
                 else f"{minutes // 1440} days")
         waiting = f"{span} (since {view.asked_at:%Y-%m-%d %H:%M} UTC)"
-    return Context(task=task, request=view.request.strip() or "(not recorded)", waiting=waiting)
+    return Context(task=one_line(task), request=one_line(view.request) or "(not recorded)", waiting=waiting)
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line, its breaks spelled ``⏎``: a request (or a task's owner) of several lines drew lines
+    that looked exactly like the review's own "tools:" and "policy:" lines, above them."""
+    return _BREAKS.sub(" ⏎ ", text.strip())
 
 
 def because(view: PendingView) -> list[str]:

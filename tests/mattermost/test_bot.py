@@ -41,7 +41,7 @@ async def test_a_review_in_a_thread_counts_only_a_registered_approvers_answer(
     brain.propose(KILL)
     await room.say("alice", "kill the task", root["id"])
     first = await wait_for_post(room.standin, root["id"], "Review · turn 1", by=bot)
-    assert "STATE-CHANGING (kill_task)" in first["message"] and "kill_task(task_id=task_id)" in first["message"]
+    assert "STATE\\-CHANGING (kill_task)" in first["message"] and "kill_task(task_id=task_id)" in first["message"]
 
     # alice sends back a changed block: new code, reviewed again, posted again.
     await room.say("alice", f"e\n```python\n{KILL_EDITED}\n```", root["id"])
@@ -143,7 +143,7 @@ async def test_a_hostile_summary_is_posted_inert_and_apart_from_the_verdict(room
     await room.say("alice", "kill the task", root["id"])
     message = (await wait_for_post(room.standin, root["id"], "Review · turn 1", by=bot))["message"]
     lines = message.split("\n")
-    assert lines[1] == "**STATE-CHANGING (kill_task)** · asked by **alice**"
+    assert lines[1] == "**STATE\\-CHANGING (kill_task)** · asked by **alice**"
     assert lines[2].startswith("task: ") and " · waiting " in lines[2] and lines[3] == "request: kill the task"
     assert lines[4] == "tools: kill_task · may call when run: kill_task" and lines[5].startswith("policy: ")
     label = lines.index("**The model says (unverified):**")

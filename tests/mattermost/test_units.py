@@ -65,6 +65,24 @@ def test_long_posts_are_split_with_their_code_fences_balanced():
     assert "".join(parts).count("line 4999") == 1
 
 
+def test_a_line_longer_than_a_post_is_cut_where_its_rest_stays_inert():
+    """A quoted summary of 14,997 characters and then "# Policy check: read-only" went out with its rest as a
+    post of its own, outside the quote, starting with a live heading: the cut fell between "\\" and "#"."""
+    from markdown_it import MarkdownIt
+
+    from bamboo.frontends.mattermost.render import review_post
+
+    forged = "# Policy check: read-only, nothing in this code changes PanDA"
+    for filler in (14_997, 14_996, 14_995):
+        parts = split_message("> " + "a" * filler + forged.replace("#", "\\#"), limit=15_000)
+        assert len(parts) == 2 and all(len(p) <= 15_000 for p in parts)
+        assert parts[1].startswith("> ") and "<h1" not in MarkdownIt("commonmark").render(parts[1])
+    cut = split_message("x" * 14_995 + "&#64;channel tail", limit=15_000)
+    assert cut[1].startswith("↪ ") and "&#64;" in cut[1]
+    post = review_post(_review("a" * 14_997 + forged), tag="abc234")
+    assert len(split_message(post)) == 1 and "more characters: see the console" in post
+
+
 HOSTILE = ("[click](http://evil.example/) ![x](http://evil.example/img.png)\n```\n"
            "@channel @alice <http://evil.example/>\n# HEADING\n\x1bc\u202eevil")
 
@@ -90,7 +108,7 @@ def test_a_hostile_summary_cannot_link_mention_fence_or_swallow_the_trusted_line
 
     post = review_post(_review(HOSTILE), tag="abc234")
     lines = post.split("\n")
-    trusted = [f"#### Review · turn 1 · `{'ab' * 32}`", "**STATE-CHANGING (kill_task)** · asked by **alice**",
+    trusted = [f"#### Review · turn 1 · `{'ab' * 32}`", "**STATE\\-CHANGING (kill_task)** · asked by **alice**",
                "task: no task: a session without one · waiting unknown", "request: (not recorded)",
                "tools: kill_task · may call when run: kill_task"]
     assert lines[:5] == trusted
@@ -109,6 +127,41 @@ def test_a_hostile_summary_cannot_link_mention_fence_or_swallow_the_trusted_line
     quote = html[html.index("<blockquote>"):html.index("</blockquote>")]
     assert "evil" in quote and "HEADING" in quote and "tools:" not in quote and "STATE-CHANGING" not in quote
     assert html.index("tools: kill_task") < html.index("<blockquote>")
+
+
+def test_the_trusted_lines_are_inert_whatever_names_and_reasons_reach_them():
+    """The effect, tools, allow-set and policy lines are the post's trusted part, yet they repeat names read
+    from the code (a getattr's literal once drew a live mention, an image and a bold "read-only" line there)
+    and reasons that quote it; a replayed procedure's name and notes too. Each is written inert."""
+    from markdown_it import MarkdownIt
+
+    from bamboo.frontends.mattermost.render import pending_list, review_post
+    from bamboo.investigation.client import PendingApproval
+    from policy.review_facts import ProcedureView
+
+    forged = "x)** @channel ![](https://evil.example/p.png) [details](https://evil.example/)\n\n# **read-only**"
+    view = _review("summary").model_copy(update={
+        "tools": ["kill_task", forged], "state_changing": ["kill_task", forged], "allow_set": [forged],
+        "detail": forged, "procedures": [ProcedureView(name=forged, code_hash="cd" * 32, code="return 1",
+                                                       read_only=False, state_changing=[forged])]})
+    for post in (review_post(view, tag="abc234"), pending_list([PendingApproval(session_id="s", view=view)])):
+        html = MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(post)
+        assert "<a " not in html and "<img" not in html and "<h1" not in html, html
+        assert "@channel" not in post and "(at)channel" in post
+        assert "<strong>read-only</strong>" not in html
+
+
+def test_a_request_of_several_lines_cannot_draw_the_reviews_own_lines():
+    """A requester's request is shown above the facts; written over several lines it drew "tools:" and
+    "policy:" lines that looked exactly like the real ones, above them. It is one line, its breaks spelled."""
+    from bamboo.frontends.mattermost.render import review_post
+
+    request = "look at it\ntools: get_task · may call when run: get_task\u2028policy: read-only code"
+    post = review_post(_review("s").model_copy(update={"request": request}), tag="abc234")
+    assert [line for line in post.split("\n") if line.startswith(("tools:", "policy:"))] == [
+        "tools: kill_task · may call when run: kill_task",
+        "policy: state\\-changing code needs a fresh approval (version ``)"]
+    assert "request: look at it ⏎ tools: get\\_task" in post or "request: look at it ⏎ tools: get_task" in post
 
 
 def test_narrated_replies_and_tool_calls_are_inert():

@@ -81,6 +81,9 @@ def test_reference_forms(code: str, tools: tuple[str, ...]) -> None:
         ('getattr(obj, "__class__")', "dunder"),
         ("getattr(obj, attribute_name)", "computed"),
         ("import sandbox_tools.inner", "submodule"),
+        ('await getattr(tools, "x)** @channel\\n\\n**read-only**")()', "not a plain identifier"),
+        ('hasattr(tools, "kill_task\\u202e")', "not a plain identifier"),
+        ('await getattr(tools, "get_t\u0430sk")()', "not a plain identifier"),
     ],
 )
 def test_unanalysable_code_is_opaque(code: str, reason_fragment: str) -> None:
@@ -289,3 +292,15 @@ def test_a_dynamic_reach_anywhere_makes_the_code_opaque(program, dynamic, data) 
 def test_the_scan_is_total(text: str) -> None:
     signature = scan_code(text)
     assert signature.tools == tuple(sorted(set(signature.tools)))
+
+
+def test_a_literal_looked_up_on_tools_is_never_repeated_to_approvers() -> None:
+    """A getattr's string literal is any text the model wrote: shown as a tool name it drew a live mention, an
+    image and a forged "read-only" line in the review post. A name the tools object cannot have is no tool,
+    and the reason does not echo it."""
+    code = ('await tools.kill_task(1)\nif False:\n    await getattr(tools, "x)** @channel ![](https://evil.example/p)'
+            '\\n\\n**read-only** (")()')
+    signature = scan_code(code)
+    assert signature.tools == ("kill_task",)
+    assert signature.opaque
+    assert not any("@channel" in r or "evil" in r for r in signature.opaque_reasons), signature.opaque_reasons

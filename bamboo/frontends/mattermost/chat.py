@@ -2,7 +2,8 @@
 
 The driver's REST calls are synchronous (requests), so they run in a thread; its websocket class runs in
 the bot's event loop and hands every event to the bot. Long posts are split at line boundaries below
-Mattermost's limit, closing and reopening a code fence that a split falls inside.
+Mattermost's limit, closing and reopening a code fence that a split falls inside; a line longer than a post
+is cut where no escape or entity is split, and its rest keeps its quote (or starts after a marker).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from mattermostdriver import Driver
 from mattermostdriver.websocket import Websocket
 
 MAX_POST_CHARS = 15000
+# Room kept at a cut for the prefix the rest of the line starts with (continuation).
+CONTINUATION_ROOM = 2
 
 
 def split_message(message: str, limit: int = MAX_POST_CHARS) -> list[str]:
@@ -29,9 +32,10 @@ def split_message(message: str, limit: int = MAX_POST_CHARS) -> list[str]:
             chunks.append("\n".join(current))
             current, size = ([fence] if fence else []), len(fence or "")
         while len(line) > limit:  # one enormous line: cut it (numbered code never gets here; it is pre-wrapped)
-            current.append(line[:limit])
+            cut = safe_cut(line, limit)
+            current.append(line[:cut])
             chunks.append("\n".join(current))
-            current, size, line = [], 0, line[limit:]
+            current, size, line = [], 0, continuation(line) + line[cut:]
         current.append(line)
         size += len(line) + 1
         if line.startswith("```"):
@@ -39,6 +43,25 @@ def split_message(message: str, limit: int = MAX_POST_CHARS) -> list[str]:
     if current:
         chunks.append("\n".join(current))
     return chunks
+
+
+def safe_cut(line: str, limit: int) -> int:
+    """Where to cut a line longer than ``limit``: not between a backslash and the character it escapes, nor
+    inside an entity (either left a live metacharacter at the start of the next post: a quoted summary's
+    "\\#" became a heading there)."""
+    cut = limit - CONTINUATION_ROOM
+    while cut > 1 and line[cut - 1] == "\\":
+        cut -= 1
+    entity = line.rfind("&", max(cut - 12, 0), cut)
+    if entity > 0 and ";" not in line[entity:cut]:
+        cut = entity
+    return cut
+
+
+def continuation(line: str) -> str:
+    """The prefix of a cut line's rest: a quote stays a quote (the model's words stay under their label), any
+    other line goes on after a marker, so the rest never starts a heading, a list or a code block."""
+    return "> " if line.startswith(">") else "↪ "
 
 
 class MattermostChat:

@@ -28,6 +28,9 @@ from policy.code_hazards import visible
 from policy.code_identity import short_hash
 
 WRAP = 96
+# The model's words a review post quotes at most: a longer summary was split across posts, its rest outside
+# the quote and the review's own lines (the console shows it whole).
+MAX_MODEL_WORDS = 4000
 # A review post's first line: what a reply in the thread answers is read back from it after a restart.
 REVIEW_HEADER = "#### Review · turn {turn} · `{code_hash}`"
 _REVIEW_HEADER = re.compile(r"#### Review · turn (\d+) · `([0-9a-f]{64})`(?:\n|$)")
@@ -54,6 +57,8 @@ def model_block(summary: str, signals: list[str] | None = None, label: str = MOD
     """Words about the code no check vouches for: a label saying whose they are (the model's, or a reused
     procedure's stored summary), then the words as an inert block quote and a blank line."""
     words = summary.strip() or "(nothing)"
+    if len(words) > MAX_MODEL_WORDS:  # the review's own lines stay in one post, near the code
+        words = f"{words[:MAX_MODEL_WORDS]} … ({len(words) - MAX_MODEL_WORDS} more characters: see the console)"
     if signals:
         words += "\nbecause: " + "; ".join(signals)
     return f"**{label}**\n{markdown_quote(words)}"
@@ -78,10 +83,11 @@ def review_post(view: PendingView, changed: str = "", *, tag: str) -> str:
     """The review as a post; ``tag`` (``review_tags``) is what a reply that runs the code must repeat."""
     what = effect(view)
     lines = [REVIEW_HEADER.format(turn=view.turn, code_hash=view.code_hash),
-             f"**{what.text}** · asked by **{inert_markdown(view.requester)}**",
+             f"**{inert_markdown(what.text)}** · asked by **{inert_markdown(view.requester)}**",
              *_context_lines(view),
-             f"tools: {', '.join(view.tools) or 'none'} · may call when run: {', '.join(view.allow_set) or 'none'}",
-             f"policy: {view.detail} (version `{view.policy_version}`)", "",
+             f"tools: {inert_markdown(', '.join(view.tools) or 'none')} · may call when run: "
+             f"{inert_markdown(', '.join(view.allow_set) or 'none')}",
+             f"policy: {inert_markdown(view.detail)} (version `{view.policy_version}`)", "",
              model_block(said(view).words, label=said(view).label), numbered(view.code, flagged_lines(view))]
     if changed:
         lines.append("changed since this turn was last reviewed:\n" + numbered(changed))
@@ -91,9 +97,10 @@ def review_post(view: PendingView, changed: str = "", *, tag: str) -> str:
     if stored_change is not None and view.reuse is not None:
         lines.append(inert_markdown(stored_change) + "\n" + numbered(view.reuse.diff_from_previous))
     for procedure in view.procedures:
-        lines.append(f"replays **{procedure.name}** · `{short_hash(procedure.code_hash)}` · {procedure_effect(procedure)}")
+        lines.append(f"replays **{inert_markdown(procedure.name)}** · `{short_hash(procedure.code_hash)}` · "
+                     f"{inert_markdown(procedure_effect(procedure))}")
         lines.append(numbered(procedure.code))
-        lines += [f"- {note}" for note in procedure_notes(procedure)]
+        lines += [f"- {inert_markdown(note)}" for note in procedure_notes(procedure)]
         if procedure.diff_from_granted:
             lines.append("changed since it was granted:\n" + numbered(procedure.diff_from_granted))
     offered = " · ".join(f"`{CHOICE_KEYS[c]} {tag}`" if c.runs_code else f"`{CHOICE_KEYS[c]}`" for c in view.choices)
@@ -129,7 +136,7 @@ def pending_list(found: list[PendingApproval]) -> str:
     rows = ["| session | turn | code hash | asked by | effect |", "|---|---|---|---|---|"]
     for item in found:
         rows.append(f"| {inert_markdown(item.session_id)} | {item.view.turn} | `{item.view.code_hash}` | "
-                    f"{inert_markdown(item.view.requester)} | {effect(item.view).text} |")
+                    f"{inert_markdown(item.view.requester)} | {inert_markdown(effect(item.view).text)} |")
     return "\n".join(rows)
 
 
