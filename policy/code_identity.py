@@ -17,6 +17,13 @@ Two things that look like formatting are not:
   does. The seed's rule dropped blank lines; both cases hashed alike, and an approval of the block the
   approver read ran the other (a requester's edit keeps the turn). Blank lines are kept: one more review
   when a model reformats, the safe direction.
+
+The normalised text is also the text that is shown, judged and run (the workflow and the review read it, the
+sandbox runs it), so it must read as Python reads it. Two characters broke that: a lone carriage return ends a
+line for Python but was drawn inside one (a call written after a comment's ``\\r`` ran while the review showed
+it as part of the comment), and a form feed in a line's indentation resets it to column 0 for Python while
+every view drew the line inside the block above (a kill under ``if False:`` ran unconditionally). A lone
+``\\r`` is a line break here, and indentation up to its last form feed is dropped, as Python drops it.
 """
 
 from __future__ import annotations
@@ -25,9 +32,12 @@ import ast
 import functools
 import hashlib
 import io
+import re
 import tokenize
 
 HASH_HEX_LENGTH = 64
+# Indentation up to and including its last form feed, which Python's tokenizer counts from column 0.
+_FORM_FEED_INDENT = re.compile(r"^[ \t\f]*\f")
 
 
 def normalize_code(code: str) -> str:
@@ -35,15 +45,20 @@ def normalize_code(code: str) -> str:
 
     ``\\r\\n`` and lone ``\\r`` are read as line breaks so that a block pasted from another system keeps its
     identity (Python reads them so too). Other characters that ``str.splitlines`` would treat as breaks (form
-    feed, Unicode separators) are left alone on purpose: Python does not end a logical line at them, so treating
+    feed, Unicode separators) are not breaks here: Python does not end a logical line at them, so treating
     them as breaks would let two different programs share a hash. Per-line trailing whitespace is stripped,
-    except on lines that end inside a string literal, and blank lines after the last line are dropped.
+    except on lines that end inside a string literal, a line's indentation up to its last form feed is dropped
+    (Python counts it from there), and blank lines after the last line are dropped. Idempotent: the text it
+    returns is its own normal form, which is what the review shows and judges and the sandbox runs.
     """
     unified = code.replace("\r\n", "\n").replace("\r", "\n")
     inside = lines_ending_in_strings(unified)
     if inside is None:
         return unified  # it parses, but tokenize disagrees: the exact text, so nothing it holds is lost
     kept = [line if number in inside else line.rstrip() for number, line in enumerate(unified.split("\n"), start=1)]
+    if "\f" in unified:  # a line that starts outside a string: its indentation is what follows its last form feed
+        kept = [line if number - 1 in inside else _FORM_FEED_INDENT.sub("", line)
+                for number, line in enumerate(kept, start=1)]
     while kept and not kept[-1]:
         kept.pop()
     return "\n".join(kept)
@@ -77,7 +92,13 @@ def code_hash(code: str) -> str:
     ``surrogatepass`` keeps the function total: text decoded elsewhere with lone surrogates still has a
     stable identity instead of raising halfway through a review.
     """
-    return hashlib.sha256(normalize_code(code).encode("utf-8", "surrogatepass")).hexdigest()
+    return hash_of_normal_form(normalize_code(code))
+
+
+def hash_of_normal_form(normal: str) -> str:
+    """``code_hash`` of code whose normal form ``normal`` already is (normalising twice is the same text, at
+    twice the cost on a large block)."""
+    return hashlib.sha256(normal.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def short_hash(full_hash: str, length: int = 12) -> str:

@@ -40,11 +40,12 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 from policy.catalog import ToolCatalog
 from policy.procedures import assess_read_only, is_procedure_name
 from policy.signature import ScanConventions
+from policy.code_identity import normalize_code
 
 PARAMETERS: tuple[str, ...] = ("task_id", "site", "dataset")
 # A site or dataset name as PanDA writes them; anything else (quotes, spaces, controls) is not bound, so a
 # value read from PanDA can never change what the reviewed line says.
-SAFE_TEXT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/+-]{0,199}$")
+SAFE_TEXT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/+-]{0,199}\Z")
 MAX_TASK_ID = 2**63 - 1
 CAUSE_BONUS = 0.1
 CLUE_WEIGHT = 0.05
@@ -182,12 +183,13 @@ def bind(procedure: str, body: str, parameters: Mapping[str, object]) -> str:
 
 
 def is_bound_body(code: str, reused: ReusedCode, procedure_code: Mapping[str, str]) -> bool:
-    """True when ``code`` is exactly the procedure's current stored body, bound with ``reused.parameters``."""
+    """True when ``code`` is the procedure's current stored body, bound with ``reused.parameters``: the same
+    normal form, which is the text that runs (code_identity)."""
     body = procedure_code.get(reused.procedure)
     if body is None:
         return False
     try:
-        return bind(reused.procedure, body, reused.parameters) == code
+        return normalize_code(bind(reused.procedure, body, reused.parameters)) == normalize_code(code)
     except ValueError:
         return False
 

@@ -38,7 +38,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from policy.catalog import ToolCatalog
-from policy.code_identity import code_hash
+from policy.code_identity import hash_of_normal_form, normalize_code
 from policy.decisions import ALL_CHOICES, ALWAYS_ASK_CHOICES, STATE_CHANGING_CHOICES, DecisionKind
 from policy.grants import CodePolicy, ProcedureGrant, SessionPolicy, grant_matches, session_policy_still_valid
 from policy.phases import Phase, approved_allow_set, automatic_allow_set, granted_allow_set
@@ -123,10 +123,11 @@ class ReviewDecision(BaseModel):
 def decide_review(request: ReviewRequest) -> ReviewDecision:
     """Decide whether ``request.code`` runs without a prompt, is asked about, or is refused."""
     catalog = request.catalog
-    assessment = assess_read_only(
-        request.code, catalog.read_only_flags(), catalog.procedure_code, request.conventions
-    )
-    facts = _Facts(request, assessment, code_hash(request.code))
+    # Judged as it runs: the sandbox runs the normal form (code_identity), which can parse where the text
+    # as sent does not (a blank after a line-continuation backslash), or end a line the text draws as one.
+    runs = normalize_code(request.code)
+    assessment = assess_read_only(runs, catalog.read_only_flags(), catalog.procedure_code, request.conventions)
+    facts = _Facts(request, assessment, hash_of_normal_form(runs))
     if request.phase is Phase.AUTOMATIC:
         return _decide_automatic(facts)
     return _decide_interactive(facts)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict, Field
 
 from policy.code_hazards import Hazard, find_hazards
-from policy.code_identity import code_hash
+from policy.code_identity import hash_of_normal_form, normalize_code
 from policy.grants import ProcedureGrant
 from policy.procedures import ReadOnlyAssessment, assess_read_only
 from policy.signature import ScanConventions
@@ -83,14 +83,15 @@ def procedure_view(
 ) -> ProcedureView:
     """One stored procedure as a reviewer sees it: its body, whether it changes state, who granted it, and the
     diff from the granted version when the body changed since. For a procedure the code replays, and for the
-    one a reused turn proposes."""
+    one a reused turn proposes. The body is shown and judged in its normal form, the text a replay runs."""
+    body = normalize_code(body)
     verdict = assess_read_only(body, read_only_flags, procedure_code, conventions)
     grant = grants.get(name)
-    current = code_hash(body)
+    current = hash_of_normal_form(body)
     changed = grant is not None and grant.code_hash != current
     diff = ""
     if changed and grant is not None and grant.code_hash in granted_code:
-        diff = code_diff(granted_code[grant.code_hash], body, f"{name} (granted)", f"{name} (now)")
+        diff = code_diff(normalize_code(granted_code[grant.code_hash]), body, f"{name} (granted)", f"{name} (now)")
     return ProcedureView(
         name=name, code=body, code_hash=current, read_only=verdict.read_only,
         state_changing=verdict.state_changing, granted_to=grant.granted_by if grant else None,
@@ -100,7 +101,9 @@ def procedure_view(
 
 def code_diff(before: str, after: str, before_label: str, after_label: str) -> str:
     """A unified diff of two versions of code, bounded to ``MAX_DIFF_LINES``."""
-    lines = list(difflib.unified_diff(before.splitlines(), after.splitlines(), before_label, after_label,
+    # Lines as Python reads them: split at line feeds only (splitlines also breaks at form feeds and Unicode
+    # separators, which Python does not, so a diff drew lines the code does not have).
+    lines = list(difflib.unified_diff(before.split("\n"), after.split("\n"), before_label, after_label,
                                       lineterm=""))
     if len(lines) > MAX_DIFF_LINES:
         lines = [*lines[:MAX_DIFF_LINES], f"... {len(lines) - MAX_DIFF_LINES} more diff lines"]

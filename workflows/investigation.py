@@ -54,7 +54,7 @@ with workflow.unsafe.imports_passed_through():
         TranscriptEntry, WrittenProcedure, WrittenProcedures, WrittenQuery,
     )
     from policy.approvers import DeploymentPolicy, Role, authenticate
-    from policy.code_identity import code_hash, short_hash
+    from policy.code_identity import code_hash, normalize_code, short_hash
     from policy.signing import Authorization, StatementKind
     from policy.decisions import (
         DecisionKind, DecisionRefusal, DecisionVerdict, OperatorDecision, PendingReview, validate_decision,
@@ -283,7 +283,7 @@ class Investigation:
         if proposal.code is None:
             self._entry("reply", f"No code to review: {proposal.reason or 'no reason given'}", turn=turn)
             return False
-        code = proposal.code
+        code = normalize_code(proposal.code)  # the text the sandbox runs is the one shown and judged
         requester = msg.author
         askers = [msg.author]
         while True:
@@ -325,7 +325,7 @@ class Investigation:
             if answer.kind is DecisionKind.EDIT:
                 # The edited code is new code (new hash, reviewed again), and its author is now one of those
                 # asking for it: neither the first requester nor an editor can be the distinct approver.
-                code = answer.replacement_code or code
+                code = normalize_code(answer.replacement_code) if answer.replacement_code else code
                 requester = answer.approver
                 askers.append(answer.approver)
                 proposal = proposal.model_copy(update={"summary": f"{proposal.summary} (edited by {answer.approver})"})
@@ -618,8 +618,9 @@ class Investigation:
         if proposal.code is None:
             self._entry("hypothesis", f"no start-up probe: {proposal.reason or 'no tool fits'}")
             return
-        decision = decide_review(ReviewRequest(phase=Phase.AUTOMATIC, code=proposal.code, catalog=context.catalog))
-        self._entry("code", proposal.code, turn=0, data={"code_hash": decision.code_hash, "phase": "automatic",
+        code = normalize_code(proposal.code)
+        decision = decide_review(ReviewRequest(phase=Phase.AUTOMATIC, code=code, catalog=context.catalog))
+        self._entry("code", code, turn=0, data={"code_hash": decision.code_hash, "phase": "automatic",
                                                           "summary": proposal.summary})
         if decision.outcome is not CodeVerdict.RUN:
             self._entry("refused_run", f"start-up probe refused: {decision.detail}", turn=0,
@@ -628,7 +629,7 @@ class Investigation:
                                                         "reason": decision.reason.value,
                                                         "state_changing": list(decision.state_changing)})
             return
-        await self._execute(0, proposal.code, decision, proposal, "automatic", self._inp.requester, capture=False,
+        await self._execute(0, code, decision, proposal, "automatic", self._inp.requester, capture=False,
                             context=context)
         replies = [e for e in self._st.transcript if e.kind == "reply" and e.turn == 0]
         if replies:

@@ -135,3 +135,21 @@ def test_blanks_ending_a_line_inside_a_string_literal_are_a_hazard_the_review_na
 def test_hashing_stays_total_for_code_python_cannot_read() -> None:
     for text in ('x = """\ud800\n"""', 'x = """a"""\ny = ' + "(" * 100_000 + ")" * 100_000, 'x = """a\n"""\n\0'):
         assert len(code_hash(text)) == HASH_HEX_LENGTH
+
+
+def test_the_normal_form_draws_the_lines_and_blocks_python_reads() -> None:
+    """The normal form is what the review shows and the sandbox runs. A form feed in a line's indentation
+    resets it to column 0 for Python, while every view drew the line inside the block above (a kill under a
+    branch that is never taken ran every time); a lone carriage return ends a line for Python, while views drew
+    the call after it as part of a comment."""
+    import ast
+
+    fed = 'if task["status"] == "none":\n    print("unreachable")\n    \fawait tools.kill_task(task_id)\nreturn 1'
+    shown = normalize_code(fed)
+    assert shown == 'if task["status"] == "none":\n    print("unreachable")\nawait tools.kill_task(task_id)\nreturn 1'
+    parse = lambda text: ast.dump(ast.parse(text, feature_version=(3, 11)))  # noqa: E731
+    assert parse(shown) == parse(fed)
+    inside = 'text = """a\n  \fb"""\nif x:\n  y = 1\n  \f  z = 2'  # a form feed inside a string is its text
+    assert normalize_code(inside) == 'text = """a\n  \fb"""\nif x:\n  y = 1\n  z = 2' and parse(normalize_code(inside)) == parse(inside)
+    carriage = "task = await tools.get_task(task_id)  # not kill_task\rawait tools.kill_task(task_id)"
+    assert normalize_code(carriage).split("\n")[1] == "await tools.kill_task(task_id)"

@@ -363,3 +363,15 @@ def test_a_procedure_body_using_a_match_gadget_is_not_re_granted() -> None:
     assert "auto_run" not in [c.value for c in decision.choices]
     flags = ToolCatalog.build(RAW_TOOLS).read_only_flags()
     assert not is_exposable_procedure(P, flags, recaptured)
+
+
+def test_code_is_judged_as_it_runs_not_as_it_was_sent() -> None:
+    """The sandbox runs the normal form (code_identity). Sent with a blank after a line-continuation backslash,
+    this does not parse, so the review called it opaque and named no tool, while the normal form (the blank
+    stripped) parses and kills; the approver was shown a program that cannot run."""
+    sent = ('info = await tools.get_task(task_id=1)\nif info["status"] == "running": \\ \n'
+            '    await tools.kill_task(task_id=1)')
+    catalog = ToolCatalog.build(RAW_TOOLS, {})
+    decision = decide_review(ReviewRequest(phase=Phase.INTERACTIVE, code=sent, catalog=catalog))
+    assert decision.opaque_reasons == () and decision.state_changing == ("kill_task",)
+    assert decision.code_hash == code_hash(sent)

@@ -193,6 +193,25 @@ async def test_a_state_changing_block_waits_for_an_approver_other_than_its_reque
     assert ran.decision is not None and ran.decision.session_id == session.id and len(ran.decision.nonce) >= 32
 
 
+async def test_the_review_shows_the_text_the_sandbox_runs(temporal: Client) -> None:
+    """A form feed in an indentation, or a lone carriage return, made the code every view drew differ from the
+    code Python ran (a kill drawn under a branch never taken ran every time). The review holds the normal form,
+    the text the sandbox runs, and the run is sent that text."""
+    fed = ("t = await tools.get_task_details(task_id=task_id)\nif t['status'] == 'none':\n    print('never')\n"
+           "    \fr = await tools.kill_task(task_id=task_id)  # only then\rreturn 1")
+    fake = FakeSession(fed)
+    async with workers(temporal, [Investigation], fake.activities()) as queue:
+        session = await open_session(temporal, queue)
+        await session.ask("alice", "look at the task")
+        review = await session.pending(turn=1)
+        assert review.code.split("\n")[3:] == ["r = await tools.kill_task(task_id=task_id)  # only then", "return 1"]
+        assert review.state_changing_lines == {"kill_task": [4]}
+        await session.decide("bob", review, DecisionKind.RUN_ONCE)
+        await session.entries("run")
+    [ran] = fake.runs
+    assert review.code in ran.code
+
+
 async def test_a_rejected_block_never_reaches_the_sandbox(temporal: Client) -> None:
     fake = FakeSession(KILL_CODE)
     async with workers(temporal, [Investigation], fake.activities()) as queue:
