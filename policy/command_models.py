@@ -38,9 +38,9 @@ Dialect = Literal["generic", "curl", "git"]
 # reads exactly what was checked.
 ValueKind = Literal["switch", "url", "path", "integer", "enum", "text", "form", "json"]
 
-_OPTION_NAME = re.compile(r"^(-[A-Za-z0-9]|--[A-Za-z0-9][A-Za-z0-9-]*)$")
-_FAMILY_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_OPTION_NAME = re.compile(r"^(-[A-Za-z0-9]|--[A-Za-z0-9][A-Za-z0-9-]*)\Z")
+_FAMILY_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*\Z")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 class _Strict(BaseModel):

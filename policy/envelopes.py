@@ -70,7 +70,7 @@ class EnvelopeClaims(BaseModel):
     targets: tuple[str, ...] = ()
     requester: Identity
     expires_at: datetime
-    nonce: str = Field(pattern=NONCE_PATTERN.pattern)
+    nonce: str = Field(pattern=NONCE_PATTERN)
     key_id: str = Field(pattern=r"^[0-9a-f]{16}$")
     # The operator's signed decision approving this command (gate 6 of a production write).
     approval: OperatorDecision | None = None

@@ -18,7 +18,7 @@ from typing import Annotated
 from pydantic import AfterValidator, BeforeValidator
 
 MAX_IDENTITY_LENGTH = 64
-_IDENTITY = re.compile(r"^[a-z0-9](?:[a-z0-9._@+-]{0,62}[a-z0-9])?$")
+_IDENTITY = re.compile(r"^[a-z0-9](?:[a-z0-9._@+-]{0,62}[a-z0-9])?\Z")
 
 
 class IdentityError(ValueError):

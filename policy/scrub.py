@@ -143,7 +143,7 @@ _GENERIC_KINDS = {KEYED: 0, NAMED: 0, "high_entropy": 1}
 # High-entropy candidates: long runs of base64/url-safe characters. Dots, colons and slashes split
 # tokens so dataset names, hostnames and paths are judged piece by piece.
 _CANDIDATE = re.compile(r"(?<![A-Za-z0-9+_\-])[A-Za-z0-9+_\-]{24,}={0,2}(?![A-Za-z0-9+_\-])")
-_HEX_OR_UUID = re.compile(r"^[0-9a-fA-F\-]+$")
+_HEX_OR_UUID = re.compile(r"^[0-9a-fA-F\-]+\Z")
 MIN_ENTROPY_LENGTH = 24
 
 

@@ -18,7 +18,6 @@ import base64
 import binascii
 import hashlib
 import json
-import re
 from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
@@ -30,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from policy.identity import Identity
 
 DOMAIN = b"bamboo-signed-statement-v1\n"
-NONCE_PATTERN = re.compile(r"^[0-9a-f]{32,64}$")
+NONCE_PATTERN = r"^[0-9a-f]{32,64}$"  # a pydantic pattern (Rust regex: "$" is the end of the text)
 KEY_ID_LENGTH = 16
 PUBLIC_KEY_BYTES = 32
 SIGNATURE_BYTES = 64
@@ -56,7 +55,7 @@ class Authorization(BaseModel):
     signer: Identity
     key_id: str = Field(pattern=r"^[0-9a-f]{16}$")
     expires_at: datetime
-    nonce: str = Field(pattern=NONCE_PATTERN.pattern)
+    nonce: str = Field(pattern=NONCE_PATTERN)
     signature: str = Field(max_length=128)
 
     @field_validator("expires_at")

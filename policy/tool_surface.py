@@ -28,14 +28,14 @@ SCRIPT_EXCEPTIONS = ("ToolError", "ToolDenied")
 # Names the stub module or the script's namespace already use; a tool can never take them.
 RESERVED_NAMES = frozenset({TOOLS_OBJECT, *SCRIPT_EXCEPTIONS, "Any"})
 
-_IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]*")  # fullmatch: "$" would also match before a final newline
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 _DIGEST_LENGTH = 8
 
 
 def is_plain_name(name: str) -> bool:
     """A public identifier the stub can use as is (not private, not a keyword, not reserved)."""
-    return bool(_IDENTIFIER.match(name)) and not keyword.iskeyword(name) and name not in RESERVED_NAMES
+    return bool(_IDENTIFIER.fullmatch(name)) and not keyword.iskeyword(name) and name not in RESERVED_NAMES
 
 
 def _sanitised(name: str) -> str:

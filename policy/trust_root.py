@@ -146,7 +146,7 @@ class TrustStatement(BaseModel):
     body: dict[str, Any] = Field(default_factory=dict)
     deployment: str = Field(pattern=DEPLOYMENT_PATTERN)
     issued_at: datetime
-    statement_id: str = Field(pattern=NONCE_PATTERN.pattern)
+    statement_id: str = Field(pattern=NONCE_PATTERN)
     signer: Identity
     key_id: str = Field(pattern=r"^[0-9a-f]{16}$")
 
@@ -251,7 +251,7 @@ class Registry(BaseModel):
 
 _KEY_KINDS = (StatementKind.REGISTER_KEY, StatementKind.REVOKE_KEY)
 _BINDING_KINDS = (StatementKind.BIND_ACCOUNT, StatementKind.UNBIND_ACCOUNT)
-_SAFE_ID = re.compile(r"^[0-9a-f]{32,64}$")
+_SAFE_ID = re.compile(r"^[0-9a-f]{32,64}\Z")
 
 
 def fold_registry(rows: Iterable[SignedStatement | Ignored], root: TrustRoot) -> Registry:

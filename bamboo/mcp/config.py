@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 _ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+\Z")
 
 
 class McpConfigError(ValueError):

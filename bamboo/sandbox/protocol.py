@@ -59,6 +59,9 @@ def decode_frame(body: bytes) -> dict[str, Any]:
         raise ProtocolError(f"frame is not JSON: {exc.msg} at {exc.pos}", preview=quote_bytes(body)) from None
     except RecursionError:
         raise ProtocolError("frame is nested too deeply to decode", preview=quote_bytes(body)) from None
+    except ValueError as exc:  # an integer past the interpreter's digit limit: a plain ValueError, not a JSON one
+        raise ProtocolError(f"frame has a value JSON cannot hold here: {str(exc)[:120]}",
+                            preview=quote_bytes(body)) from None
     if not isinstance(message, dict):
         raise ProtocolError("frame is not a JSON object", preview=quote_bytes(body))
     return message

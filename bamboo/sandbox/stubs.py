@@ -28,7 +28,7 @@ _JSON_TO_PY = {
     "object": "dict",
     "null": "None",
 }
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # fullmatch: "$" would also match before a final newline
 
 
 def python_name(tool_name: str, catalogue: Iterable[str] = ()) -> str | None:
@@ -83,7 +83,7 @@ def _signature(spec: ToolSpec) -> tuple[str, str]:
     props = spec.input_schema.get("properties") or {}
     required = spec.input_schema.get("required") or []
     if not isinstance(props, dict) or not all(
-        isinstance(p, str) and _IDENT.match(p) and not keyword.iskeyword(p) and p not in {"_UNSET", BRIDGE_CALL}
+        isinstance(p, str) and _IDENT.fullmatch(p) and not keyword.iskeyword(p) and p not in {"_UNSET", BRIDGE_CALL}
         for p in props
     ):
         return "**kwargs: Any", "dict(kwargs)"

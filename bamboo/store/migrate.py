@@ -11,7 +11,7 @@ import psycopg
 from bamboo.store.roles import grant_app_role
 
 MIGRATION_LOCK = 0x6A6D_B00  # any constant unique to this project
-_NAME = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")
+_NAME = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql\Z")
 
 
 class EmbeddingDimensionMismatch(RuntimeError):

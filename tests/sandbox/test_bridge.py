@@ -312,3 +312,13 @@ def test_a_preview_scrubs_what_it_can_show_not_the_whole_megabyte(monkeypatch):
     assert seen and seen[0] < 256 * 1024, seen  # the whole value: 3 MB
     assert "hunter2" not in preview and preview.startswith('{"password":"[REDACTED') and preview.endswith("…")
     assert bridge_mod.args_preview({"note": "token ghp_" + "A" * 36}) == '{"note":"token [REDACTED:github_token]"}'
+
+
+def test_a_frame_with_an_integer_past_the_digit_limit_is_a_protocol_error():
+    """Python refuses integers over 4,300 digits with a plain ValueError, which no handler of the bridge caught:
+    one such frame from the sandbox raised out of the run (no report, no audit row, and a retry ran the code
+    again). It is a refused frame like any other malformed one."""
+    from bamboo.sandbox.protocol import ProtocolError, decode_frame
+
+    with pytest.raises(ProtocolError, match="cannot hold"):
+        decode_frame(b'{"type": "call", "args": {"task_id": ' + b"9" * 5000 + b"}}")

@@ -112,3 +112,15 @@ def test_hostile_schema_text_cannot_inject_code():
 
 def test_docstring_mentions_state_changes():
     assert "Changes state." in render_docstring(ToolSpec(name="kill_task", read_only=False))
+
+
+async def test_a_tool_name_ending_in_a_newline_is_not_used_as_a_python_name():
+    """"$" matches before a final newline, so "status_of\n" passed as a plain name and its stub did not compile:
+    every run that bridged it crashed."""
+    spec = ToolSpec(name="status_of\n", input_schema={"type": "object", "properties": {"a\n": {"type": "integer"}}})
+    calls: list = []
+    module, names, _ = load([spec], calls)
+    [python] = names
+    assert "\n" not in python and names[python] == "status_of\n"
+    await getattr(module, python)(**{"a\n": 1})
+    assert calls == [("status_of\n", {"a\n": 1})]
