@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -39,9 +40,21 @@ def _split(address: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port)
 
 
+def private_dir(path: Path, echo=print) -> None:
+    """Make the stack's data directory readable by its owner alone. It holds every session's history (the
+    embedded Temporal's database), the worker's log, keys and the console's secret; created 0755 with files
+    0644 in it, a degraded sandbox run (its own uid, the host's filesystem) read other sessions' code and
+    tool results from there."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        path.chmod(mode & 0o700)
+        echo(f"data directory {path}: access for other users removed (it holds session histories and keys)")
+
+
 def up(settings: Settings, *, with_worker: bool = True, echo=print) -> StackState:
     data = settings.resolved_data_dir()
-    data.mkdir(parents=True, exist_ok=True)
+    private_dir(data, echo)
     logs = data / "logs"
     logs.mkdir(exist_ok=True)
     state = load_state(data)
