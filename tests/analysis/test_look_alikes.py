@@ -5,7 +5,7 @@ the ranking's confidence then measures how close their supports are, whichever g
 from __future__ import annotations
 
 from bamboo.analysis.contract import CandidateCause, Clue, Evidence, MatchedClue, TaskClues
-from bamboo.analysis.look_alikes import MIN_INCIDENTS, order_look_alikes
+from bamboo.analysis.look_alikes import MIN_INCIDENTS, MIN_INCIDENTS_SHARED_CODE, order_look_alikes
 from bamboo.analysis.queries import CauseStats, ClueEdge
 from bamboo.analysis.ranked import ranking_confidence, ranking_diagnosis
 from bamboo.analysis.ranking import operator_first, rank_candidates
@@ -45,7 +45,7 @@ def test_the_cause_that_makes_the_clues_likelier_goes_first_among_look_alikes():
 
 
 def test_causes_stored_a_few_times_keep_the_supports_order():
-    edges, stats = twins(MIN_INCIDENTS - 1)
+    edges, stats = twins(MIN_INCIDENTS_SHARED_CODE - 1)
     assert [c.name for c in rank_candidates(CLUES, edges, stats, {})] == [REQUEST, RECONSTRUCTION]
 
 
@@ -61,7 +61,7 @@ def test_the_confidence_is_the_contest_of_the_supports_whichever_goes_first():
 
 def test_a_cause_an_operator_put_first_keeps_the_lead_the_ranking_gave_it():
     # Same breadth, less support, first because an operator said so: the ranking's own confidence in it is low.
-    edges, stats = twins(MIN_INCIDENTS - 1)
+    edges, stats = twins(MIN_INCIDENTS_SHARED_CODE - 1)
     ranked = rank_candidates(CLUES, edges, stats, {})
     chosen, others = operator_first(ranked, RECONSTRUCTION, "corrected")
     assert chosen[0].name == RECONSTRUCTION and not chosen[0].likelier and "corrected" in others
@@ -88,10 +88,15 @@ def test_only_look_alikes_are_reordered():
     # the runner-up is not linked to the task's pilot code: the code tells them apart, not the weaker clues
     other_code = {k: v for k, v in likely.items() if k != CODE.name}
     assert order_look_alikes([top, candidate("runner-up", 3, 1.0, other_code)], CLUES, counts)[0].name == "top"
-    # a task without an error symptom or without a pilot code has no strong clue to share
+    # a task without an error symptom has no strong clue to share
     runner_up = candidate("runner-up", 3, 1.0, likely)
     assert order_look_alikes([top, runner_up], [CODE, RECO, CORE, SITE], counts)[0].name == "top"
-    assert order_look_alikes([top, runner_up], [SYMPTOM, RECO, CORE, SITE], counts)[0].name == "top"
+    # with the symptom class alone shared (no pilot code either is linked to), the weaker clues decide once each
+    # cause was stored MIN_INCIDENTS times, more than when they share a code too
+    assert order_look_alikes([top, runner_up], [SYMPTOM, RECO, CORE, SITE], counts)[0].name == "runner-up"
+    few = {"top": MIN_INCIDENTS - 1, "runner-up": MIN_INCIDENTS - 1}
+    assert order_look_alikes([top, runner_up], [SYMPTOM, RECO, CORE, SITE], few)[0].name == "top"
+    assert order_look_alikes([top, runner_up], CLUES, few)[0].name == "runner-up"
     # a clue on most stored incidents weighs nothing: reconstruction alone then cannot swap them
     weights = {RECO.name: 0.0}
     assert order_look_alikes([top, candidate("runner-up", 3, 1.0, likely)], CLUES, counts, weights)[0].name == "top"
