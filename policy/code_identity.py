@@ -38,6 +38,8 @@ import tokenize
 HASH_HEX_LENGTH = 64
 # Indentation up to and including its last form feed, which Python's tokenizer counts from column 0.
 _FORM_FEED_INDENT = re.compile(r"^[ \t\f]*\f")
+# Passes of normalisation at most: one almost always; a second when stripping made the text parse.
+MAX_NORMALISING_PASSES = 4
 
 
 def normalize_code(code: str) -> str:
@@ -47,21 +49,54 @@ def normalize_code(code: str) -> str:
     identity (Python reads them so too). Other characters that ``str.splitlines`` would treat as breaks (form
     feed, Unicode separators) are not breaks here: Python does not end a logical line at them, so treating
     them as breaks would let two different programs share a hash. Per-line trailing whitespace is stripped,
-    except on lines that end inside a string literal, a line's indentation up to its last form feed is dropped
-    (Python counts it from there), and blank lines after the last line are dropped. Idempotent: the text it
-    returns is its own normal form, which is what the review shows and judges and the sandbox runs.
+    except on lines that end inside a string literal, and blank lines after the last line are dropped.
+
+    Indentation is written as Python reads it, so every view draws the blocks Python runs: up to its last form
+    feed it is dropped (Python counts it from there), tabs in it become spaces to the next multiple of eight
+    (a view drawing tabs four wide, or after a gutter, put a line Python runs as a sibling inside the block
+    above it), and a line holding only a continuation backslash is joined with the next (Python takes the
+    statement's indentation from the backslash's line, and a view drew the next line's). Idempotent, repeated
+    to its fixed point (stripping can make text parse that did not, which moves what is inside a string): the
+    text it returns is its own normal form, which is what the review shows and judges and the sandbox runs.
     """
-    unified = code.replace("\r\n", "\n").replace("\r", "\n")
+    text = code.replace("\r\n", "\n").replace("\r", "\n")
+    for _ in range(MAX_NORMALISING_PASSES):
+        once = _normalised_once(text)
+        if once == text:
+            break
+        text = once
+    return text
+
+
+def _normalised_once(unified: str) -> str:
     inside = lines_ending_in_strings(unified)
     if inside is None:
         return unified  # it parses, but tokenize disagrees: the exact text, so nothing it holds is lost
-    kept = [line if number in inside else line.rstrip() for number, line in enumerate(unified.split("\n"), start=1)]
-    if "\f" in unified:  # a line that starts outside a string: its indentation is what follows its last form feed
-        kept = [line if number - 1 in inside else _FORM_FEED_INDENT.sub("", line)
-                for number, line in enumerate(kept, start=1)]
-    while kept and not kept[-1]:
-        kept.pop()
-    return "\n".join(kept)
+    kept = []
+    for number, line in enumerate(unified.split("\n"), start=1):
+        if number not in inside:
+            line = line.rstrip()
+        if number - 1 not in inside:  # it starts outside a string: its indentation is Python's
+            line = _indentation_as_read(line)
+        kept.append(line)
+    joined: list[str] = []
+    for index, line in enumerate(kept):
+        if (index not in inside and index + 1 not in inside and line.strip() == "\\" and index + 1 < len(kept)):
+            # lines are numbered from 1 in ``inside``: ``index`` is the line before this one's, ``index + 1`` its own
+            kept[index + 1] = line[:len(line) - len(line.lstrip())] + kept[index + 1].lstrip(" \t\f")
+            continue
+        joined.append(line)
+    while joined and not joined[-1]:
+        joined.pop()
+    return "\n".join(joined)
+
+
+def _indentation_as_read(line: str) -> str:
+    """``line`` with its indentation as Python's tokenizer reads it: from its last form feed, tabs to eight."""
+    line = _FORM_FEED_INDENT.sub("", line)
+    body = line.lstrip(" \t")
+    indent = line[:len(line) - len(body)]
+    return indent.expandtabs(8) + body if "\t" in indent else line
 
 
 @functools.lru_cache(maxsize=32)  # one review hashes its code and reads its hazards: tokenized once
