@@ -180,6 +180,12 @@ class _Scanner:
                 self._visit_match_class(node)
             elif isinstance(node, ast.MatchMapping):
                 self._visit_match_mapping(node)
+            elif isinstance(node, (ast.Global, ast.Nonlocal)):
+                # The sandbox runs the code as a function's body (child_runner): a script's "global x" in a
+                # def names the script's x, the sandbox's names another variable, and a guard set through it
+                # (global dry_run; dry_run = True) never reached the kill it guarded.
+                self.reasons.add(f"declares {type(node).__name__.lower()} names, which the sandbox (running the "
+                                 "code as a function's body) binds elsewhere than a script would")
 
     # -- names, wherever the syntax tree holds them ----------------------------------------------------
 

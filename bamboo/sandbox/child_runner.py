@@ -227,7 +227,8 @@ async def run_script(start, bridge):
     # Opened once, before the script runs: concurrent first calls must not race to open it.
     await bridge.open()
     module = build_stub_module(start["stub_module"], start["stub_source"], bridge)
-    namespace = {"__name__": "__sandbox__", "tools": module, "ToolError": ToolError, "ToolDenied": ToolDenied}
+    # "__main__", as the script it reads as: "if __name__ != '__main__':" guarded nothing under "__sandbox__".
+    namespace = {"__name__": "__main__", "tools": module, "ToolError": ToolError, "ToolDenied": ToolDenied}
     try:
         exec(compile_body(start["code"]), namespace)
         value = json_ready(await namespace["__sandbox_main__"]())

@@ -84,6 +84,8 @@ def test_reference_forms(code: str, tools: tuple[str, ...]) -> None:
         ('await getattr(tools, "x)** @channel\\n\\n**read-only**")()', "not a plain identifier"),
         ('hasattr(tools, "kill_task\\u202e")', "not a plain identifier"),
         ('await getattr(tools, "get_t\u0430sk")()', "not a plain identifier"),
+        ("dry_run = False\ndef safe():\n    global dry_run\n    dry_run = True\nsafe()", "declares global"),
+        ("def outer():\n    x = 1\n    def inner():\n        nonlocal x\n    return inner", "declares nonlocal"),
     ],
 )
 def test_unanalysable_code_is_opaque(code: str, reason_fragment: str) -> None:

@@ -33,3 +33,14 @@ async def test_a_block_sharing_the_read_blocks_hash_runs_as_that_block(edit: str
         result = await h.run(code, allowed={"get_task"})
     assert result.status == "ok", result.error
     assert result.return_value == {"found": True, "blank_after_comment": False, "carriage_return": False}
+
+
+@pytest.mark.parametrize("isolation", ["bwrap", "degraded"])
+async def test_a_guard_on_the_scripts_name_reads_as_in_a_script(isolation: str) -> None:
+    """The code reads as a script; under the name "__sandbox__", "if __name__ != '__main__':" guarded nothing."""
+    if isolation == "bwrap" and not HAS_BWRAP:
+        pytest.skip("needs bubblewrap")
+    async with harness(isolation) as h:
+        result = await h.run('return {"main": __name__ == "__main__"}', allowed=set())
+    assert result.status == "ok", result.error
+    assert result.return_value == {"main": True}
