@@ -13,6 +13,8 @@ text (``bamboo.frontends.inert_text``) uses ``visible`` too, so code and prose a
 from __future__ import annotations
 
 import ast
+import io
+import tokenize
 import unicodedata
 from enum import Enum
 
@@ -88,7 +90,25 @@ def find_hazards(code: str) -> list[Hazard]:
         found.extend(_line_hazards(number, line))
     found.extend(_statement_hazards(code))
     found.extend(_blanks_ending_string_lines(code.replace("\r\n", "\n")))
+    found.extend(_folded_names(code))
     return sorted(found, key=lambda h: (h.line, h.kind.value))
+
+
+def _folded_names(code: str) -> list[Hazard]:
+    """Names Python reads as another spelling (it folds identifiers to NFKC): "ᵈʳʸ_ʳᵘⁿ = False" sets dry_run,
+    while every view shows a name of its own and only "non-ASCII character" was said."""
+    if code.isascii():
+        return []
+    found = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(code).readline):
+            if token.type == tokenize.NAME and (folded := unicodedata.normalize("NFKC", token.string)) != token.string:
+                found.append(Hazard(kind=HazardKind.NON_ASCII, line=token.start[0],
+                                    detail=f"line {token.start[0]}: Python reads the name {visible(token.string)} "
+                                           f"as {visible(folded)}"))
+    except (tokenize.TokenError, SyntaxError, ValueError):
+        return found  # the names read so far; code Python cannot read never runs
+    return found
 
 
 def _blanks_ending_string_lines(code: str) -> list[Hazard]:

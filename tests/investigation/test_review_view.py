@@ -171,3 +171,12 @@ def test_every_front_end_shows_the_task_the_request_and_the_wait_beside_the_code
 
     unread = context(view.model_copy(update={"task_status": "", "task_owner": "", "asked_at": None}), asked)
     assert unread.task == "40149035 · status and owner not read yet" and unread.waiting == "unknown"
+
+
+def test_a_name_python_reads_as_another_is_named_as_what_python_reads() -> None:
+    """Python folds identifiers to NFKC: "ᵈʳʸ_ʳᵘⁿ = False" set dry_run and the kill under "if not dry_run" ran,
+    while every view showed a name of its own and the only hazard said "non-ASCII character"."""
+    code = "dry_run = True\nᵈʳʸ_ʳᵘⁿ = False  # a flag of its own\nif not dry_run:\n    await tools.kill_task(task_id=7)"
+    said = [h.detail for h in find_hazards(code)]
+    assert "line 2: Python reads the name ᵈʳʸ_ʳᵘⁿ as dry_run" in said
+    assert not any("Python reads the name" in h.detail for h in find_hazards("dry_run = True\nname = 'ᵈʳʸ'"))
