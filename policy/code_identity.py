@@ -19,11 +19,12 @@ Two things that look like formatting are not:
   when a model reformats, the safe direction.
 
 The normalised text is also the text that is shown, judged and run (the workflow and the review read it, the
-sandbox runs it), so it must read as Python reads it. Two characters broke that: a lone carriage return ends a
-line for Python but was drawn inside one (a call written after a comment's ``\\r`` ran while the review showed
-it as part of the comment), and a form feed in a line's indentation resets it to column 0 for Python while
-every view drew the line inside the block above (a kill under ``if False:`` ran unconditionally). A lone
-``\\r`` is a line break here, and indentation up to its last form feed is dropped, as Python drops it.
+sandbox runs it), so its lines and blocks must be the ones Python reads. Each of these drew code where Python
+does not run it (a kill drawn in a comment or under a branch never taken ran every time): a lone carriage
+return (a line break to Python), a form feed in a line's indentation (Python counts the indentation from it),
+tabs in it (Python counts to the next multiple of eight; views drew them four wide, or after a gutter), and a
+line holding only a continuation backslash (Python takes the statement's indentation from it). The normal form
+writes each as Python reads it.
 """
 
 from __future__ import annotations
@@ -81,8 +82,10 @@ def _normalised_once(unified: str) -> str:
         kept.append(line)
     joined: list[str] = []
     for index, line in enumerate(kept):
-        if (index not in inside and index + 1 not in inside and line.strip() == "\\" and index + 1 < len(kept)):
-            # lines are numbered from 1 in ``inside``: ``index`` is the line before this one's, ``index + 1`` its own
+        number = index + 1
+        in_a_string = number - 1 in inside or number in inside
+        if line.strip() == "\\" and not in_a_string and number < len(kept):
+            # the statement's indentation is this line's, its text the next line's
             kept[index + 1] = line[:len(line) - len(line.lstrip())] + kept[index + 1].lstrip(" \t\f")
             continue
         joined.append(line)

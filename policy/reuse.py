@@ -38,9 +38,9 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
 from policy.catalog import ToolCatalog
+from policy.code_identity import normalize_code
 from policy.procedures import assess_read_only, is_procedure_name
 from policy.signature import ScanConventions
-from policy.code_identity import normalize_code
 
 PARAMETERS: tuple[str, ...] = ("task_id", "site", "dataset")
 # A site or dataset name as PanDA writes them; anything else (quotes, spaces, controls) is not bound, so a
