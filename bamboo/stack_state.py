@@ -39,10 +39,12 @@ def load_state(data_dir: Path) -> StackState:
 
 
 def save_state(data_dir: Path, state: StackState) -> None:
-    """Write atomically so a crash mid-write never leaves a half file behind."""
+    """Write atomically so a crash mid-write never leaves a half file behind, readable by its owner alone (it
+    names the database's addresses)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     tmp = state_path(data_dir).with_suffix(".tmp")
     tmp.write_text(json.dumps(state.model_dump(), indent=2))
+    tmp.chmod(0o600)
     os.replace(tmp, state_path(data_dir))
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import stat
 import subprocess
 import sys
 import time
@@ -40,23 +39,30 @@ def _split(address: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port)
 
 
-def private_dir(path: Path, echo=print) -> None:
-    """Make the stack's data directory readable by its owner alone. It holds every session's history (the
-    embedded Temporal's database), the worker's log, keys and the console's secret; created 0755 with files
-    0644 in it, a degraded sandbox run (its own uid, the host's filesystem) read other sessions' code and
-    tool results from there."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    mode = stat.S_IMODE(path.stat().st_mode)
-    if mode & 0o077:
-        path.chmod(mode & 0o700)
-        echo(f"data directory {path}: access for other users removed (it holds session histories and keys)")
+# What the stack writes that holds sessions' histories, logs or database addresses: its owner's alone. The data
+# directory itself stays readable: embedded Postgres, run as its own user when the stack runs as root, needs
+# to traverse it (pgserver opens it to others), so the files and folders in it are closed instead.
+PRIVATE_DIRS = ("logs",)
+PRIVATE_FILES = ("temporal.db", "temporal.db-journal", "temporal.db-wal", "temporal.db-shm", "stack.json")
+
+
+def keep_private(data: Path) -> None:
+    """Close what the stack wrote in ``data`` to other users. Created 0755 and 0644, a degraded sandbox run (its
+    own uid, the host's filesystem) read every session's code and tool results from the embedded Temporal's
+    database and the worker's log."""
+    for name in PRIVATE_DIRS:
+        (data / name).mkdir(mode=0o700, exist_ok=True)
+        (data / name).chmod(0o700)
+    for name in PRIVATE_FILES:
+        if (data / name).exists():
+            (data / name).chmod(0o600)
 
 
 def up(settings: Settings, *, with_worker: bool = True, echo=print) -> StackState:
     data = settings.resolved_data_dir()
-    private_dir(data, echo)
+    data.mkdir(parents=True, exist_ok=True)
+    keep_private(data)
     logs = data / "logs"
-    logs.mkdir(exist_ok=True)
     state = load_state(data)
 
     if settings.database_url:
@@ -86,6 +92,7 @@ def up(settings: Settings, *, with_worker: bool = True, echo=print) -> StackStat
     if with_worker:
         state.worker = ensure_worker(settings, state, logs / "worker.log", echo)
         save_state(data, state)
+    keep_private(data)  # again: Temporal has created its database by now
     return state
 
 

@@ -69,7 +69,7 @@ OPERATOR_SIDE: dict[str, set[str]] = {
     # Flags and options the operator gave, the simulator's own URLs, a count.
     "cli/tools_cmd.py": {"access", "host", "incidents", "port", "redactions", "sim.api_url",
                          "sim.base_url", "sim.monitor_url", "sim.url", "state"},
-    "devstack/stack.py": {"path", "pid", "proc.pid", "settings.temporal_address", "state.temporal.pid", "state.ui_url",
+    "devstack/stack.py": {"pid", "proc.pid", "settings.temporal_address", "state.temporal.pid", "state.ui_url",
                           "state.worker.pid", "worker.log", "worker.pid", "where.checkpoint_file",
                           "where.signing_key"},
     "frontends/console/serve.py": {"console.base_url()", "key.identity"},
