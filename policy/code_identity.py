@@ -32,9 +32,7 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
-import io
 import re
-import tokenize
 
 HASH_HEX_LENGTH = 64
 # Indentation up to and including its last form feed, which Python's tokenizer counts from column 0.
@@ -71,8 +69,6 @@ def normalize_code(code: str) -> str:
 
 def _normalised_once(unified: str) -> str:
     inside = lines_ending_in_strings(unified)
-    if inside is None:
-        return unified  # it parses, but tokenize disagrees: the exact text, so nothing it holds is lost
     kept = []
     for number, line in enumerate(unified.split("\n"), start=1):
         if number not in inside:
@@ -80,18 +76,43 @@ def _normalised_once(unified: str) -> str:
         if number - 1 not in inside:  # it starts outside a string: its indentation is Python's
             line = _indentation_as_read(line)
         kept.append(line)
+    return "\n".join(_without_trailing_blank_lines(_backslash_lines_joined(kept, inside)))
+
+
+def _backslash_lines_joined(lines: list[str], inside: frozenset[int]) -> list[str]:
+    """Each run of lines holding only a continuation backslash joined with the line after it, indented as Python
+    indents that statement: from the first line of the run indented at all, else from the line after it (a
+    lone backslash in column 0 leaves the indentation to the next line). One pass over the lines."""
     joined: list[str] = []
-    for index, line in enumerate(kept):
-        number = index + 1
-        in_a_string = number - 1 in inside or number in inside
-        if line.strip() == "\\" and not in_a_string and number < len(kept):
-            # the statement's indentation is this line's, its text the next line's
-            kept[index + 1] = line[:len(line) - len(line.lstrip())] + kept[index + 1].lstrip(" \t\f")
+    index = 0
+    while index < len(lines):
+        end = index
+        while end < len(lines) and lines[end].strip() == "\\" and not _in_a_string(end + 1, inside):
+            end += 1
+        if end == index or end == len(lines):  # no run here, or the text ends in one (it does not parse)
+            joined.extend(lines[index:max(end, index + 1)])
+            index = max(end, index + 1)
             continue
-        joined.append(line)
-    while joined and not joined[-1]:
-        joined.pop()
-    return "\n".join(joined)
+        indents = [_indent(line) for line in lines[index:end]]
+        chosen = next((indent for indent in indents if indent), _indent(lines[end]))
+        joined.append(chosen + lines[end].lstrip(" \t\f"))
+        index = end + 1
+    return joined
+
+
+def _in_a_string(number: int, inside: frozenset[int]) -> bool:
+    """Line ``number`` (1-based) starts or ends inside a string literal."""
+    return number - 1 in inside or number in inside
+
+
+def _indent(line: str) -> str:
+    return line[:len(line) - len(line.lstrip(" "))]
+
+
+def _without_trailing_blank_lines(lines: list[str]) -> list[str]:
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
 
 
 def _indentation_as_read(line: str) -> str:
@@ -102,25 +123,27 @@ def _indentation_as_read(line: str) -> str:
     return indent.expandtabs(8) + body if "\t" in indent else line
 
 
-@functools.lru_cache(maxsize=32)  # one review hashes its code and reads its hazards: tokenized once
-def lines_ending_in_strings(code: str) -> frozenset[int] | None:
-    """The (1-based) numbers of the lines whose end lies inside a string literal. Empty for code Python cannot
-    parse (it never runs, so nothing hides in its formatting); None when Python parses it but ``tokenize``
-    cannot read it."""
-    if '"""' not in code and "'''" not in code and "\\\n" not in code:
+@functools.lru_cache(maxsize=32)  # one review hashes its code and reads its hazards: parsed once
+def lines_ending_in_strings(code: str) -> frozenset[int]:
+    """The (1-based) numbers of the lines whose end lies inside a string literal (or between the parts of one
+    written over several lines). Empty for code Python cannot parse (it never runs, so nothing hides in its
+    formatting).
+
+    Read from Python's own parse, not from ``tokenize``: the two disagree on some text Python runs (a lone
+    backslash before a blank line is a blank line to Python and an indentation error to ``tokenize``), and the
+    normalisation gave up on such text, tabs and all, so one stray line switched it off."""
+    if '"""' not in code and "\'\'\'" not in code and "\\\n" not in code:
         return frozenset()  # only a triple-quoted or a backslash-continued string spans lines (most code has neither)
     try:
-        ast.parse(code)
+        tree = ast.parse(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):  # the sandbox parses it so too: it never runs
         return frozenset()
-    middle = getattr(tokenize, "FSTRING_MIDDLE", tokenize.STRING)  # f-strings are tokens of their own from 3.12
     inside: set[int] = set()
-    try:
-        for token in tokenize.generate_tokens(io.StringIO(code).readline):
-            if token.type in (tokenize.STRING, middle) and token.end[0] > token.start[0]:
-                inside.update(range(token.start[0], token.end[0]))
-    except (tokenize.TokenError, SyntaxError):
-        return None
+    for node in ast.walk(tree):
+        literal = isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant)
+                                                     and isinstance(node.value, (str, bytes)))
+        if literal and node.end_lineno is not None and node.end_lineno > node.lineno:
+            inside.update(range(node.lineno, node.end_lineno))
     return frozenset(inside)
 
 

@@ -182,3 +182,38 @@ def test_the_normal_form_is_its_own_normal_form_when_stripping_makes_text_parse(
     text = 'x = """q  \n"""\n\\\n\f'
     once = normalize_code(text)
     assert normalize_code(once) == once and code_hash(once) == code_hash(text)
+
+
+def test_runs_of_continuation_backslashes_keep_the_blocks_python_reads() -> None:
+    """A line holding only a backslash gives the statement after it its indentation, unless it stands in
+    column 0 (then the next line's counts); generated runs of them, at every indentation, with form feeds and
+    tabs, parse to the same program before and after normalising."""
+    import ast
+    import random
+
+    rng = random.Random(30)
+    indents = ["", "  ", "    ", "        ", "\t", "\f", "  \f", "\f    ", " \t"]
+    checked = 0
+    for _ in range(3000):
+        lines = ["if x:", "    if w:", "        y()"]
+        lines += [rng.choice(indents) + "\\" for _ in range(rng.randint(1, 3))]
+        lines += [rng.choice(indents) + "z()", rng.choice(["", "    q()", "r()"])]
+        text = "\n".join(lines)
+        try:
+            before = ast.dump(ast.parse(text))
+        except SyntaxError:
+            continue
+        checked += 1
+        assert ast.dump(ast.parse(normalize_code(text))) == before, repr(text)
+    assert checked > 1000
+
+
+def test_a_stray_backslash_before_a_blank_line_does_not_switch_the_normal_form_off() -> None:
+    """Python reads a lone backslash before a blank line as a blank line; ``tokenize`` raised on it, and the
+    normalisation then gave the text back unchanged, tabs and all: the kill drawn inside "if not dry_run:"
+    (tabs four wide) ran as its sibling again."""
+    tabs = ("dry_run = True\nif True:\n\t   \t \tif not dry_run:\n\t   \t \t\tprint(1)\n"
+            "    \t\t\tawait tools.kill_task(task_id=7)\n  \\\n\nreturn {}")
+    assert "\t" not in normalize_code(tabs)
+    assert normalize_code(tabs).split("\n")[4] == " " * 24 + "await tools.kill_task(task_id=7)"
+
