@@ -24,6 +24,7 @@ import resource
 import socket
 import stat
 import struct
+import symtable
 import sys
 import traceback
 import types
@@ -200,13 +201,64 @@ def build_stub_module(name, source, bridge):
 
 
 def compile_body(code):
-    """The script is the body of ``async def __sandbox_main__()``; line numbers stay the script's own."""
+    """The script is the body of ``async def __sandbox_main__()`` (so it may ``await`` and ``return``); line
+    numbers stay the script's own.
+
+    It must still mean what it means as the script the approver reads. In a function body the names it binds
+    are the function's locals, and that changed which value a name has: a class body's ``all = all`` read the
+    builtin, a name read before a later assignment raised instead of reading the builtin, ``global x`` in a
+    def named another variable, and the annotation of ``flag: note(...) = v`` was never evaluated; each turned
+    a guard off and a kill ran. So every name the script binds at its top level is declared global (the
+    namespace it runs in is its module's), annotated assignments are evaluated as a module evaluates them, and
+    ``__doc__`` is the script's docstring."""
     tree = ast.parse(code, filename="<sandbox>", mode="exec")
+    body = [statement for node in tree.body for statement in _as_module_statements(node)]
     wrapper = ast.parse("async def __sandbox_main__():\n    pass\n", mode="exec")
     function = wrapper.body[0]
-    function.body = tree.body or [ast.Pass()]
+    function.body = body or [ast.Pass()]
+    bound = _names_bound(wrapper)
+    if bound:
+        function.body.insert(0, ast.copy_location(ast.Global(names=bound), function.body[0]))
     ast.fix_missing_locations(wrapper)
     return compile(wrapper, "<sandbox>", "exec")
+
+
+def script_docstring(code):
+    """What a module of this text would hold as ``__doc__``."""
+    try:
+        return ast.get_docstring(ast.parse(code), clean=False)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _names_bound(wrapper):
+    """The names the wrapped script binds in its own scope (assignments, imports, defs, loop targets...)."""
+    table = symtable.symtable(ast.unparse(wrapper), "<sandbox>", "exec")
+    scope = next(child for child in table.get_children() if child.get_name() == "__sandbox_main__")
+    return sorted(symbol.get_name() for symbol in scope.get_symbols() if symbol.is_local())
+
+
+def _as_module_statements(node):
+    """``node`` with its annotated assignments as a module evaluates them (the value, the assignment, then the
+    annotation, or the target's parts then the annotation), outside nested functions and classes."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node]
+    if isinstance(node, ast.AnnAssign):
+        if node.value is not None:
+            done = [ast.Assign(targets=[node.target], value=node.value)]
+        elif isinstance(node.target, ast.Attribute):
+            done = [ast.Expr(value=node.target.value)]
+        elif isinstance(node.target, ast.Subscript):
+            done = [ast.Expr(value=node.target.value), ast.Expr(value=node.target.slice)]
+        else:
+            done = []
+        return [ast.copy_location(statement, node) for statement in [*done, ast.Expr(value=node.annotation)]]
+    for field in ("body", "orelse", "finalbody"):
+        if isinstance(getattr(node, field, None), list):
+            setattr(node, field, [s for child in getattr(node, field) for s in _as_module_statements(child)])
+    for part in getattr(node, "handlers", None) or getattr(node, "cases", None) or ():
+        part.body = [s for child in part.body for s in _as_module_statements(child)]
+    return [node]
 
 
 def json_ready(value):
@@ -227,8 +279,10 @@ async def run_script(start, bridge):
     # Opened once, before the script runs: concurrent first calls must not race to open it.
     await bridge.open()
     module = build_stub_module(start["stub_module"], start["stub_source"], bridge)
-    # "__main__", as the script it reads as: "if __name__ != '__main__':" guarded nothing under "__sandbox__".
-    namespace = {"__name__": "__main__", "tools": module, "ToolError": ToolError, "ToolDenied": ToolDenied}
+    # "__main__", as the script it reads as: "if __name__ != '__main__':" guarded nothing under "__sandbox__";
+    # and its own docstring (a "DRY RUN" docstring read as __doc__ was the builtins module's).
+    namespace = {"__name__": "__main__", "__doc__": script_docstring(start["code"]), "tools": module,
+                 "ToolError": ToolError, "ToolDenied": ToolDenied}
     try:
         exec(compile_body(start["code"]), namespace)
         value = json_ready(await namespace["__sandbox_main__"]())

@@ -44,3 +44,30 @@ async def test_a_guard_on_the_scripts_name_reads_as_in_a_script(isolation: str) 
         result = await h.run('return {"main": __name__ == "__main__"}', allowed=set())
     assert result.status == "ok", result.error
     assert result.return_value == {"main": True}
+
+
+# Each reads as a script that keeps its guard on; run as a function's body (the sandbox's wrapper) each turned
+# it off, so the kill it guarded ran. The value is what the script computes.
+AS_A_SCRIPT = {
+    "a class body reads the script's name": ("all = False\nclass Scope:\n    all = all\nreturn {'on': not Scope.all}",
+                                             True),
+    "a builtin read before the script rebinds it": (
+        "try:\n    on = any([True])\nexcept NameError:\n    on = False\nany = None\nreturn {'on': on}", True),
+    "a builtin read after the script deletes its own": (
+        "any = 'x'\ndel any\ntry:\n    on = any([True])\nexcept NameError:\n    on = False\nreturn {'on': on}", True),
+    "an annotation is evaluated": ("plan = {}\nmode: plan.update(on=True) = 'report'\nreturn {'on': plan.get('on')}",
+                                   True),
+    "the docstring is __doc__": ("'''DRY RUN: nothing changes'''\nreturn {'on': __doc__.startswith('DRY RUN')}", True),
+}
+
+
+@pytest.mark.parametrize("isolation", ["bwrap", "degraded"])
+@pytest.mark.parametrize("case", sorted(AS_A_SCRIPT))
+async def test_the_code_means_what_it_means_as_a_script(isolation: str, case: str) -> None:
+    if isolation == "bwrap" and not HAS_BWRAP:
+        pytest.skip("needs bubblewrap")
+    code, on = AS_A_SCRIPT[case]
+    async with harness(isolation) as h:
+        result = await h.run(code, allowed=set())
+    assert result.status == "ok", result.error
+    assert result.return_value == {"on": on}
