@@ -96,19 +96,38 @@ def find_hazards(code: str) -> list[Hazard]:
 
 def _folded_names(code: str) -> list[Hazard]:
     """Names Python reads as another spelling (it folds identifiers to NFKC): "ᵈʳʸ_ʳᵘⁿ = False" sets dry_run,
-    while every view shows a name of its own and only "non-ASCII character" was said."""
+    while every view shows a name of its own and only "non-ASCII character" was said. ``tokenize`` does not know
+    every character Python accepts in a name (U+FE4F, a wavy low line, splits "dry﹏run" into three tokens), so
+    touching name and error tokens are read as one name when Python would read them so."""
     if code.isascii():
         return []
     found = []
+    run: list[tokenize.TokenInfo] = []
     try:
         for token in tokenize.generate_tokens(io.StringIO(code).readline):
-            if token.type == tokenize.NAME and (folded := unicodedata.normalize("NFKC", token.string)) != token.string:
-                found.append(Hazard(kind=HazardKind.NON_ASCII, line=token.start[0],
-                                    detail=f"line {token.start[0]}: Python reads the name {visible(token.string)} "
-                                           f"as {visible(folded)}"))
+            if token.type in (tokenize.NAME, tokenize.ERRORTOKEN) and (not run or run[-1].end == token.start):
+                run.append(token)
+                continue
+            found += _folded(run)
+            run = [token] if token.type in (tokenize.NAME, tokenize.ERRORTOKEN) else []
     except (tokenize.TokenError, SyntaxError, ValueError):
-        return found  # the names read so far; code Python cannot read never runs
-    return found
+        pass  # the names read so far; code Python cannot read never runs
+    return found + _folded(run)
+
+
+def _folded(run: list[tokenize.TokenInfo]) -> list[Hazard]:
+    name = "".join(token.string for token in run)
+    if not name or name.isascii() or not name.isidentifier():
+        return []
+    folded = unicodedata.normalize("NFKC", name)
+    if folded == name:
+        return []
+    line = run[0].start[0]
+    read = visible(folded)
+    if not folded.isascii():  # it may look like the name as written (U+0387 folds to U+00B7): by code point too
+        read += f" ({folded.encode('ascii', 'backslashreplace').decode()})"
+    return [Hazard(kind=HazardKind.NON_ASCII, line=line,
+                   detail=f"line {line}: Python reads the name {visible(name)} as {read}")]
 
 
 def _blanks_ending_string_lines(code: str) -> list[Hazard]:
