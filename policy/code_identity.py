@@ -140,8 +140,9 @@ def lines_ending_in_strings(code: str) -> frozenset[int]:
         return frozenset()
     inside: set[int] = set()
     for node in ast.walk(tree):
-        literal = isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant)
-                                                     and isinstance(node.value, (str, bytes)))
+        if not isinstance(node, (ast.JoinedStr, ast.Constant)):
+            continue
+        literal = isinstance(node, ast.JoinedStr) or isinstance(node.value, (str, bytes))
         if literal and node.end_lineno is not None and node.end_lineno > node.lineno:
             inside.update(range(node.lineno, node.end_lineno))
     return frozenset(inside)
