@@ -24,7 +24,6 @@ import resource
 import socket
 import stat
 import struct
-import symtable
 import sys
 import traceback
 import types
@@ -208,21 +207,29 @@ def compile_body(code):
     are the function's locals, and that changed which value a name has: a class body's ``all = all`` read the
     builtin, a name read before a later assignment raised instead of reading the builtin, ``global x`` in a
     def named another variable, and the annotation of ``flag: note(...) = v`` was never evaluated; each turned
-    a guard off and a kill ran. So every name the script binds at its top level is declared global (the
-    namespace it runs in is its module's), annotated assignments are evaluated as a module evaluates them, and
-    ``__doc__`` is the script's docstring."""
+    a guard off and a kill ran. So every name the script binds in its own scope is declared global (the
+    namespace it runs in is its module's; the names are the compiler's own list of the function's locals),
+    annotated assignments are evaluated as a module evaluates them, and ``__doc__`` is the script's docstring."""
     tree = ast.parse(code, filename="<sandbox>", mode="exec")
-    body = [statement for node in tree.body for statement in _as_module_statements(node)]
-    wrapper = ast.parse("async def __sandbox_main__():\n    pass\n", mode="exec")
-    function = wrapper.body[0]
-    function.body = body or [ast.Pass()]
-    bound = _names_bound(wrapper)
+    body = [statement for node in tree.body for statement in _as_module_statements(node)] or [ast.Pass()]
+    bound = _function_locals(_wrapped(body))
     if bound:
-        function.body.insert(0, ast.copy_location(ast.Global(names=bound), function.body[0]))
-    ast.fix_missing_locations(wrapper)
-    return compile(wrapper, "<sandbox>", "exec")
+        body = [ast.copy_location(ast.Global(names=bound), body[0]), *body]
+    return compile(_wrapped(body), "<sandbox>", "exec")
 
 
+def _wrapped(body):
+    wrapper = ast.parse("async def __sandbox_main__():\n    pass\n", mode="exec")
+    wrapper.body[0].body = body
+    return ast.fix_missing_locations(wrapper)
+
+
+def _function_locals(wrapper):
+    """The names the wrapped script binds in its own scope, as the compiler counts them (assignments, imports,
+    defs, loop and walrus targets, match captures...)."""
+    module = compile(wrapper, "<sandbox>", "exec")
+    function = next(c for c in module.co_consts if isinstance(c, types.CodeType) and c.co_name == "__sandbox_main__")
+    return sorted(set(function.co_varnames) | set(function.co_cellvars))
 def script_docstring(code):
     """What a module of this text would hold as ``__doc__``."""
     try:
@@ -231,11 +238,14 @@ def script_docstring(code):
         return None
 
 
-def _names_bound(wrapper):
-    """The names the wrapped script binds in its own scope (assignments, imports, defs, loop targets...)."""
-    table = symtable.symtable(ast.unparse(wrapper), "<sandbox>", "exec")
-    scope = next(child for child in table.get_children() if child.get_name() == "__sandbox_main__")
-    return sorted(symbol.get_name() for symbol in scope.get_symbols() if symbol.is_local())
+def _slice_parts(part):
+    """The expressions a subscript's index evaluates, in order (a slice's bounds, a tuple's items): a slice is
+    no expression of its own outside the brackets."""
+    if isinstance(part, ast.Slice):
+        return [bound for bound in (part.lower, part.upper, part.step) if bound is not None]
+    if isinstance(part, ast.Tuple):
+        return [inner for item in part.elts for inner in _slice_parts(item)]
+    return [part]
 
 
 def _as_module_statements(node):
@@ -249,7 +259,7 @@ def _as_module_statements(node):
         elif isinstance(node.target, ast.Attribute):
             done = [ast.Expr(value=node.target.value)]
         elif isinstance(node.target, ast.Subscript):
-            done = [ast.Expr(value=node.target.value), ast.Expr(value=node.target.slice)]
+            done = [ast.Expr(value=part) for part in (node.target.value, *_slice_parts(node.target.slice))]
         else:
             done = []
         return [ast.copy_location(statement, node) for statement in [*done, ast.Expr(value=node.annotation)]]

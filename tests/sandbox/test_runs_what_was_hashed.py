@@ -57,6 +57,11 @@ AS_A_SCRIPT = {
         "any = 'x'\ndel any\ntry:\n    on = any([True])\nexcept NameError:\n    on = False\nreturn {'on': on}", True),
     "an annotation is evaluated": ("plan = {}\nmode: plan.update(on=True) = 'report'\nreturn {'on': plan.get('on')}",
                                    True),
+    "a closure reads the script's latest binding": ("on = False\ndef guard():\n    return on\non = True\n"
+                                                    "return {'on': guard()}", True),
+    "an annotated subscript evaluates its index's parts": (
+        "d, seen = {}, []\nd[seen.append(1) or 1:2, seen.append(2) or 3]: int\nreturn {'on': seen == [1, 2]}", True),
+    "a walrus in a comprehension binds the script's name": ("[on := True for _ in range(1)]\nreturn {'on': on}", True),
     "the docstring is __doc__": ("'''DRY RUN: nothing changes'''\nreturn {'on': __doc__.startswith('DRY RUN')}", True),
 }
 
