@@ -98,7 +98,9 @@ def _folded_names(code: str) -> list[Hazard]:
     """Names Python reads as another spelling (it folds identifiers to NFKC): "ᵈʳʸ_ʳᵘⁿ = False" sets dry_run,
     while every view shows a name of its own and only "non-ASCII character" was said. ``tokenize`` does not know
     every character Python accepts in a name (U+FE4F, a wavy low line, splits "dry﹏run" into three tokens), so
-    touching name and error tokens are read as one name when Python would read them so."""
+    touching name and error tokens are read as one name when Python would read them so; and on 3.11 an f-string
+    is one token, its replacement fields unread, so every name-like run in a non-ASCII f-string is read too
+    (its literal text with them: a note too many, the safe direction)."""
     if code.isascii():
         return []
     found = []
@@ -108,21 +110,38 @@ def _folded_names(code: str) -> list[Hazard]:
             if token.type in (tokenize.NAME, tokenize.ERRORTOKEN) and (not run or run[-1].end == token.start):
                 run.append(token)
                 continue
-            found += _folded(run)
+            found += _folded("".join(t.string for t in run), run[0].start[0]) if run else []
             run = [token] if token.type in (tokenize.NAME, tokenize.ERRORTOKEN) else []
+            if token.type == tokenize.STRING and not token.string.isascii() and _is_f_string(token.string):
+                found += [hazard for name in _name_runs(token.string) for hazard in _folded(name, token.start[0])]
     except (tokenize.TokenError, SyntaxError, ValueError):
         pass  # the names read so far; code Python cannot read never runs
-    return found + _folded(run)
+    return found + (_folded("".join(t.string for t in run), run[0].start[0]) if run else [])
 
 
-def _folded(run: list[tokenize.TokenInfo]) -> list[Hazard]:
-    name = "".join(token.string for token in run)
+def _is_f_string(literal: str) -> bool:
+    prefix = literal[:min((i for i in (literal.find("'"), literal.find('"')) if i >= 0), default=0)]
+    return "f" in prefix.lower()
+
+
+def _name_runs(text: str) -> list[str]:
+    """The runs of characters Python could read as one name (a start character, then continuation ones)."""
+    runs, current = [], ""
+    for char in text:
+        if ("a" + char).isidentifier() and (current or char.isidentifier()):
+            current += char
+        else:
+            runs.append(current)
+            current = char if char.isidentifier() else ""
+    return [run for run in [*runs, current] if run]
+
+
+def _folded(name: str, line: int) -> list[Hazard]:
     if not name or name.isascii() or not name.isidentifier():
         return []
     folded = unicodedata.normalize("NFKC", name)
     if folded == name:
         return []
-    line = run[0].start[0]
     read = visible(folded)
     if not folded.isascii():  # it may look like the name as written (U+0387 folds to U+00B7): by code point too
         read += f" ({folded.encode('ascii', 'backslashreplace').decode()})"

@@ -273,10 +273,21 @@ class _Scanner:
         self._check_attribute_name(node.id)
         if node.id in _NAME_LOOKUP_BUILTINS | _NAME_LOOKUP_CALLABLES:
             self._check_called(node, node.id)
+        if node.id == "dir":
+            self._check_dir(node)
         if node.id in self.tool_objects:
             self._visit_tool_object_use(node)
         elif node.id in self.stub_modules:
             self._visit_stub_module_use(node)
+
+    def _check_dir(self, node: ast.Name) -> None:
+        """``dir(x)`` lists x; ``dir()`` lists the scope it is called in, and the code's top level runs as a
+        function's body whose names are its module's, so it listed none of them ("dry_run" not in dir() was
+        true and a kill guarded by it ran). Only ``dir`` called with an argument is followed."""
+        parent = self.parents.get(id(node))
+        if not (isinstance(parent, ast.Call) and parent.func is node and (parent.args or parent.keywords)):
+            self.reasons.add("uses dir() without an argument (or dir as a value): in the sandbox it does not list "
+                             "the names a script would")
 
     def _visit_tool_object_use(self, node: ast.Name) -> None:
         if not isinstance(node.ctx, ast.Load):

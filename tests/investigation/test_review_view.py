@@ -183,5 +183,8 @@ def test_a_name_python_reads_as_another_is_named_as_what_python_reads() -> None:
     # characters tokenize does not take for part of a name (a wavy low line splits it into three tokens)
     wavy = "dry_run = True\ndry\ufe4frun = False\nif not dry_run:\n    await tools.kill_task(task_id=7)"
     assert "line 2: Python reads the name dry\ufe4frun as dry_run" in [h.detail for h in find_hazards(wavy)]
+    # in an f-string's replacement field (one token on 3.11, its fields unread)
+    fielded = 'dry_run = True\nnote = f"{(ᵈʳʸ_ʳᵘⁿ := False)}"\nif not dry_run:\n    await tools.kill_task(task_id=7)'
+    assert "line 2: Python reads the name ᵈʳʸ_ʳᵘⁿ as dry_run" in [h.detail for h in find_hazards(fielded)]
     alike = [h.detail for h in find_hazards("a\u0387b = 1") if "Python reads the name" in h.detail]
     assert alike == ["line 1: Python reads the name a\u0387b as a\xb7b (a\\xb7b)"]

@@ -85,6 +85,8 @@ def test_reference_forms(code: str, tools: tuple[str, ...]) -> None:
         ('hasattr(tools, "kill_task\\u202e")', "not a plain identifier"),
         ('await getattr(tools, "get_t\u0430sk")()', "not a plain identifier"),
         ("dry_run = False\ndef safe():\n    global dry_run\n    dry_run = True\nsafe()", "declares global"),
+        ('dry_run = True\nif "dry_run" not in dir():\n    await tools.kill_task(task_id=7)', "dir() without"),
+        ("listing = dir\nprint(listing())", "dir() without"),
         ("def outer():\n    x = 1\n    def inner():\n        nonlocal x\n    return inner", "declares nonlocal"),
     ],
 )
