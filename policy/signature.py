@@ -40,8 +40,13 @@ DEFAULT_STUB_MODULE = STUB_MODULE
 _DYNAMIC_BUILTINS = frozenset(
     {"eval", "exec", "compile", "__import__", "globals", "locals", "vars", "breakpoint", "__builtins__"}
 )
+# Names the site module defines, and the sandbox's Python (started without it) does not: a script that calls
+# exit() stops there, while in the sandbox the NameError could be suppressed and the code after it ran.
+_SITE_BUILTINS = frozenset({"exit", "quit", "help", "copyright", "credits", "license"})
 # Modules whose purpose is reaching objects by computed names or poking at interpreter internals.
-_INTROSPECTION_MODULES = frozenset({"importlib", "sys", "builtins", "inspect", "gc", "ctypes"})
+# traceback, pdb, bdb and cgitb read frames (a frame's locals among them) without naming sys or inspect.
+_INTROSPECTION_MODULES = frozenset({"importlib", "sys", "builtins", "inspect", "gc", "ctypes",
+                                    "traceback", "pdb", "bdb", "cgitb"})
 # Frame and code attributes: a generator's or traceback's frame exposes the globals (and so ``tools``)
 # under no name the scan could follow.
 _FRAME_ATTRIBUTES = frozenset(
@@ -275,6 +280,9 @@ class _Scanner:
             self._check_called(node, node.id)
         if node.id == "dir":
             self._check_dir(node)
+        if node.id in _SITE_BUILTINS:
+            self.reasons.add(f"uses {node.id}, which the sandbox's Python (started without the site module) does "
+                             "not define")
         if node.id in self.tool_objects:
             self._visit_tool_object_use(node)
         elif node.id in self.stub_modules:

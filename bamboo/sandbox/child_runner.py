@@ -231,11 +231,21 @@ def _function_locals(wrapper):
     function = next(c for c in module.co_consts if isinstance(c, types.CodeType) and c.co_name == "__sandbox_main__")
     return sorted(set(function.co_varnames) | set(function.co_cellvars))
 def script_docstring(code):
-    """What a module of this text would hold as ``__doc__``."""
+    """What a module of the script would hold as ``__doc__``: the investigation puts ``task_id = N`` in front of
+    the script (bamboo.investigation.code), which would otherwise make every docstring a plain statement."""
     try:
-        return ast.get_docstring(ast.parse(code), clean=False)
+        body = ast.parse(code).body
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
+    if body and _is_task_preamble(body[0]):
+        body = body[1:]
+    return ast.get_docstring(ast.Module(body=body, type_ignores=[]), clean=False)
+
+
+def _is_task_preamble(statement):
+    return (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name) and statement.targets[0].id == "task_id"
+            and isinstance(statement.value, ast.Constant) and statement.lineno == 1)
 
 
 def _slice_parts(part):
@@ -289,10 +299,16 @@ async def run_script(start, bridge):
     # Opened once, before the script runs: concurrent first calls must not race to open it.
     await bridge.open()
     module = build_stub_module(start["stub_module"], start["stub_source"], bridge)
-    # "__main__", as the script it reads as: "if __name__ != '__main__':" guarded nothing under "__sandbox__";
-    # and its own docstring (a "DRY RUN" docstring read as __doc__ was the builtins module's).
-    namespace = {"__name__": "__main__", "__doc__": script_docstring(start["code"]), "tools": module,
-                 "ToolError": ToolError, "ToolDenied": ToolDenied}
+    # The script's module is __main__, as for a script run as a program: under another name "if __name__ !=
+    # '__main__':" guarded nothing, and with the runner as sys.modules["__main__"] pickle, dataclasses and
+    # get_type_hints could not find the script's classes (a failed pickle turned a guard off). Its docstring
+    # is its own (a "DRY RUN" docstring read as __doc__ was the builtins module's), and sys.argv names no
+    # arguments (argparse read the runner's own).
+    script = types.ModuleType("__main__", script_docstring(start["code"]))
+    script.__dict__.update({"tools": module, "ToolError": ToolError, "ToolDenied": ToolDenied})
+    sys.modules["__main__"] = script
+    sys.argv[:] = ["<sandbox>"]
+    namespace = script.__dict__
     try:
         exec(compile_body(start["code"]), namespace)
         value = json_ready(await namespace["__sandbox_main__"]())

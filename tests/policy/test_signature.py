@@ -87,6 +87,10 @@ def test_reference_forms(code: str, tools: tuple[str, ...]) -> None:
         ("dry_run = False\ndef safe():\n    global dry_run\n    dry_run = True\nsafe()", "declares global"),
         ('dry_run = True\nif "dry_run" not in dir():\n    await tools.kill_task(task_id=7)', "dir() without"),
         ("listing = dir\nprint(listing())", "dir() without"),
+        ("import traceback\nframes = traceback.StackSummary.extract(traceback.walk_stack(None), capture_locals=True)",
+         "traceback"),
+        ("import contextlib\nwith contextlib.suppress(Exception):\n    exit()\nawait tools.kill_task(task_id=7)",
+         "uses exit"),
         ("def outer():\n    x = 1\n    def inner():\n        nonlocal x\n    return inner", "declares nonlocal"),
     ],
 )

@@ -62,6 +62,14 @@ AS_A_SCRIPT = {
     "an annotated subscript evaluates its index's parts": (
         "d, seen = {}, []\nd[seen.append(1) or 1:2, seen.append(2) or 3]: int\nreturn {'on': seen == [1, 2]}", True),
     "a walrus in a comprehension binds the script's name": ("[on := True for _ in range(1)]\nreturn {'on': on}", True),
+    "the docstring is __doc__ behind the task preamble": (
+        "task_id = 7\n'''DRY RUN'''\nreturn {'on': (__doc__ or '').startswith('DRY RUN')}", True),
+    "the script's classes are found through __main__": (
+        "import pickle\nclass Plan:\n    on = True\ntry:\n    plan = pickle.loads(pickle.dumps(Plan()))\n"
+        "except Exception:\n    plan = None\nreturn {'on': plan is not None and plan.on}", True),
+    "argparse reads no arguments": (
+        "import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument('targets', nargs='*')\n"
+        "args, _ = parser.parse_known_args()\nreturn {'on': not args.targets}", True),
     "the docstring is __doc__": ("'''DRY RUN: nothing changes'''\nreturn {'on': __doc__.startswith('DRY RUN')}", True),
 }
 
