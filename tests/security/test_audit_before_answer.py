@@ -15,7 +15,7 @@ from bamboo.sandbox.models import BridgeLimits
 RAW = """
 import json, os, socket, struct, sys, time
 bridge = tools._bridge_call.__self__
-sock = socket.socket(fileno=os.dup(int(sys.argv[1])))
+sock = socket.socket(fileno=os.dup(bridge._sock.fileno()))
 sock.setblocking(True)
 def frame(body):
     raw = json.dumps(body).encode()

@@ -7,7 +7,7 @@ import json
 SEND_RAW = """
 import json, os, socket, struct, sys, time
 bridge = tools._bridge_call.__self__
-sock = socket.socket(fileno=os.dup(int(sys.argv[1])))
+sock = socket.socket(fileno=os.dup(bridge._sock.fileno()))
 sock.setblocking(True)
 def send_bytes(body):
     sock.sendall(struct.pack(">I", len(body)) + body)

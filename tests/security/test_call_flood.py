@@ -31,7 +31,7 @@ async def test_replayed_and_forged_ids_count_too(sandbox):
     code = """
 import json, os, socket, struct, sys
 bridge = tools._bridge_call.__self__
-s = socket.socket(fileno=os.dup(int(sys.argv[1])))
+s = socket.socket(fileno=os.dup(bridge._sock.fileno()))
 s.setblocking(True)
 for _ in range(10000):  # the same id over and over: each one is a frame the parent has to judge
     body = json.dumps({"type": "call", "token": bridge._token, "id": 1, "tool": "get_task", "args": {"task_id": 1}}).encode()
@@ -63,7 +63,7 @@ try:
 except ToolDenied:
     pass
 bridge = tools._bridge_call.__self__
-s = socket.socket(fileno=os.dup(int(sys.argv[1])))
+s = socket.socket(fileno=os.dup(bridge._sock.fileno()))
 s.setblocking(True)
 body = json.dumps({"type": "done", "token": bridge._token, "ok": False, "error": "E" * 900000}).encode()
 s.sendall(struct.pack(">I", len(body)) + body)

@@ -18,7 +18,7 @@ from tests.sandbox.conftest import MemoryToolCaller, harness
 FORGED_DONE = """
 import os, socket, struct, sys, time
 bridge = tools._bridge_call.__self__
-sock = socket.socket(fileno=os.dup(int(sys.argv[1])))
+sock = socket.socket(fileno=os.dup(bridge._sock.fileno()))
 sock.setblocking(True)
 body = b'{"type":"done","ok":true,"token":"' + bridge._token.encode() + b'","value":{"x":' + b"[" * 100000 + b"}}"
 sock.sendall(struct.pack(">I", len(body)) + body)
