@@ -437,17 +437,9 @@ return {"setuid": libc.setuid(0), "uid": os.getuid()}
 
 # --- the bridge: tokens, names, frames ---------------------------------------------------------
 _RAW_FRAME = """
-import json, os, socket, stat, struct, sys
-def bridge_fd():
-    # the one socket the run holds (its argv no longer names it; an attacker finds it all the same)
-    for name in sorted(os.listdir("/proc/self/fd"), key=int):
-        try:
-            if stat.S_ISSOCK(os.fstat(int(name)).st_mode):
-                return int(name)
-        except OSError:
-            pass
+import json, os, socket, struct, sys
 def raw_send(frame):
-    fd = bridge_fd()
+    fd = bridge._sock.fileno()
     s = socket.socket(fileno=os.dup(fd))
     body = json.dumps(frame).encode()
     s.setblocking(True)
@@ -589,7 +581,7 @@ async def test_tool_call_after_the_deadline_never_reaches_the_tool(bw):
 
 async def test_oversized_frame_stops_the_run(bw):
     code = _RAW_FRAME + """
-fd = bridge_fd()
+fd = bridge._sock.fileno()
 s = socket.socket(fileno=os.dup(fd))
 s.setblocking(True)
 s.sendall(struct.pack(">I", 512 * 1024 * 1024) + b"x" * 1024)
