@@ -230,6 +230,8 @@ def _function_locals(wrapper):
     module = compile(wrapper, "<sandbox>", "exec")
     function = next(c for c in module.co_consts if isinstance(c, types.CodeType) and c.co_name == "__sandbox_main__")
     return sorted(set(function.co_varnames) | set(function.co_cellvars))
+
+
 def script_docstring(code):
     """What a module of the script would hold as ``__doc__``: the investigation puts ``task_id = N`` in front of
     the script (bamboo.investigation.code), which would otherwise make every docstring a plain statement."""
