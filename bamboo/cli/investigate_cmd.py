@@ -78,7 +78,8 @@ def investigate(
     task_id: int | None = typer.Option(None, "--task-id", min=1, max=2**63 - 1, help="PanDA jediTaskID to investigate"),
     symptom: str | None = typer.Option(None, "--symptom", help="describe the problem when there is no task id"),
     attach: str | None = typer.Option(None, "--attach", help="attach to a running session by its id"),
-    session: str | None = typer.Option(None, "--session", help="id for a new session (default: generated)"),
+    session: str | None = typer.Option(None, "--session", help="name for a new session (default: generated); an ended "
+                                       "session's name is refused, a running one's is attached to"),
     identity: str | None = typer.Option(None, "--as", help="who you are (default: $BAMBOO_OPERATOR or your login)"),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="narrate intent, strategy and each tool call"),
     no_hypothesis: bool = typer.Option(False, "--no-hypothesis", help="skip the automatic start-up hypothesis"),
@@ -117,6 +118,8 @@ async def _investigate(settings: Settings, speaker: inv.Speaker, task_id: int | 
             fail(f"no session {session_id}; `bamboo approvals` lists sessions waiting for a decision")
     else:
         session_id = session or f"{speaker.identity}-{uuid.uuid4().hex[:8]}"
+        if session:
+            await _name_is_free(ops, session)
         await ops.start(inv.start_input(settings, session_id, speaker.identity, task_id=task_id,
                                         symptom=symptom, startup_hypothesis=hypothesis, cause=cause))
     console.print(Panel(f"session [bold]{session_id}[/] (workflow {inv.workflow_id(session_id)})\n"
@@ -136,6 +139,18 @@ async def _investigate(settings: Settings, speaker: inv.Speaker, task_id: int | 
                 return
     finally:
         loop.reader.close()
+
+
+async def _name_is_free(ops: inv.InvestigationClient, session: str) -> None:
+    """A session's name is its workflow id, kept after the session ends: a new session cannot take an ended one's
+    name (starting would attach to the ended run). A running one is attached to, as a repeated start is, and said."""
+    status = await ops.execution_status(session)
+    if status is None:
+        return
+    if status != "running":
+        fail(f"session {session} already ran ({status}); choose another --session name, or leave it out for a "
+             "generated one", code=2)
+    console.print(inert_rich(f"session {session} already runs: attached to it (its task is the one it started with)"))
 
 
 def _detached(session_id: str) -> None:

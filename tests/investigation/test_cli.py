@@ -309,3 +309,30 @@ async def test_approvals_says_when_no_worker_answers_for_a_waiting_session(clien
         assert "no investigation is waiting" not in out.stdout
     finally:
         await handle.terminate("test over")
+
+
+async def test_a_new_session_may_not_take_an_ended_sessions_name(ops, client, settings, running_worker, brain):
+    """Issue: `--session NAME` naming an ended session attached to it silently and the operator's questions went
+    nowhere; the name is refused at start, in one line that says what to do."""
+    session = new_session()
+    brain.propose(READ_CODE)
+    handle = await inv.start(client, inv.start_input(settings, session, "alice", task_id=TASK_ID,
+                                                     startup_hypothesis=False))
+    await handle.terminate("ended for the test")
+    out = await _bamboo(settings, "investigate", "--task-id", str(TASK_ID), "--session", session, "--as", "alice",
+                        stdin="what is the task status?\n/quit\n")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr.strip().count("\n") == 0 and session in out.stderr and "--session" in out.stderr, out.stderr
+    assert "review turn" not in out.stdout
+
+
+async def test_a_new_session_named_as_a_running_one_attaches_and_says_so(ops, client, settings, running_worker,
+                                                                          brain):
+    """A start repeated with the same name (a terminal lost right after starting) attaches, and says it did."""
+    session = new_session()
+    brain.propose(READ_CODE)
+    await inv.start(client, inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False))
+    out = await _bamboo(settings, "investigate", "--task-id", str(TASK_ID), "--session", session, "--as", "alice",
+                        stdin="/quit\n")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"session {session} already runs: attached to it" in " ".join(out.stdout.split()), out.stdout
