@@ -678,15 +678,18 @@ class Investigation:
         self._touch()
         spec = REQUESTS[name]
         speaker = "unknown"
+        nonce: str | None = None
         async with self._admission:
             try:
                 request = _decode(spec, raw)
                 speaker = getattr(request, spec.speaker)
+                auth = getattr(request, "auth", None)
+                nonce = auth.nonce if auth is not None else None
                 if isinstance(request, OperatorDecision):
                     return await self._admit_decision(request)
                 return Ack(accepted=True, detail=await self._admit_request(name, spec, request))
             except _Refused as refused:
-                self._record_refusal(name, speaker, refused)
+                self._record_refusal(name, speaker, refused, nonce)
                 return Ack(accepted=False, detail=refused.detail, refusal=refused.refusal)
 
     async def _admit_request(self, name: Message, spec: _Request, request: BaseModel) -> str:
@@ -757,8 +760,10 @@ class Investigation:
         return Ack(accepted=verdict.accepted, detail=verdict.detail or f"{decision.kind.value} accepted",
                    refusal=verdict.refusal.value if verdict.refusal else None)
 
-    def _record_refusal(self, name: Message, speaker: str, refused: _Refused) -> None:
-        body = {"request": name, "refusal": refused.refusal, "detail": refused.detail}
+    def _record_refusal(self, name: Message, speaker: str, refused: _Refused, nonce: str | None) -> None:
+        """The nonce lets a client tell the refusal of its own request from another's, and a copy of its request
+        refused as a replay (the first copy was taken) from a refusal of the request itself."""
+        body = {"request": name, "refusal": refused.refusal, "detail": refused.detail, "nonce": nonce}
         kind: contract.EntryKind = "refused_decision" if name is Message.DECIDE else "refused_request"
         self._entry(kind, f"{name} from {speaker} refused: {refused.detail}", actor=speaker, data=body)
         self._audit("decision_refused" if name is Message.DECIDE else "request_refused", speaker, body)

@@ -227,13 +227,13 @@ class SessionLoop:
             if parsed.kind != "message":
                 console.print(parsed.error or HELP)
                 return True
-            self._said(await self.ops.message(self.session_id, self.speaker, parsed.text,
-                                              force_tool=parsed.force_tool, fresh_code=parsed.fresh_code,
-                                              codify=parsed.codify))
+            sent = await self.ops.message(self.session_id, self.speaker, parsed.text, force_tool=parsed.force_tool,
+                                          fresh_code=parsed.fresh_code, codify=parsed.codify)
+            self._said(sent)
         except inv.InvestigationError as exc:
             console.print(f"[red]{'refused' if exc.refusal else 'not sent'}: {inert_markup(str(exc), one_line=True)}[/]")
             return True
-        if not await self.follow_until_idle(expect_turn=parsed.text):
+        if not await self.follow_until_idle(expect_turn=parsed.text, sent=sent):
             _detached(self.session_id)
             return False
         return True
@@ -250,9 +250,9 @@ class SessionLoop:
         console.print(inert_rich(f"session {result.status.value}: cause={result.cause!r} "
                                  f"procedures={result.procedures}"))
 
-    async def follow_until_idle(self, expect_turn: str | None) -> bool:
-        """Follow the transcript until the turn for ``expect_turn`` (the message text) has an outcome;
-        False when the operator detached at a review prompt."""
+    async def follow_until_idle(self, expect_turn: str | None, sent: inv.Delivery | None = None) -> bool:
+        """Follow the transcript until the turn for ``expect_turn`` (the message text, ``sent`` as delivered)
+        has an outcome; False when the operator detached at a review prompt."""
         turn: int | None = None
         quiet_polls = 0
         while True:
@@ -260,7 +260,7 @@ class SessionLoop:
             for entry in entries:
                 if expect_turn is not None and entry.kind == "operator" and entry.text == expect_turn:
                     turn = entry.turn
-                if expect_turn is not None and entry.kind == "refused_request" and turn is None:
+                if turn is None and sent is not None and self._refuses(entry, sent):
                     return True  # the message itself was refused; the transcript said why
             view = await self._pending()
             if view is not None and (view.turn, view.code_hash) not in self.prompted:
@@ -276,6 +276,16 @@ class SessionLoop:
                 if done or quiet_polls >= 3:
                     return True
             await asyncio.sleep(POLL_S)
+
+    def _refuses(self, entry: TranscriptEntry, sent: inv.Delivery) -> bool:
+        """Whether ``entry`` refuses the request ``sent``: another client's refusal does not, and neither does
+        the refusal of a copy as a replay (a request that fell back to a signal after its update timed out,
+        when the update had been taken: the copy is refused, the request stands)."""
+        if entry.kind != "refused_request":
+            return False
+        if sent.nonce is None:
+            return entry.data.get("nonce") is None and entry.actor == self.speaker.identity
+        return entry.data.get("nonce") == sent.nonce and entry.data.get("refusal") != "replayed"
 
     async def print_new(self) -> list[TranscriptEntry]:
         with untraced():

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from temporalio.client import (
     Client, WorkflowHandle, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError,
 )
@@ -228,6 +228,8 @@ class Delivery(BaseModel):
     turn: int | None = None
     code_hash: str | None = None
     kind: DecisionKind | None = None
+    nonce: str | None = Field(default=None, description="the signature's nonce (None unsigned): names the request's "
+                                                        "own entries in the transcript")
 
     @property
     def detail(self) -> str:
@@ -241,9 +243,11 @@ async def deliver(client: Client, session_id: str, name: Message, request: BaseM
     the session judges through the same admission when a worker runs (a copy the update may have left behind
     is refused there as a replay: one signature, one effect). ``worker_up=False`` skips the update."""
     signed = speaker.sign(name, session_id, request)
-    delivery = Delivery(name=name)
+    auth = getattr(signed, "auth", None)
+    delivery = Delivery(name=name, nonce=auth.nonce if auth is not None else None)
     if isinstance(request, OperatorDecision):
-        delivery = Delivery(name=name, turn=request.turn, code_hash=request.code_hash, kind=request.kind)
+        delivery = delivery.model_copy(update={"turn": request.turn, "code_hash": request.code_hash,
+                                               "kind": request.kind})
     if worker_up:
         try:
             ack = await _update_signed(client, session_id, name, signed, timeout_s)

@@ -191,3 +191,24 @@ async def test_unsigned_and_unregistered_messages_never_become_turns(ops, client
 def test_a_decision_names_the_exact_code_it_signs():
     decision = OperatorDecision(turn=1, code_hash="ab" * 32, kind=DecisionKind.RUN_ONCE, approver="bob")
     assert decision.signed_body()["code_hash"] == "ab" * 32
+
+
+async def test_a_refused_request_names_its_nonce_so_a_client_knows_its_own(ops, client, settings, running_worker,
+                                                                          brain):
+    """A client whose update timed out sends the same signed message again as a signal; the copy is refused as a
+    replay. The refusal carries the nonce, so that client (and only it) can tell its copy's refusal from a
+    refusal of its message (tests/unit/test_cli_follow.py holds the terminal to it)."""
+    from bamboo.investigation.contract import OperatorMessage
+
+    session = new_session()
+    brain.propose(READ_CODE)
+    await inv.start(client, inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False))
+    signed = ops.alice.sign(inv.Message.MESSAGE, session, OperatorMessage(text="what is the status?", author="alice"))
+    for _ in range(2):
+        await inv.handle(client, session).signal(inv.Message.MESSAGE, signed)
+
+    async def refused():
+        return await entries(client, session, "refused_request")
+    [copy] = await wait_for(refused)
+    assert copy.data["refusal"] == "replayed" and copy.data["nonce"] == signed.auth.nonce
+    assert [e.text for e in await entries(client, session, "operator")] == ["what is the status?"]
