@@ -18,7 +18,7 @@ from bamboo.models.spend import Budget, ModelPrice, PriceTable
 from policy.approvers import ApprovalRules
 from policy.reuse import ReuseSettings
 from policy.secret_names import is_secret_parameter
-from policy.trust_root import DEFAULT_DEPLOYMENT, DEPLOYMENT_PATTERN, EMBEDDED_DEPLOYMENT
+from policy.signing import DEFAULT_DEPLOYMENT, DEPLOYMENT_PATTERN, EMBEDDED_DEPLOYMENT
 
 _URL = TypeAdapter(AnyUrl)
 

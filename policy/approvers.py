@@ -23,7 +23,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from policy.identity import Identity
-from policy.signing import Authorization, IdentityKey, StatementKind, signature_valid, statement_bytes
+from policy.signing import (
+    DEFAULT_DEPLOYMENT,
+    DEPLOYMENT_PATTERN,
+    Authorization,
+    IdentityKey,
+    StatementKind,
+    signature_valid,
+    statement_bytes,
+)
 
 DEFAULT_MAX_SIGNATURE_TTL_S = 24 * 3600
 
@@ -90,11 +98,14 @@ class DeploymentPolicy(BaseModel):
 
     rules: ApprovalRules = Field(default_factory=ApprovalRules)
     approvers: tuple[RegisteredKey, ...] = ()
+    # The deployment's own name (its pinned trust root's): every signed request must name it.
+    deployment: str = Field(default=DEFAULT_DEPLOYMENT, pattern=DEPLOYMENT_PATTERN)
 
     @property
     def version(self) -> str:
         """SHA-256 (first 16 hex digits) of the canonical content: changes whenever a rule or a key does."""
         content = {
+            "deployment": self.deployment,
             "rules": self.rules.model_dump(mode="json"),
             "approvers": sorted(
                 ({"identity": a.identity, "public_key": a.public_key, "roles": sorted(r.value for r in a.roles),
@@ -177,12 +188,13 @@ def authenticate(
             f"({signer.key_id}); sign with the registered key or register the new one.",
         )
     message = statement_bytes(kind, session_id, identity, dict(body), auth.signer, auth.key_id, auth.expires_at,
-                              auth.nonce)
+                              auth.nonce, deployment=policy.deployment)
     if not signature_valid(signer.public_key, message, auth.signature):
         return AuthVerdict.refuse(
             AuthRefusal.BAD_SIGNATURE,
-            f"The signature does not match {auth.signer}'s registered key for this exact request; it was "
-            "altered or signed for something else.",
+            f"The signature does not match {auth.signer}'s registered key for this exact request in the deployment "
+            f"{policy.deployment!r}; it was altered, or signed for something else or another deployment (the "
+            "signer's BAMBOO_DEPLOYMENT must name this one).",
         )
     if auth.signer != identity:
         if Role.FRONT_END not in signer.roles:

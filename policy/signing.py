@@ -4,8 +4,8 @@ Everything an operator sends a session (a message that asks for code, a decision
 finalize, an abandon) can carry an ``Authorization``: an Ed25519 signature over a canonical statement that
 names the session, the identity speaking, the signer (the same identity, or a registered front end such as a
 web console that authenticated that person), the registered key's id, an expiry, a nonce, and the body of
-the request. A decision's body names the turn, the full code hash and the choice, so a signature approves
-exactly one piece of code, in one session, once, for a short time.
+the request, and the deployment it is for. A decision's body names the turn, the full code hash and the choice,
+so a signature approves exactly one piece of code, in one session of one deployment, once, for a short time.
 
 Signing happens in clients (``bamboo.approvals``); verification happens here, deterministically, inside the
 workflow: the same bytes are built on both sides by ``statement_bytes``. The public keys come from the
@@ -29,6 +29,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from policy.identity import Identity
 
 DOMAIN = b"bamboo-signed-statement-v1\n"
+# What a deployment is called unless its settings name it (BAMBOO_DEPLOYMENT). Every signed statement, an
+# operator's request as much as an administrator's registry statement, names the deployment it was signed for
+# and counts nowhere else: an approver registered in staging and production with one key signs for one of them.
+DEFAULT_DEPLOYMENT = "default"
+EMBEDDED_DEPLOYMENT = "embedded"
+DEPLOYMENT_PATTERN = r"^[a-z0-9](?:[a-z0-9._-]{0,62}[a-z0-9])?$"
 NONCE_PATTERN = r"^[0-9a-f]{32,64}$"  # a pydantic pattern (Rust regex: "$" is the end of the text)
 KEY_ID_LENGTH = 16
 PUBLIC_KEY_BYTES = 32
@@ -122,9 +128,16 @@ def statement_bytes(
     key: str,
     expires_at: datetime,
     nonce: str,
+    *,
+    deployment: str,
 ) -> bytes:
-    """The exact bytes that are signed. Canonical JSON (sorted keys, no spaces, ASCII) after a domain tag."""
+    """The exact bytes that are signed. Canonical JSON (sorted keys, no spaces, ASCII) after a domain tag.
+
+    ``deployment`` is the deployment the request is for: sessions are named by their requesters, so without it
+    a decision signed in one deployment's session answered the same-named session of another deployment that
+    registers the same approver key (the other's nonces and used-decision records have never seen it)."""
     payload = {
+        "deployment": deployment,
         "kind": kind.value,
         "session": session_id,
         "identity": identity,

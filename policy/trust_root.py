@@ -26,16 +26,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from policy.approvers import RegisteredKey, Role
 from policy.identity import Identity, IdentityError, canonical_identity
-from policy.signing import NONCE_PATTERN, IdentityKey, decode_public_key, signature_valid, utc_expiry
+from policy.signing import (
+    DEFAULT_DEPLOYMENT,
+    DEPLOYMENT_PATTERN,
+    NONCE_PATTERN,
+    IdentityKey,
+    decode_public_key,
+    signature_valid,
+    utc_expiry,
+)
 
 DOMAIN = b"bamboo-trust-statement-v1\n"
 # Identities the embedded demo provisions start with this; a deployment of its own refuses to pin them.
 DEMO_PREFIX = "demo-"
-# What a deployment is called unless its settings name it (BAMBOO_DEPLOYMENT); every statement names the
-# deployment it was signed for and counts nowhere else.
-DEFAULT_DEPLOYMENT = "default"
-EMBEDDED_DEPLOYMENT = "embedded"
-DEPLOYMENT_PATTERN = r"^[a-z0-9](?:[a-z0-9._-]{0,62}[a-z0-9])?$"
 MAX_PINNED_ADMINS = 64
 ACCOUNT_PATTERN = r"^[a-z0-9](?:[a-z0-9._@+-]{0,62}[a-z0-9])?$"
 
@@ -251,6 +254,30 @@ class Registry(BaseModel):
 
 _KEY_KINDS = (StatementKind.REGISTER_KEY, StatementKind.REVOKE_KEY)
 _BINDING_KINDS = (StatementKind.BIND_ACCOUNT, StatementKind.UNBIND_ACCOUNT)
+_ENDS = (StatementKind.REVOKE_KEY, StatementKind.UNBIND_ACCOUNT)
+
+
+def _contested(ordered: list[SignedStatement]) -> list[SignedStatement]:
+    """Registrations and bindings in force only by the random order of two different starts about one subject
+    in one second (a key rotated in the second it was registered): which is the latest is unknown, so neither
+    counts (an end in that second wins anyway). ``ordered`` as folded; the statements that lose their subject."""
+    last: dict[tuple[str, str], SignedStatement] = {}
+    for signed in ordered:
+        st = signed.statement
+        if st.kind in _KEY_KINDS:
+            last[("key", st.subject)] = signed
+        elif st.kind in _BINDING_KINDS:
+            last[("binding", st.subject)] = signed
+    out = []
+    for (family, subject), winner in last.items():
+        won = winner.statement
+        if won.kind in _ENDS:
+            continue
+        rivals = [s.statement for s in ordered if s.statement.subject == subject and s.statement.kind is won.kind
+                  and s.statement.issued_at == won.issued_at and s.statement.body != won.body]
+        if rivals:
+            out.append(winner)
+    return out
 _SAFE_ID = re.compile(r"^[0-9a-f]{32,64}\Z")
 
 
@@ -279,7 +306,9 @@ def fold_registry(rows: Iterable[SignedStatement | Ignored], root: TrustRoot) ->
             continue
         seen.add(st.statement_id)
         valid.append(row)
-    valid.sort(key=lambda s: (s.statement.issued_at, s.statement.statement_id))
+    # Issue times are whole seconds: within one, an end (revoke, unbind) goes after a start, so a revocation
+    # signed in the second of the registration it ends is never undone by the random id's order.
+    valid.sort(key=lambda s: (s.statement.issued_at, s.statement.kind in _ENDS, s.statement.statement_id))
     registrations: dict[str, KeyRegistration] = {}
     bindings: dict[str, AccountBinding] = {}
     for signed in valid:
@@ -292,6 +321,12 @@ def fold_registry(rows: Iterable[SignedStatement | Ignored], root: TrustRoot) ->
             bindings[st.subject] = AccountBinding.model_validate(st.body)
         elif st.kind is StatementKind.UNBIND_ACCOUNT:
             bindings.pop(st.subject, None)
+    for contested in _contested(valid):
+        st = contested.statement
+        (registrations if st.kind is StatementKind.REGISTER_KEY else bindings).pop(st.subject, None)
+        ignored.append(Ignored(statement_id=st.statement_id, kind=st.kind.value, subject=st.subject[:80],
+                               reason="another statement about this subject was signed in the same second, so "
+                                      "which is the latest is unknown; an administrator signs the one meant again"))
     bound: dict[str, set[str]] = {}
     for binding in bindings.values():
         bound.setdefault(binding.front_end, set()).add(binding.identity)

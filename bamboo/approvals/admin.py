@@ -21,8 +21,8 @@ from pydantic import BaseModel
 
 from bamboo.approvals.keys import KeyStore, LocalKey, SigningKeyError
 from bamboo.settings import Settings
+from policy.signing import DEFAULT_DEPLOYMENT
 from policy.trust_root import (
-    DEFAULT_DEPLOYMENT,
     DEMO_PREFIX,
     PinnedAdmin,
     SignedStatement,

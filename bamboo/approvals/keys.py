@@ -53,16 +53,19 @@ class LocalKey:
         session_id: str,
         body: dict[str, Any],
         *,
+        deployment: str,
         identity: str | None = None,
         ttl_s: float = DEFAULT_TTL_S,
         now: datetime | None = None,
     ) -> Authorization:
-        """Sign a request of ``kind`` in ``session_id``; ``identity`` differs from the key's only for a front end."""
+        """Sign a request of ``kind`` in ``session_id`` of ``deployment`` (the name the deployment's settings give
+        it: the signature counts there only); ``identity`` differs from the key's only for a front end."""
         speaker = canonical_identity(identity or self.identity)
         expires = (now or datetime.now(timezone.utc)) + timedelta(seconds=ttl_s)
         expires = expires.replace(microsecond=0)
         nonce = secrets.token_hex(16)
-        message = statement_bytes(kind, session_id, speaker, body, self.identity, self.key_id, expires, nonce)
+        message = statement_bytes(kind, session_id, speaker, body, self.identity, self.key_id, expires, nonce,
+                                  deployment=deployment)
         signature = self.sign(message)
         return Authorization(signer=self.identity, key_id=self.key_id, expires_at=expires, nonce=nonce,
                              signature=signature)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterable
+from datetime import datetime, timedelta, timezone
 from typing import Protocol
 
 from psycopg.types.json import Jsonb
@@ -105,9 +106,16 @@ class ApproverRegistry:
     # ------------------------------------------------------------------ writing (statements only)
     async def _sign(self, admin: LocalKey, kind: StatementKind, subject: str,
                     body: BaseModel | None = None) -> SignedStatement:
-        """``admin``'s statement for the deployment whose trust root this registry reads."""
+        """``admin``'s statement for the deployment whose trust root this registry reads, dated after every
+        statement about ``subject`` (issue times are whole seconds; two in one second would leave the fold to
+        guess which is the latest, policy.trust_root.fold_registry)."""
         root = await asyncio.to_thread(self._admins.root)
-        return sign_statement(admin, kind, subject, body, deployment=root.deployment)
+        latest = max((s.statement.issued_at for s in (await self.registry()).history if s.statement.subject == subject),
+                     default=None)
+        now = datetime.now(timezone.utc).replace(microsecond=0)
+        if latest is not None and now <= latest:
+            now = latest + timedelta(seconds=1)
+        return sign_statement(admin, kind, subject, body, deployment=root.deployment, now=now)
 
     async def append(self, signed: SignedStatement) -> None:
         """Store one signed statement; refused (TrustRootError) unless a pinned administrator signed it, so a
@@ -178,8 +186,8 @@ class ApproverRegistry:
     # ------------------------------------------------------------------ the policy a workflow is handed
     async def policy(self, rules: ApprovalRules) -> DeploymentPolicy:
         """The current policy; a version seen for the first time is recorded and audited."""
-        policy = DeploymentPolicy(rules=rules, approvers=await self.active())
         root = await asyncio.to_thread(self._admins.root)
+        policy = DeploymentPolicy(rules=rules, approvers=await self.active(), deployment=root.deployment)
         body = {"rules": rules.model_dump(mode="json"),
                 "admins": sorted(a.key_id for a in root.admins),
                 "approvers": [{"identity": a.identity, "key_id": a.key_id, "roles": sorted(r.value for r in a.roles),

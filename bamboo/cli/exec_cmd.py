@@ -168,7 +168,7 @@ def exec_approve(
     settings = get_settings()
     key = _key(settings, identity)
     claims = _claims(settings, key, tool, argv, environment, channel, run_id)
-    decision = signer.approve(claims, key)
+    decision = signer.approve(claims, key, deployment=settings.resolved_deployment())
     print(f"approving on exec.{environment}.{channel}: {json.dumps(claims.targets and list(claims.targets))} "
           f"digest {claims.argv_digest[:16]}", file=sys.stderr)
     print(decision.model_dump_json())

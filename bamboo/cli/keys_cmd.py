@@ -240,7 +240,8 @@ def _signed_json(session: str, name: Message, request, identity: str | None, ttl
     settings = get_settings()
     who = _identity(identity)
     try:
-        speaker = inv.Speaker(who, KeyStore(settings.resolved_keys_dir()).load(who), ttl)
+        speaker = inv.Speaker(who, KeyStore(settings.resolved_keys_dir()).load(who), ttl,
+                              deployment=settings.resolved_deployment())
     except SigningKeyError as exc:
         fail(str(exc))
         return

@@ -39,12 +39,13 @@ def command_claims(policy: CommandPolicy, tool: str, argv: list[str], *, run_id:
                           expires_at=expires, nonce=secrets.token_hex(16), key_id=key.key_id)
 
 
-def approve(claims: EnvelopeClaims, approver: LocalKey, *, kind: DecisionKind = DecisionKind.RUN_ONCE,
+def approve(claims: EnvelopeClaims, approver: LocalKey, *, deployment: str, kind: DecisionKind = DecisionKind.RUN_ONCE,
             ttl_s: float = DEFAULT_APPROVAL_TTL_S, now: datetime | None = None) -> OperatorDecision:
-    """``approver``'s signed decision approving exactly the command ``claims`` describe, in its run."""
+    """``approver``'s signed decision approving exactly the command ``claims`` describe, in its run of
+    ``deployment`` (the executor's own: its registry's deployment)."""
     unsigned = OperatorDecision(turn=0, code_hash=command_review_hash(claims), kind=kind, approver=approver.identity)
-    auth = approver.authorize(StatementKind.COMMAND_APPROVAL, claims.run_id, unsigned.signed_body(), ttl_s=ttl_s,
-                              now=now)
+    auth = approver.authorize(StatementKind.COMMAND_APPROVAL, claims.run_id, unsigned.signed_body(),
+                              deployment=deployment, ttl_s=ttl_s, now=now)
     return unsigned.model_copy(update={"auth": auth})
 
 

@@ -19,7 +19,7 @@ server answers without a worker.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -79,19 +79,23 @@ class Speaker:
     identity: str
     key: LocalKey | None = None
     ttl_s: float = DEFAULT_TTL_S
+    # The deployment the requests are for (settings.resolved_deployment()): signed into each, so a decision counts
+    # in that deployment's sessions only.
+    deployment: str = field(kw_only=True)
 
     @classmethod
     def of(cls, settings: Settings, identity: str) -> "Speaker":
         """``identity`` with its key from this machine's keys directory, when there is one."""
         identity = canonical_identity(identity)
         store = KeyStore(settings.resolved_keys_dir())
-        return cls(identity, store.load(identity) if store.exists(identity) else None)
+        return cls(identity, store.load(identity) if store.exists(identity) else None,
+                   deployment=settings.resolved_deployment())
 
     def sign(self, name: Message | str, session_id: str, request: BaseModel) -> BaseModel:
         if self.key is None:
             return request
         auth = self.key.authorize(MESSAGE_KINDS[Message(name)], session_id, request.signed_body(),  # type: ignore[attr-defined]
-                                  identity=self.identity, ttl_s=self.ttl_s)
+                                  deployment=self.deployment, identity=self.identity, ttl_s=self.ttl_s)
         return request.model_copy(update={"auth": auth})
 
 

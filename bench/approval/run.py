@@ -222,7 +222,7 @@ async def measure(sessions: int, latency: float, gap: float) -> tuple[list[Appro
                 for who, roles in {"alice": {Role.REQUEST}, "bob": {Role.APPROVE}}.items():
                     key = keys.create(who)
                     await registry.register(stack.admin, who, key.public_key, roles)
-                    people[who] = inv.Speaker(who, key)
+                    people[who] = inv.Speaker(who, key, deployment=settings.resolved_deployment())
                 worker = spawn_worker(settings, base / "worker.log")
                 client = await connect(settings)
                 # Warm-up, not counted: the worker's first tasks, the sandbox pool's first child.

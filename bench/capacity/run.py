@@ -405,7 +405,7 @@ async def measure(incidents: int, concurrency: int, steps: list[int], cache: int
                 for who, roles in {"alice": {Role.REQUEST}, "bob": {Role.APPROVE}}.items():
                     key = keys.create(who)
                     await registry.register(stack.admin, who, key.public_key, roles)
-                    people[who] = inv.Speaker(who, key)
+                    people[who] = inv.Speaker(who, key, deployment=settings.resolved_deployment())
                 alice = people["alice"]
                 client = await connect(settings)
                 pool = services.store.pool

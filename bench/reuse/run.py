@@ -154,7 +154,7 @@ async def measure(rounds: int, latency: float) -> list[Turn]:
                 for who, granted in roles.items():
                     key = keys.create(who)
                     await registry.register(stack.admin, who, key.public_key, granted)
-                    people[who] = inv.Speaker(who, key)
+                    people[who] = inv.Speaker(who, key, deployment=settings.resolved_deployment())
                 await store_bundled(ProcedureRepository(services.store.pool), list(PROCEDURES.values()))
                 client = await connect(settings)
                 # One warm-up turn per mode (the embedder loads, the sandbox pool starts), not counted.

@@ -16,7 +16,8 @@ from psycopg.types.json import Jsonb
 from bamboo.approvals.admin import sign_statement
 from bamboo.approvals.keys import KeyStore
 from bamboo.frontends.console.accounts import LocalAccounts
-from policy.trust_root import DEFAULT_DEPLOYMENT, AccountBinding, StatementKind, binding_subject
+from policy.signing import DEFAULT_DEPLOYMENT
+from policy.trust_root import AccountBinding, StatementKind, binding_subject
 from tests.console.conftest import CONSOLE_IDENTITY, PASSWORD, console_env
 from tests.services import ROOT
 

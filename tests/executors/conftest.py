@@ -40,6 +40,7 @@ from policy.approvers import ApprovalRules, Role
 from policy.commands import CommandPolicy, CommandRule, CommandTool, OptionSpec, PositionalSpec, TargetSpec
 from policy.envelopes import DecisionEnvelope, EnvelopeClaims, VerificationKey
 from policy.trust_root import PinnedAdmin, TrustRoot
+from policy.signing import DEFAULT_DEPLOYMENT
 from tests.panda.incidents import RUNNING_TASK, write_incidents
 from worker.registry import workflow_runner
 from workflows.exec_command import ExecCall, ExecCommand
@@ -166,7 +167,7 @@ class Harness:
                                      key=key or self.agent, ttl_s=ttl_s, now=now)
 
     def approved(self, claims: EnvelopeClaims, approver: LocalKey | None = None) -> EnvelopeClaims:
-        decision = signer.approve(claims, approver or self.approver)
+        decision = signer.approve(claims, approver or self.approver, deployment=DEFAULT_DEPLOYMENT)
         return claims.model_copy(update={"approval": decision})
 
     def sign(self, claims: EnvelopeClaims, key: LocalKey | None = None) -> DecisionEnvelope:

@@ -9,7 +9,7 @@ import pytest
 from bamboo.approvals.keys import KeyStore
 from bamboo.executors import signer
 from policy.envelopes import EnvelopeClaims, EnvelopeRefusal, VerificationKey, command_review_hash, verify_envelope
-from policy.signing import StatementKind
+from policy.signing import DEFAULT_DEPLOYMENT, StatementKind
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
 
@@ -57,7 +57,7 @@ def test_the_untampered_envelope_verifies(agent):
 def test_a_signed_operator_statement_is_not_an_envelope(agent):
     """The same key signing a decision over the same run cannot produce bytes that verify as an envelope."""
     claims = _claims(agent)
-    auth = agent.authorize(StatementKind.DECISION, claims.run_id, claims.model_dump(mode="json"), now=NOW)
+    auth = agent.authorize(StatementKind.DECISION, claims.run_id, claims.model_dump(mode="json"), now=NOW, deployment=DEFAULT_DEPLOYMENT)
     forged = signer.sign(claims, agent).model_copy(update={"signature": auth.signature})
     assert verify_envelope(forged, keys=_keys(agent), environment="prod", channel="rw",
                            now=NOW).refusal is EnvelopeRefusal.BAD_SIGNATURE

@@ -14,7 +14,8 @@ from psycopg.types.json import Jsonb
 from bamboo.approvals.admin import sign_statement
 from bamboo.executors import signer
 from policy.capabilities import GrantTerms
-from policy.trust_root import DEFAULT_DEPLOYMENT, SignedStatement, StatementKind, TrustStatement
+from policy.signing import DEFAULT_DEPLOYMENT
+from policy.trust_root import SignedStatement, StatementKind, TrustStatement
 from tests.executors.conftest import TASK, kill_target
 from tests.executors.test_write_gates import assert_gate
 from tests.panda.incidents import MEMORY_TASK

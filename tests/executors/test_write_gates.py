@@ -8,6 +8,7 @@ import asyncio
 
 from bamboo.executors.client import ExecRefused
 from policy.approvers import ApprovalRules
+from policy.signing import DEFAULT_DEPLOYMENT
 from tests.executors.conftest import GIT_FAMILY, TASK, _git, command_policy, kill_target
 from tests.panda.incidents import MEMORY_TASK
 
@@ -230,7 +231,7 @@ async def test_gate_6_a_signed_reject_is_not_an_approval(harness):
     h = harness
     await h.grant([kill_target()])
     claims = h.claims("prod", "rw", h.kill_argv())
-    rejected = claims.model_copy(update={"approval": signer.approve(claims, h.approver, kind=DecisionKind.REJECT)})
+    rejected = claims.model_copy(update={"approval": signer.approve(claims, h.approver, kind=DecisionKind.REJECT, deployment=DEFAULT_DEPLOYMENT)})
     async with h.executor(h.config("prod", "rw")):
         err = await h.refusal("prod", "rw", "panda_curl", h.kill_argv(), h.sign(rejected))
     assert_gate(err, 6, "approval")
@@ -295,7 +296,7 @@ async def test_gate_6_an_approval_of_reviewed_code_is_not_an_approval_of_a_comma
     unsigned = OperatorDecision(turn=1, code_hash=code_hash(code), kind=DecisionKind.RUN_ONCE,
                                 approver=h.approver.identity)
     on_the_code = unsigned.model_copy(update={"auth": h.approver.authorize(
-        StatementKind.DECISION, claims.run_id, unsigned.signed_body(), ttl_s=600)})
+        StatementKind.DECISION, claims.run_id, unsigned.signed_body(), ttl_s=600, deployment=DEFAULT_DEPLOYMENT)})
     envelope = h.sign(claims.model_copy(update={"approval": on_the_code}))
     async with h.executor(h.config("prod", "rw")):
         err = await h.refusal("prod", "rw", "panda_curl", h.kill_argv(), envelope)

@@ -97,25 +97,26 @@ def keys_dir(tmp_path_factory) -> Path:
 class Operators:
     """The test identities as the CLI speaks for them: ``ops.alice`` signs with alice's key."""
 
-    def __init__(self, keys: KeyStore) -> None:
+    def __init__(self, keys: KeyStore, deployment: str) -> None:
         self.keys = keys
+        self.deployment = deployment
 
     def __getattr__(self, identity: str) -> Speaker:
-        return Speaker(identity.replace("_", "-"), self.keys.load(identity.replace("_", "-")))
+        return Speaker(identity.replace("_", "-"), self.keys.load(identity.replace("_", "-")), deployment=self.deployment)
 
     def unsigned(self, identity: str) -> Speaker:
-        return Speaker(identity)
+        return Speaker(identity, deployment=self.deployment)
 
 
 @pytest.fixture
-async def ops(stack, services, keys_dir) -> Operators:
+async def ops(stack, services, keys_dir, settings) -> Operators:
     """Registers every test identity in this test's database (signed by the suite's pinned administrator)
     and returns their speakers."""
     registry = stack.registry(services.store)
     store = KeyStore(keys_dir)
     for identity, roles in REGISTRY.items():
         await registry.register(stack.admin, identity, store.load(identity).public_key, roles)
-    return Operators(store)
+    return Operators(store, settings.resolved_deployment())
 
 
 @pytest.fixture(scope="session")

@@ -24,7 +24,8 @@ from bamboo.investigation import client as inv
 from bamboo.store.roles import grant_app_role
 from policy.approvers import Role
 from policy.decisions import DecisionKind, OperatorDecision
-from policy.trust_root import DEFAULT_DEPLOYMENT, KeyRegistration, SignedStatement, StatementKind
+from policy.signing import DEFAULT_DEPLOYMENT
+from policy.trust_root import KeyRegistration, SignedStatement, StatementKind
 from tests.investigation.conftest import KILL_CODE, TASK_ID, entries, kills, new_session, pending_turn, wait_for
 from tests.services import ROOT, worker_env
 
@@ -152,7 +153,7 @@ async def test_a_front_end_speaks_only_for_the_people_in_its_scope(
     before = len(kills(sim))
     decision = OperatorDecision(turn=view.turn, code_hash=view.code_hash, kind=DecisionKind.RUN_ONCE,
                                 approver="carol")
-    payload = inv.Speaker("carol", fe).sign("decide", session, decision).model_dump_json(exclude_none=True)
+    payload = inv.Speaker("carol", fe, deployment=settings.resolved_deployment()).sign("decide", session, decision).model_dump_json(exclude_none=True)
     done = await asyncio.to_thread(subprocess.run, [
         str(TEMPORAL_CLI), "workflow", "signal", "--address", settings.temporal_address, "--namespace",
         settings.temporal_namespace, "--workflow-id", inv.workflow_id(session), "--name", "decide", "--input",
@@ -180,3 +181,18 @@ async def test_a_deployment_of_its_own_refuses_to_start_with_the_demos_administr
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("bamboo worker:") and "pins the embedded demo's administrator (demo-admin)" in last
+
+
+async def test_a_key_rotated_in_the_second_it_was_registered_is_the_one_in_force(stack, services, tmp_path):
+    """Issue times are whole seconds: the registry dates a statement after every earlier one about its subject, so
+    a rotation straight after a registration (a leaked key replaced at once) is the latest, not a tie the fold
+    must refuse to guess (policy.trust_root.fold_registry)."""
+    registry = stack.registry(services.store)
+    keys = KeyStore(tmp_path / "keys")
+    leaked, fresh = keys.create("rotated-now"), KeyStore(tmp_path / "other").create("rotated-now")
+    for _ in range(3):
+        await registry.register(stack.admin, "rotated-now", leaked.public_key, [Role.APPROVE])
+        await registry.register(stack.admin, "rotated-now", fresh.public_key, [Role.APPROVE])
+        assert [k.public_key for k in await registry.active() if k.identity == "rotated-now"] == [fresh.public_key]
+    assert await registry.revoke(stack.admin, "rotated-now")
+    assert all(k.identity != "rotated-now" for k in await registry.active())

@@ -242,10 +242,11 @@ def _tag(turn: int, code_hash: str, session: str = "mm-" + "r" * 26) -> str:
 async def _reply_after_restart(thread: list[dict], message: str) -> tuple[list[tuple], list[str]]:
     from bamboo.frontends.mattermost.bot import MattermostBot
     from bamboo.frontends.mattermost.users import UserMap
+    from bamboo.settings import Settings
 
     chat, sessions = _Chat(thread), _Sessions()
-    bot = MattermostBot(chat, client=None, settings=None, users=UserMap(users={"x" * 26: "xavier"}),  # type: ignore[arg-type]
-                        key=BOT_KEY, audit=None)  # type: ignore[arg-type]
+    bot = MattermostBot(chat, client=None, settings=Settings.model_construct(deployment="default"),  # type: ignore[arg-type]
+                        users=UserMap(users={"x" * 26: "xavier"}), key=BOT_KEY, audit=None)  # type: ignore[arg-type]
     bot.sessions = sessions  # type: ignore[assignment]
     try:
         await bot.handle({"id": "y" * 26, "root_id": "r" * 26, "channel_id": "c" * 26, "user_id": "x" * 26,

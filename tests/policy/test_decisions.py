@@ -22,7 +22,7 @@ from policy.decisions import (
     PendingReview,
     validate_decision,
 )
-from policy.signing import StatementKind
+from policy.signing import DEFAULT_DEPLOYMENT, StatementKind
 
 HASH = code_hash("await tools.kill_task(7)")
 OTHER_HASH = code_hash("await tools.get_task(7)")
@@ -65,7 +65,7 @@ def decision(kind: DecisionKind = DecisionKind.RUN_ONCE, signer: str | None = "r
     if signer is None:
         return unsigned
     auth = KEYS[signer].authorize(StatementKind.DECISION, SESSION, unsigned.signed_body(),
-                                  identity=unsigned.approver, ttl_s=ttl, now=NOW)
+                                  identity=unsigned.approver, ttl_s=ttl, now=NOW, deployment=DEFAULT_DEPLOYMENT)
     return unsigned.model_copy(update={"auth": auth})
 
 
@@ -147,7 +147,7 @@ def test_a_decision_that_is_not_genuinely_the_approvers_is_refused(tamper: str, 
         answer = decision(signer="outsider", approver="outsider")
     elif tamper == "unregistered_key":
         impostor = LocalKey("reviewer", Ed25519PrivateKey.generate())
-        auth = impostor.authorize(StatementKind.DECISION, SESSION, good.signed_body(), ttl_s=300, now=NOW)
+        auth = impostor.authorize(StatementKind.DECISION, SESSION, good.signed_body(), ttl_s=300, now=NOW, deployment=DEFAULT_DEPLOYMENT)
         answer = good.model_copy(update={"auth": auth})
     else:
         answer = decision(signer="reader")  # reader's key claiming to speak for reviewer
@@ -159,7 +159,7 @@ def test_a_command_approval_and_a_code_decision_do_not_answer_for_each_other() -
     answer to the session's code review, and a code decision is not a command approval."""
     unsigned = decision(signer=None)
     as_command = unsigned.model_copy(update={"auth": KEYS["reviewer"].authorize(
-        StatementKind.COMMAND_APPROVAL, SESSION, unsigned.signed_body(), ttl_s=300, now=NOW)})
+        StatementKind.COMMAND_APPROVAL, SESSION, unsigned.signed_body(), ttl_s=300, now=NOW, deployment=DEFAULT_DEPLOYMENT)})
     assert refusal(pending(), as_command) is DecisionRefusal.BAD_SIGNATURE
     verdict = validate_decision(pending(), decision(), POLICY, now=NOW, statement=StatementKind.COMMAND_APPROVAL)
     assert verdict.refusal is DecisionRefusal.BAD_SIGNATURE
@@ -239,3 +239,19 @@ def test_a_signature_is_bound_to_the_time_it_was_made_for() -> None:
     later = NOW + timedelta(seconds=61)
     verdict = validate_decision(pending(), answer, POLICY, now=later)
     assert verdict.refusal is DecisionRefusal.EXPIRED
+
+
+def test_a_decision_signed_for_another_deployment_is_refused() -> None:
+    """Review finding: sessions are named by their requesters, so staging's session "inc-42" and production's can
+    share a name; an approver registered in both with one key approved code in staging, and the signed decision,
+    copied from staging's history, ran the same code in production (whose nonces had never seen it)."""
+    staging, production = (POLICY.model_copy(update={"deployment": name}) for name in ("staging", "production"))
+    unsigned = OperatorDecision(turn=3, code_hash=HASH, kind=DecisionKind.RUN_ONCE, approver="reviewer")
+    auth = KEYS["reviewer"].authorize(StatementKind.DECISION, SESSION, unsigned.signed_body(), ttl_s=300, now=NOW,
+                                      deployment="staging")
+    signed_in_staging = unsigned.model_copy(update={"auth": auth})
+    assert refusal(pending(), signed_in_staging, staging) is None
+    assert refusal(pending(), signed_in_staging, production) is DecisionRefusal.BAD_SIGNATURE
+    verdict = validate_decision(pending(), signed_in_staging, production, now=NOW)
+    assert "'production'" in verdict.detail and "BAMBOO_DEPLOYMENT" in verdict.detail
+    assert staging.version != production.version  # the audited policy says which deployment judged

@@ -10,6 +10,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from bamboo.approvals.admin import sign_statement
 from bamboo.approvals.keys import LocalKey
 from policy.approvers import DeploymentPolicy, Role, authenticate
+from policy.signing import DEFAULT_DEPLOYMENT
 from policy.signing import StatementKind as RequestKind
 from policy.trust_root import (
     AccountBinding,
@@ -111,7 +112,7 @@ def test_front_end_speaks_only_for_its_scope():
 
     body = {"text": "hi"}
     for identity, ok in (("alice", True), ("bob", False)):
-        auth = console.authorize(RequestKind.MESSAGE, "s1", body, identity=identity, now=T0)
+        auth = console.authorize(RequestKind.MESSAGE, "s1", body, identity=identity, now=T0, deployment=DEFAULT_DEPLOYMENT)
         verdict = authenticate(policy, kind=RequestKind.MESSAGE, session_id="s1", identity=identity, body=body,
                                auth=auth, now=T0 + timedelta(seconds=1))
         assert verdict.ok is ok, verdict.detail
@@ -132,3 +133,36 @@ def test_pinned_admins_file_is_strict():
                 f"{line}\n{line}"):
         with pytest.raises(TrustRootError):
             parse_pinned_admins(bad)
+
+
+def _with_id(signed: SignedStatement, statement_id: str) -> SignedStatement:
+    """``signed`` as the administrator would have signed it under another (random) id."""
+    from policy.trust_root import statement_bytes
+
+    statement = signed.statement.model_copy(update={"statement_id": statement_id})
+    return SignedStatement(statement=statement, signature=ADMIN.sign(statement_bytes(statement)))
+
+
+@pytest.mark.parametrize("ids", [("00" * 16, "ff" * 16), ("ff" * 16, "00" * 16)])
+def test_a_revocation_in_the_second_of_the_registration_ends_it(ids):
+    """Review finding: issue times are whole seconds and ties fell to the random ids, so a revocation signed in the
+    second of the registration it ended was lost about half the time."""
+    half_a_second = T0.replace(microsecond=500_000)
+    registration = _with_id(register(ADMIN, BOB, [Role.APPROVE_STATE_CHANGING], at=T0), ids[0])
+    revocation = _with_id(sign_statement(ADMIN, StatementKind.REVOKE_KEY, "bob", deployment=ROOT.deployment,
+                                         now=half_a_second), ids[1])
+    assert fold_registry([registration, revocation], ROOT).keys == ()
+
+
+@pytest.mark.parametrize("ids", [("00" * 16, "ff" * 16), ("ff" * 16, "00" * 16)])
+def test_two_registrations_in_one_second_leave_neither_in_force(ids):
+    """A key rotated in the second it was registered (after a leak): which is the latest is unknown, so neither
+    counts, rather than the leaked key half the time."""
+    leaked, fresh = key("bob"), key("bob")
+    first = _with_id(register(ADMIN, leaked, [Role.APPROVE], at=T0), ids[0])
+    rotated = _with_id(register(ADMIN, fresh, [Role.APPROVE], at=T0.replace(microsecond=900_000)), ids[1])
+    registry = fold_registry([first, rotated], ROOT)
+    assert registry.keys == ()
+    assert any("same second" in i.reason and i.subject == "bob" for i in registry.ignored)
+    later = register(ADMIN, fresh, [Role.APPROVE], at=T0 + timedelta(seconds=1))
+    assert [k.public_key for k in fold_registry([first, rotated, later], ROOT).keys] == [fresh.public_key]

@@ -26,7 +26,7 @@ from policy.grants import make_grant
 from policy.phases import Phase
 from policy.review import ReviewDecision, CodeVerdict, ReviewReason, ReviewRequest, decide_review
 from policy.revocation import RevocationPlan
-from policy.signing import StatementKind
+from policy.signing import DEFAULT_DEPLOYMENT, StatementKind
 from tests.policy.sandbox_workflow import PolicyProbeWorkflow
 
 pytestmark = pytest.mark.temporal  # starts its own dev server inline
@@ -63,7 +63,7 @@ async def test_policy_decides_inside_the_workflow_sandbox() -> None:
     now = datetime.now(timezone.utc)
     decision = OperatorDecision(turn=1, code_hash=expected.code_hash, kind=DecisionKind.RUN_ONCE, approver="x")
     decision = decision.model_copy(update={"auth": key.authorize(StatementKind.DECISION, "s", decision.signed_body(),
-                                                                 now=now)})
+                                                                 now=now, deployment=DEFAULT_DEPLOYMENT)})
     forged = decision.model_copy(update={"auth": decision.auth.model_copy(update={"signature": "A" * 88})})
 
     async with await WorkflowEnvironment.start_local(

@@ -46,7 +46,7 @@ async def test_an_approval_typed_for_the_code_read_cannot_sign_code_swapped_in_u
 
     monkeypatch.setattr(inv, "pending", pending)
     monkeypatch.setattr(inv, "deliver_decision", deliver_decision)
-    approver = inv.Speaker("xavier")
+    approver = inv.Speaker("xavier", deployment="default")
     for typed in (code_hash(read)[:8], code_hash(read)[:31], "", "zz" * 20):
         with pytest.raises(inv.InvestigationError, match="at least 32 hex characters"):
             await inv.decide_by_prefix(None, "s1", typed, DecisionKind.RUN_ONCE, approver)  # type: ignore[arg-type]

@@ -23,6 +23,7 @@ from bamboo.sandbox.contract import ExecuteCodeInput, SandboxRunResult
 from policy.approvers import ApprovalRules, DeploymentPolicy, RegisteredKey, Role
 from policy.catalog import ToolCatalog, ToolFacts
 from policy.decisions import DecisionKind, OperatorDecision
+from policy.signing import DEFAULT_DEPLOYMENT
 from tests.workflows.conftest import until, workers
 from workflows.investigation import Investigation
 
@@ -115,7 +116,7 @@ class Session:
         self.handle, self.id = handle, session_id
 
     async def send(self, name: Message, request: BaseModel, signer: str) -> None:
-        auth = KEYS[signer].authorize(contract.MESSAGE_KINDS[name], self.id, request.signed_body())  # type: ignore[attr-defined]
+        auth = KEYS[signer].authorize(contract.MESSAGE_KINDS[name], self.id, request.signed_body(), deployment=DEFAULT_DEPLOYMENT)  # type: ignore[attr-defined]
         await self.handle.signal(name.value, request.model_copy(update={"auth": auth}))
 
     async def ask(self, author: str, text: str) -> None:
@@ -276,12 +277,12 @@ async def test_a_new_run_under_a_closed_sessions_id_accepts_none_of_its_decision
         review = await first.pending(turn=1)
         unsigned = OperatorDecision(turn=1, code_hash=review.code_hash, kind=DecisionKind.RUN_ONCE, approver="bob")
         bobs = unsigned.model_copy(update={"auth": KEYS["bob"].authorize(
-            contract.MESSAGE_KINDS[Message.DECIDE], first.id, unsigned.signed_body())})
+            contract.MESSAGE_KINDS[Message.DECIDE], first.id, unsigned.signed_body(), deployment=DEFAULT_DEPLOYMENT)})
         await first.handle.signal(Message.DECIDE.value, bobs)
         await first.entries("run")
         abandon = AbandonRequest(actor="alice")
         abandon = abandon.model_copy(update={"auth": KEYS["alice"].authorize(
-            contract.MESSAGE_KINDS[Message.ABANDON], first.id, abandon.signed_body())})
+            contract.MESSAGE_KINDS[Message.ABANDON], first.id, abandon.signed_body(), deployment=DEFAULT_DEPLOYMENT)})
         await first.handle.signal(Message.ABANDON.value, abandon)
         await first.handle.result()
 

@@ -89,7 +89,7 @@ class ConsoleBackend:
 
     def speaker(self, identity: str) -> inv.Speaker:
         """The signed-in person, spoken for by the console's key."""
-        return inv.Speaker(identity, self.key)
+        return inv.Speaker(identity, self.key, deployment=self.settings.resolved_deployment())
 
     # ------------------------------------------------------------------ reviews
     async def pending(self) -> list[inv.PendingApproval]:

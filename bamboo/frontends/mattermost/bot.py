@@ -249,7 +249,7 @@ class MattermostBot:
         identity = await self._identity(post, command.kind, thread)
         if identity is None:
             return
-        speaker = inv.Speaker(identity, self.key)
+        speaker = inv.Speaker(identity, self.key, deployment=self.settings.resolved_deployment())
         delivery: inv.Delivery | None = None
         try:
             if command.kind == "decision":
