@@ -83,6 +83,20 @@ class RunUids:
             f"all {self.count} sandbox uids from {self.first} are in use; raise BAMBOO_SANDBOX_UID_COUNT")
 
 
+def runs(status: bytes) -> bool:
+    """Whether the process whose /proc/<pid>/status is ``status`` still runs code. A zombie holds no resources
+    and takes no signal, unless only its main thread ended: its other threads run on (and hold its memory)
+    while /proc shows the process as a zombie, so a run that ended its main thread with a raw exit outlived
+    the sweep and read a later run's memory through /proc/<pid>/mem."""
+    if b"\nState:\tZ" not in status:
+        return True
+    start = status.find(b"\nThreads:")
+    try:
+        return start >= 0 and int(status[start + 9 : status.find(b"\n", start + 9)]) > 1
+    except ValueError:
+        return True
+
+
 def processes_of(uid: int, only: int | None = None) -> list[int]:
     """Every live process whose real, effective or saved uid is ``uid`` (from /proc/<pid>/status, which,
     unlike the owner of /proc/<pid>, a process cannot change by making itself non-dumpable); with ``only``,
@@ -98,7 +112,7 @@ def processes_of(uid: int, only: int | None = None) -> list[int]:
         except OSError:
             continue
         start = status.find(b"\nUid:")
-        if start < 0 or b"\nState:\tZ" in status:  # a zombie holds no resources and takes no signal
+        if start < 0 or not runs(status):
             continue
         line = status[start + 5 : status.find(b"\n", start + 5)].split()
         if wanted.encode() in line[:3]:

@@ -34,11 +34,20 @@ def _uid_of(pid: int) -> int | None:
 
 
 def _alive(pid: int) -> bool:
+    """Whether any thread of ``pid`` still runs: a process whose main thread ended shows as a zombie while its
+    other threads run on."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return False
-    return state != "Z"
+    for tid in tids:
+        try:
+            state = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in ("Z", "X"):
+            return True
+    return False
 
 
 def daemon_run(marker: str, on_each_pid: str, pause_s: float = 0.0) -> str:
@@ -390,3 +399,37 @@ async def test_a_sweep_made_to_stop_short_refuses_the_run_instead_of_handing_out
         planted.unlink(missing_ok=True)
         for path in flood:
             path.unlink(missing_ok=True)
+
+
+# A daemon whose main thread ends with a raw exit while another thread runs on: /proc shows the process as a
+# zombie ("State: Z"), so a sweep that took every zombie for dead left it running (review finding: it outlived
+# the run and read a later run's memory, bridge token included, through /proc/<pid>/mem). Degraded only:
+# bwrap's Python has no ctypes, and the pid namespace ends such a process with the run anyway.
+ZOMBIE_LEADER = """
+import ctypes, os, threading, time
+r, w = os.pipe()
+if os.fork() == 0:
+    os.setsid()
+    threading.Thread(target=lambda: [time.sleep(0.2) for _ in range(600)], daemon=False).start()
+    os.write(w, str(os.getpid()).encode())
+    ctypes.CDLL(None).syscall(60, 0)  # SYS_exit: ends the calling thread only
+pid = int(os.read(r, 32))
+time.sleep(0.5)
+return {"pid": pid}
+"""
+
+
+async def test_a_daemon_whose_main_thread_ended_does_not_outlive_the_run():
+    if os.geteuid() != 0:
+        pytest.skip("degraded isolation needs a root worker (a uid per run)")
+    limits = unique_limits(max_processes=512)
+    async with harness("degraded", limits=limits) as h:
+        res = await h.run(ZOMBIE_LEADER)
+        assert res.status == "ok", res.error
+        pid = res.return_value["pid"]
+        for _ in range(100):
+            if not _alive(pid):
+                break
+            await asyncio.sleep(0.05)
+        assert not _alive(pid), f"process {pid} of the run still runs a thread after the run ended"
+        assert await wait_until_gone(limits) == []
