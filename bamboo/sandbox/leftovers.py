@@ -115,19 +115,23 @@ def world_writable_dirs(*, max_entries: int = DISCOVERY_MAX_ENTRIES, refresh: bo
 
 
 def _discover(max_entries: int) -> tuple[str, ...]:
+    """World-writable directories on the host's writable mounts. Directories are told apart by device and inode,
+    not mounts by device: a device mounted more than once (a file bind mount such as a container's /etc/hosts,
+    a bind-mounted subdirectory, a volume of the same disk) had only its first mount walked, so a world-writable
+    volume listed after a file mount of its disk was never swept."""
     found: list[str] = []
-    seen: set[int] = set()
+    visited: set[tuple[int, int]] = set()
     budget = max_entries
     for mount in mounts():
-        if not mount.writable or mount.fstype in NOT_WALKED or mount.fstype.startswith("fuse") or mount.dev in seen:
+        if not mount.writable or mount.fstype in NOT_WALKED or mount.fstype.startswith("fuse"):
             continue
-        seen.add(mount.dev)
         try:
             top = os.lstat(mount.point)
         except OSError:
             continue
-        if not stat.S_ISDIR(top.st_mode) or not top.st_mode & 0o001:
+        if not stat.S_ISDIR(top.st_mode) or not top.st_mode & 0o001 or (top.st_dev, top.st_ino) in visited:
             continue
+        visited.add((top.st_dev, top.st_ino))
         if top.st_mode & 0o002:
             found.append(mount.point)
         stack = [(mount.point, 0)]
@@ -143,6 +147,9 @@ def _discover(max_entries: int) -> tuple[str, ...]:
                             info = entry.stat(follow_symlinks=False)
                             if info.st_dev != top.st_dev or not info.st_mode & 0o001:
                                 continue  # another filesystem (walked on its own), or not searchable by others
+                            if (info.st_dev, info.st_ino) in visited:
+                                continue  # reached already through another mount of this device
+                            visited.add((info.st_dev, info.st_ino))
                             if info.st_mode & 0o002:
                                 found.append(entry.path)
                             if depth < MAX_DEPTH:
