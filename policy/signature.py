@@ -47,6 +47,19 @@ _SITE_BUILTINS = frozenset({"exit", "quit", "help", "copyright", "credits", "lic
 # traceback, pdb, bdb and cgitb read frames (a frame's locals among them) without naming sys or inspect.
 _INTROSPECTION_MODULES = frozenset({"importlib", "sys", "builtins", "inspect", "gc", "ctypes",
                                     "traceback", "pdb", "bdb", "cgitb"})
+# Modules that run text as code (timeit, doctest, code, runpy, cProfile.run...) or find an object by a name
+# given as text or bytes (pickle, pydoc.locate, pkgutil.resolve_name, unittest.mock.patch, logging.config's
+# "ext://"): the script runs as the module "__main__", so "__main__.tools" found the tools object with no name
+# the scan could follow (`pickle.loads(b"c__main__\ntools\n.")`).
+_TEXT_RUNNING_MODULES = frozenset({
+    "pickle", "_pickle", "pickletools", "copyreg", "shelve", "marshal", "pydoc", "pkgutil", "timeit", "doctest",
+    "code", "codeop", "runpy", "unittest", "trace", "profile", "cProfile", "zipimport", "dill", "cloudpickle",
+    "logging.config",
+})
+# Callables that evaluate annotations given as text in the namespace of the code that defined them (so a
+# string annotation "tools.kill_task(...)" is a call the scan cannot see), wherever they are imported from.
+_STRING_EVALUATORS = frozenset({"get_type_hints", "ForwardRef", "_eval_type", "evaluate_forward_ref",
+                                "singledispatch", "singledispatchmethod"})
 # Frame and code attributes: a generator's or traceback's frame exposes the globals (and so ``tools``)
 # under no name the scan could follow.
 _FRAME_ATTRIBUTES = frozenset(
@@ -57,8 +70,9 @@ _FRAME_ATTRIBUTES = frozenset(
 )
 # Dunder names ordinary orchestration code may use without walking the object graph.
 _HARMLESS_DUNDERS = frozenset({"__name__", "__doc__", "__init__"})
-# In text only: ``if __name__ == "__main__"`` names the main module, which no text-driven lookup can reach.
-_HARMLESS_DUNDER_TEXT = _HARMLESS_DUNDERS | {"__main__"}
+# Dunders text may name. Not "__main__": the script runs as that module, so a text-driven lookup
+# ("__main__.tools") reaches its names; ``__name__ == "__main__"`` is allowed as what it is (_is_main_check).
+_HARMLESS_DUNDER_TEXT = _HARMLESS_DUNDERS
 # The one dunder module an import may name: it changes how the code compiles, and reaches nothing.
 _HARMLESS_DUNDER_MODULES = frozenset({"__future__"})
 # Attributes through which any module object leads to the interpreter's module table (``os.sys.modules``):
@@ -143,6 +157,12 @@ def procedure_signature(code: str, conventions: ScanConventions = DEFAULT_CONVEN
     return scan_code(code, conventions).tools
 
 
+def _is_main_check(node: ast.AST, parent: ast.AST | None) -> bool:
+    """``node`` is the text "__main__" compared with ``__name__`` (``if __name__ == "__main__":``)."""
+    return (isinstance(node, ast.Constant) and node.value == "__main__" and isinstance(parent, ast.Compare)
+            and any(isinstance(side, ast.Name) and side.id == "__name__" for side in (parent.left, *parent.comparators)))
+
+
 class _Scanner:
     """Collects tool references in one pass over a parsed module.
 
@@ -195,6 +215,8 @@ class _Scanner:
     # -- names, wherever the syntax tree holds them ----------------------------------------------------
 
     def _judge_names(self, node: ast.AST) -> None:
+        if _is_main_check(node, self.parents.get(id(node))):
+            return
         kind = type(node).__name__
         for field, value in ast.iter_fields(node):
             names = names_in(value)
@@ -237,6 +259,7 @@ class _Scanner:
                 continue
             if top in _INTROSPECTION_MODULES:
                 self.reasons.add(f"imports {alias.name}, which can reach objects by computed names")
+            self._check_text_running(alias.name)
             self._check_rebinding(alias.asname or top)
 
     def _visit_import_from(self, node: ast.ImportFrom) -> None:
@@ -249,6 +272,9 @@ class _Scanner:
         if top in _INTROSPECTION_MODULES:
             self.reasons.add(f"imports from {module}, which can reach objects by computed names")
             return
+        self._check_text_running(module)
+        for alias in node.names:
+            self._check_text_running(f"{module}.{alias.name}")
         if top != self.conventions.stub_module:
             for alias in node.names:
                 if alias.name != "*":
@@ -428,7 +454,19 @@ class _Scanner:
             if part.startswith("__") and part.endswith("__") and part not in _HARMLESS_DUNDER_MODULES:
                 self.reasons.add(f"touches dunder name {part}, which can walk to unrestricted objects")
 
+    def _check_text_running(self, path: str) -> None:
+        """``path``, a module imported (or a name imported from one), runs text or finds objects by name."""
+        parts = path.split(".")
+        for end in range(1, len(parts) + 1):
+            if ".".join(parts[:end]) in _TEXT_RUNNING_MODULES:
+                self.reasons.add(f"imports {path}, which runs text as code or finds objects by names given as "
+                                 "text (the script's own among them)")
+                return
+
     def _check_attribute_name(self, name: str) -> None:
+        if name in _STRING_EVALUATORS:
+            self.reasons.add(f"uses {name}, which evaluates annotations written as text, where the scan cannot "
+                             "follow them")
         if name.startswith("__") and name.endswith("__") and name not in _HARMLESS_DUNDERS:
             self.reasons.add(f"touches dunder name {name}, which can walk to unrestricted objects")
         elif name in _FRAME_ATTRIBUTES:

@@ -312,3 +312,38 @@ def test_a_literal_looked_up_on_tools_is_never_repeated_to_approvers() -> None:
     assert signature.tools == ("kill_task",)
     assert signature.opaque
     assert not any("@channel" in r or "evil" in r for r in signature.opaque_reasons), signature.opaque_reasons
+
+
+@pytest.mark.parametrize("code", [
+    'import pickle\nt = pickle.loads(b"c__main__\\ntools\\n.")\nawait t.kill_task(task_id=task_id)\n',
+    'from pickle import loads\n',
+    'import pydoc\nt = pydoc.locate("mod.tools")\n',
+    'import pkgutil\n',
+    'from unittest import mock\n',
+    'import logging.config\n',
+    'from logging import config\n',
+    'import timeit\ntimeit.timeit("print(1)", number=1)\n',
+    'import cProfile\n',
+    'import runpy\n',
+    'import marshal\n',
+    'x = "__main__" + ".tools"\n',
+    'import typing\nclass A:\n    x: "tools.kill_task(task_id=task_id) or int"\ntyping.get_type_hints(A)\n',
+    'from typing import get_type_hints as hints\n',
+    'from typing import ForwardRef\n',
+    'from functools import singledispatch\n',
+])
+def test_code_that_finds_objects_by_names_in_text_is_opaque(code: str) -> None:
+    """Review finding: the script runs as the module "__main__" (a script's semantics), so a lookup by text
+    reaches its names: `pickle.loads(b"c__main__\\ntools\\n.")` returned the tools object, and a kill called
+    through it was in no review's tool list; `typing.get_type_hints` evaluated an annotation written as text."""
+    assert scan_code(code).opaque, code
+
+
+@pytest.mark.parametrize("code", [
+    'if __name__ == "__main__":\n    await tools.get_task(task_id=task_id)\n',
+    'if "__main__" != __name__:\n    pass\n',
+    'import logging\nlogging.info("done")\n',
+    'from typing import Any\nx: Any = 1\n',
+])
+def test_the_main_module_check_and_ordinary_imports_stay_analysable(code: str) -> None:
+    assert not scan_code(code).opaque, scan_code(code).opaque_reasons
