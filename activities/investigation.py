@@ -9,6 +9,8 @@ store before every run).
 
 from __future__ import annotations
 
+import asyncio
+
 from activities.heartbeat import with_heartbeats
 from activities.llm_errors import as_activity_error
 from activities.sandbox import SandboxActivities
@@ -36,6 +38,7 @@ from bamboo.store.first_claims import SessionIds, UsedDecisions
 from bamboo.tools.model import ToolCaller
 from bamboo.tools.selection import ToolSelector
 from policy.approvers import ApprovalRules
+from policy.grants import grant_is_signed
 
 
 class InvestigationActivities:
@@ -84,18 +87,22 @@ class InvestigationActivities:
     @implements(contract.policy_context)
     async def policy_context(self, inp: PolicyContextInput) -> PolicyContext:
         """The live catalogue, grants and this deployment's approval policy (the worker's rules and registry,
-        never the client's); the decision itself is made, deterministically, in the workflow."""
+        never the client's); the decision itself is made, deterministically, in the workflow. A grant is a row
+        anyone with the store's role can write: only those an approver's signature vouches for are handed on
+        (checked off the event loop)."""
         session_run = await self.session_ids.claim(inp.session_id, inp.run)
         await self.tools.refresh()
         code = self.tools.procedure_code
         raw = self.tools.raw_tools()
-        grants = await self.repository.grants()
+        policy = await self.registry.policy(self.approval_rules)
+        stored = await self.repository.grants()
+        grants = await asyncio.to_thread(lambda: {name: g for name, g in stored.items() if grant_is_signed(g, policy)})
         return PolicyContext(
             session_run=session_run, catalog=policy_catalog(self.tools.list_tools(), code),
             grants=grants,
             granted_code=await self.repository.versions(sorted({g.code_hash for g in grants.values()})),
             exposed_procedures=exposed_procedures(raw, code, self.allow_mutating_autorun),
-            policy=await self.registry.policy(self.approval_rules),
+            policy=policy,
         )
 
     @implements(contract.reuse_candidates)

@@ -22,6 +22,8 @@ from policy.signing import Authorization, StatementKind, text_digest
 
 MIN_DECISION_HASH_PREFIX = 8
 MAX_REPLACEMENT_CODE_CHARS = 64 * 1024
+# Durable grants one auto-run answer may leave (one per stored procedure the turn replays).
+MAX_GRANTS = 64
 
 
 class DecisionKind(str, Enum):
@@ -49,6 +51,7 @@ class DecisionRefusal(str, Enum):
     HASH_MISMATCH = "hash_mismatch"
     CHOICE_NOT_OFFERED = "choice_not_offered"
     PREFIX_IN_SIGNED_DECISION = "prefix_in_signed_decision"
+    GRANTS_NOT_OFFERED = "grants_not_offered"
     APPROVER_NOT_AUTHORISED = "approver_not_authorised"
     APPROVER_IS_REQUESTER = "approver_is_requester"
     MALFORMED = "malformed"
@@ -78,6 +81,8 @@ class PendingReview(BaseModel):
     requesters: tuple[str, ...] = ()
     read_only: bool
     choices: tuple[DecisionKind, ...] = ALL_CHOICES
+    # The durable grants an auto-run answer leaves ("procedure@code_hash", sorted): the answer must name them.
+    grants: tuple[str, ...] = ()
 
     @property
     def askers(self) -> frozenset[str]:
@@ -95,6 +100,10 @@ class OperatorDecision(BaseModel):
     kind: DecisionKind
     approver: Identity
     replacement_code: str | None = Field(default=None, max_length=MAX_REPLACEMENT_CODE_CHARS)
+    # An auto-run answer names the durable grants it leaves ("procedure@code_hash", as the review offers them),
+    # so its signature vouches for each grant wherever the grant is later read (policy.grants.grant_is_signed):
+    # a grant is a row a requester could write, and counts only with its approver's signature over it.
+    grants: tuple[str, ...] = Field(default=(), max_length=MAX_GRANTS)
     auth: Authorization | None = None
 
     @model_validator(mode="after")
@@ -103,16 +112,21 @@ class OperatorDecision(BaseModel):
             raise ValueError("an edit decision needs the replacement code")
         if self.kind is not DecisionKind.EDIT and self.replacement_code is not None:
             raise ValueError(f"a {self.kind.value} decision carries no replacement code; use edit to change the code")
+        if self.grants and self.kind is not DecisionKind.AUTO_RUN:
+            raise ValueError(f"a {self.kind.value} decision leaves no durable grant; only auto_run does")
         return self
 
     def signed_body(self) -> dict[str, Any]:
         """What the signature covers besides the session, identity, expiry and nonce."""
-        return {
+        body: dict[str, Any] = {
             "turn": self.turn,
             "code_hash": self.code_hash.lower(),
             "decision": self.kind.value,
             "replacement_code_sha256": text_digest(self.replacement_code),
         }
+        if self.grants:
+            body["grants"] = sorted(self.grants)
+        return body
 
 
 class DecisionVerdict(BaseModel):
@@ -184,6 +198,13 @@ def validate_decision(
         return DecisionVerdict.refuse(
             DecisionRefusal.CHOICE_NOT_OFFERED,
             f"{decision.kind.value} is not offered for this code; choose one of: {offered}.",
+        )
+    if decision.kind is DecisionKind.AUTO_RUN and sorted(decision.grants) != sorted(pending.grants):
+        offered = ", ".join(pending.grants) or "none"
+        return DecisionVerdict.refuse(
+            DecisionRefusal.GRANTS_NOT_OFFERED,
+            f"This auto-run answer names other durable grants than the review leaves ({offered}); answer the review "
+            "as it is shown now.",
         )
     auth = authenticate(
         policy, kind=statement, session_id=pending.session_id, identity=decision.approver,

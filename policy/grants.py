@@ -9,14 +9,17 @@ whose code changed kept running unreviewed.)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from datetime import datetime
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
 from enum import Enum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from policy.approvers import DeploymentPolicy, Role, authenticate
 from policy.code_identity import code_hash
+from policy.decisions import DecisionKind, OperatorDecision
 from policy.procedures import reached_procedures
+from policy.signing import StatementKind
 from policy.signature import DEFAULT_CONVENTIONS, ScanConventions
 
 
@@ -36,7 +39,9 @@ class SessionPolicy(BaseModel):
 
 
 class ProcedureGrant(BaseModel):
-    """A durable, cross-session auto-run grant for one procedure, valid only for the code it was granted on."""
+    """A durable, cross-session auto-run grant for one procedure, valid only for the code it was granted on, and
+    only with ``decision``: the approver's signed auto-run answer in ``session_id`` that names it
+    (``grant_is_signed``). It is stored as a row, which a requester with the store's role can write too."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -44,6 +49,41 @@ class ProcedureGrant(BaseModel):
     code_hash: str = Field(min_length=1)
     granted_by: str = Field(min_length=1)
     granted_at: datetime
+    session_id: str = ""
+    decision: OperatorDecision | None = None
+
+    @property
+    def term(self) -> str:
+        return grant_term(self.procedure, self.code_hash)
+
+
+def grant_term(procedure: str, code_hash_: str) -> str:
+    """How an auto-run answer names a grant it leaves: "procedure@code_hash"."""
+    return f"{procedure}@{code_hash_}"
+
+
+def grant_terms(procedures: Iterable[str], procedure_code: Mapping[str, str]) -> tuple[str, ...]:
+    """The grants auto-run leaves for ``procedures`` bound to their current code, sorted."""
+    return tuple(sorted(grant_term(name, code_hash(procedure_code[name])) for name in set(procedures)))
+
+
+def grant_is_signed(grant: ProcedureGrant, policy: DeploymentPolicy) -> bool:
+    """Whether ``grant`` counts under ``policy``: an approver who may approve read-only code now signed, in the
+    grant's session, an auto-run answer naming exactly this procedure and code hash (its signature's expiry
+    bounded when it could be used as an answer, not how long the grant stands; a revoked approver's grants
+    lapse). A deployment that does not require signatures takes its grants unsigned, as its decisions."""
+    decision = grant.decision
+    if decision is None or decision.auth is None:
+        return not policy.rules.require_signatures
+    if decision.kind is not DecisionKind.AUTO_RUN or grant.term not in decision.grants \
+            or decision.approver != grant.granted_by or not grant.session_id:
+        return False
+    while_valid = decision.auth.expires_at - timedelta(seconds=1)
+    verdict = authenticate(policy, kind=StatementKind.DECISION, session_id=grant.session_id,
+                           identity=decision.approver, body=decision.signed_body(), auth=decision.auth,
+                           now=while_valid)
+    return verdict.ok and (policy.may(decision.approver, Role.APPROVE)
+                           or policy.may(decision.approver, Role.APPROVE_STATE_CHANGING))
 
 
 def current_procedure_hashes(names: tuple[str, ...], procedure_code: Mapping[str, str]) -> dict[str, str]:
@@ -70,7 +110,8 @@ def make_session_policy(
 def make_grant(
     procedure: str, procedure_code: Mapping[str, str], granted_by: str, granted_at: datetime
 ) -> ProcedureGrant:
-    """A durable grant bound to the procedure's current code. The caller supplies the time (no clocks here)."""
+    """A durable grant bound to the procedure's current code, unsigned (what a deployment without signatures
+    keeps; a signed one comes from ``signed_grants``). The caller supplies the time (no clocks here)."""
     if procedure not in procedure_code:
         raise ValueError(f"cannot grant auto-run to {procedure!r}: no stored code for that procedure")
     return ProcedureGrant(
@@ -79,6 +120,16 @@ def make_grant(
         granted_by=granted_by,
         granted_at=granted_at,
     )
+
+
+def signed_grants(answer: OperatorDecision, session_id: str, granted_at: datetime) -> list[ProcedureGrant]:
+    """The grants an accepted auto-run ``answer`` names, each carrying the answer (its signature vouches for it)."""
+    out = []
+    for term in answer.grants:
+        procedure, _, hash_ = term.rpartition("@")
+        out.append(ProcedureGrant(procedure=procedure, code_hash=hash_, granted_by=answer.approver,
+                                  granted_at=granted_at, session_id=session_id, decision=answer))
+    return out
 
 
 def session_policy_still_valid(

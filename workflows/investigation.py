@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import json
 from typing import Any, TypeVar
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 
 from pydantic import BaseModel, ValidationError
@@ -62,7 +62,7 @@ with workflow.unsafe.imports_passed_through():
     from policy.procedures import assess_read_only
     from policy.reuse import ReuseProposal, TaskFacts, choose_procedure, describe_unfit, is_bound_body
     from policy.review_facts import code_diff, procedure_view, review_facts
-    from policy.grants import CodePolicy, ProcedureGrant, make_grant, make_session_policy
+    from policy.grants import CodePolicy, ProcedureGrant, grant_terms, make_session_policy, signed_grants
     from policy.phases import Phase
     from policy.procedures import is_procedure_name
     from policy.review import ReviewDecision, CodeVerdict, ReviewRequest, decide_review
@@ -453,8 +453,9 @@ class Investigation:
             name = reuse.reused.procedure
             procedures.insert(0, procedure_view(name, catalog.procedure_code[name], flags, catalog.procedure_code,
                                                 context.grants, context.granted_code, conventions))
+        grants = _auto_run_grants(code, decision, reuse, catalog.procedure_code)
         self._pending = PendingView(
-            session_id=self._inp.session_id, turn=turn, code_hash=decision.code_hash, code=code,
+            session_id=self._inp.session_id, turn=turn, code_hash=decision.code_hash, code=code, grants=list(grants),
             summary=proposal.summary, trigger_signals=proposal.trigger_signals, requester=requester,
             read_only=decision.read_only, tools=list(decision.tools), state_changing=list(decision.state_changing),
             reason=decision.reason.value, detail=decision.detail, choices=list(decision.choices),
@@ -468,7 +469,7 @@ class Investigation:
         )
         self._review = PendingReview(session_id=self._inp.session_id, turn=turn, code_hash=decision.code_hash,
                                      requester=requester, requesters=tuple(askers), read_only=decision.read_only,
-                                     choices=decision.choices)
+                                     choices=decision.choices, grants=grants)
         self._answer = None
         self._entry("review", f"waiting for a decision on {short_hash(decision.code_hash)}: {decision.detail}",
                     turn=turn, data={"code_hash": decision.code_hash, "choices": [c.value for c in decision.choices]})
@@ -477,7 +478,7 @@ class Investigation:
                                      read_only=decision.read_only, choices=list(decision.choices),
                                      task_id=pending.task_id, task_status=pending.task_status,
                                      task_owner=pending.task_owner, request=request[:MEMO_REQUEST_CHARS],
-                                     asked_at=pending.asked_at))
+                                     asked_at=pending.asked_at, grants=list(grants)))
         answered = await self._wait(lambda: self._answer is not None or self._closing())
         _publish_pending(None)
         answer, self._answer = self._answer, None
@@ -495,16 +496,8 @@ class Investigation:
         procedure_code = context.catalog.procedure_code
         if not decision.read_only:
             return  # nothing standing is ever kept for code that changes state (auto-run is not offered for it)
-        if answer.kind is DecisionKind.AUTO_RUN and reuse is not None \
-                and is_bound_body(code, reuse.reused, procedure_code):
-            await self._grant(turn, [make_grant(reuse.reused.procedure, procedure_code, answer.approver,
-                                                workflow.now())], answer.approver)
-            return
-        if answer.kind is DecisionKind.AUTO_RUN and decision.tools and all(
-            is_procedure_name(t) and t in procedure_code for t in decision.tools
-        ):
-            grants = [make_grant(name, procedure_code, answer.approver, workflow.now()) for name in decision.tools]
-            await self._grant(turn, grants, answer.approver)
+        if answer.kind is DecisionKind.AUTO_RUN and answer.grants:  # the grants the review offered (validate_decision)
+            await self._grant(turn, signed_grants(answer, self._inp.session_id, workflow.now()), answer.approver)
             return
         policy = {DecisionKind.AUTO_RUN: CodePolicy.AUTO_RUN, DecisionKind.ALWAYS_ASK: CodePolicy.ALWAYS_ASK}
         chosen = policy.get(answer.kind)
@@ -979,7 +972,22 @@ def judged_read_only(allow_set: Sequence[str], context: PolicyContext) -> list[s
 _BEFORE_AUTHENTICATION = {
     DecisionRefusal.REPLAYED, DecisionRefusal.NOTHING_PENDING, DecisionRefusal.STALE_TURN,
     DecisionRefusal.HASH_MISMATCH, DecisionRefusal.PREFIX_IN_SIGNED_DECISION, DecisionRefusal.CHOICE_NOT_OFFERED,
+    DecisionRefusal.GRANTS_NOT_OFFERED,
 }
+
+
+def _auto_run_grants(code: str, decision: ReviewDecision, reuse: ReuseProposal | None,
+                     procedure_code: Mapping[str, str]) -> tuple[str, ...]:
+    """The durable grants an auto-run answer to this review leaves: the reused procedure when the code is its
+    body as bound, or every procedure of code that only replays stored procedures; none for code that changes
+    state. The answer names them, so its signature vouches for each (policy.grants.grant_is_signed)."""
+    if not decision.read_only or DecisionKind.AUTO_RUN not in decision.choices:
+        return ()
+    if reuse is not None and is_bound_body(code, reuse.reused, procedure_code):
+        return grant_terms([reuse.reused.procedure], procedure_code)
+    if decision.tools and all(is_procedure_name(t) and t in procedure_code for t in decision.tools):
+        return grant_terms(decision.tools, procedure_code)
+    return ()
 
 
 def _publish_pending(memo: PendingMemo | None) -> None:

@@ -331,7 +331,7 @@ class SessionLoop:
                 continue
             try:
                 self._said(await self.ops.decide(self.session_id, self.speaker, view.turn, view.code_hash, kind,
-                                                 replacement))
+                                                 replacement, grants=inv.grants_answered(view, kind)))
             except inv.InvestigationError as exc:
                 console.print(f"[red]refused: {inert_markup(str(exc))}[/]")
                 if await self._still_pending(view):

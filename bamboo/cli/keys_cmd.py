@@ -275,7 +275,8 @@ def sign_decide(
     except inv.InvestigationError as exc:
         fail(str(exc))
         return
-    if turn is None or len(full) != 64:
+    view = None
+    if turn is None or len(full) != 64 or kind is DecisionKind.AUTO_RUN:  # auto-run names the grants offered
         async def lookup():
             view = await inv.pending(await connect(get_settings()), session)
             if view is None or not view.code_hash.startswith(full):
@@ -287,7 +288,8 @@ def sign_decide(
             fail(f"session {session} has no pending review with hash {code_hash}; `bamboo approvals` lists them")
             return
         turn, full = view.turn, view.code_hash
-    request = OperatorDecision(turn=turn, code_hash=full, kind=kind, approver=_identity(identity))
+    request = OperatorDecision(turn=turn, code_hash=full, kind=kind, approver=_identity(identity),
+                               grants=inv.grants_answered(view, kind))
     _signed_json(session, Message.DECIDE, request, identity, ttl)
 
 

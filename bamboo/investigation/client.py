@@ -19,6 +19,7 @@ server answers without a worker.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -322,9 +323,27 @@ async def decide_by_prefix(client: Client, session_id: str, hash_prefix: str, ki
             "run `bamboo approvals` to see what is waiting"
         )
     decision = OperatorDecision(turn=found.turn, code_hash=found.code_hash, kind=kind, approver=speaker.identity,
-                                replacement_code=replacement_code)
+                                replacement_code=replacement_code, grants=grants_answered(found, kind))
     return await deliver_decision(client, session_id, decision, speaker, worker_up=worker_up,
                                   timeout_s=update_timeout_s)
+
+
+def grants_answered(review: PendingView | PendingMemo | None, kind: DecisionKind) -> tuple[str, ...]:
+    """The durable grants an answer of ``kind`` to ``review`` names: those the review offers, for auto-run."""
+    return tuple(review.grants) if review is not None and kind is DecisionKind.AUTO_RUN else ()
+
+
+async def offered_grants(client: Client, session_id: str, turn: int, code_hash: str,
+                         query_timeout_s: float = QUERY_TIMEOUT_S) -> tuple[str, ...]:
+    """The grants the review of (turn, code_hash) offers an auto-run answer, read from the session (its memo
+    when no worker answers); none when that review no longer waits (the answer is then refused as stale)."""
+    try:
+        found: PendingView | PendingMemo | None = await pending(client, session_id, query_timeout_s)
+    except Unanswered:
+        found = await pending_memo(client, session_id)
+    if found is None or found.turn != turn or found.code_hash != code_hash:
+        return ()
+    return grants_answered(found, DecisionKind.AUTO_RUN)
 
 
 async def revoke(client: Client, session_id: str, target: str, speaker: Speaker) -> None:
@@ -451,10 +470,14 @@ class InvestigationClient:
         return await self._deliver(session_id, Message.MESSAGE, request, speaker)
 
     async def decide(self, session_id: str, speaker: Speaker, turn: int, code_hash: str, kind: DecisionKind,
-                     replacement_code: str | None = None) -> Delivery:
-        """Answer exactly the review a person saw (its turn and full hash): one that moved on is refused."""
+                     replacement_code: str | None = None, grants: Sequence[str] | None = None) -> Delivery:
+        """Answer exactly the review a person saw (its turn and full hash): one that moved on is refused. An
+        auto-run answer names the durable grants the review offers (``grants``, as shown; else read again)."""
+        if kind is DecisionKind.AUTO_RUN and grants is None:
+            grants = await offered_grants(self.client, session_id, turn, code_hash, self.query_timeout_s)
         decision = OperatorDecision(turn=turn, code_hash=code_hash, kind=kind, approver=speaker.identity,
-                                    replacement_code=replacement_code)
+                                    replacement_code=replacement_code,
+                                    grants=tuple(grants or ()) if kind is DecisionKind.AUTO_RUN else ())
         return await self._deliver(session_id, Message.DECIDE, decision, speaker)
 
     async def decide_by_prefix(self, session_id: str, speaker: Speaker, hash_prefix: str, kind: DecisionKind,

@@ -201,6 +201,8 @@ class PendingView(BaseModel):
     detail: str
     choices: list[DecisionKind]
     allow_set: list[str] = Field(default_factory=list)
+    grants: list[str] = Field(default_factory=list, description="the durable grants an auto-run answer leaves "
+                                                               "(procedure@code_hash); the answer names them")
     task_id: int | None = None
     opaque_reasons: list[str] = Field(default_factory=list, description="why the scan cannot vouch for the code")
     hazards: list[Hazard] = Field(default_factory=list, description="what a reader of the code could miss")
@@ -538,6 +540,7 @@ class PendingMemo(BaseModel):
     task_owner: str = ""
     request: str = Field(default="", max_length=MEMO_REQUEST_CHARS)
     asked_at: datetime | None = None
+    grants: list[str] = Field(default_factory=list, description="the durable grants an auto-run answer leaves")
 
 
 def workflow_id(session_id: str) -> str:

@@ -17,15 +17,20 @@ comparing that hash with the hash of the current code, so rewriting a procedure 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
+from pydantic import ValidationError
 
 from bamboo.investigation.provenance import Capture, ProcedureProvenance
 from policy.code_identity import code_hash, logic_hash
 from policy.grants import ProcedureGrant
+
+log = logging.getLogger(__name__)
 
 ProcedureStatus = Literal["approved", "tentative"]
 
@@ -147,23 +152,32 @@ class ProcedureRepository:
         return {h: code for h, code in rows}
 
     async def grants(self) -> dict[str, ProcedureGrant]:
+        """The stored grants as rows hold them: whoever relies on one checks its signature
+        (policy.grants.grant_is_signed); a row that is not a grant is left out."""
         async with self._pool.connection() as conn:
             rows = await (await conn.execute(
-                "SELECT signature, auto_run_code_hash, auto_run_granted_by, auto_run_granted_at FROM procedures "
+                "SELECT signature, auto_run_code_hash, auto_run_granted_by, auto_run_granted_at, auto_run_session, "
+                "auto_run_decision FROM procedures "
                 "WHERE auto_run_code_hash IS NOT NULL AND auto_run_granted_by IS NOT NULL ORDER BY signature"
             )).fetchall()
-        return {
-            name: ProcedureGrant(procedure=name, code_hash=hash_, granted_by=by, granted_at=at)
-            for name, hash_, by, at in rows
-        }
+        out = {}
+        for name, hash_, by, at, session, decision in rows:
+            try:
+                out[name] = ProcedureGrant(procedure=name, code_hash=hash_, granted_by=by, granted_at=at,
+                                           session_id=session or "", decision=decision)
+            except ValidationError:
+                log.warning("the durable grant of %s is not a grant (ignored)", name)
+        return out
 
     async def set_grant(self, grant: ProcedureGrant) -> bool:
-        """Record a durable grant; False when the procedure is not stored (nothing to grant)."""
+        """Record a durable grant with the signed answer that made it; False when the procedure is not stored."""
+        decision = Jsonb(grant.decision.model_dump(mode="json")) if grant.decision is not None else None
         async with self._pool.connection() as conn:
             cur = await conn.execute(
-                "UPDATE procedures SET auto_run_code_hash = %s, auto_run_granted_by = %s, auto_run_granted_at = %s "
-                "WHERE signature = %s",
-                (grant.code_hash, grant.granted_by, grant.granted_at, grant.procedure),
+                "UPDATE procedures SET auto_run_code_hash = %s, auto_run_granted_by = %s, auto_run_granted_at = %s, "
+                "auto_run_session = %s, auto_run_decision = %s WHERE signature = %s",
+                (grant.code_hash, grant.granted_by, grant.granted_at, grant.session_id or None, decision,
+                 grant.procedure),
             )
             return cur.rowcount > 0
 
@@ -171,7 +185,8 @@ class ProcedureRepository:
         async with self._pool.connection() as conn:
             cur = await conn.execute(
                 "UPDATE procedures SET auto_run_code_hash = NULL, auto_run_granted_by = NULL, "
-                "auto_run_granted_at = NULL WHERE signature = %s AND auto_run_code_hash IS NOT NULL",
+                "auto_run_granted_at = NULL, auto_run_session = NULL, auto_run_decision = NULL "
+                "WHERE signature = %s AND auto_run_code_hash IS NOT NULL",
                 (name,),
             )
             return cur.rowcount > 0

@@ -220,3 +220,21 @@ def kill_process_group(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(10)
+
+
+def signed_grant(speaker, procedure: str, code: str, session_id: str = "granted-earlier"):
+    """A durable grant of ``procedure`` on ``code`` as ``speaker``'s signed auto-run answer in an earlier session
+    leaves it (a grant counts only with its approver's signature over it: policy.grants.grant_is_signed)."""
+    from datetime import UTC, datetime
+
+    from bamboo.investigation.contract import Message
+    from policy.code_identity import code_hash
+    from policy.decisions import DecisionKind, OperatorDecision
+    from policy.grants import ProcedureGrant, grant_term
+
+    term = grant_term(procedure, code_hash(code))
+    answer = OperatorDecision(turn=1, code_hash=code_hash(f"await tools.{procedure}(task_id=task_id)"),
+                              kind=DecisionKind.AUTO_RUN, approver=speaker.identity, grants=(term,))
+    signed = speaker.sign(Message.DECIDE, session_id, answer)
+    return ProcedureGrant(procedure=procedure, code_hash=code_hash(code), granted_by=speaker.identity,
+                          granted_at=datetime.now(UTC), session_id=session_id, decision=signed)

@@ -7,7 +7,9 @@ import pytest
 from bamboo.investigation import client as inv
 from bamboo.investigation.procedures import ProcedureRepository
 from policy.decisions import DecisionKind
-from tests.investigation.conftest import entries, pending_turn, wait_for_runs, READ_PROC, READ_PROC_CODE, TASK_ID, new_session, wait_for
+from tests.investigation.conftest import (
+    READ_PROC, READ_PROC_CODE, TASK_ID, entries, new_session, pending_turn, signed_grant, wait_for, wait_for_runs,
+)
 
 pytestmark = pytest.mark.usefixtures("terminate_sessions")
 
@@ -77,14 +79,11 @@ async def test_a_recaptured_body_walking_globals_through_match_is_not_re_granted
         ops, client, settings, services, running_worker, brain):
     """Issue 24: the scan never read match class patterns, so this body, re-captured under an already granted
     name, was reviewed as read-only with auto-run offered, and choosing it granted the new body."""
-    from datetime import UTC, datetime
-
     from policy.code_identity import code_hash
-    from policy.grants import make_grant
 
     repo = ProcedureRepository(services.store.pool)
     await repo.save(READ_PROC, READ_PROC_CODE, "approved", {})
-    await repo.set_grant(make_grant(READ_PROC, {READ_PROC: READ_PROC_CODE}, "bob", datetime.now(UTC)))
+    await repo.set_grant(signed_grant(ops.bob, READ_PROC, READ_PROC_CODE))
     await repo.save(READ_PROC, MATCH_GADGET_PROC_CODE, "approved", {})
 
     session = await _open(client, settings, [USE_PROC], brain)
@@ -113,9 +112,7 @@ async def test_a_state_changing_procedure_never_auto_runs_even_with_the_deployme
     setting on, another user's new session on another task auto-ran a kill."""
     import asyncio
     import contextlib
-    from datetime import datetime, timezone
 
-    from policy.grants import make_grant
     from tests.investigation.conftest import KILL_PROC, KILL_PROC_CODE
     from worker.main import run_worker
 
@@ -124,7 +121,7 @@ async def test_a_state_changing_procedure_never_auto_runs_even_with_the_deployme
     repo = ProcedureRepository(services.store.pool)
     await repo.save(KILL_PROC, KILL_PROC_CODE, "approved", {})
     # A grant left behind by an earlier version of the product: it must not make the kill run unreviewed.
-    await repo.set_grant(make_grant(KILL_PROC, {KILL_PROC: KILL_PROC_CODE}, "bob", datetime.now(timezone.utc)))
+    await repo.set_grant(signed_grant(ops.bob, KILL_PROC, KILL_PROC_CODE))
     stop = asyncio.Event()
     worker = asyncio.create_task(run_worker(settings, services=services, stop=stop))
     try:
@@ -148,3 +145,34 @@ def test_mutating_auto_run_is_not_a_client_flag():
 
     result = CliRunner().invoke(app, ["investigate", "--task-id", "1", "--allow-mutating-autorun"])
     assert result.exit_code == 2 and "No such option" in result.output
+
+
+async def test_a_grant_row_no_approver_signed_is_not_a_grant(ops, client, settings, services, running_worker, brain):
+    """Review finding: a grant was three columns of `procedures`, which the store's role (a requester's too on the
+    embedded stack) may write: a grant "by nobody", or by bob with no signature of his, or bob's signature on
+    another procedure's grant, made the next turn replaying the procedure run with no review."""
+    from datetime import UTC, datetime
+
+    from policy.grants import ProcedureGrant, make_grant
+
+    repo = ProcedureRepository(services.store.pool)
+    await repo.save(READ_PROC, READ_PROC_CODE, "approved", {})
+    other = signed_grant(ops.bob, "proc__some_other_procedure", READ_PROC_CODE)
+    forged = [
+        make_grant(READ_PROC, {READ_PROC: READ_PROC_CODE}, "nobody", datetime.now(UTC)),
+        make_grant(READ_PROC, {READ_PROC: READ_PROC_CODE}, "bob", datetime.now(UTC)),
+        ProcedureGrant(procedure=READ_PROC, code_hash=other.code_hash, granted_by="bob", granted_at=other.granted_at,
+                       session_id=other.session_id, decision=other.decision),
+        signed_grant(ops.demo_requester, READ_PROC, READ_PROC_CODE),  # a requester, who may not approve
+    ]
+    for number, grant in enumerate(forged, start=1):
+        await repo.set_grant(grant)
+        session = await _open(client, settings, [USE_PROC], brain)
+        await inv.send_message(client, session, "use the stored procedure", ops.carol)
+        view = await pending_turn(client, session, 1)
+        assert view.reason == "new_code", (number, view.reason)
+    await repo.set_grant(signed_grant(ops.bob, READ_PROC, READ_PROC_CODE))
+    session = await _open(client, settings, [USE_PROC], brain)
+    await inv.send_message(client, session, "use the stored procedure", ops.carol)
+    runs = await wait_for_runs(client, session, 1)
+    assert runs[0].actor == "policy:durable_grant"

@@ -10,7 +10,6 @@ and incidents grow; a changed body under a granted signature is shown as a diff 
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
 
 import pytest
 
@@ -19,11 +18,11 @@ from bamboo.investigation.procedures import ProcedureRepository
 from bamboo.investigation.provenance import Capture
 from policy.code_identity import code_hash
 from policy.decisions import DecisionKind
-from policy.grants import grant_matches, make_grant
+from policy.grants import grant_matches
 from policy.reuse import bind
 from tests.investigation.conftest import (
     KILL_PROC, KILL_PROC_CODE, READ_CODE, READ_PROC, READ_PROC_CODE, TASK_ID, entries, new_session, pending_turn,
-    wait_for, wait_for_runs,
+    signed_grant, wait_for, wait_for_runs,
 )
 
 pytestmark = pytest.mark.usefixtures("terminate_sessions")
@@ -167,7 +166,7 @@ async def test_two_captures_with_one_signature_are_one_procedure(
         ops, client, settings, services, running_worker, brain):
     first = await _capture_in_a_session(ops, client, settings, brain, READ_PROC_CODE, "status and the jobs, please")
     repo = ProcedureRepository(services.store.pool)
-    await repo.set_grant(make_grant(READ_PROC, {READ_PROC: READ_PROC_CODE}, "bob", datetime.now(UTC)))
+    await repo.set_grant(signed_grant(ops.bob, READ_PROC, READ_PROC_CODE))
     second = await _capture_in_a_session(ops, client, settings, brain, READ_PROC_REFORMATTED, "jobs and status?")
 
     async with services.store.pool.connection() as conn:
@@ -185,7 +184,7 @@ async def test_two_captures_with_one_signature_are_one_procedure(
 async def test_a_changed_body_under_a_granted_signature_is_shown_as_a_diff_and_loses_its_grant(
         ops, client, settings, services, running_worker, brain, llm_server):
     repo = await _store(services, READ_PROC, READ_PROC_CODE, (ASK_JOBS,))
-    await repo.set_grant(make_grant(READ_PROC, {READ_PROC: READ_PROC_CODE}, "bob", datetime.now(UTC)))
+    await repo.set_grant(signed_grant(ops.bob, READ_PROC, READ_PROC_CODE))
 
     granted = await _open(client, settings)
     await inv.send_message(client, granted, ASK_JOBS, ops.alice)

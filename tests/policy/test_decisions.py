@@ -255,3 +255,14 @@ def test_a_decision_signed_for_another_deployment_is_refused() -> None:
     verdict = validate_decision(pending(), signed_in_staging, production, now=NOW)
     assert "'production'" in verdict.detail and "BAMBOO_DEPLOYMENT" in verdict.detail
     assert staging.version != production.version  # the audited policy says which deployment judged
+
+
+def test_an_auto_run_answer_names_exactly_the_grants_the_review_leaves() -> None:
+    """The grants are signed with the answer (so a grant row counts only with its approver's signature): an answer
+    naming fewer, more or other grants than the review offers is refused before anything is kept."""
+    offered = pending(grants=("proc__a@" + "1" * 64,))
+    assert refusal(offered, decision(DecisionKind.AUTO_RUN, grants=("proc__a@" + "1" * 64,))) is None
+    for named in ((), ("proc__a@" + "2" * 64,), ("proc__a@" + "1" * 64, "proc__b@" + "1" * 64)):
+        assert refusal(offered, decision(DecisionKind.AUTO_RUN, grants=named)) is DecisionRefusal.GRANTS_NOT_OFFERED
+    with pytest.raises(ValidationError):
+        OperatorDecision(turn=3, code_hash=HASH, kind=DecisionKind.RUN_ONCE, approver="reviewer", grants=("p@h",))

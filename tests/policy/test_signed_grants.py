@@ -1,0 +1,60 @@
+"""A durable grant counts only with its approver's signed auto-run answer naming it (policy.grants)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from bamboo.approvals.keys import LocalKey
+from policy.approvers import ApprovalRules, DeploymentPolicy, RegisteredKey, Role
+from policy.code_identity import code_hash
+from policy.decisions import DecisionKind, OperatorDecision
+from policy.grants import ProcedureGrant, grant_is_signed, grant_term, make_grant, signed_grants
+from policy.signing import StatementKind
+
+NOW = datetime(2026, 12, 3, 12, 0, tzinfo=timezone.utc)
+PROC, BODY = "proc__get_task", "return await tools.get_task(task_id=task_id)"
+BOB, READER = LocalKey("bob", Ed25519PrivateKey.generate()), LocalKey("reader", Ed25519PrivateKey.generate())
+POLICY = DeploymentPolicy(deployment="production", approvers=(
+    RegisteredKey(identity="bob", public_key=BOB.public_key, roles=frozenset({Role.APPROVE})),
+    RegisteredKey(identity="reader", public_key=READER.public_key, roles=frozenset({Role.REQUEST})),
+))
+
+
+def _grant(key: LocalKey = BOB, term: str = grant_term(PROC, code_hash(BODY)), deployment: str = "production",
+           kind: DecisionKind = DecisionKind.AUTO_RUN) -> ProcedureGrant:
+    answer = OperatorDecision(turn=2, code_hash=code_hash("await tools.proc__get_task(task_id=task_id)"), kind=kind,
+                              approver=key.identity, grants=(term,) if kind is DecisionKind.AUTO_RUN else ())
+    auth = key.authorize(StatementKind.DECISION, "s-7", answer.signed_body(), deployment=deployment, now=NOW)
+    [grant] = signed_grants(answer.model_copy(update={"auth": auth}), "s-7", NOW)
+    # the row claims PROC on BODY, whatever the signed answer named
+    return grant.model_copy(update={"procedure": PROC, "code_hash": code_hash(BODY)})
+
+
+def test_a_grant_its_approver_signed_counts_long_after_the_signature_expired() -> None:
+    grant = _grant()
+    assert grant.granted_at + timedelta(days=30) > grant.decision.auth.expires_at  # type: ignore[union-attr]
+    assert grant_is_signed(grant, POLICY)
+
+
+def test_rows_no_approver_signed_for_this_grant_do_not_count() -> None:
+    unsigned = make_grant(PROC, {PROC: BODY}, "bob", NOW)
+    assert not grant_is_signed(unsigned, POLICY)
+    assert not grant_is_signed(_grant(term=grant_term("proc__other", code_hash(BODY))), POLICY)  # another's grant
+    assert not grant_is_signed(_grant(deployment="staging"), POLICY)                          # another deployment
+    assert not grant_is_signed(_grant(key=READER), POLICY)                                     # may not approve
+    moved = _grant().model_copy(update={"session_id": "s-8"})
+    assert not grant_is_signed(moved, POLICY)                                                   # another session
+    widened = _grant().model_copy(update={"granted_by": "reader"})
+    assert not grant_is_signed(widened, POLICY)
+
+
+def test_a_revoked_approvers_grants_lapse() -> None:
+    without_bob = POLICY.model_copy(update={"approvers": POLICY.approvers[1:]})
+    assert not grant_is_signed(_grant(), without_bob)
+
+
+def test_a_deployment_without_signatures_keeps_unsigned_grants() -> None:
+    open_policy = DeploymentPolicy(rules=ApprovalRules(require_signatures=False))
+    assert grant_is_signed(make_grant(PROC, {PROC: BODY}, "bob", NOW), open_policy)
