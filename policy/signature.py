@@ -59,7 +59,15 @@ _TEXT_RUNNING_MODULES = frozenset({
 # Callables that evaluate annotations given as text in the namespace of the code that defined them (so a
 # string annotation "tools.kill_task(...)" is a call the scan cannot see), wherever they are imported from.
 _STRING_EVALUATORS = frozenset({"get_type_hints", "ForwardRef", "_eval_type", "evaluate_forward_ref",
-                                "singledispatch", "singledispatchmethod"})
+                                "singledispatch", "singledispatchmethod", "get_annotations", "eval_str"})
+# Those modules are reachable without an import, as attributes of modules that import them
+# (``tracemalloc.pickle``, ``logging.handlers.pickle``, ``xmlrpc.server.pydoc``, ``dataclasses.inspect``), and
+# so are their picklers: such an attribute makes code opaque as the import does. Not "code", "trace" or
+# "profile" (ordinary attribute names; only modules already opaque, pdb and cProfile, import them).
+_MODULE_ATTRIBUTES = frozenset(
+    {top for top in (m.split(".")[0] for m in _INTROSPECTION_MODULES | _TEXT_RUNNING_MODULES)}
+    - {"code", "trace", "profile", "logging"}
+) | {"ForkingPickler", "Pickler", "Unpickler", "_Pickler", "_Unpickler"}
 # Frame and code attributes: a generator's or traceback's frame exposes the globals (and so ``tools``)
 # under no name the scan could follow.
 _FRAME_ATTRIBUTES = frozenset(
@@ -464,6 +472,9 @@ class _Scanner:
                 return
 
     def _check_attribute_name(self, name: str) -> None:
+        if name in _MODULE_ATTRIBUTES:
+            self.reasons.add(f"reaches .{name}, a module (or its pickler) that finds objects by computed names or "
+                             "names in text")
         if name in _STRING_EVALUATORS:
             self.reasons.add(f"uses {name}, which evaluates annotations written as text, where the scan cannot "
                              "follow them")

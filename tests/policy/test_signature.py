@@ -331,6 +331,16 @@ def test_a_literal_looked_up_on_tools_is_never_repeated_to_approvers() -> None:
     'from typing import get_type_hints as hints\n',
     'from typing import ForwardRef\n',
     'from functools import singledispatch\n',
+    # the same modules reached as attributes of modules that import them (a second review's routes, each of
+    # which ran a kill hidden from the review in the bwrap sandbox)
+    'import tracemalloc\nt = tracemalloc.pickle.loads(f"c{__name__}\\ntools\\n.".encode())\n',
+    'import logging.handlers\nlogging.handlers.pickle\n',
+    'from multiprocessing.reduction import ForkingPickler\n',
+    'import dataclasses\nm = dataclasses.inspect.getmodule(dataclasses)\n',
+    'import xmlrpc.server\nxmlrpc.server.pydoc\n',
+    'import pstats\npstats.marshal\n',
+    'def f(n: "tools.kill_task(task_id=1)"): pass\nann = f.__annotations__\n',
+    'import functools\nh = functools.get_annotations if False else None\nx = dict(eval_str=True)\n',
 ])
 def test_code_that_finds_objects_by_names_in_text_is_opaque(code: str) -> None:
     """Review finding: the script runs as the module "__main__" (a script's semantics), so a lookup by text
