@@ -176,12 +176,14 @@ def _outermost(paths: tuple[str, ...]) -> tuple[str, ...]:
 Visit = Callable[[int, str, os.stat_result], None]
 
 
-def _walk(uid: int, roots: Iterable[str], owned: Visit, *, max_foreign: int, descend_owned: bool = False) -> bool:
+def _walk(uid: int, roots: Iterable[str], owned: Visit, *, max_foreign: int, descend_owned: bool = False,
+          too_deep: Callable[[], None] | None = None) -> bool:
     """Call ``owned(dir_fd, name, lstat)`` for every entry ``uid`` owns under ``roots``; False when the walk
     stopped early because it looked at ``max_foreign`` entries of others.
 
     Others' directories are entered when "other" may search them (a world-writable one may sit below);
-    ``uid``'s own are entered only when ``descend_owned`` (the sweep removes them whole instead)."""
+    ``uid``'s own are entered only when ``descend_owned`` (the sweep removes them whole instead), and
+    ``too_deep`` is called for one of them below MAX_DEPTH, which is not entered (what it holds is not seen)."""
     budget = max_foreign
     stack = [(root, 0) for root in roots]
     while stack:
@@ -211,6 +213,8 @@ def _walk(uid: int, roots: Iterable[str], owned: Visit, *, max_foreign: int, des
                         continue
                 if depth < MAX_DEPTH:
                     stack.append((os.path.join(folder, name), depth + 1))
+                elif info.st_uid == uid and too_deep is not None:
+                    too_deep()
         except OSError:
             pass
         finally:
@@ -246,7 +250,8 @@ class OwnedMemoryFiles:
     included). Each file counted once (by device and inode), by its allocated blocks.
 
     Called from the watchdog's thread with the run's live pids. More than ``COUNT_MAX_OWNED`` files is
-    reported as ``OVER``: a run cannot make the count arbitrarily slow."""
+    reported as ``OVER``: a run cannot make the count arbitrarily slow; so is a directory of its own deeper than
+    the count reads (MAX_DEPTH): 300 MiB written 18 levels down passed a 64 MiB limit uncounted."""
 
     OVER = 1 << 62
 
@@ -261,6 +266,11 @@ class OwnedMemoryFiles:
     def __call__(self, pids: list[int]) -> int:
         files: dict[tuple[int, int], int] = {}
         owned = 0
+        deep = False
+
+        def too_deep() -> None:
+            nonlocal deep
+            deep = True
 
         def add(dir_fd: int, name: str, info: os.stat_result) -> None:
             nonlocal owned
@@ -269,8 +279,8 @@ class OwnedMemoryFiles:
                 files[(info.st_dev, info.st_ino)] = info.st_blocks * 512
 
         if self.roots:
-            _walk(self.uid, self.roots, add, max_foreign=SWEEP_MAX_FOREIGN, descend_owned=True)
-        if owned > COUNT_MAX_OWNED:
+            _walk(self.uid, self.roots, add, max_foreign=SWEEP_MAX_FOREIGN, descend_owned=True, too_deep=too_deep)
+        if owned > COUNT_MAX_OWNED or deep:  # files hidden below the depth the count reads are not let pass
             return self.OVER
         for pid in pids:
             for info in _open_and_mapped(pid, self.devices):
