@@ -188,8 +188,9 @@ class Settings(BaseSettings):
         default=None, pattern=DEPLOYMENT_PATTERN,
         description="This deployment's name, signed into every administrator's statement: a statement counts only in "
                     "the deployment it names, so deployments pinning the same administrator must each name their own "
-                    f"(staging, production); empty = {EMBEDDED_DEPLOYMENT!r} on the embedded stack, "
-                    f"{DEFAULT_DEPLOYMENT!r} otherwise (docs/trust-model.md)")
+                    f"(staging, production); empty = {EMBEDDED_DEPLOYMENT!r} on the embedded stack; required with a "
+                    f"database of the deployment's own (its processes refuse to start without it; a client "
+                    f"left without it signs for {DEFAULT_DEPLOYMENT!r}) (docs/trust-model.md)")
     investigation_idle_timeout_s: int = 7 * 24 * 3600
     reuse_match_threshold: float = Field(
         default=0.7, ge=0.0, le=1.0, description="Least similarity of a request to a stored read-only procedure's "

@@ -20,6 +20,7 @@ from bamboo.devstack.ports import free_port
 from bamboo.devstack.postgres import start_postgres, stop_postgres
 from bamboo.devstack.temporal_server import start_temporal
 from bamboo.settings import Settings
+from policy.signing import DEFAULT_DEPLOYMENT
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,6 +59,7 @@ class TestStack:
 
     def settings(self, database_url: str, llm_url: str, **extra) -> Settings:
         extra.setdefault("admin_keys_file", self.admin_keys_file)
+        extra.setdefault("deployment", DEFAULT_DEPLOYMENT)
         return Settings(
             _env_file=None, temporal_address=self.temporal_address, database_url=database_url,
             llm_base_url=llm_url, embedding_base_url=llm_url, embedding_model="scripted-embedding",
@@ -99,6 +101,8 @@ def worker_env(settings: Settings) -> dict[str, str]:
         env["BAMBOO_KEYS_DIR"] = str(settings.keys_dir)
     if settings.admin_keys_file is not None:
         env["BAMBOO_ADMIN_KEYS_FILE"] = str(settings.admin_keys_file)
+    if settings.deployment is not None:
+        env["BAMBOO_DEPLOYMENT"] = settings.deployment
     return env
 
 

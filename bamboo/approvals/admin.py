@@ -43,18 +43,26 @@ class PinnedAdmins:
     """The pinned administrators, re-read when the file changes (an administrator added or removed takes
     effect without restarting the worker). A missing file pins nobody."""
 
-    def __init__(self, path: Path | None, *, own_deployment: bool, deployment: str = DEFAULT_DEPLOYMENT) -> None:
+    def __init__(self, path: Path | None, *, own_deployment: bool, deployment: str = DEFAULT_DEPLOYMENT,
+                 named: bool = True) -> None:
         self.path = path
         self.own_deployment = own_deployment
         self.deployment = deployment
+        self.named = named
         self._cache: tuple[tuple[int, int] | None, TrustRoot] | None = None
 
     @classmethod
     def of(cls, settings: Settings) -> "PinnedAdmins":
         return cls(settings.resolved_admin_keys_file(), own_deployment=not settings.embedded_database,
-                   deployment=settings.resolved_deployment())
+                   deployment=settings.resolved_deployment(), named=settings.deployment is not None)
 
     def root(self) -> TrustRoot:
+        if self.own_deployment and not self.named:
+            # Two deployments left unnamed both answered to "default": a decision signed in one counted in the other.
+            raise TrustRootError(
+                "BAMBOO_DEPLOYMENT is not set: a deployment with its own database names itself (staging, "
+                "production), on its worker, executors, console and operators' clients, since every signed "
+                "statement and approval counts only in the deployment it names (docs/trust-model.md)")
         stamp = self._stamp()
         if self._cache is not None and self._cache[0] == stamp:
             return self._cache[1]

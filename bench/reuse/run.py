@@ -143,7 +143,8 @@ async def measure(rounds: int, latency: float) -> list[Turn]:
             settings = Settings(
                 _env_file=None, temporal_address=stack.temporal_address, database_url=stack.new_database(),
                 llm_base_url=llm.base_url, admin_keys_file=stack.admin_keys_file, keys_dir=base / "keys",
-                panda_api_url=sim.api_url, panda_monitor_url=sim.monitor_url)  # embeddings: the offline MiniLM
+                panda_api_url=sim.api_url, panda_monitor_url=sim.monitor_url,  # embeddings: the offline MiniLM
+                deployment="bench")
             services = await build_services(settings, llm_base_url=settings.llm_base_url, pool_size=4)
             stop = asyncio.Event()
             worker = asyncio.create_task(run_worker(settings, services=services, stop=stop))

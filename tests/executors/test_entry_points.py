@@ -76,7 +76,7 @@ def deployment(harness, stack, database_url, llm_server, tmp_path: Path) -> dict
         "BAMBOO_EMBEDDING_MODEL": "scripted-embedding", "BAMBOO_EMBEDDING_BASE_URL": llm_server.base_url,
         "BAMBOO_COMMAND_TOOLS_FILE": str(tools),
         "BAMBOO_EXECUTOR_VERIFY_KEYS_FILE": str(verify), "BAMBOO_KEYS_DIR": str(keys_dir),
-        "BAMBOO_ADMIN_KEYS_FILE": str(admins),
+        "BAMBOO_ADMIN_KEYS_FILE": str(admins), "BAMBOO_DEPLOYMENT": "default",
         "PYTHONPATH": str(ROOT),
     })
     return env

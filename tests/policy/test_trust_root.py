@@ -166,3 +166,21 @@ def test_two_registrations_in_one_second_leave_neither_in_force(ids):
     assert any("same second" in i.reason and i.subject == "bob" for i in registry.ignored)
     later = register(ADMIN, fresh, [Role.APPROVE], at=T0 + timedelta(seconds=1))
     assert [k.public_key for k in fold_registry([first, rotated, later], ROOT).keys] == [fresh.public_key]
+
+
+def test_a_deployment_of_its_own_must_name_itself(tmp_path):
+    """Review finding: two deployments that both left BAMBOO_DEPLOYMENT unset both answered to "default", so a
+    decision an approver registered in both signed in staging counted in production. Every process that reads
+    the trust root of a deployment with its own database refuses to go on without the name."""
+    from bamboo.approvals.admin import PinnedAdmins
+    from bamboo.settings import Settings
+
+    keys = tmp_path / "admin-keys"
+    keys.write_text(f"ops-admin {ADMIN.public_key}\n")
+    unnamed = Settings(_env_file=None, database_url="postgresql://h/db", admin_keys_file=keys)  # type: ignore[call-arg]
+    with pytest.raises(TrustRootError, match="BAMBOO_DEPLOYMENT is not set"):
+        PinnedAdmins.of(unnamed).root()
+    named = unnamed.model_copy(update={"deployment": "production"})
+    assert PinnedAdmins.of(named).root().deployment == "production"
+    embedded = Settings(_env_file=None, database_url=None, data_dir=tmp_path)  # type: ignore[call-arg]
+    assert PinnedAdmins.of(embedded).root().deployment == "embedded"
