@@ -32,6 +32,12 @@ from policy.grants import ProcedureGrant
 
 log = logging.getLogger(__name__)
 
+
+def _revocation_key(grant: ProcedureGrant) -> tuple[str, str] | None:
+    """How a revocation names ``grant``: its signed answer's nonce and its term (None for an unsigned grant)."""
+    auth = grant.decision.auth if grant.decision is not None else None
+    return (auth.nonce, grant.term) if auth is not None else None
+
 ProcedureStatus = Literal["approved", "tentative"]
 
 
@@ -152,7 +158,7 @@ class ProcedureRepository:
         return {h: code for h, code in rows}
 
     async def grants(self) -> dict[str, ProcedureGrant]:
-        """The stored grants as rows hold them: whoever relies on one checks its signature
+        """The stored grants as rows hold them, less those revoked: whoever relies on one checks its signature
         (policy.grants.grant_is_signed); a row that is not a grant is left out."""
         async with self._pool.connection() as conn:
             rows = await (await conn.execute(
@@ -160,13 +166,17 @@ class ProcedureRepository:
                 "auto_run_decision FROM procedures "
                 "WHERE auto_run_code_hash IS NOT NULL AND auto_run_granted_by IS NOT NULL ORDER BY signature"
             )).fetchall()
+            revoked = {(n, t) for n, t in await (await conn.execute("SELECT nonce, term FROM revoked_grants")).fetchall()}
         out = {}
         for name, hash_, by, at, session, decision in rows:
             try:
-                out[name] = ProcedureGrant(procedure=name, code_hash=hash_, granted_by=by, granted_at=at,
-                                           session_id=session or "", decision=decision)
+                grant = ProcedureGrant(procedure=name, code_hash=hash_, granted_by=by, granted_at=at,
+                                       session_id=session or "", decision=decision)
             except ValidationError:
                 log.warning("the durable grant of %s is not a grant (ignored)", name)
+                continue
+            if _revocation_key(grant) not in revoked:
+                out[name] = grant
         return out
 
     async def set_grant(self, grant: ProcedureGrant) -> bool:
@@ -182,7 +192,14 @@ class ProcedureRepository:
             return cur.rowcount > 0
 
     async def clear_grant(self, name: str) -> bool:
+        """Revoke the grant of ``name``: the row is cleared, and its signed answer recorded as revoked for this
+        grant (insert-only), so writing the row back does not revive it."""
+        grant = (await self.grants()).get(name)
+        key = _revocation_key(grant) if grant is not None else None
         async with self._pool.connection() as conn:
+            if key is not None:
+                await conn.execute("INSERT INTO revoked_grants (nonce, term) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                                   key)
             cur = await conn.execute(
                 "UPDATE procedures SET auto_run_code_hash = NULL, auto_run_granted_by = NULL, "
                 "auto_run_granted_at = NULL, auto_run_session = NULL, auto_run_decision = NULL "

@@ -24,10 +24,11 @@ READ_ONLY_TABLES = ("schema_migrations", "store_meta")
 # statements, capability grants with their uses and revocations (a use deleted would refill a grant; migration
 # 021), the executors' accepted nonces (a nonce deleted would be free to replay), and the sessions' ids (an id
 # freed would let a new run accept a closed session's decisions again; migration 025), and the decisions runs
-# used (one freed would let a reset run the same signed approval again; migration 026).
+# used (one freed would let a reset run the same signed approval again; migration 026), and the durable grants
+# revoked (one freed would let the grant's still-valid signed answer grant again; migration 027).
 APPEND_ONLY_TABLES = ("audit", "audit_checkpoint_starts", "trust_statements", "capability_grants",
                       "capability_grant_uses", "capability_grant_revocations", "executor_nonces", "session_ids",
-                      "used_decisions")
+                      "used_decisions", "revoked_grants")
 
 
 async def grant_app_role(conn: psycopg.AsyncConnection, role: str) -> None:

@@ -259,18 +259,71 @@ async def main(sizes: list[int], seed: int, dump_path: Path | None) -> str:
     return "\n".join(lines) + "\n"
 
 
+KINDS = ("look-alike", "learned once (tail)", "other")
+
+
+def kind_of(corpus: Corpus, truth: str, lookalike: bool) -> str:
+    """Which kind of known cause a held-out task's is: a look-alike, one the store learned once, or another."""
+    return KINDS[0] if lookalike else KINDS[1] if truth in corpus.tail else KINDS[2]
+
+
+def naive_bayes_right(examples: list[tuple[frozenset[str], str]], corpus: Corpus) -> list[bool]:
+    """Per known-cause held-out task of ``corpus`` (in order): whether naive Bayes learned from ``examples`` names it."""
+    nb = NaiveBayes(examples)
+    return [nb.ranked(clue_keys(i.task_data, NB_PSEUDONYM_KEY))[0] == t
+            for i, t, novel in zip(corpus.held_out, corpus.truth, corpus.novel) if not novel]
+
+
+def by_kind_rows(corpora: dict[int, Corpus], rows: dict[int, list[Scored]], size: int) -> list[str]:
+    """Known-cause accuracy@1 per kind of cause at ``size``, pooled over the seeds: the ranking, and what a naive
+    Bayes over the same clues reaches from the store's own incidents and from CEILING_PER_CAUSE fresh ones of
+    every cause (roughly what the clues allow)."""
+    tally: dict[tuple[str, str], list[bool]] = {}
+    for seed, corpus in corpora.items():
+        known = [(t, look) for t, novel, look in zip(corpus.truth, corpus.novel, corpus.lookalike) if not novel]
+        scored = [r for r in rows[seed] if r.size == size and not r.novel]
+        if [r.truth for r in scored] != [t for t, _ in known]:
+            raise RuntimeError(f"seed {seed}: the scored tasks are not the corpus's held-out tasks in order")
+        ranking = [r.right for r in scored]
+        store = naive_bayes_right([(clue_keys(i.task_data, NB_PSEUDONYM_KEY), cause) for cause, incidents
+                                   in corpus.train.items() for i in incidents[:1 if cause in corpus.tail else size]],
+                                  corpus)
+        fresh = build(seed + 1, CEILING_PER_CAUSE)
+        ceiling = naive_bayes_right([(clue_keys(i.task_data, NB_PSEUDONYM_KEY), cause) for cause, incidents
+                                     in fresh.train.items() for i in incidents], corpus)
+        for (truth, look), *right in zip(known, ranking, store, ceiling):
+            for who, r in zip(("ranking", "store", "ceiling"), right):
+                tally.setdefault((kind_of(corpus, truth, look), who), []).append(r)
+    lines = [
+        f"Known causes by kind at {size} incidents per cause, pooled over the seeds: the ranking against a naive "
+        f"Bayes over the same clues (absent clues counted) learned from the store's own incidents, and from "
+        f"{CEILING_PER_CAUSE} fresh incidents of every known cause (roughly what the clues allow):",
+        "",
+        "| kind of known cause | tasks | ranking | naive Bayes, the store's incidents | naive Bayes, "
+        f"{CEILING_PER_CAUSE} per cause |",
+        "|---|---|---|---|---|",
+    ]
+    for kind in KINDS:
+        got = [tally.get((kind, who), []) for who in ("ranking", "store", "ceiling")]
+        lines.append(f"| {kind} | {len(got[0])} | " + " | ".join(f"{sum(g) / len(g):.2f}" if g else "—" for g in got)
+                     + " |")
+    return lines
+
+
 async def across_seeds(sizes: list[int], seeds: list[int]) -> str:
     """Today's ranking (the after rows) on the corpus of each seed in turn, then pooled over the seeds: one
     seed's 24 novel-cause tasks come from six causes, and its ~100 named answers per size leave the ECE of one
     size noisy (a perfectly calibrated answer scores about 0.06 on that many), so per-size figures are read
     pooled."""
     rows: dict[int, list[Scored]] = {}
+    corpora: dict[int, Corpus] = {}
     model: list[Scored] = []
     with scratch_stack("bamboo-bench-calibration-") as (base, stack):
         for seed in seeds:
             print(f"seed {seed}", file=sys.stderr, flush=True)
+            corpora[seed] = build(seed, max(sizes))
             # A folder per seed: the incidents written for one seed's store must not be learned by the next's.
-            _, rows[seed], judged, _ = await evaluate(build(seed, max(sizes)), sizes, base / f"seed-{seed}", stack, None)
+            _, rows[seed], judged, _ = await evaluate(corpora[seed], sizes, base / f"seed-{seed}", stack, None)
             model += judged
     pooled = [r for seed in seeds for r in rows[seed]]
     lines = [
@@ -294,6 +347,7 @@ async def across_seeds(sizes: list[int], seeds: list[int]) -> str:
         lines.append(summary_row("all seeds, after the scripted model's second opinion", str(size),
                                  [r for r in model if r.size == size]))
     lines.append(summary_row("all seeds, after the scripted model's second opinion", "all sizes", model))
+    lines += ["", *by_kind_rows(corpora, rows, max(sizes))]
     return "\n".join(lines) + "\n"
 
 

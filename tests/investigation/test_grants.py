@@ -176,3 +176,26 @@ async def test_a_grant_row_no_approver_signed_is_not_a_grant(ops, client, settin
     await inv.send_message(client, session, "use the stored procedure", ops.carol)
     runs = await wait_for_runs(client, session, 1)
     assert runs[0].actor == "policy:durable_grant"
+
+
+async def test_a_revoked_grant_written_back_stays_revoked(ops, client, settings, services, running_worker, brain):
+    """The signed answer behind a grant stays valid after the grant is revoked: a requester who wrote the row back
+    (the store's role may) would have revived it. The revocation is kept, insert-only, by the answer and term."""
+    repo = ProcedureRepository(services.store.pool)
+    await repo.save(READ_PROC, READ_PROC_CODE, "approved", {})
+    grant = signed_grant(ops.bob, READ_PROC, READ_PROC_CODE)
+    await repo.set_grant(grant)
+    assert READ_PROC in await repo.grants()
+    assert await repo.clear_grant(READ_PROC)
+    await repo.set_grant(grant)  # the row written back, as it was
+    assert await repo.grants() == {}
+    session = await _open(client, settings, [USE_PROC], brain)
+    await inv.send_message(client, session, "use the stored procedure", ops.carol)
+    view = await pending_turn(client, session, 1)
+    assert view.reason == "new_code"
+    async with services.store.pool.connection() as conn:
+        with pytest.raises(Exception, match="never granted again"):
+            await conn.execute("DELETE FROM revoked_grants")
+    again = signed_grant(ops.bob, READ_PROC, READ_PROC_CODE)  # bob grants it anew: a new answer counts
+    await repo.set_grant(again)
+    assert READ_PROC in await repo.grants()
