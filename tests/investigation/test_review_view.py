@@ -188,3 +188,12 @@ def test_a_name_python_reads_as_another_is_named_as_what_python_reads() -> None:
     assert "line 2: Python reads the name ᵈʳʸ_ʳᵘⁿ as dry_run" in [h.detail for h in find_hazards(fielded)]
     alike = [h.detail for h in find_hazards("a\u0387b = 1") if "Python reads the name" in h.detail]
     assert alike == ["line 1: Python reads the name a\u0387b as a\xb7b (a\\xb7b)"]
+
+
+def test_the_review_says_which_grants_auto_run_leaves() -> None:
+    """An auto-run answer signs the grants it leaves for later sessions: the review names them, inert."""
+    view = _view("r = await tools.get_task_details(task_id=task_id)\nreturn r").model_copy(
+        update={"grants": ["proc__look[bold]x[/bold]@" + "ab" * 32]})
+    shown = " ".join(_render(pending_panel(view), width=120).split())
+    assert "auto-run also grants, for later sessions, until revoked: proc__look[bold]x[/bold] (abababababab)" in shown
+    assert "auto-run also grants" not in _render(pending_panel(_view("return 1")))
