@@ -30,7 +30,7 @@ from rich.text import Text
 
 from bamboo.frontends.inert_text import inert_markup, inert_rich
 from bamboo.frontends.review import (
-    MODEL_SAYS, context, effect, notes, procedure_effect, procedure_notes, reuse_change, said,
+    MODEL_SAYS, context, effect, grants_line, notes, procedure_effect, procedure_notes, reuse_change, said,
 )
 from bamboo.investigation.contract import PendingView
 from policy.code_hazards import find_hazards, visible
@@ -62,9 +62,9 @@ def pending_panel(view: PendingView) -> RenderableType:
     reused = view.reuse.procedure if view.reuse is not None else None
     for procedure in view.procedures:
         parts.append(procedure_panel(procedure, "reuses" if procedure.name == reused else "replays"))
-    if view.grants:  # what `a` signs beside the code: the grants it leaves for later sessions
-        granted = ", ".join(f"{name} ({short_hash(hash_)})" for name, _, hash_ in (g.rpartition("@") for g in view.grants))
-        parts.append(inert_rich(f"auto-run also grants, for later sessions, until revoked: {granted}", style="dim"))
+    granted = grants_line(view)
+    if granted is not None:
+        parts.append(inert_rich(granted, style="dim"))
     about = context(view, datetime.now(UTC))
     parts.insert(0, inert_rich(f"task {about.task}\nrequest: {about.request}\nwaiting {about.waiting}", style="dim"))
     title = f"review turn {view.turn} · {short_hash(view.code_hash)} · {effect_line(view)}"

@@ -103,6 +103,15 @@ def choices_line(view: PendingView, separator: str = "  ") -> str:
     return separator.join(f"{CHOICE_KEYS[c]} = {CHOICE_WORDS[c]}" for c in view.choices)
 
 
+def grants_line(view: PendingView) -> str | None:
+    """What an auto-run answer signs beside the code: the grants it leaves for later sessions (procedure names
+    are stored text: render inert). None when it leaves none."""
+    if not view.grants:
+        return None
+    granted = ", ".join(f"{name} ({hash_[:12]})" for name, _, hash_ in (g.rpartition("@") for g in view.grants))
+    return f"auto-run also grants, for later sessions, until revoked: {granted}"
+
+
 def reuse_change(view: PendingView) -> str | None:
     """The line above the diff when a reused procedure's body changed under its signature; None otherwise."""
     if view.reuse is None or not view.reuse.diff_from_previous:

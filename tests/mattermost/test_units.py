@@ -319,3 +319,13 @@ async def test_the_chat_client_reads_a_threads_posts_oldest_first_with_their_aut
     assert [p["create_at"] for p in posts] == sorted(p["create_at"] for p in posts)
     shown = [reviewed_in(p["message"]) for p in posts if p["user_id"] == as_bot.me["id"]]
     assert shown == [(4, "a" * 64)]
+
+
+def test_a_review_post_names_the_grants_auto_run_leaves_inert():
+    from bamboo.frontends.mattermost.render import review_post
+
+    view = _review("reads the task").model_copy(update={"grants": ["proc__look_@channel_**x**@" + "cd" * 32]})
+    post = review_post(view, tag="abc234")
+    line = next(line for line in post.splitlines() if line.startswith("auto\\-run also grants"))
+    assert "cdcdcdcdcdcd" in line and "@channel" not in line.replace("\\@", "") and "**x**" not in line
+    assert "auto" not in review_post(_review("reads the task"), tag="abc234").split("Reply in this thread")[0]

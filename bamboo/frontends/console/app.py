@@ -44,8 +44,8 @@ from bamboo.frontends.console.settings import ConsoleSettings
 from bamboo.models.incident import task_problem
 from bamboo.store.knowledge_browse import MAX_QUERY, PAGE_SIZE, whole_number
 from bamboo.frontends.review import (
-    CHOICE_KEYS, CHOICE_WORDS, because, context, edit_diff, effect, flagged_lines, notes, procedure_effect,
-    procedure_notes, reuse_change, said,
+    CHOICE_KEYS, CHOICE_WORDS, because, context, edit_diff, effect, flagged_lines, grants_line, notes,
+    procedure_effect, procedure_notes, reuse_change, said,
 )
 from policy.approvers import Role
 from policy.decisions import DecisionKind
@@ -172,6 +172,7 @@ def create_app(backend: ConsoleBackend, settings: ConsoleSettings, accounts: Loc
             flagged=flagged_lines(view), procedures=[(p, procedure_effect(p), procedure_notes(p))
                                                      for p in view.procedures],
             mine=user.identity == view.requester, changed=edit_diff(view, await backend.transcript(session_id)),
+            grants=grants_line(view),
         )
 
     @page

@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 
 from bamboo.frontends.inert_text import inert_markdown, markdown_code, markdown_quote
 from bamboo.frontends.review import (
-    CHOICE_KEYS, CHOICE_WORDS, MODEL_SAYS, context, effect, flagged_lines, notes, procedure_effect, procedure_notes,
-    reuse_change, said,
+    CHOICE_KEYS, CHOICE_WORDS, MODEL_SAYS, context, effect, flagged_lines, grants_line, notes, procedure_effect,
+    procedure_notes, reuse_change, said,
 )
 from bamboo.investigation.client import PendingApproval
 from bamboo.investigation.contract import ApprovalsView, PendingView, TranscriptEntry
@@ -103,6 +103,9 @@ def review_post(view: PendingView, changed: str = "", *, tag: str) -> str:
         lines += [f"- {inert_markdown(note)}" for note in procedure_notes(procedure)]
         if procedure.diff_from_granted:
             lines.append("changed since it was granted:\n" + numbered(procedure.diff_from_granted))
+    granted = grants_line(view)
+    if granted is not None:
+        lines.append(inert_markdown(granted))
     offered = " · ".join(f"`{CHOICE_KEYS[c]} {tag}`" if c.runs_code else f"`{CHOICE_KEYS[c]}`" for c in view.choices)
     words = " · ".join(f"{CHOICE_KEYS[c]} {CHOICE_WORDS[c]}" for c in view.choices)
     edit = " (`e` then the replacement code in a ``` block)" if any(c.value == "edit" for c in view.choices) else ""
