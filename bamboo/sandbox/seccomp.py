@@ -7,7 +7,8 @@ allow); the calls below fail with EPERM, because each is either a way to reach a
 userfaultfd, io_uring, keyrings, perf, module loading), or a way to rebuild a view the sandbox took away
 (mount and friends, new namespaces), or a way to hold memory the run's total cannot see or that outlives
 the run (``memfd_create``, ``memfd_secret``, SysV shared memory, message queues and semaphores, POSIX
-message queues: in degraded mode the last four live in the host's ipc namespace). ``socket`` and
+message queues: in degraded mode the last four live in the host's ipc namespace; extended attributes, whose
+values on tmpfs are memory no file's size shows). ``socket`` and
 ``socketpair`` fail with EAFNOSUPPORT for every family, AF_UNIX included: the child's only channel, the
 bridge, is a socket it inherits, and its event loop wakes itself through a pipe (``child_runner``), so a
 run needs no socket of its own — and in degraded mode an AF_UNIX socket would reach the host's services
@@ -48,6 +49,9 @@ DENIED_SYSCALLS: tuple[str, ...] = (
     # opened by path where the host mounts the mqueue filesystem (open(O_CREAT) there makes one without mq_open)
     "shmctl", "msgrcv", "msgctl", "semop", "semtimedop", "semctl",
     "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr", "mq_unlink",
+    # extended attributes: on tmpfs their values are kernel memory no file's blocks show (256 MiB parked in
+    # user.* attributes passed a 64 MiB run total); no script needs to set one
+    "setxattr", "lsetxattr", "fsetxattr", "setxattrat",
 )
 # Refused whatever the family: the child creates no socket (see the module docstring).
 SOCKET_SYSCALLS = ("socket", "socketpair")
