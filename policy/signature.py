@@ -55,7 +55,13 @@ _TEXT_RUNNING_MODULES = frozenset({
     "pickle", "_pickle", "pickletools", "copyreg", "shelve", "marshal", "pydoc", "pkgutil", "timeit", "doctest",
     "code", "codeop", "runpy", "unittest", "trace", "profile", "cProfile", "zipimport", "dill", "cloudpickle",
     "logging.config",
+    # pickling underneath: multiprocessing's pipes and queues unpickle what is sent through them, and
+    # concurrent.futures' process pools use them; xmlrpc resolves dotted attribute names given as text
+    "multiprocessing", "concurrent", "xmlrpc",
 })
+# Callables that walk a dotted name given as text to the object it names ("0.sys.modules[...].tools"), wherever
+# they are reached from: string.Formatter().get_field, xmlrpc's resolve_dotted_attribute.
+_NAME_RESOLVERS = frozenset({"get_field", "Formatter", "resolve_dotted_attribute"})
 # Callables that evaluate annotations given as text in the namespace of the code that defined them (so a
 # string annotation "tools.kill_task(...)" is a call the scan cannot see), wherever they are imported from.
 _STRING_EVALUATORS = frozenset({"get_type_hints", "ForwardRef", "_eval_type", "evaluate_forward_ref",
@@ -355,6 +361,9 @@ class _Scanner:
     def _visit_attribute(self, node: ast.Attribute) -> None:
         if node.attr in _NAME_LOOKUP_CALLABLES:
             self._check_called(node, node.attr)
+        if node.attr in self.tool_objects and not (isinstance(node.value, ast.Name) and node.value.id in self.stub_modules):
+            # ``something.tools``: the script's module reached some other way ("__main__" built at run time)
+            self.reasons.add(f"reaches .{node.attr} on another object, where the scan cannot follow the tools used")
 
     def _check_called(self, node: ast.expr, name: str) -> None:
         """A name-lookup function (``getattr``, ``attrgetter``...) may only be called where it is named."""
@@ -472,6 +481,8 @@ class _Scanner:
                 return
 
     def _check_attribute_name(self, name: str) -> None:
+        if name in _NAME_RESOLVERS:
+            self.reasons.add(f"uses {name}, which walks a dotted name given as text to the object it names")
         if name in _MODULE_ATTRIBUTES:
             self.reasons.add(f"reaches .{name}, a module (or its pickler) that finds objects by computed names or "
                              "names in text")

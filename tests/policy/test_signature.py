@@ -341,6 +341,13 @@ def test_a_literal_looked_up_on_tools_is_never_repeated_to_approvers() -> None:
     'import pstats\npstats.marshal\n',
     'def f(n: "tools.kill_task(task_id=1)"): pass\nann = f.__annotations__\n',
     'import functools\nh = functools.get_annotations if False else None\nx = dict(eval_str=True)\n',
+    # a third review's routes, with "__main__" built at run time so no dunder is written
+    'import os, string\nt, _ = string.Formatter().get_field("0.sys.modules", (os,), {})\n',
+    'import os, xmlrpc.server\nm = xmlrpc.server.resolve_dotted_attribute(os, "sys.modules")\n',
+    'import multiprocessing\nr, w = multiprocessing.Pipe(duplex=False)\n',
+    'from multiprocessing.connection import Pipe\n',
+    'from concurrent.futures import ProcessPoolExecutor\n',
+    'main = lookup("_" * 2 + "main" + "_" * 2)\nawait main.tools.kill_task(task_id=task_id)\n',
 ])
 def test_code_that_finds_objects_by_names_in_text_is_opaque(code: str) -> None:
     """Review finding: the script runs as the module "__main__" (a script's semantics), so a lookup by text
