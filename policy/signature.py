@@ -59,6 +59,20 @@ _TEXT_RUNNING_MODULES = frozenset({
     # concurrent.futures' process pools use them; xmlrpc resolves dotted attribute names given as text
     "multiprocessing", "concurrent", "xmlrpc",
 })
+# The modules analysable code may import. Each review found another module that resolves a name given as text
+# (the script is the module "__main__", so "__main__.tools" reaches the tools object): a list of such modules
+# is never complete, so code importing a module outside this one (the standard library's plain data, text,
+# time, maths and file helpers) is unanalysable: shown as such, approved only by those who approve state changes.
+_KNOWN_MODULES = frozenset({
+    "__future__", "abc", "array", "ast", "asyncio", "base64", "binascii", "bisect", "bz2", "calendar", "cmath",
+    "collections", "colorsys", "contextlib", "contextvars", "copy", "csv", "dataclasses", "datetime", "decimal",
+    "difflib", "email", "enum", "errno", "fnmatch", "fractions", "functools", "getpass", "glob", "graphlib",
+    "gzip", "hashlib", "heapq", "hmac", "html", "http", "io", "ipaddress", "itertools", "json", "keyword",
+    "locale", "logging", "lzma", "math", "numbers", "operator", "os", "pathlib", "platform", "pprint", "queue",
+    "random", "re", "reprlib", "sched", "secrets", "select", "shlex", "shutil", "signal", "socket", "statistics",
+    "string", "struct", "subprocess", "tarfile", "tempfile", "textwrap", "threading", "time", "tomllib", "types",
+    "typing", "unicodedata", "urllib", "uuid", "warnings", "weakref", "xml", "zipfile", "zlib", "zoneinfo",
+})
 # Callables that walk a dotted name given as text to the object it names ("0.sys.modules[...].tools"), wherever
 # they are reached from: string.Formatter().get_field, xmlrpc's resolve_dotted_attribute.
 _NAME_RESOLVERS = frozenset({"get_field", "Formatter", "resolve_dotted_attribute"})
@@ -286,9 +300,12 @@ class _Scanner:
         if top in _INTROSPECTION_MODULES:
             self.reasons.add(f"imports from {module}, which can reach objects by computed names")
             return
-        self._check_text_running(module)
-        for alias in node.names:
-            self._check_text_running(f"{module}.{alias.name}")
+        if node.level:
+            self.reasons.add("imports relative to a package, which the sandbox's script is not")
+        elif top != self.conventions.stub_module:
+            self._check_text_running(module)
+            for alias in node.names:
+                self._check_text_running(f"{module}.{alias.name}")
         if top != self.conventions.stub_module:
             for alias in node.names:
                 if alias.name != "*":
@@ -472,8 +489,13 @@ class _Scanner:
                 self.reasons.add(f"touches dunder name {part}, which can walk to unrestricted objects")
 
     def _check_text_running(self, path: str) -> None:
-        """``path``, a module imported (or a name imported from one), runs text or finds objects by name."""
+        """``path``, a module imported (or a name imported from one), runs text or finds objects by name, or is
+        not one the scan knows (_KNOWN_MODULES)."""
         parts = path.split(".")
+        if parts[0] not in _KNOWN_MODULES and parts[0] not in _INTROSPECTION_MODULES | _TEXT_RUNNING_MODULES:
+            self.reasons.add(f"imports {parts[0]}, a module this scan does not know (only well-known modules are "
+                             "read as analysable; another could find objects by names given as text)")
+            return
         for end in range(1, len(parts) + 1):
             if ".".join(parts[:end]) in _TEXT_RUNNING_MODULES:
                 self.reasons.add(f"imports {path}, which runs text as code or finds objects by names given as "
