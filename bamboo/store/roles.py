@@ -25,7 +25,7 @@ READ_ONLY_TABLES = ("schema_migrations", "store_meta")
 # 021), the executors' accepted nonces (a nonce deleted would be free to replay), and the sessions' ids (an id
 # freed would let a new run accept a closed session's decisions again; migration 025), and the decisions runs
 # used (one freed would let a reset run the same signed approval again; migration 026), and the durable grants
-# revoked (one freed would let the grant's still-valid signed answer grant again; migration 027).
+# revoked (one freed would let the grant's still-valid signed answer grant again; migration 028).
 APPEND_ONLY_TABLES = ("audit", "audit_checkpoint_starts", "trust_statements", "capability_grants",
                       "capability_grant_uses", "capability_grant_revocations", "executor_nonces", "session_ids",
                       "used_decisions", "revoked_grants")
