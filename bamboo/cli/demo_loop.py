@@ -18,6 +18,7 @@ import json
 import socket
 import uuid
 from collections.abc import Iterator
+from typing import NoReturn
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -90,11 +91,10 @@ async def _walk(settings: Settings, task_id: int, me: str, admin: LocalKey | Non
         try:
             await client.message(session_id, requester, question, force_tool=True)
         except inv.InvestigationError as exc:
-            console.print(inert_rich(f"{DEMO_REQUESTER} asks: REFUSED ({exc.refusal}): {exc}", "red"))
-            return session_id
+            _stopped(settings, turn, f"the question was refused ({exc.refusal}): {exc}")
         view = await _review(client, session_id, turn, seen)
-        if view is None:
-            return session_id
+        if not isinstance(view, PendingView):
+            _stopped(settings, turn, view)
         for line in await _turn_entries(client, session_id, turn, "reuse"):
             console.print(inert_rich(f"[reuse] {line.text}", "cyan"))
         show_pending(view)
@@ -119,9 +119,16 @@ async def store_example_procedures(settings: Settings) -> list[str]:
     return [p.name for p in procedures]
 
 
-async def _review(client: inv.InvestigationClient, session_id: str, turn: int, seen: int) -> PendingView | None:
-    """The turn's pending review; None (after saying why) when the session answered without one, or refused the
-    message (an entry after ``seen`` with no turn)."""
+def _stopped(settings: Settings, turn: int, why: str) -> NoReturn:
+    """The demo's main job did not run to its end: one line saying where it stopped and where to look, exit 1
+    (it once printed the reason and went on to "Where to look" with exit 0, a broken demo looking like a good one)."""
+    fail(f"the demo's investigation stopped at turn {turn}: {why}; see the worker's log, "
+         f"{settings.resolved_data_dir() / 'logs' / 'worker.log'}")
+
+
+async def _review(client: inv.InvestigationClient, session_id: str, turn: int, seen: int) -> PendingView | str:
+    """The turn's pending review, or what the session said instead (it answered without one, or refused the
+    message: an entry after ``seen`` with no turn), or that it said nothing in time."""
     async def probe():
         view = await client.pending(session_id)
         if view is not None and view.turn == turn:
@@ -134,8 +141,7 @@ async def _review(client: inv.InvestigationClient, session_id: str, turn: int, s
     if isinstance(found, PendingView):
         return found
     said = found.text if found is not None else f"nothing within {TURN_TIMEOUT_S} s (is the worker running?)"
-    console.print(inert_rich(f"Turn {turn} has nothing to review. The session says: {said}", "yellow"))
-    return None
+    return f"nothing to review; the session says: {said}"
 
 
 async def _approve(client: inv.InvestigationClient, session_id: str, view: PendingView, speaker: inv.Speaker) -> None:
