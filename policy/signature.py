@@ -75,7 +75,8 @@ _KNOWN_MODULES = frozenset({
 })
 # Callables that walk a dotted name given as text to the object it names ("0.sys.modules[...].tools"), wherever
 # they are reached from: string.Formatter().get_field, xmlrpc's resolve_dotted_attribute.
-_NAME_RESOLVERS = frozenset({"get_field", "Formatter", "resolve_dotted_attribute"})
+_NAME_RESOLVERS = frozenset({"get_field", "Formatter", "resolve_dotted_attribute", "BaseConfigurator",
+                             "DictConfigurator", "dictConfig", "fileConfig"})
 # Callables that evaluate annotations given as text in the namespace of the code that defined them (so a
 # string annotation "tools.kill_task(...)" is a call the scan cannot see), wherever they are imported from.
 _STRING_EVALUATORS = frozenset({"get_type_hints", "ForwardRef", "_eval_type", "evaluate_forward_ref",
@@ -94,8 +95,18 @@ _FRAME_ATTRIBUTES = frozenset(
     {
         "f_globals", "f_locals", "f_builtins", "f_back", "f_code",
         "gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "ag_code", "tb_frame", "tb_next",
+        # and what hands frames out: a task's stack (the runner's frames hold the stub module)
+        "get_stack", "print_stack", "_getframe", "_current_frames",
     }
 )
+# Library internals are one private attribute away (``collections._sys``, a redirect's ``_stream``, a
+# ForwardRef's ``_evaluate``): a private attribute makes code opaque, but for namedtuples' public API.
+_PUBLIC_PRIVATE_NAMES = frozenset({"_asdict", "_replace", "_fields", "_make", "_field_defaults"})
+# Callables that copy attributes named by their arguments (``functools.update_wrapper(x, y, assigned=(...))``
+# read ``y.<name>``): only their everyday shape, with the default names, is followed.
+_ATTRIBUTE_COPIERS = {"wraps": 1, "update_wrapper": 2}
+# Callables that import a module named by their argument (``xml.sax.make_parser(["logging.config"])``).
+_IMPORTING_CALLABLES = frozenset({"make_parser"})
 # Dunder names ordinary orchestration code may use without walking the object graph.
 _HARMLESS_DUNDERS = frozenset({"__name__", "__doc__", "__init__"})
 # Dunders text may name. Not "__main__": the script runs as that module, so a text-driven lookup
@@ -333,7 +344,7 @@ class _Scanner:
             self.reasons.add(f"uses {node.id}, which can reach tools by computed names")
             return
         self._check_attribute_name(node.id)
-        if node.id in _NAME_LOOKUP_BUILTINS | _NAME_LOOKUP_CALLABLES:
+        if node.id in _NAME_LOOKUP_BUILTINS | _NAME_LOOKUP_CALLABLES | _ATTRIBUTE_COPIERS.keys() | _IMPORTING_CALLABLES:
             self._check_called(node, node.id)
         if node.id == "dir":
             self._check_dir(node)
@@ -378,6 +389,10 @@ class _Scanner:
     def _visit_attribute(self, node: ast.Attribute) -> None:
         if node.attr in _NAME_LOOKUP_CALLABLES:
             self._check_called(node, node.attr)
+        if node.attr in _ATTRIBUTE_COPIERS or node.attr in _IMPORTING_CALLABLES:
+            self._check_called(node, node.attr)
+        if node.attr == "config" and isinstance(node.value, ast.Name) and node.value.id == "logging":
+            self.reasons.add("reaches logging.config, which finds objects by names given as text")
         if node.attr in self.tool_objects and not (isinstance(node.value, ast.Name) and node.value.id in self.stub_modules):
             # ``something.tools``: the script's module reached some other way ("__main__" built at run time)
             self.reasons.add(f"reaches .{node.attr} on another object, where the scan cannot follow the tools used")
@@ -429,6 +444,11 @@ class _Scanner:
     def _visit_call(self, node: ast.Call) -> None:
         func = node.func
         name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        if name in _ATTRIBUTE_COPIERS and (len(node.args) > _ATTRIBUTE_COPIERS[name] or any(
+                k.arg in (None, "assigned", "updated") for k in node.keywords)):
+            self.reasons.add(f"calls {name} with the attribute names it copies, which the scan cannot follow")
+        if name in _IMPORTING_CALLABLES and (node.args or node.keywords):
+            self.reasons.add(f"calls {name} with module names, which it imports")
         if isinstance(func, ast.Name) and name in _NAME_LOOKUP_BUILTINS:
             looked_up = node.args[1:2] if len(node.args) >= 2 else [None]
         elif name in _NAME_LOOKUP_CALLABLES:
@@ -473,6 +493,9 @@ class _Scanner:
     def _check_lookup(self, name: str) -> None:
         """``name`` is looked up on an object: the attribute-walk rules, and the routes to the module table."""
         self._check_attribute_name(name)
+        if name.startswith("_") and not name.startswith("__") and name not in _PUBLIC_PRIVATE_NAMES:
+            self.reasons.add(f"reaches the private attribute {name}, where library internals (a module table, a "
+                             "stream's target) are a step away")
         if name in _MODULE_TABLE_ATTRIBUTES:
             self.reasons.add(f"reaches .{name}, which leads to the interpreter's module table")
 
