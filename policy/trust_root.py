@@ -261,23 +261,15 @@ def _contested(ordered: list[SignedStatement]) -> list[SignedStatement]:
     """Registrations and bindings in force only by the random order of two different starts about one subject
     in one second (a key rotated in the second it was registered): which is the latest is unknown, so neither
     counts (an end in that second wins anyway). ``ordered`` as folded; the statements that lose their subject."""
-    last: dict[tuple[str, str], SignedStatement] = {}
+    last: dict[tuple[bool, str], SignedStatement] = {}
+    bodies: dict[tuple[StatementKind, str, datetime], set[str]] = {}
     for signed in ordered:
         st = signed.statement
-        if st.kind in _KEY_KINDS:
-            last[("key", st.subject)] = signed
-        elif st.kind in _BINDING_KINDS:
-            last[("binding", st.subject)] = signed
-    out = []
-    for (family, subject), winner in last.items():
-        won = winner.statement
-        if won.kind in _ENDS:
-            continue
-        rivals = [s.statement for s in ordered if s.statement.subject == subject and s.statement.kind is won.kind
-                  and s.statement.issued_at == won.issued_at and s.statement.body != won.body]
-        if rivals:
-            out.append(winner)
-    return out
+        if st.kind in _KEY_KINDS + _BINDING_KINDS:
+            last[(st.kind in _KEY_KINDS, st.subject)] = signed
+            bodies.setdefault((st.kind, st.subject, st.issued_at), set()).add(json.dumps(st.body, sort_keys=True))
+    return [w for w in last.values() if w.statement.kind not in _ENDS
+            and len(bodies[(w.statement.kind, w.statement.subject, w.statement.issued_at)]) > 1]
 _SAFE_ID = re.compile(r"^[0-9a-f]{32,64}\Z")
 
 

@@ -310,11 +310,8 @@ async def decide_by_prefix(client: Client, session_id: str, hash_prefix: str, ki
     it, and whoever may edit the pending code can prepare two bodies sharing a short prefix (eight characters
     take seconds) and swap the one the approver read for the other before the approval is sent."""
     typed = checked_prefix(hash_prefix)
-    worker_up = not as_signal
-    try:
-        found: PendingView | PendingMemo | None = await pending(client, session_id, query_timeout_s)
-    except Unanswered:
-        found, worker_up = await pending_memo(client, session_id), False
+    found, answered = await _pending_anywhere(client, session_id, query_timeout_s)
+    worker_up = answered and not as_signal
     if found is None:
         raise InvestigationError(f"session {session_id} has nothing waiting for approval")
     if not found.code_hash.startswith(typed):
@@ -337,13 +334,19 @@ async def offered_grants(client: Client, session_id: str, turn: int, code_hash: 
                          query_timeout_s: float = QUERY_TIMEOUT_S) -> tuple[str, ...]:
     """The grants the review of (turn, code_hash) offers an auto-run answer, read from the session (its memo
     when no worker answers); none when that review no longer waits (the answer is then refused as stale)."""
-    try:
-        found: PendingView | PendingMemo | None = await pending(client, session_id, query_timeout_s)
-    except Unanswered:
-        found = await pending_memo(client, session_id)
+    found, _ = await _pending_anywhere(client, session_id, query_timeout_s)
     if found is None or found.turn != turn or found.code_hash != code_hash:
         return ()
     return grants_answered(found, DecisionKind.AUTO_RUN)
+
+
+async def _pending_anywhere(client: Client, session_id: str,
+                            query_timeout_s: float) -> tuple[PendingView | PendingMemo | None, bool]:
+    """The pending review from the session, or from its memo when no worker answers; and whether one answered."""
+    try:
+        return await pending(client, session_id, query_timeout_s), True
+    except Unanswered:
+        return await pending_memo(client, session_id), False
 
 
 async def revoke(client: Client, session_id: str, target: str, speaker: Speaker) -> None:

@@ -167,12 +167,28 @@ def reliability(label: str, rows: list[Scored]) -> list[str]:
 
 def naive_bayes_accuracy(examples: list[tuple[frozenset[str], str]], corpus: Corpus) -> tuple[float, float]:
     """(accuracy@1 on known-cause tasks, on look-alike causes' tasks) of naive Bayes learned from `examples`."""
-    nb = NaiveBayes(examples)
-    known = [(i, t, look) for i, t, novel, look in zip(corpus.held_out, corpus.truth, corpus.novel, corpus.lookalike)
-             if not novel]
-    right = [nb.ranked(clue_keys(i.task_data, NB_PSEUDONYM_KEY))[0] == t for i, t, _ in known]
-    look = [r for r, (_, _, lk) in zip(right, known) if lk]
+    right = naive_bayes_right(examples, corpus)
+    look = [r for r, lk in zip(right, (lk for lk, novel in zip(corpus.lookalike, corpus.novel) if not novel)) if lk]
     return sum(right) / len(right), sum(look) / len(look)
+
+
+def naive_bayes_right(examples: list[tuple[frozenset[str], str]], corpus: Corpus) -> list[bool]:
+    """Per known-cause held-out task of ``corpus`` (in order): whether naive Bayes learned from ``examples`` names it."""
+    nb = NaiveBayes(examples)
+    return [nb.ranked(clue_keys(i.task_data, NB_PSEUDONYM_KEY))[0] == t
+            for i, t, novel in zip(corpus.held_out, corpus.truth, corpus.novel) if not novel]
+
+
+def store_examples(corpus: Corpus, size: int) -> list[tuple[frozenset[str], str]]:
+    """The naive Bayes's examples a store of ``size`` incidents per cause learns (tail causes once)."""
+    return [(clue_keys(i.task_data, NB_PSEUDONYM_KEY), cause) for cause, incidents in corpus.train.items()
+            for i in incidents[:1 if cause in corpus.tail else size]]
+
+
+def fresh_examples(seed: int) -> list[tuple[frozenset[str], str]]:
+    """CEILING_PER_CAUSE fresh incidents of every known cause, from the generator with ``seed``."""
+    return [(clue_keys(i.task_data, NB_PSEUDONYM_KEY), cause) for cause, incidents
+            in build(seed, CEILING_PER_CAUSE).train.items() for i in incidents]
 
 
 def naive_bayes_rows(corpus: Corpus, sizes: list[int], seed: int) -> list[str]:
@@ -184,14 +200,9 @@ def naive_bayes_rows(corpus: Corpus, sizes: list[int], seed: int) -> list[str]:
         "|---|---|---|---|",
     ]
     for size in sizes:
-        learned = [(clue_keys(i.task_data, NB_PSEUDONYM_KEY), cause) for cause, incidents in corpus.train.items()
-                   for i in incidents[:1 if cause in corpus.tail else size]]
-        known, look = naive_bayes_accuracy(learned, corpus)
+        known, look = naive_bayes_accuracy(store_examples(corpus, size), corpus)
         lines.append(f"| naive Bayes on the store's incidents | {size} (tail causes 1) | {known:.2f} | {look:.2f} |")
-    many = build(seed + 1, CEILING_PER_CAUSE)
-    drawn = [(clue_keys(i.task_data, NB_PSEUDONYM_KEY), cause) for cause, incidents in many.train.items()
-             for i in incidents]
-    known, look = naive_bayes_accuracy(drawn, corpus)
+    known, look = naive_bayes_accuracy(fresh_examples(seed + 1), corpus)
     lines.append(f"| naive Bayes on {CEILING_PER_CAUSE} fresh incidents of every known cause (the ceiling, roughly) | "
                  f"{CEILING_PER_CAUSE} | {known:.2f} | {look:.2f} |")
     return lines
@@ -267,13 +278,6 @@ def kind_of(corpus: Corpus, truth: str, lookalike: bool) -> str:
     return KINDS[0] if lookalike else KINDS[1] if truth in corpus.tail else KINDS[2]
 
 
-def naive_bayes_right(examples: list[tuple[frozenset[str], str]], corpus: Corpus) -> list[bool]:
-    """Per known-cause held-out task of ``corpus`` (in order): whether naive Bayes learned from ``examples`` names it."""
-    nb = NaiveBayes(examples)
-    return [nb.ranked(clue_keys(i.task_data, NB_PSEUDONYM_KEY))[0] == t
-            for i, t, novel in zip(corpus.held_out, corpus.truth, corpus.novel) if not novel]
-
-
 def by_kind_rows(corpora: dict[int, Corpus], rows: dict[int, list[Scored]], size: int) -> list[str]:
     """Known-cause accuracy@1 per kind of cause at ``size``, pooled over the seeds: the ranking, and what a naive
     Bayes over the same clues reaches from the store's own incidents and from CEILING_PER_CAUSE fresh ones of
@@ -285,12 +289,8 @@ def by_kind_rows(corpora: dict[int, Corpus], rows: dict[int, list[Scored]], size
         if [r.truth for r in scored] != [t for t, _ in known]:
             raise RuntimeError(f"seed {seed}: the scored tasks are not the corpus's held-out tasks in order")
         ranking = [r.right for r in scored]
-        store = naive_bayes_right([(clue_keys(i.task_data, NB_PSEUDONYM_KEY), cause) for cause, incidents
-                                   in corpus.train.items() for i in incidents[:1 if cause in corpus.tail else size]],
-                                  corpus)
-        fresh = build(seed + 1, CEILING_PER_CAUSE)
-        ceiling = naive_bayes_right([(clue_keys(i.task_data, NB_PSEUDONYM_KEY), cause) for cause, incidents
-                                     in fresh.train.items() for i in incidents], corpus)
+        store = naive_bayes_right(store_examples(corpus, size), corpus)
+        ceiling = naive_bayes_right(fresh_examples(seed + 1), corpus)
         for (truth, look), *right in zip(known, ranking, store, ceiling):
             for who, r in zip(("ranking", "store", "ceiling"), right):
                 tally.setdefault((kind_of(corpus, truth, look), who), []).append(r)

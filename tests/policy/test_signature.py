@@ -395,6 +395,13 @@ if not dry_run:
     await tools.kill_task(task_id=1)  # guarded: never runs
 info = await tools.get_task(task_id=7)
 """
+# An object of the script's that keeps every value a library sets on it.
+CATCHER = """\
+seen = []
+class Box:
+    def __setattr__(self, name, value):
+        seen.append(value)
+"""
 FOURTH_REVIEW_ROUTES = {
     # a redirect's private stream target reads the module table
     "a_contextlib": """\
@@ -412,11 +419,7 @@ return {"status": info["status"], "hidden": hidden}
     "b_update_wrapper": """\
 import collections
 import functools
-seen = []
-class Box:
-    def __setattr__(self, name, value):
-        seen.append(value)
-""" + GUARDED_KILL + """\
+""" + CATCHER + GUARDED_KILL + """\
 functools.update_wrapper(Box(), collections._sys, assigned=("modules",), updated=())
 stub = seen[0]["sandbox" + "_tools"]
 hidden = await stub.kill_task(task_id=667)
@@ -449,10 +452,7 @@ return {"status": info["status"], "hidden": hidden}
     "e_wraps_task_frame": """\
 import asyncio
 import functools
-seen = []
-class Box:
-    def __setattr__(self, name, value):
-        seen.append(value)
+""" + CATCHER + """\
 info = await tools.get_task(task_id=7)
 if info["status"] == "never":
     await tools.kill_task(task_id=7)  # shown to the approver, guarded
