@@ -86,6 +86,43 @@ def grant_is_signed(grant: ProcedureGrant, policy: DeploymentPolicy) -> bool:
                            or policy.may(decision.approver, Role.APPROVE_STATE_CHANGING))
 
 
+class GrantRevocation(BaseModel):
+    """A revoked grant as the store keeps it (insert-only): the term, the nonce of the signed answer the row held,
+    and ``through``: answers of the term that expire before it are revoked too (``grant_is_revoked``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    nonce: str
+    term: str
+    through: datetime | None = None
+
+
+def revocation_of(grant: ProcedureGrant, now: datetime) -> GrantRevocation | None:
+    """How revoking ``grant`` at ``now`` is recorded (None for an unsigned grant: its row is all there is).
+
+    The answer behind a grant stays valid after the revocation, and so do the approver's other auto-run answers
+    naming the same procedure and code, from other sessions or ones the workflow refused: a requester who wrote
+    one of them into the row would have revived the grant. So every answer of the term that expires before the
+    later of the revoked answer's expiry and ``now`` is revoked with it: one signed no later than the revoked
+    one, or one already expired, can only be older. An answer signed afterwards (a deliberate grant anew)
+    expires later and stands. Left out: an answer signed in the same second as the revoked one, and one signed
+    in the few minutes before the revocation that was still valid then (signatures carry their expiry, not when
+    they were made)."""
+    auth = grant.decision.auth if grant.decision is not None else None
+    if auth is None:
+        return None
+    return GrantRevocation(nonce=auth.nonce, term=grant.term, through=max(auth.expires_at, now))
+
+
+def grant_is_revoked(grant: ProcedureGrant, revocations: Iterable[GrantRevocation]) -> bool:
+    """Whether a recorded revocation of the grant's term covers its signed answer (``revocation_of``)."""
+    auth = grant.decision.auth if grant.decision is not None else None
+    if auth is None:
+        return False
+    return any(r.term == grant.term and (r.nonce == auth.nonce or (r.through is not None and auth.expires_at < r.through))
+               for r in revocations)
+
+
 def current_procedure_hashes(names: tuple[str, ...], procedure_code: Mapping[str, str]) -> dict[str, str]:
     """Hashes of the current stored code of the named procedures (procedures without stored code are left out)."""
     return {name: code_hash(procedure_code[name]) for name in names if name in procedure_code}

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from psycopg.types.json import Jsonb
@@ -28,15 +28,10 @@ from pydantic import ValidationError
 
 from bamboo.investigation.provenance import Capture, ProcedureProvenance
 from policy.code_identity import code_hash, logic_hash
-from policy.grants import ProcedureGrant
+from policy.grants import GrantRevocation, ProcedureGrant, grant_is_revoked, grant_term, revocation_of
 
 log = logging.getLogger(__name__)
 
-
-def _revocation_key(grant: ProcedureGrant) -> tuple[str, str] | None:
-    """How a revocation names ``grant``: its signed answer's nonce and its term (None for an unsigned grant)."""
-    auth = grant.decision.auth if grant.decision is not None else None
-    return (auth.nonce, grant.term) if auth is not None else None
 
 ProcedureStatus = Literal["approved", "tentative"]
 
@@ -166,7 +161,9 @@ class ProcedureRepository:
                 "auto_run_decision FROM procedures "
                 "WHERE auto_run_code_hash IS NOT NULL AND auto_run_granted_by IS NOT NULL ORDER BY signature"
             )).fetchall()
-            revoked = {(n, t) for n, t in await (await conn.execute("SELECT nonce, term FROM revoked_grants")).fetchall()}
+            terms = [grant_term(name, hash_) for name, hash_, *_ in rows]
+            revoked = [GrantRevocation(nonce=n, term=t, through=through) for n, t, through in await (await conn.execute(
+                "SELECT nonce, term, through FROM revoked_grants WHERE term = ANY(%s)", (terms,))).fetchall()]
         out = {}
         for name, hash_, by, at, session, decision in rows:
             try:
@@ -175,7 +172,7 @@ class ProcedureRepository:
             except ValidationError:
                 log.warning("the durable grant of %s is not a grant (ignored)", name)
                 continue
-            if _revocation_key(grant) not in revoked:
+            if not grant_is_revoked(grant, revoked):
                 out[name] = grant
         return out
 
@@ -193,13 +190,14 @@ class ProcedureRepository:
 
     async def clear_grant(self, name: str) -> bool:
         """Revoke the grant of ``name``: the row is cleared, and its signed answer recorded as revoked for this
-        grant (insert-only), so writing the row back does not revive it."""
+        grant with every answer of the term signed no later (insert-only, ``policy.grants.revocation_of``), so
+        writing the row back, or another of those answers into it, does not revive it."""
         grant = (await self.grants()).get(name)
-        key = _revocation_key(grant) if grant is not None else None
+        revocation = revocation_of(grant, datetime.now(UTC)) if grant is not None else None
         async with self._pool.connection() as conn:
-            if key is not None:
-                await conn.execute("INSERT INTO revoked_grants (nonce, term) VALUES (%s, %s) ON CONFLICT DO NOTHING",
-                                   key)
+            if revocation is not None:
+                await conn.execute("INSERT INTO revoked_grants (nonce, term, through) VALUES (%s, %s, %s) "
+                                   "ON CONFLICT DO NOTHING", (revocation.nonce, revocation.term, revocation.through))
             cur = await conn.execute(
                 "UPDATE procedures SET auto_run_code_hash = NULL, auto_run_granted_by = NULL, "
                 "auto_run_granted_at = NULL, auto_run_session = NULL, auto_run_decision = NULL "

@@ -199,3 +199,27 @@ async def test_a_revoked_grant_written_back_stays_revoked(ops, client, settings,
     again = signed_grant(ops.bob, READ_PROC, READ_PROC_CODE)  # bob grants it anew: a new answer counts
     await repo.set_grant(again)
     assert READ_PROC in await repo.grants()
+
+
+async def test_another_answer_of_a_revoked_grant_does_not_revive_it(ops, client, settings, services, running_worker,
+                                                                    brain):
+    """The approver's earlier auto-run answer naming the same procedure and code (another session's grant, which the
+    row's later one overwrote) stays valid after the revocation: written into the row, it revived the grant."""
+    from dataclasses import replace
+
+    repo = ProcedureRepository(services.store.pool)
+    await repo.save(READ_PROC, READ_PROC_CODE, "approved", {})
+    earlier = signed_grant(replace(ops.bob, ttl_s=60), READ_PROC, READ_PROC_CODE, session_id="granted-first")
+    latest = signed_grant(ops.bob, READ_PROC, READ_PROC_CODE)
+    await repo.set_grant(earlier)
+    await repo.set_grant(latest)
+    assert await repo.clear_grant(READ_PROC)
+    await repo.set_grant(earlier)  # the other answer written into the row
+    assert await repo.grants() == {}
+    session = await _open(client, settings, [USE_PROC], brain)
+    await inv.send_message(client, session, "use the stored procedure", ops.carol)
+    view = await pending_turn(client, session, 1)
+    assert view.reason == "new_code"
+    anew = signed_grant(ops.bob, READ_PROC, READ_PROC_CODE, session_id="granted-anew")  # a deliberate grant anew
+    await repo.set_grant(anew)
+    assert READ_PROC in await repo.grants()
