@@ -18,6 +18,7 @@ import contextlib
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,8 @@ from tests.services import TestStack, start_stack
 from tests.support.answers import accumulation_handler
 from tests.support.scripted_llm import ScriptedLLMServer
 
+# The SDK waits 5 s for the dev server by default; on two loaded cores it once took longer.
+STARTUP_TIMEOUT = timedelta(seconds=60)
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "incidents"
 
 # The fixtures that start a server, and what each starts. The marks are registered in pyproject.toml.
@@ -140,7 +143,7 @@ async def temporal_server(request: pytest.FixtureRequest) -> AsyncIterator[Workf
     registered = [arg for name, kind in SEARCH_ATTRIBUTES.items() for arg in ("--search-attribute", f"{name}={kind}")]
     async with await WorkflowEnvironment.start_local(
         data_converter=pydantic_data_converter, dev_server_existing_path=temporal_cli(),
-        dev_server_extra_args=registered,
+        dev_server_extra_args=registered, dev_server_startup_timeout=STARTUP_TIMEOUT,
     ) as env:
         yield env
 

