@@ -95,6 +95,7 @@ class SandboxActivities:
             phase=inp.phase,
             caller=self.caller_for(inp),
             read_only_tools=frozenset(inp.read_only_tools),
+            tool_names=inp.tool_names or None,
         )
 
     def caller_for(self, inp: ExecuteCodeInput) -> ToolCaller | None:

@@ -10,8 +10,9 @@ Both sides therefore import these constants and ``python_names`` from here.
 ``python_names`` is total and collision-safe: a tool name that is already a plain public identifier is its
 own Python name, so ``tools.get_x`` always denotes the tool literally called ``get_x``; other names are
 sanitised, and a sanitised name that two tools (or a real tool name) would share is given to none of them
-with a digest suffix instead. The mapping depends only on the set of tool names, so the scan (which sees
-the catalogue) and the stub generator (which sees the same catalogue) agree.
+with a digest suffix instead. The mapping depends on the whole set of tool names, so a catalogue that
+changed between a review and its run would map some names otherwise: the run's stub is built from the
+review's own mapping (``allowed_names``), not recomputed.
 """
 
 from __future__ import annotations
@@ -74,3 +75,12 @@ def python_names(tool_names: Iterable[str]) -> dict[str, str]:
             if fallback not in mapping:
                 mapping[fallback] = owner
     return mapping
+
+
+def allowed_names(allow_set: Iterable[str], catalogue: Iterable[str]) -> dict[str, str]:
+    """Python name -> tool for the tools of ``allow_set``, as the review maps them over ``catalogue`` (the
+    catalogue it judged the code against). A run's stub is built from exactly this: the run's own catalogue can
+    differ (another worker's, a server that added or dropped a tool since), and over it a shortened or
+    digest-suffixed name can belong to another tool of the allow-set."""
+    allowed = set(allow_set)
+    return {py: real for py, real in python_names(catalogue).items() if real in allowed}

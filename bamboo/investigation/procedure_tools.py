@@ -29,6 +29,7 @@ from policy.code_identity import code_hash, short_hash
 from policy.phases import Phase, replay_allow_set
 from policy.procedures import assess_read_only, is_exposable_procedure, is_procedure_name
 from policy.signature import scan_code
+from policy.tool_surface import allowed_names
 
 log = logging.getLogger(__name__)
 
@@ -126,8 +127,10 @@ class ProcedureToolCaller:
             return await self.base.call_tool(name, arguments)
         return await self.replay(name, arguments)
 
-    async def replay(self, name: str, arguments: dict[str, Any], expected_hash: str | None = None) -> ToolResult:
-        """Run the stored procedure ``name`` in the sandbox; with ``expected_hash``, only if its body still has it."""
+    async def replay(self, name: str, arguments: dict[str, Any], expected_hash: str | None = None,
+                     pins: Mapping[str, str] | None = None) -> ToolResult:
+        """Run the stored procedure ``name`` in the sandbox; with ``expected_hash``, only if its body still has it.
+        ``pins``: the run's procedure hashes, held for the procedures this one calls in turn (PinnedProcedures)."""
         await self.refresh()
         code = self._procedure_code.get(name)
         if code is None:
@@ -153,6 +156,8 @@ class ProcedureToolCaller:
             allowed_tools=allowed,
             timeout_s=REPLAY_TIMEOUT_S,
             actor=f"procedure:{name}",
+            tool_names=allowed_names(allowed, (tool.name for tool in catalog.tools)),
+            caller=PinnedProcedures(self, pins) if pins is not None else None,
         )
         if result.status != "ok":
             return ToolResult.failure(f"{name} failed ({result.status}): {result.error or 'no detail'}")
@@ -173,5 +178,5 @@ class PinnedProcedures:
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         if name in self.hashes:
-            return await self.tools.replay(name, arguments, self.hashes[name])
+            return await self.tools.replay(name, arguments, self.hashes[name], pins=self.hashes)
         return await self.tools.call_tool(name, arguments)

@@ -24,7 +24,7 @@ import itertools
 import json
 import secrets
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
@@ -153,8 +153,11 @@ class ToolBridge:
         limits: BridgeLimits | None = None,
         token: str | None = None,
         refuse_state_changing: bool = False,
+        python_names: Mapping[str, str] | None = None,
     ) -> None:
         self.run_id = run_id
+        # Python name -> tool, as the run's review mapped them (None: computed over this run's catalogue).
+        self.python_names = dict(python_names) if python_names is not None else None
         self.actor = actor
         self.token = token or new_token()
         self.limits = limits or BridgeLimits()

@@ -68,6 +68,9 @@ class ExecuteCodeInput(BaseModel):
         default_factory=list, description="tools of the allow-set its decision judged read-only (in an automatic "
                                           "phase, all of them); a run in which one now reaches a tool that may "
                                           "change state is refused")
+    tool_names: dict[str, str] = Field(
+        default_factory=dict, description="Python name -> tool of the allow-set, as its review mapped them: the "
+                                          "stub calls exactly these (empty: mapped over the run's catalogue)")
 
 
 class CallRecord(BaseModel):

@@ -384,7 +384,7 @@ class SandboxRunner:
         """Run one script to its end; cancellation kills the child and propagates."""
         started = time.monotonic()
         child, warm = await self._take()
-        stub_source, _ = generate_stub_module(bridge.bridged_specs, bridge.catalogue_names)
+        stub_source, _ = generate_stub_module(bridge.bridged_specs, bridge.catalogue_names, names=bridge.python_names)
         limit_hit = asyncio.Event()
         stdout = CappedStream(self.output.capture_bytes, limit_hit.set)
         stderr = CappedStream(self.output.capture_bytes, limit_hit.set)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bamboo.audit import AuditSink, BlobSink
@@ -80,9 +80,11 @@ class CodeExecutor:
         phase: Phase = "automatic",
         caller: ToolCaller | None = None,
         read_only_tools: frozenset[str] = frozenset(),
+        tool_names: Mapping[str, str] | None = None,
     ) -> SandboxRunResult:
         """``caller``: this run's own (one that holds the run to what was approved), else the executor's.
-        ``read_only_tools``: the tools its decision judged read-only (in an automatic phase, every allowed one)."""
+        ``read_only_tools``: the tools its decision judged read-only (in an automatic phase, every allowed one).
+        ``tool_names``: Python name -> tool as its review mapped them (stubs.generate_stub_module)."""
         specs = self.current_specs()
         self._refuse_changed_routes(run_id, allowed_tools if phase == "automatic" else read_only_tools, specs)
         degraded = self.runner.isolation == "degraded"
@@ -97,6 +99,7 @@ class CodeExecutor:
             actor=actor,
             limits=bridge_limits,
             refuse_state_changing=degraded,
+            python_names=tool_names,
         )
         # What runs is exactly the text its hash names: the hash ignores blanks ending a line and the line-ending
         # style, and a script can read its own text (its frames reach the runner's copy), so two blocks of one

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import keyword
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from bamboo.tools.model import ToolSpec
@@ -100,17 +100,21 @@ def _signature(spec: ToolSpec) -> tuple[str, str]:
 
 
 def generate_stub_module(
-    specs: Sequence[ToolSpec], catalogue: Iterable[str] | None = None
+    specs: Sequence[ToolSpec], catalogue: Iterable[str] | None = None, *, names: Mapping[str, str] | None = None,
 ) -> tuple[str, dict[str, str]]:
     """Source of the stub module and the mapping python name -> real tool name.
 
-    Python names are computed over ``catalogue`` (every tool the policy could have judged the code against,
-    default: just ``specs``), exactly as the policy's scan computes them, so the tool the reviewer was told
-    ``tools.x`` calls is the tool it calls here.
+    ``names``: the mapping the run's review used (python name -> real tool), taken as it is: a name the
+    review mapped to one tool must not call another here. Without it, Python names are computed over
+    ``catalogue`` (every tool the policy could have judged the code against, default: just ``specs``), as the
+    policy's scan computes them; but the review's catalogue and the run's can differ (another worker's, a
+    server that dropped or added a tool since), and a digest-suffixed or shortened name then moved to another
+    tool of the allow-set.
     """
-    everything = {s.name for s in specs} | set(catalogue or ())
-    by_real = {real: py for py, real in python_names(everything).items()}
-    names: dict[str, str] = {}
+    if names is None:
+        names = python_names({s.name for s in specs} | set(catalogue or ()))
+    by_real = {real: py for py, real in names.items()}
+    stubbed: dict[str, str] = {}
     blocks = [
         '"""Tools bridged into this sandbox run. Every public name here is callable; nothing else is."""',
         "from typing import Any",
@@ -118,9 +122,9 @@ def generate_stub_module(
     ]
     for spec in sorted(specs, key=lambda s: s.name):
         py = by_real.get(spec.name)
-        if py is None:
+        if py is None or not _IDENT.fullmatch(py) or keyword.iskeyword(py) or py in {"_UNSET", "Any", BRIDGE_CALL}:
             continue  # an adversarial name that collides even with a digest: unreachable, never ambiguous
-        names[py] = spec.name
+        stubbed[py] = spec.name
         params, build = _signature(spec)
         ret = "Any"
         blocks.append(
@@ -128,7 +132,7 @@ def generate_stub_module(
             f"    {render_docstring(spec)!r}\n"
             f"    return await {BRIDGE_CALL}({spec.name!r}, {build})"
         )
-    public = sorted(names)
+    public = sorted(stubbed)
     blocks.append(f"__all__ = {public!r}")
     blocks.append(
         "def __getattr__(name: str) -> Any:\n"
@@ -138,4 +142,4 @@ def generate_stub_module(
     )
     blocks.append("def __dir__() -> list:\n    return list(__all__)")
     blocks.append("del Any  # annotations are evaluated already; keep the public surface to the tools")
-    return "\n\n".join(blocks) + "\n", names
+    return "\n\n".join(blocks) + "\n", stubbed

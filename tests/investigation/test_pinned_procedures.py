@@ -82,3 +82,48 @@ def test_the_workflow_holds_each_run_to_the_tools_its_decision_judged_read_only(
     context = PolicyContext(session_run="run", catalog=catalog)
     assert judged_read_only(["get_task_details", "kill_task", "add", READ_PROC, "unknown"], context) == [
         "get_task_details", "add"]
+
+
+OUTER = "proc__get_task_details__proc_nested"
+OUTER_CODE = (f"s = await tools.{READ_PROC}(task_id=task_id)\n"
+              "t = await tools.get_task_details(task_id=task_id)\nreturn {'inner': s, 'status': t['status']}")
+
+
+def test_the_workflow_pins_the_procedures_a_procedure_calls_too():
+    from bamboo.investigation.contract import PolicyContext
+    from policy.catalog import ToolCatalog
+    from workflows.investigation import pinned_procedures
+
+    context = PolicyContext(session_run="run", catalog=ToolCatalog.build([], {READ_PROC: READ_PROC_CODE,
+                                                                             OUTER: OUTER_CODE}))
+    assert pinned_procedures([OUTER], context) == {OUTER: code_hash(OUTER_CODE), READ_PROC: code_hash(READ_PROC_CODE)}
+
+
+async def test_a_procedure_called_by_a_procedure_is_held_to_the_body_the_review_saw(services, settings, sim):
+    """Only the procedures the code calls itself were pinned: one they call in turn, rewritten after the review
+    (still read-only, so still replayable), ran a body nobody reviewed, and its result steered the approved code."""
+    repo = ProcedureRepository(services.store.pool)
+    await repo.save(READ_PROC, READ_PROC_CODE, "approved", {})
+    await repo.save(OUTER, OUTER_CODE, "approved", {})
+    sandbox: ProcedureSandboxActivities = investigation_activities(services).sandbox[0].__self__
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, heartbeat_timeout=timedelta(seconds=10))
+    reviewed = {OUTER: code_hash(OUTER_CODE), READ_PROC: code_hash(READ_PROC_CODE)}
+
+    async def run(run_id: str):
+        await sandbox.tools.refresh()
+        allowed = automatic_allow_set(policy_catalog(sandbox.tools.list_tools(), sandbox.tools.procedure_code))
+        assert OUTER in allowed
+        code = with_task_preamble(f"return await tools.{OUTER}(task_id=task_id)", TASK_ID)
+        return await env.run(sandbox.execute_code, ExecuteCodeInput(
+            run_id=run_id, code=code, allowed_tools=sorted(allowed), actor="automatic", timeout_s=60,
+            procedure_hashes=reviewed))
+
+    try:
+        first = await run("nested-as-reviewed")
+        assert first.status == "ok" and "seen" not in str(first.return_value), first.error
+        await repo.save(READ_PROC, SWAPPED, "approved", {})  # the inner row changes after the review
+        swapped = await run("nested-swapped")
+        assert swapped.status != "ok" and "changed since this run was approved" in (swapped.error or ""), swapped
+    finally:
+        await sandbox.tools.base.close()
