@@ -1,14 +1,18 @@
 """Operator decisions on a pending review, and whether one may be accepted.
 
 A decision names the turn and the code hash it answers, so an answer typed against an earlier prompt
-(or against code that has since been edited) cannot approve whatever happens to be pending now. It is
+(or against code that has since been edited) cannot approve whatever happens to be pending now, and the
+review it answers (``review_digest``): one turn's code can be reviewed again with the same hash but another
+verdict (an edit and its undo re-read the stored procedures it calls, rows a requester may write). It is
 signed by the person giving it (``policy.signing``), checked against the deployment's registry and rules
 (``policy.approvers``), and every refusal carries a machine-readable reason and a sentence for the operator.
 """
 
 from __future__ import annotations
 
-from collections.abc import Container
+import hashlib
+import json
+from collections.abc import Container, Mapping, Sequence
 from datetime import datetime
 from enum import Enum
 from typing import Any
@@ -24,6 +28,21 @@ MIN_DECISION_HASH_PREFIX = 8
 MAX_REPLACEMENT_CODE_CHARS = 64 * 1024
 # Durable grants one auto-run answer may leave (one per stored procedure the turn replays).
 MAX_GRANTS = 64
+REVIEW_PATTERN = r"^([0-9a-f]{64})?$"  # pydantic (Rust regex): "$" is the end of the text
+
+
+def review_digest(*, code_hash: str, read_only: bool, choices: Sequence[DecisionKind], grants: Sequence[str],
+                  allow_set: Sequence[str], procedure_hashes: Mapping[str, str], read_only_tools: Sequence[str]) -> str:
+    """The identity of one published review: SHA-256 over what its approval lets run beyond the code itself —
+    the tools bridged in, the stored procedure bodies pinned by hash, the tools held read-only, the verdict,
+    the answers offered and the grants an auto-run answer leaves. An edit and its undo bring the same code
+    back in the same turn, reviewed again against procedure rows a requester may have rewritten meanwhile; a
+    decision naming only the turn and code hash then approved a review its approver never saw."""
+    subject = {"code_hash": code_hash.lower(), "read_only": read_only, "choices": sorted(c.value for c in choices),
+               "grants": sorted(grants), "allow_set": sorted(allow_set), "procedures": dict(sorted(procedure_hashes.items())),
+               "read_only_tools": sorted(read_only_tools)}
+    canonical = json.dumps(subject, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
 
 
 class DecisionKind(str, Enum):
@@ -52,6 +71,7 @@ class DecisionRefusal(str, Enum):
     CHOICE_NOT_OFFERED = "choice_not_offered"
     PREFIX_IN_SIGNED_DECISION = "prefix_in_signed_decision"
     GRANTS_NOT_OFFERED = "grants_not_offered"
+    REVIEW_CHANGED = "review_changed"
     APPROVER_NOT_AUTHORISED = "approver_not_authorised"
     APPROVER_IS_REQUESTER = "approver_is_requester"
     MALFORMED = "malformed"
@@ -83,6 +103,8 @@ class PendingReview(BaseModel):
     choices: tuple[DecisionKind, ...] = ALL_CHOICES
     # The durable grants an auto-run answer leaves ("procedure@code_hash", sorted): the answer must name them.
     grants: tuple[str, ...] = ()
+    # What the review showed that the run depends on, beyond the code (review_digest): the answer must name it.
+    review: str = ""
 
     @property
     def askers(self) -> frozenset[str]:
@@ -104,6 +126,9 @@ class OperatorDecision(BaseModel):
     # so its signature vouches for each grant wherever the grant is later read (policy.grants.grant_is_signed):
     # a grant is a row a requester could write, and counts only with its approver's signature over it.
     grants: tuple[str, ...] = Field(default=(), max_length=MAX_GRANTS)
+    # The review it answers (review_digest of what was shown): the same code reviewed again in its turn may run
+    # other procedure bodies or be judged otherwise, and an answer to the first review must not run the second.
+    review: str = Field(default="", pattern=REVIEW_PATTERN)
     auth: Authorization | None = None
 
     @model_validator(mode="after")
@@ -126,6 +151,8 @@ class OperatorDecision(BaseModel):
         }
         if self.grants:
             body["grants"] = sorted(self.grants)
+        if self.review:
+            body["review"] = self.review
         return body
 
 
@@ -205,6 +232,12 @@ def validate_decision(
             DecisionRefusal.GRANTS_NOT_OFFERED,
             f"This auto-run answer names other durable grants than the review leaves ({offered}); answer the review "
             "as it is shown now.",
+        )
+    if decision.kind.runs_code and decision.review != pending.review:  # rejecting or editing runs nothing
+        return DecisionVerdict.refuse(
+            DecisionRefusal.REVIEW_CHANGED,
+            "The review of this code changed since this answer was given (the procedures it runs, its verdict, its "
+            "tools or its grants); look at the pending review again and answer that one.",
         )
     auth = authenticate(
         policy, kind=statement, session_id=pending.session_id, identity=decision.approver,

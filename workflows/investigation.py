@@ -57,13 +57,15 @@ with workflow.unsafe.imports_passed_through():
     from policy.code_identity import code_hash, normalize_code, short_hash
     from policy.signing import Authorization, StatementKind
     from policy.decisions import (
-        DecisionKind, DecisionRefusal, DecisionVerdict, OperatorDecision, PendingReview, validate_decision,
+        DecisionKind, DecisionRefusal, DecisionVerdict, OperatorDecision, PendingReview, review_digest,
+        validate_decision,
     )
-    from policy.procedures import assess_read_only
+    from policy.procedures import assess_read_only, reached_procedures
     from policy.reuse import ReuseProposal, TaskFacts, choose_procedure, describe_unfit, is_bound_body
     from policy.review_facts import code_diff, procedure_view, review_facts
     from policy.grants import CodePolicy, ProcedureGrant, grant_terms, make_session_policy, signed_grants
     from policy.phases import Phase
+    from policy.tool_surface import allowed_names
     from policy.procedures import is_procedure_name
     from policy.review import ReviewDecision, CodeVerdict, ReviewRequest, decide_review
     from policy.revocation import plan_revocation
@@ -454,8 +456,13 @@ class Investigation:
             procedures.insert(0, procedure_view(name, catalog.procedure_code[name], flags, catalog.procedure_code,
                                                 context.grants, context.granted_code, conventions))
         grants = _auto_run_grants(code, decision, reuse, catalog.procedure_code)
+        review = review_digest(code_hash=decision.code_hash, read_only=decision.read_only, choices=decision.choices,
+                               grants=grants, allow_set=decision.allow_set,
+                               procedure_hashes=pinned_procedures(decision.allow_set, context),
+                               read_only_tools=judged_read_only(decision.allow_set, context))
         self._pending = PendingView(
             session_id=self._inp.session_id, turn=turn, code_hash=decision.code_hash, code=code, grants=list(grants),
+            review=review,
             summary=proposal.summary, trigger_signals=proposal.trigger_signals, requester=requester,
             read_only=decision.read_only, tools=list(decision.tools), state_changing=list(decision.state_changing),
             reason=decision.reason.value, detail=decision.detail, choices=list(decision.choices),
@@ -469,7 +476,7 @@ class Investigation:
         )
         self._review = PendingReview(session_id=self._inp.session_id, turn=turn, code_hash=decision.code_hash,
                                      requester=requester, requesters=tuple(askers), read_only=decision.read_only,
-                                     choices=decision.choices, grants=grants)
+                                     choices=decision.choices, grants=grants, review=review)
         self._answer = None
         self._entry("review", f"waiting for a decision on {short_hash(decision.code_hash)}: {decision.detail}",
                     turn=turn, data={"code_hash": decision.code_hash, "choices": [c.value for c in decision.choices]})
@@ -478,7 +485,7 @@ class Investigation:
                                      read_only=decision.read_only, choices=list(decision.choices),
                                      task_id=pending.task_id, task_status=pending.task_status,
                                      task_owner=pending.task_owner, request=request[:MEMO_REQUEST_CHARS],
-                                     asked_at=pending.asked_at, grants=list(grants)))
+                                     asked_at=pending.asked_at, grants=list(grants), review=review))
         answered = await self._wait(lambda: self._answer is not None or self._closing())
         _publish_pending(None)
         answer, self._answer = self._answer, None
@@ -540,6 +547,7 @@ class Investigation:
                                  audit=self._audit_rows(carried),
                                  procedure_hashes=pinned_procedures(decision.allow_set, context),
                                  read_only_tools=judged_read_only(decision.allow_set, context),
+                                 tool_names=allowed_names(decision.allow_set, (t.name for t in context.catalog.tools)),
                                  decision=None if answer is None else sandbox.UsedDecision(
                                      nonce=answer, session_id=self._inp.session_id)),
                 **sandbox.SANDBOX_CALL.options())
@@ -947,10 +955,15 @@ _RUN_AT_ONCE = (DecisionKind.RUN_ONCE, DecisionKind.ALWAYS_ASK)
 
 
 def pinned_procedures(allow_set: Sequence[str], context: PolicyContext) -> dict[str, str]:
-    """The stored procedures a run may call, by the hash of the body its decision saw: a body changed in the
-    table before the call replays nothing (procedure_tools.PinnedProcedures)."""
+    """The stored procedures a run may call, and those they call in turn, by the hash of the body its decision
+    saw: a body changed in the table before the call replays nothing (procedure_tools.PinnedProcedures). The
+    review shows nested bodies too; pinned only at the top, a nested one rewritten after the review ran unseen
+    and its result steered the approved code."""
     code = context.catalog.procedure_code
-    return {name: code_hash(code[name]) for name in allow_set if name in code}
+    reached = {name for name in allow_set if name in code}
+    for name in sorted(reached):
+        reached.update(reached_procedures(code[name], code))
+    return {name: code_hash(code[name]) for name in sorted(reached) if name in code}
 
 
 def handed_over(info: workflow.Info) -> bool:
@@ -972,7 +985,7 @@ def judged_read_only(allow_set: Sequence[str], context: PolicyContext) -> list[s
 _BEFORE_AUTHENTICATION = {
     DecisionRefusal.REPLAYED, DecisionRefusal.NOTHING_PENDING, DecisionRefusal.STALE_TURN,
     DecisionRefusal.HASH_MISMATCH, DecisionRefusal.PREFIX_IN_SIGNED_DECISION, DecisionRefusal.CHOICE_NOT_OFFERED,
-    DecisionRefusal.GRANTS_NOT_OFFERED,
+    DecisionRefusal.GRANTS_NOT_OFFERED, DecisionRefusal.REVIEW_CHANGED,
 }
 
 

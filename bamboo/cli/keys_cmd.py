@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 import typer
+from pydantic import ValidationError
 from rich.markup import escape
 from rich.table import Table
 
@@ -254,7 +255,10 @@ def sign_decide(
     code_hash: str = typer.Argument(..., help="the full code hash, or its first 32 characters or more for the "
                                                "pending one (looked up)"),
     decision: str = typer.Argument(..., help="y (run once), a (auto-run), k (always ask), n (reject)"),
-    turn: int | None = typer.Option(None, "--turn", help="the turn answered (with a full hash, nothing is looked up)"),
+    turn: int | None = typer.Option(None, "--turn", help="the turn answered (with a full hash and --review, nothing "
+                                                         "is looked up)"),
+    review: str | None = typer.Option(None, "--review", help="the review's digest as shown (the pending view's "
+                                                             "`review`); without it, the one pending now is looked up"),
     identity: str | None = typer.Option(None, "--as", help="who decides (default: $BAMBOO_OPERATOR or your login)"),
     ttl: float = typer.Option(DEFAULT_TTL_S, "--ttl", min=1, help="seconds the signature stays valid"),
 ) -> None:
@@ -276,7 +280,8 @@ def sign_decide(
         fail(str(exc))
         return
     view = None
-    if turn is None or len(full) != 64 or kind is DecisionKind.AUTO_RUN:  # auto-run names the grants offered
+    # The answer names the review it was given to, and auto-run the grants it leaves: looked up unless given.
+    if turn is None or len(full) != 64 or review is None or kind is DecisionKind.AUTO_RUN:
         async def lookup():
             view = await inv.pending(await connect(get_settings()), session)
             if view is None or not view.code_hash.startswith(full):
@@ -287,9 +292,17 @@ def sign_decide(
         if view is None:
             fail(f"session {session} has no pending review with hash {code_hash}; `bamboo approvals` lists them")
             return
-        turn, full = view.turn, view.code_hash
-    request = OperatorDecision(turn=turn, code_hash=full, kind=kind, approver=_identity(identity),
-                               grants=inv.grants_answered(view, kind))
+        if review is not None and review != view.review:
+            fail(f"the review of {view.code_hash[:12]} pending in {session} is {view.review[:12]}, not {review[:12]}: "
+                 "it was reviewed again since you read it; read it again (`bamboo investigate --attach`)")
+            return
+        turn, full, review = view.turn, view.code_hash, view.review
+    try:
+        request = OperatorDecision(turn=turn, code_hash=full, kind=kind, approver=_identity(identity),
+                                   grants=inv.grants_answered(view, kind), review=review or "")
+    except ValidationError:
+        fail(f"--review {review!r} is not a review digest (64 lower-case hex characters); copy it from the view")
+        return
     _signed_json(session, Message.DECIDE, request, identity, ttl)
 
 

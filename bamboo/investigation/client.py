@@ -320,7 +320,8 @@ async def decide_by_prefix(client: Client, session_id: str, hash_prefix: str, ki
             "run `bamboo approvals` to see what is waiting"
         )
     decision = OperatorDecision(turn=found.turn, code_hash=found.code_hash, kind=kind, approver=speaker.identity,
-                                replacement_code=replacement_code, grants=grants_answered(found, kind))
+                                replacement_code=replacement_code, grants=grants_answered(found, kind),
+                                review=found.review)
     return await deliver_decision(client, session_id, decision, speaker, worker_up=worker_up,
                                   timeout_s=update_timeout_s)
 
@@ -330,14 +331,14 @@ def grants_answered(review: PendingView | PendingMemo | None, kind: DecisionKind
     return tuple(review.grants) if review is not None and kind is DecisionKind.AUTO_RUN else ()
 
 
-async def offered_grants(client: Client, session_id: str, turn: int, code_hash: str,
-                         query_timeout_s: float = QUERY_TIMEOUT_S) -> tuple[str, ...]:
-    """The grants the review of (turn, code_hash) offers an auto-run answer, read from the session (its memo
-    when no worker answers); none when that review no longer waits (the answer is then refused as stale)."""
+async def pending_review_of(client: Client, session_id: str, turn: int, code_hash: str,
+                            query_timeout_s: float = QUERY_TIMEOUT_S) -> PendingView | PendingMemo | None:
+    """The review of (turn, code_hash) waiting now, read from the session (its memo when no worker answers);
+    None when that review no longer waits (an answer to it is then refused as stale)."""
     found, _ = await _pending_anywhere(client, session_id, query_timeout_s)
     if found is None or found.turn != turn or found.code_hash != code_hash:
-        return ()
-    return grants_answered(found, DecisionKind.AUTO_RUN)
+        return None
+    return found
 
 
 async def _pending_anywhere(client: Client, session_id: str,
@@ -473,14 +474,20 @@ class InvestigationClient:
         return await self._deliver(session_id, Message.MESSAGE, request, speaker)
 
     async def decide(self, session_id: str, speaker: Speaker, turn: int, code_hash: str, kind: DecisionKind,
-                     replacement_code: str | None = None, grants: Sequence[str] | None = None) -> Delivery:
-        """Answer exactly the review a person saw (its turn and full hash): one that moved on is refused. An
-        auto-run answer names the durable grants the review offers (``grants``, as shown; else read again)."""
-        if kind is DecisionKind.AUTO_RUN and grants is None:
-            grants = await offered_grants(self.client, session_id, turn, code_hash, self.query_timeout_s)
+                     replacement_code: str | None = None, grants: Sequence[str] | None = None,
+                     review: str | None = None) -> Delivery:
+        """Answer exactly the review a person saw: its turn, full hash and ``review`` (the view's digest, as
+        shown); one that moved on, or was reviewed again since, is refused. An auto-run answer names the durable
+        grants the review offers (``grants``, as shown). A front end passes both as it showed them; left out,
+        they are read again from what waits now under (turn, code_hash)."""
+        if review is None or (kind is DecisionKind.AUTO_RUN and grants is None):
+            found = await pending_review_of(self.client, session_id, turn, code_hash, self.query_timeout_s)
+            review = found.review if review is None and found is not None else (review or "")
+            if grants is None:
+                grants = grants_answered(found, kind)
         decision = OperatorDecision(turn=turn, code_hash=code_hash, kind=kind, approver=speaker.identity,
                                     replacement_code=replacement_code,
-                                    grants=tuple(grants or ()) if kind is DecisionKind.AUTO_RUN else ())
+                                    grants=tuple(grants or ()) if kind is DecisionKind.AUTO_RUN else (), review=review)
         return await self._deliver(session_id, Message.DECIDE, decision, speaker)
 
     async def decide_by_prefix(self, session_id: str, speaker: Speaker, hash_prefix: str, kind: DecisionKind,

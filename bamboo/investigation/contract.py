@@ -203,6 +203,8 @@ class PendingView(BaseModel):
     allow_set: list[str] = Field(default_factory=list)
     grants: list[str] = Field(default_factory=list, description="the durable grants an auto-run answer leaves "
                                                                "(procedure@code_hash); the answer names them")
+    review: str = Field(default="", description="the review's identity (policy.decisions.review_digest): an answer "
+                                                "names the one it was given to")
     task_id: int | None = None
     opaque_reasons: list[str] = Field(default_factory=list, description="why the scan cannot vouch for the code")
     hazards: list[Hazard] = Field(default_factory=list, description="what a reader of the code could miss")
@@ -541,6 +543,7 @@ class PendingMemo(BaseModel):
     request: str = Field(default="", max_length=MEMO_REQUEST_CHARS)
     asked_at: datetime | None = None
     grants: list[str] = Field(default_factory=list, description="the durable grants an auto-run answer leaves")
+    review: str = Field(default="", description="the review's identity: an answer names it")
 
 
 def workflow_id(session_id: str) -> str:

@@ -31,7 +31,8 @@ async def _pending_session(client, settings, ops, brain, code: str = READ_CODE):
 
 
 def _decide(http: ConsoleClient, session: str, view, csrf: str | None, **extra) -> "object":
-    data = {"turn": str(view.turn), "code_hash": view.code_hash, "kind": "run_once", **extra}
+    data = {"turn": str(view.turn), "code_hash": view.code_hash, "review": view.review, "kind": "run_once",
+            **extra}
     if csrf is not None:
         data["csrf"] = csrf
     return http.http.post(f"/sessions/{session}/decide", data=data)
@@ -53,7 +54,7 @@ async def test_forms_without_this_sessions_token_or_from_another_origin_are_refu
     own = await asyncio.to_thread(bob.csrf, f"/sessions/{session}/review")
     cross_site = await asyncio.to_thread(lambda: bob.http.post(
         f"/sessions/{session}/decide", headers={"Origin": "http://evil.example"},
-        data={"csrf": own, "turn": "1", "code_hash": view.code_hash, "kind": "run_once"}))
+        data={"csrf": own, "turn": "1", "code_hash": view.code_hash, "review": view.review, "kind": "run_once"}))
     attempts.append(cross_site)
     assert [r.status_code for r in attempts] == [403, 403, 403, 403]
     assert "did not come from this console" in attempts[0].text and "another site" in cross_site.text

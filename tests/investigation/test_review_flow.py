@@ -57,7 +57,7 @@ async def test_stale_hash_and_self_approval_are_refused(new_kills, ops, client, 
 
     def answer(speaker, **fields):
         values = {"turn": 1, "code_hash": view.code_hash, "kind": DecisionKind.RUN_ONCE,
-                  "approver": speaker.identity, **fields}
+                  "approver": speaker.identity, "review": view.review, **fields}
         return speaker.sign("decide", session, OperatorDecision(**values))
 
     await inv.send_decision(client, session, answer(ops.bob, code_hash=code_hash(READ_CODE)))
@@ -69,7 +69,8 @@ async def test_stale_hash_and_self_approval_are_refused(new_kills, ops, client, 
 
     with pytest.raises(inv.InvestigationError) as refusal:
         await inv.update(client, session, "decide", OperatorDecision(
-            turn=1, code_hash=view.code_hash, kind=DecisionKind.ALWAYS_ASK, approver="alice"), ops.alice)
+            turn=1, code_hash=view.code_hash, kind=DecisionKind.ALWAYS_ASK, approver="alice", review=view.review),
+            ops.alice)
     assert refusal.value.refusal == "approver_is_requester" and "someone other than" in str(refusal.value)
     ack = await inv.update(client, session, "decide", OperatorDecision(
         turn=1, code_hash=view.code_hash, kind=DecisionKind.REJECT, approver="bob"), ops.bob)

@@ -155,7 +155,7 @@ async def test_oversized_and_malformed_requests_are_refused_recorded_and_final(o
     assert too_big.value.cause.non_retryable and too_big.value.cause.type == "too_large"
     with pytest.raises(WorkflowUpdateFailedError) as wrong:
         await handle.execute_update("decide", {"turn": 1, "code_hash": view.code_hash, "kind": "run_once",
-                                               "approver": "Bob"})
+                                               "approver": "Bob", "review": view.review})
     assert wrong.value.cause.non_retryable and wrong.value.cause.type == "unsigned"
 
     async def recorded():

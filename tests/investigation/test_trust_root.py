@@ -152,7 +152,7 @@ async def test_a_front_end_speaks_only_for_the_people_in_its_scope(
     session, view = await _kill_waiting_for_review(ops, client, settings, brain)
     before = len(kills(sim))
     decision = OperatorDecision(turn=view.turn, code_hash=view.code_hash, kind=DecisionKind.RUN_ONCE,
-                                approver="carol")
+                                approver="carol", review=view.review)
     payload = inv.Speaker("carol", fe, deployment=settings.resolved_deployment()).sign("decide", session, decision).model_dump_json(exclude_none=True)
     done = await asyncio.to_thread(subprocess.run, [
         str(TEMPORAL_CLI), "workflow", "signal", "--address", settings.temporal_address, "--namespace",

@@ -43,8 +43,8 @@ def test_thread_replies():
 
 def test_a_reply_answers_the_review_posted_before_it():
     thread = Thread(root_id="r", channel_id="c", session_id="mm-r",
-                    prompts=[Prompt(100, 1, "aa"), Prompt(200, 1, "bb"), Prompt(300, 2, "cc")])
-    assert thread.prompt_for(250) == Prompt(200, 1, "bb")  # typed before turn 2's review was posted
+                    prompts=[Prompt(100, 1, "aa", "r1"), Prompt(200, 1, "bb", "r2"), Prompt(300, 2, "cc", "r3")])
+    assert thread.prompt_for(250) == Prompt(200, 1, "bb", "r2")  # typed before turn 2's review was posted
     assert thread.prompt_for(300).turn == 2 and thread.prompt_for(50) is None
 
 
@@ -96,7 +96,7 @@ def _review(summary: str):
         summary=summary, trigger_signals=["@here look"], requester="alice", read_only=False, tools=["kill_task"],
         state_changing=["kill_task"], reason="state_changing", detail="state-changing code needs a fresh approval",
         choices=[DecisionKind.RUN_ONCE, DecisionKind.REJECT], state_changing_lines={"kill_task": [1]},
-        allow_set=["kill_task"])
+        allow_set=["kill_task"], review="ef" * 32)
 
 
 def test_a_hostile_summary_cannot_link_mention_fence_or_swallow_the_trusted_lines():
@@ -108,7 +108,7 @@ def test_a_hostile_summary_cannot_link_mention_fence_or_swallow_the_trusted_line
 
     post = review_post(_review(HOSTILE), tag="abc234")
     lines = post.split("\n")
-    trusted = [f"#### Review · turn 1 · `{'ab' * 32}`", "**STATE\\-CHANGING (kill_task)** · asked by **alice**",
+    trusted = [f"#### Review · turn 1 · `{'ab' * 32}` · review `{'ef' * 32}`", "**STATE\\-CHANGING (kill_task)** · asked by **alice**",
                "task: no task: a session without one · waiting unknown", "request: (not recorded)",
                "tools: kill_task · may call when run: kill_task"]
     assert lines[:5] == trusted
@@ -227,7 +227,8 @@ class _Sessions:
     async def pending(self, session_id: str):
         return None
 
-    async def decide(self, session_id, speaker, turn, code_hash, kind, replacement_code=None):
+    async def decide(self, session_id, speaker, turn, code_hash, kind, replacement_code=None, *, review):
+        assert review == SHOWN_REVIEW, "the answer names the review the thread showed"
         self.decided.append((speaker.identity, turn, code_hash, kind))
         return None
 
@@ -235,8 +236,11 @@ class _Sessions:
 BOT_KEY = LocalKey("mm-bot", Ed25519PrivateKey.generate())
 
 
-def _tag(turn: int, code_hash: str, session: str = "mm-" + "r" * 26) -> str:
-    return review_tag(BOT_KEY, session, turn, code_hash)
+SHOWN_REVIEW = "5e" * 32
+
+
+def _tag(turn: int, code_hash: str, session: str = "mm-" + "r" * 26, review: str = SHOWN_REVIEW) -> str:
+    return review_tag(BOT_KEY, session, turn, code_hash, review)
 
 
 async def _reply_after_restart(thread: list[dict], message: str) -> tuple[list[tuple], list[str]]:
@@ -262,8 +266,9 @@ BOT_ID = "bot" + "0" * 23
 OPENED = {"user_id": "alice", "create_at": 1, "message": "investigate 1"}
 
 
-def _posted_review(turn: int, code_hash: str, at: int, by: str = BOT_ID) -> dict:
-    return {"user_id": by, "create_at": at, "message": f"#### Review · turn {turn} · `{code_hash}`\n**READ-ONLY**"}
+def _posted_review(turn: int, code_hash: str, at: int, by: str = BOT_ID, review: str = SHOWN_REVIEW) -> dict:
+    return {"user_id": by, "create_at": at,
+            "message": f"#### Review · turn {turn} · `{code_hash}` · review `{review}`\n**READ-ONLY**"}
 
 
 async def test_after_a_restart_a_reply_answers_the_review_the_thread_showed_not_the_current_one():
@@ -290,6 +295,11 @@ async def test_a_review_posted_while_the_approver_read_another_is_not_the_one_ap
     for tag in (_tag(1, "a" * 64, session="mm-" + "o" * 26), "aaaaaa"):
         decided, made = await _reply_after_restart([OPENED, read, swapped], f"y {tag}")
         assert decided == [] and "No review in this thread shows the tag" in made[0]
+    # the same code reviewed again (another verdict: a procedure row rewritten between an edit and its undo) is
+    # another review with its own tag: the first one's tag does not answer it
+    again = _posted_review(1, "a" * 64, 150, review="7a" * 32)
+    decided, made = await _reply_after_restart([OPENED, again], f"y {_tag(1, 'a' * 64)}")
+    assert decided == [] and "No review in this thread shows the tag" in made[0]
     # a rejection runs nothing: it may leave the tag out and answers the review posted before it
     decided, _ = await _reply_after_restart([OPENED, read, swapped], "n")
     assert decided == [("xavier", 1, "b" * 64, DecisionKind.REJECT)]
@@ -311,14 +321,15 @@ async def test_the_chat_client_reads_a_threads_posts_oldest_first_with_their_aut
             await chat.login()
         as_alice, as_bot = people[alice.id], people[bot.id]
         root = await as_alice.post(channel.id, "investigate 40118507")
-        await as_bot.post(channel.id, f"#### Review · turn 4 · `{'a' * 64}`\n**READ-ONLY**", root["id"])
-        await as_alice.post(channel.id, f"#### Review · turn 5 · `{'c' * 64}`", root["id"])
+        await as_bot.post(channel.id, f"#### Review · turn 4 · `{'a' * 64}` · review `{'b' * 64}`\n**READ-ONLY**",
+                          root["id"])
+        await as_alice.post(channel.id, f"#### Review · turn 5 · `{'c' * 64}` · review `{'b' * 64}`", root["id"])
         posts = await as_bot.thread_posts(root["id"])
     assert [p["message"].split("\n")[0][:22] for p in posts] == [
         "investigate 40118507", "#### Review · turn 4 ·", "#### Review · turn 5 ·"]
     assert [p["create_at"] for p in posts] == sorted(p["create_at"] for p in posts)
     shown = [reviewed_in(p["message"]) for p in posts if p["user_id"] == as_bot.me["id"]]
-    assert shown == [(4, "a" * 64)]
+    assert shown == [(4, "a" * 64, "b" * 64)]
 
 
 def test_a_review_post_names_the_grants_auto_run_leaves_inert():

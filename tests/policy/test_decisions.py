@@ -266,3 +266,26 @@ def test_an_auto_run_answer_names_exactly_the_grants_the_review_leaves() -> None
         assert refusal(offered, decision(DecisionKind.AUTO_RUN, grants=named)) is DecisionRefusal.GRANTS_NOT_OFFERED
     with pytest.raises(ValidationError):
         OperatorDecision(turn=3, code_hash=HASH, kind=DecisionKind.RUN_ONCE, approver="reviewer", grants=("p@h",))
+
+
+def test_an_answer_runs_only_the_review_it_was_given_to() -> None:
+    """The same code can be reviewed again in its turn with other procedure bodies pinned, another verdict or other
+    tools (an edit and its undo re-read rows a requester may write): the answer names the review's digest, signed."""
+    from policy.decisions import review_digest
+
+    facts = {"code_hash": HASH, "read_only": True, "choices": (DecisionKind.RUN_ONCE, DecisionKind.REJECT),
+             "grants": (), "allow_set": ("proc__x",), "procedure_hashes": {"proc__x": "1" * 64},
+             "read_only_tools": ("get_task",)}
+    first = review_digest(**facts)  # type: ignore[arg-type]
+    for change in ({"procedure_hashes": {"proc__x": "2" * 64}}, {"read_only": False}, {"allow_set": ("kill",)},
+                   {"read_only_tools": ()}, {"grants": ("proc__x@" + "1" * 64,)}, {"choices": (DecisionKind.REJECT,)}):
+        assert review_digest(**{**facts, **change}) != first, change  # type: ignore[arg-type]
+    again = "9" * 64
+    assert refusal(pending(review=first), decision(review=first)) is None
+    assert refusal(pending(review=again), decision(review=first)) is DecisionRefusal.REVIEW_CHANGED
+    assert refusal(pending(review=again), decision(DecisionKind.REJECT, review=first)) is None  # runs nothing
+    signed = decision(review=first)
+    forged = signed.model_copy(update={"review": again})  # the signature covers the review named
+    assert refusal(pending(review=again), forged) is DecisionRefusal.BAD_SIGNATURE
+    with pytest.raises(ValidationError):
+        OperatorDecision(turn=3, code_hash=HASH, kind=DecisionKind.RUN_ONCE, approver="reviewer", review="ab")

@@ -123,7 +123,8 @@ class Session:
         await self.send(Message.MESSAGE, OperatorMessage(text=text, author=author), author)
 
     async def decide(self, approver: str, review: PendingView, kind: DecisionKind) -> None:
-        decision = OperatorDecision(turn=review.turn, code_hash=review.code_hash, kind=kind, approver=approver)
+        decision = OperatorDecision(turn=review.turn, code_hash=review.code_hash, kind=kind, approver=approver,
+                                    review=review.review)
         await self.send(Message.DECIDE, decision, approver)
 
     async def pending(self, turn: int) -> PendingView:
@@ -275,7 +276,8 @@ async def test_a_new_run_under_a_closed_sessions_id_accepts_none_of_its_decision
         first = await open_session(temporal, queue)
         await first.ask("alice", "kill the task")
         review = await first.pending(turn=1)
-        unsigned = OperatorDecision(turn=1, code_hash=review.code_hash, kind=DecisionKind.RUN_ONCE, approver="bob")
+        unsigned = OperatorDecision(turn=1, code_hash=review.code_hash, kind=DecisionKind.RUN_ONCE, approver="bob",
+                                    review=review.review)
         bobs = unsigned.model_copy(update={"auth": KEYS["bob"].authorize(
             contract.MESSAGE_KINDS[Message.DECIDE], first.id, unsigned.signed_body(), deployment=DEFAULT_DEPLOYMENT)})
         await first.handle.signal(Message.DECIDE.value, bobs)

@@ -187,7 +187,7 @@ def create_app(backend: ConsoleBackend, settings: ConsoleSettings, accounts: Loc
         replacement = str(form.get("replacement_code", "")) if kind is DecisionKind.EDIT else None
         try:
             ack = await backend.decide(user.identity, session_id, turn, str(form.get("code_hash", "")), kind,
-                                       replacement)
+                                       replacement, review=str(form.get("review", "")))
         except ConsoleError as exc:
             auth.flash(request, "error", f"Refused ({exc.refusal or 'error'}): {exc}")
             return back(f"/sessions/{quote(session_id)}/review")

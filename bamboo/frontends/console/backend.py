@@ -102,12 +102,13 @@ class ConsoleBackend:
             raise ConsoleError(str(exc)) from None
 
     async def decide(self, identity: str, session_id: str, turn: int, code_hash: str, kind: DecisionKind,
-                     replacement_code: str | None = None) -> inv.Delivery:
-        """Send exactly the turn and hash the page showed: a page that is out of date is refused by the session.
-        While no worker runs, the decision is kept by the server and judged when one does (``Delivery``)."""
+                     replacement_code: str | None = None, *, review: str) -> inv.Delivery:
+        """Send exactly the turn, hash and review the page showed: a page that is out of date (or whose code was
+        reviewed again since) is refused by the session. While no worker runs, the decision is kept by the server
+        and judged when one does (``Delivery``)."""
         try:
             return await self.sessions_api.decide(session_id, self.speaker(identity), turn, code_hash, kind,
-                                                  replacement_code)
+                                                  replacement_code, review=review)
         except ValidationError as exc:
             raise ConsoleError(f"the decision is not valid: {exc.errors()[0]['msg']}; reload the review and try again",
                                "malformed") from None

@@ -78,6 +78,7 @@ class Prompt:
     create_at: int
     turn: int
     code_hash: str
+    review: str
 
 
 @dataclass
@@ -98,7 +99,7 @@ class Thread:
     def prompt_tagged(self, tag: str, key: LocalKey) -> Prompt | None:
         """The review this thread showed with ``tag`` (the latest, should one have been posted twice)."""
         return next((p for p in reversed(self.prompts)
-                     if review_tag(key, self.session_id, p.turn, p.code_hash) == tag), None)
+                     if review_tag(key, self.session_id, p.turn, p.code_hash, p.review) == tag), None)
 
 
 class MattermostBot:
@@ -265,7 +266,7 @@ class MattermostBot:
                     return await self._say(channel, root, "No review was posted in this thread before your reply.")
                 assert command.decision is not None  # the parser sets it for every decision command
                 delivery = await self.sessions.decide(thread.session_id, speaker, prompt.turn, prompt.code_hash,
-                                                      command.decision, command.replacement_code)
+                                                      command.decision, command.replacement_code, review=prompt.review)
             elif command.kind == "revoke":
                 delivery = await self.sessions.revoke(thread.session_id, speaker, command.target or "")
             elif command.kind == "message":
@@ -312,14 +313,16 @@ class MattermostBot:
                     if text:
                         await self._say(thread.channel_id, thread.root_id, text)
                 view = await self.sessions.pending(thread.session_id)
-                if view is not None and not any((p.turn, p.code_hash) == (view.turn, view.code_hash)
-                                                for p in thread.prompts):
+                shown = (view.turn, view.code_hash, view.review) if view is not None else None
+                if view is not None and not any((p.turn, p.code_hash, p.review) == shown for p in thread.prompts):
+                    # A review not shown yet, or the same code reviewed again with another verdict: posted anew.
                     transcript = await self.sessions.transcript(thread.session_id)
-                    tag = review_tag(self.key, thread.session_id, view.turn, view.code_hash)
+                    tag = review_tag(self.key, thread.session_id, view.turn, view.code_hash, view.review)
                     posted = await self.chat.post(thread.channel_id,
                                                   review_post(view, edit_diff(view, transcript), tag=tag),
                                                   thread.root_id)
-                    thread.prompts.append(Prompt(int(posted.get("create_at") or 0), view.turn, view.code_hash))
+                    thread.prompts.append(Prompt(int(posted.get("create_at") or 0), view.turn, view.code_hash,
+                                                 view.review))
                 polls += 1
                 if polls % STATUS_EVERY == 0 and not entries:
                     status = await self.sessions.execution_status(thread.session_id)

@@ -32,8 +32,8 @@ WRAP = 96
 # the quote and the review's own lines (the console shows it whole).
 MAX_MODEL_WORDS = 4000
 # A review post's first line: what a reply in the thread answers is read back from it after a restart.
-REVIEW_HEADER = "#### Review · turn {turn} · `{code_hash}`"
-_REVIEW_HEADER = re.compile(r"#### Review · turn (\d+) · `([0-9a-f]{64})`(?:\n|$)")
+REVIEW_HEADER = "#### Review · turn {turn} · `{code_hash}` · review `{review}`"
+_REVIEW_HEADER = re.compile(r"#### Review · turn (\d+) · `([0-9a-f]{64})` · review `([0-9a-f]{64})`(?:\n|$)")
 ALWAYS = {"reply", "finding", "refused_run", "refused_request", "refused_decision", "suggestion", "hypothesis",
           "grant", "revoke", "system", "decision"}
 VERBOSE_ONLY = {"intent", "code", "policy", "run", "operator"}
@@ -71,18 +71,18 @@ def _context_lines(view: PendingView) -> list[str]:
             f"request: {inert_markdown(about.request)}"]
 
 
-def reviewed_in(message: str) -> tuple[int, str] | None:
-    """(turn, full code hash) of a review post by this bot, from its first line; None for any other post. Only
-    the bot's own posts may be read so (a person can type the same line); no other line of a review starts so:
-    model text is escaped, code is numbered."""
+def reviewed_in(message: str) -> tuple[int, str, str] | None:
+    """(turn, full code hash, review digest) of a review post by this bot, from its first line; None for any other
+    post. Only the bot's own posts may be read so (a person can type the same line); no other line of a review
+    starts so: model text is escaped, code is numbered."""
     found = _REVIEW_HEADER.match(message)
-    return (int(found[1]), found[2]) if found else None
+    return (int(found[1]), found[2], found[3]) if found else None
 
 
 def review_post(view: PendingView, changed: str = "", *, tag: str) -> str:
     """The review as a post; ``tag`` (``review_tags``) is what a reply that runs the code must repeat."""
     what = effect(view)
-    lines = [REVIEW_HEADER.format(turn=view.turn, code_hash=view.code_hash),
+    lines = [REVIEW_HEADER.format(turn=view.turn, code_hash=view.code_hash, review=view.review),
              f"**{inert_markdown(what.text)}** · asked by **{inert_markdown(view.requester)}**",
              *_context_lines(view),
              f"tools: {inert_markdown(', '.join(view.tools) or 'none')} · may call when run: "
