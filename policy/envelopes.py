@@ -231,9 +231,12 @@ def verify_request(
 
 def command_review_hash(claims: EnvelopeClaims) -> str:
     """What an operator's decision on a command names as its ``code_hash``: a SHA-256 over the environment,
-    channel, tool, executable, argv digest and targets, so a signed approval covers exactly one normalised
-    command line in one environment, and cannot be carried over to another."""
+    channel, tool, executable, argv digest, targets and requester, so a signed approval covers exactly one
+    normalised command line in one environment asked for by one person, and cannot be carried over to another
+    (without the requester, anyone holding a trusted key attached an approval of someone else's command, copied
+    from the workflow's input, to an envelope of their own: the write ran as theirs)."""
     subject = {"environment": claims.environment, "channel": claims.channel, "tool": claims.tool,
-               "executable": claims.executable, "argv_digest": claims.argv_digest, "targets": list(claims.targets)}
+               "executable": claims.executable, "argv_digest": claims.argv_digest, "targets": list(claims.targets),
+               "requester": claims.requester}
     canonical = json.dumps(subject, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(canonical.encode("ascii")).hexdigest()

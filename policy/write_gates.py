@@ -160,6 +160,9 @@ def approval_refusal(
         return "the operator approval is unsigned; a production write needs a signed approval"
     if not decision.kind.runs_code:
         return f"the operator's decision is {decision.kind.value}, which does not approve running the command"
+    if decision.auth.key_id == claims.key_id:
+        return ("the approval is signed with the key that signed the request; someone else approves it with their "
+                "own key (one key under two names in the executor's keys file and the registry is one person)")
     strict = policy.model_copy(update={"rules": policy.rules.model_copy(
         update={"require_signatures": True, "require_distinct_approver": True})})
     pending = PendingReview(session_id=claims.run_id, turn=decision.turn, code_hash=command_review_hash(claims),

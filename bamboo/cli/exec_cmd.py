@@ -1,7 +1,7 @@
 """`bamboo exec`: run a command tool on a remote executor, approve one, grant capacity for production writes.
 
     bamboo exec run --environment staging --channel ro TOOL -- ARGV...        a read, signed with your key
-    bamboo exec approve --run RUN --environment prod --channel rw --as bob TOOL -- ARGV... > approval.json
+    bamboo exec approve --run RUN --requester alice --environment prod --channel rw --as bob TOOL -- ARGV... > approval.json
     bamboo exec grant --environment prod --tool TOOL --rule RULE --target T --admin ADMIN
     bamboo exec run --environment prod --channel rw --run RUN --approval approval.json TOOL -- ARGV...
     bamboo exec revoke GRANT --admin ADMIN
@@ -29,6 +29,7 @@ from bamboo.cli.common import console, fail, run, verdict
 from bamboo.executors.contract import ExecResult
 from bamboo.frontends.inert_text import inert_rich
 from bamboo.settings import Settings, get_settings
+from policy.identity import IdentityError, canonical_identity
 
 exec_app = typer.Typer(help="Command tools on remote executors: run, approve, grant.", no_args_is_help=True)
 
@@ -59,7 +60,8 @@ def _key(settings: Settings, identity: str | None):
         fail(str(exc))
 
 
-def _claims(settings: Settings, key, tool: str, argv: list[str], environment: str, channel: str, run_id: str):
+def _claims(settings: Settings, key, tool: str, argv: list[str], environment: str, channel: str, run_id: str,
+            requester: str | None = None):
     from bamboo.executors import signer
     from policy.commands import CommandDenied
 
@@ -68,7 +70,8 @@ def _claims(settings: Settings, key, tool: str, argv: list[str], environment: st
     try:
         return signer.command_claims(_policy(settings), tool, argv, run_id=run_id,
                                      tool_call_id=f"cli-{uuid.uuid4().hex[:12]}", environment=environment,
-                                     channel="rw" if channel == "rw" else "ro", phase="operator", requester=key.identity, key=key)
+                                     channel="rw" if channel == "rw" else "ro", phase="operator",
+                                     requester=requester or key.identity, key=key)
     except CommandDenied as exc:
         fail(f"command refused: {exc.reason}")
     except ValueError as exc:
@@ -158,18 +161,25 @@ def exec_approve(
     environment: str = ENVIRONMENT,
     channel: str = CHANNEL,
     run_id: str = typer.Option(..., "--run", help="the requester's run id (`bamboo exec run --run`)"),
+    requester: str = typer.Option(..., "--requester", help="who asks to run it: the approval counts for their "
+                                                           "request only"),
     identity: str | None = AS,
 ) -> None:
-    """Sign your approval of exactly this command in this run; prints the approval JSON for `exec run --approval`."""
+    """Sign your approval of exactly this command in this run, asked for by --requester; prints the approval JSON
+    for `exec run --approval`."""
     import sys
 
     from bamboo.executors import signer
 
     settings = get_settings()
     key = _key(settings, identity)
-    claims = _claims(settings, key, tool, argv, environment, channel, run_id)
+    try:
+        asker = canonical_identity(requester)
+    except IdentityError as exc:
+        fail(f"--requester {requester!r}: {exc}")
+    claims = _claims(settings, key, tool, argv, environment, channel, run_id, requester=asker)
     decision = signer.approve(claims, key, deployment=settings.resolved_deployment())
-    print(f"approving on exec.{environment}.{channel}: {json.dumps(claims.targets and list(claims.targets))} "
+    print(f"approving on exec.{environment}.{channel} for {asker}: {json.dumps(claims.targets and list(claims.targets))} "
           f"digest {claims.argv_digest[:16]}", file=sys.stderr)
     print(decision.model_dump_json())
 

@@ -73,18 +73,10 @@ class CommandExecutor:
             assert verdict.refusal is not None  # a failed verdict names its refusal
             await self._refuse(request, f"{contract.ExecRefusalType.ENVELOPE}.{verdict.refusal.value}",
                                f"refused at {Gate.EXECUTOR_SIGNATURE.label}: {verdict.detail}")
-        nonces = [("envelope", claims.nonce)]
-        if claims.approval is not None and claims.approval.auth is not None:
-            nonces.append(("approval", claims.approval.auth.nonce))
-        replayed = await self.state.record_nonces(claims, nonces)
-        if replayed == "envelope":
+        if await self.state.record_nonces(claims, [("envelope", claims.nonce)]) is not None:
             await self._refuse(request, f"{contract.ExecRefusalType.ENVELOPE}.replayed",
                                f"refused at {Gate.EXECUTOR_SIGNATURE.label}: this envelope's nonce was already used; "
                                "sign a new envelope for every call")
-        if replayed == "approval":
-            await self._refuse(request, f"{contract.ExecRefusalType.GATE}.{Gate.APPROVAL.value}",
-                               f"production write refused at {Gate.APPROVAL.label}: this signed approval was already "
-                               "used; have the approver sign a new one")
         gated_env = gated(cfg.environment, cfg.gated_environments)
         try:
             # Symlinks resolve on this host's file system, the one the command will run on.
@@ -149,6 +141,13 @@ class CommandExecutor:
         judged = judge_pure_gates(facts, now=now)
         if isinstance(judged, GateRefusal):
             await self._refuse(request, f"{contract.ExecRefusalType.GATE}.{judged.gate.value}", judged.message, match)
+        # The approval is used up only once it approved this request: recorded with the envelope, an approval
+        # attached to anyone's envelope that failed its gates was spent without running anything.
+        assert claims.approval is not None and claims.approval.auth is not None  # gate 6 passed: a signed approval
+        if await self.state.record_nonces(claims, [("approval", claims.approval.auth.nonce)]) is not None:
+            await self._refuse(request, f"{contract.ExecRefusalType.GATE}.{Gate.APPROVAL.value}",
+                               f"production write refused at {Gate.APPROVAL.label}: this signed approval was already "
+                               "used; have the approver sign a new one", match)
         dry_run = None
         if match.dry_run_argv is not None:
             dry_run = await self._run(request, match, match.dry_run_argv)

@@ -5,6 +5,7 @@ branch for git)."""
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime, timezone
 
 from bamboo.executors.client import ExecRefused
 from policy.approvers import ApprovalRules
@@ -290,7 +291,8 @@ async def test_gate_6_an_approval_of_reviewed_code_is_not_an_approval_of_a_comma
     await h.grant([kill_target()])
     claims = h.claims("prod", "rw", h.kill_argv())
     subject = {"environment": claims.environment, "channel": claims.channel, "tool": claims.tool,
-               "executable": claims.executable, "argv_digest": claims.argv_digest, "targets": list(claims.targets)}
+               "executable": claims.executable, "argv_digest": claims.argv_digest, "targets": list(claims.targets),
+               "requester": claims.requester}
     code = json.dumps(subject, sort_keys=True, separators=(",", ":"))
     assert code_hash(code) == command_review_hash(claims)
     unsigned = OperatorDecision(turn=1, code_hash=code_hash(code), kind=DecisionKind.RUN_ONCE,
@@ -358,3 +360,30 @@ def test_an_executor_serves_only_an_environment_named_gated_or_ungated(harness):
         with pytest.raises(pydantic.ValidationError, match="gated"):
             harness.config(environment, "rw", **lists)
     assert harness.config("prod-eu", "rw", gated_environments=("prod", "prod-eu")).environment == "prod-eu"
+
+
+async def test_gate_6_an_approval_counts_for_its_requesters_request_only_and_is_not_spent_by_another(harness):
+    """An approval is in the workflow's input, readable by any requester: attached to an envelope asking the same
+    command for someone else it ran as theirs, and a refused attempt spent it, so its own request was refused."""
+    h = harness
+    await h.grant([kill_target()])
+    alices = h.approved(h.claims("prod", "rw", h.kill_argv()))
+    carols = h.claims("prod", "rw", h.kill_argv(), requester="carol").model_copy(  # the same run, its own envelope
+        update={"run_id": alices.run_id, "approval": alices.approval})
+    async with h.executor(h.config("prod", "rw")):
+        err = await h.refusal("prod", "rw", "panda_curl", h.kill_argv(), h.sign(carols))
+        assert_gate(err, 6, "approval")
+        assert h.kills_on_server() == 0
+        await h.call("prod", "rw", "panda_curl", h.kill_argv(), h.sign(alices))  # alice's request still runs
+    assert h.kills_on_server() == 1
+
+
+def test_gate_6_an_approval_signed_with_the_requests_own_key_is_refused(harness):
+    """One key listed under one name in the executor's keys file and registered under another is one person."""
+    from policy.approvers import DeploymentPolicy
+    from policy.write_gates import approval_refusal
+
+    h = harness
+    claims = h.approved(h.claims("prod", "rw", h.kill_argv(), key=h.approver), h.approver)
+    detail = approval_refusal(claims, DeploymentPolicy(), now=datetime.now(timezone.utc))
+    assert detail is not None and "the key that signed the request" in detail
