@@ -263,7 +263,9 @@ async def _reply_after_restart(thread: list[dict], message: str) -> tuple[list[t
 
 
 BOT_ID = "bot" + "0" * 23
-OPENED = {"user_id": "alice", "create_at": 1, "message": "investigate 1"}
+ASKED = {"user_id": "alice", "create_at": 1, "message": "investigate 1"}
+BOT_OPENED = {"user_id": BOT_ID, "create_at": 2, "message": f"Session `mm-{'r' * 26}` opened on task 1 by alice."}
+OPENED = [ASKED, BOT_OPENED]
 
 
 def _posted_review(turn: int, code_hash: str, at: int, by: str = BOT_ID, review: str = SHOWN_REVIEW) -> dict:
@@ -274,10 +276,10 @@ def _posted_review(turn: int, code_hash: str, at: int, by: str = BOT_ID, review:
 async def test_after_a_restart_a_reply_answers_the_review_the_thread_showed_not_the_current_one():
     """A bot restarted while a new review was asked for elsewhere approved that unseen review on the first `y`."""
     shown, forged = _posted_review(4, "a" * 64, 100), _posted_review(5, "c" * 64, 150, by="m" * 26)
-    decided, _ = await _reply_after_restart([OPENED, shown, forged], f"y {_tag(4, 'a' * 64)}")
+    decided, _ = await _reply_after_restart([*OPENED, shown, forged], f"y {_tag(4, 'a' * 64)}")
     assert decided == [("xavier", 4, "a" * 64, DecisionKind.RUN_ONCE)], "the review shown, not turn 5's"
 
-    decided, made = await _reply_after_restart([OPENED, forged], f"y {_tag(5, 'c' * 64)}")
+    decided, made = await _reply_after_restart([*OPENED, forged], f"y {_tag(5, 'c' * 64)}")
     assert decided == [] and made == [f"No review in this thread shows the tag `{_tag(5, 'c' * 64)}`; answer with "
                                       "the tag of the review you read."]
 
@@ -286,22 +288,22 @@ async def test_a_review_posted_while_the_approver_read_another_is_not_the_one_ap
     """The requester swapped the pending code a second before the approver's reply: the bot posted the new review,
     and a bare `y` answered it. The reply names the tag of the review read; the session refuses it as stale."""
     read, swapped = _posted_review(1, "a" * 64, 100), _posted_review(1, "b" * 64, 190)
-    decided, _ = await _reply_after_restart([OPENED, read, swapped], f"y {_tag(1, 'a' * 64)}")
+    decided, _ = await _reply_after_restart([*OPENED, read, swapped], f"y {_tag(1, 'a' * 64)}")
     assert decided == [("xavier", 1, "a" * 64, DecisionKind.RUN_ONCE)]
 
-    decided, made = await _reply_after_restart([OPENED, read, swapped], "y")
+    decided, made = await _reply_after_restart([*OPENED, read, swapped], "y")
     assert decided == [] and "name the review you answer" in made[0]
     # a tag is the bot's, per session: another session's tag, or one made up, answers nothing here
     for tag in (_tag(1, "a" * 64, session="mm-" + "o" * 26), "aaaaaa"):
-        decided, made = await _reply_after_restart([OPENED, read, swapped], f"y {tag}")
+        decided, made = await _reply_after_restart([*OPENED, read, swapped], f"y {tag}")
         assert decided == [] and "No review in this thread shows the tag" in made[0]
     # the same code reviewed again (another verdict: a procedure row rewritten between an edit and its undo) is
     # another review with its own tag: the first one's tag does not answer it
     again = _posted_review(1, "a" * 64, 150, review="7a" * 32)
-    decided, made = await _reply_after_restart([OPENED, again], f"y {_tag(1, 'a' * 64)}")
+    decided, made = await _reply_after_restart([*OPENED, again], f"y {_tag(1, 'a' * 64)}")
     assert decided == [] and "No review in this thread shows the tag" in made[0]
     # a rejection runs nothing: it may leave the tag out and answers the review posted before it
-    decided, _ = await _reply_after_restart([OPENED, read, swapped], "n")
+    decided, _ = await _reply_after_restart([*OPENED, read, swapped], "n")
     assert decided == [("xavier", 1, "b" * 64, DecisionKind.REJECT)]
 
 
@@ -340,3 +342,47 @@ def test_a_review_post_names_the_grants_auto_run_leaves_inert():
     line = next(line for line in post.splitlines() if line.startswith("auto\\-run also grants"))
     assert "cdcdcdcdcdcd" in line and "@channel" not in line.replace("\\@", "") and "**x**" not in line
     assert "auto" not in review_post(_review("reads the task"), tag="abc234").split("Reply in this thread")[0]
+
+
+async def test_a_thread_the_bot_did_not_open_is_not_followed():
+    """Anyone may start a session named after any post (`bamboo investigate --session mm-<post id>`): the bot took
+    every such thread for its own and signed each mapped member's reply there as a request in their name."""
+    review = _posted_review(1, "a" * 64, 100)  # the bot's review post alone does not make the thread its own
+    decided, made = await _reply_after_restart([ASKED, review], f"y {_tag(1, 'a' * 64)}")
+    assert decided == [] and made == []
+    posed = {"user_id": "m" * 26, "create_at": 2, "message": BOT_OPENED["message"]}  # the line, typed by a person
+    decided, made = await _reply_after_restart([ASKED, posed, review], f"y {_tag(1, 'a' * 64)}")
+    assert decided == [] and made == []
+
+
+async def test_an_unmapped_member_can_neither_list_reviews_nor_turn_on_narration():
+    """Channel membership grants nothing: `approvals` listed every pending review and `verbose on` narrated a
+    session's code and tool results for anyone who could post in the channel."""
+    from bamboo.frontends.mattermost.bot import MattermostBot
+    from bamboo.frontends.mattermost.users import UserMap
+    from bamboo.settings import Settings
+
+    class _Audit:
+        def __init__(self) -> None:
+            self.events: list = []
+
+        async def append(self, event) -> None:
+            self.events.append(event)
+
+    chat, sessions, audit = _Chat([*OPENED]), _Sessions(), _Audit()
+    bot = MattermostBot(chat, client=None, settings=Settings.model_construct(deployment="default"),  # type: ignore[arg-type]
+                        users=UserMap(users={"x" * 26: "xavier"}), key=BOT_KEY, audit=audit)  # type: ignore[arg-type]
+    bot.sessions = sessions  # type: ignore[assignment]
+    try:
+        for message in ("verbose on", "approvals"):
+            await bot.handle({"id": "y" * 26, "root_id": "r" * 26, "channel_id": "c" * 26, "user_id": "u" * 26,
+                              "message": message, "create_at": 200})
+        await bot.handle({"id": "z" * 26, "root_id": "", "channel_id": "c" * 26, "user_id": "u" * 26,
+                          "message": "pending", "create_at": 300})
+    finally:
+        for t in bot.threads.values():
+            if t.task:
+                t.task.cancel()
+    assert not bot.threads["r" * 26].verbose
+    assert all(m.startswith("Refused: your Mattermost account is not mapped") for m in chat.made), chat.made
+    assert [e.body["reason"] for e in audit.events] == ["unmapped_user"] * 3

@@ -73,6 +73,11 @@ def analysis_post(result: AnalysisResult) -> str:
     return "\n".join(lines)
 
 
+def opened_line(session_id: str) -> str:
+    """How the bot's post opening a session's thread starts: a restarted bot follows only threads it opened."""
+    return f"Session `{session_id}` opened"
+
+
 @dataclass
 class Prompt:
     create_at: int
@@ -165,11 +170,11 @@ class MattermostBot:
             return await self._say(channel, root, command.error)
         if command.task_id is not None and (why := task_problem({"jediTaskID": command.task_id})):
             return await self._say(channel, root, f"Cannot use that task id: {why}")  # before PanDA or Temporal
-        if command.kind == "pending":
-            return await self._say(channel, root, pending_list(await self.sessions.list_pending()))
         identity = await self._identity(post, command.kind, None)
         if identity is None:
             return
+        if command.kind == "pending":
+            return await self._say(channel, root, pending_list(await self.sessions.list_pending()))
         if command.kind == "investigate":
             session_id = SESSION_PREFIX + root
             await self.sessions.start(inv.start_input(self.settings, session_id, identity, task_id=command.task_id,
@@ -177,7 +182,7 @@ class MattermostBot:
             thread = Thread(root_id=root, channel_id=channel, session_id=session_id, verbose=command.verbose)
             self.threads[root] = thread
             what = f"task {command.task_id}" if command.task_id else f"“{inert_markdown(command.symptom or '')}”"
-            await self._say(channel, root, f"Session `{session_id}` opened on {what} by {identity}"
+            await self._say(channel, root, f"{opened_line(session_id)} on {what} by {identity}"
                             + (" (verbose narration in this thread)" if command.verbose else "")
                             + ". Ask in this thread; reviews are posted here.")
             self._follow(thread)
@@ -216,23 +221,36 @@ class MattermostBot:
         session_id = SESSION_PREFIX + root_id
         if await self.sessions.execution_status(session_id) is None:
             return None  # not a session thread
+        posts = await self._own_posts(root_id)
+        if not any((p.get("message") or "").startswith(opened_line(session_id)) for p in posts):
+            # A session of this name the bot did not open here: anyone may start one named after any post
+            # (`bamboo investigate --session mm-<post id>`), and adopting its thread signed every mapped member's
+            # reply in it as a request to that session, in their name.
+            log.warning("thread %s names session %s, which this bot did not open there: not followed",
+                        root_id, session_id)
+            return None
         entries = await self.sessions.transcript(session_id)
         thread = Thread(root_id=root_id, channel_id=channel_id, session_id=session_id,
-                        seen=max((e.seq for e in entries), default=0), prompts=await self._reviews_posted(root_id))
+                        seen=max((e.seq for e in entries), default=0), prompts=self._reviews_in(posts))
         self.threads[root_id] = thread
         self._follow(thread)
         return thread
 
-    async def _reviews_posted(self, root_id: str) -> list[Prompt]:
-        """The reviews this bot posted in the thread, oldest first, read back from Mattermost (it needs no worker).
+    async def _own_posts(self, root_id: str) -> list[dict[str, Any]]:
+        """This bot's own posts in the thread, oldest first, read back from Mattermost (it needs no worker)."""
+        mine = self.chat.me.get("id")
+        return [p for p in await self.chat.thread_posts(root_id) if mine and p.get("user_id") == mine]
+
+    @staticmethod
+    def _reviews_in(own_posts: list[dict[str, Any]]) -> list[Prompt]:
+        """The reviews among this bot's posts in a thread, oldest first.
 
         After a restart a reply answers the review shown before it, as before the restart; never the session's
         current review, which the thread may not have shown (an edit or a new turn asked for elsewhere while the
         bot was down: a `y` typed under turn 4 approved turn 5's code). Only this bot's own posts count."""
-        mine = self.chat.me.get("id")
         prompts = []
-        for post in await self.chat.thread_posts(root_id):
-            shown = reviewed_in(post.get("message") or "") if mine and post.get("user_id") == mine else None
+        for post in own_posts:
+            shown = reviewed_in(post.get("message") or "")
             if shown is not None:
                 prompts.append(Prompt(int(post.get("create_at") or 0), *shown))
         return prompts
@@ -241,15 +259,17 @@ class MattermostBot:
         channel, root = thread.channel_id, thread.root_id
         if command.kind == "invalid":
             return await self._say(channel, root, command.error)
+        # Channel membership grants nothing: showing what a session may run, or turning on narration of its code
+        # and tool results, is for registered people as much as asking is.
+        identity = await self._identity(post, command.kind, thread)
+        if identity is None:
+            return
         if command.kind == "verbose":
             thread.verbose = command.verbose
             return await self._say(channel, root, f"Verbose narration {'on' if command.verbose else 'off'} in this "
                                                   "thread (it changes what is shown, never what may run).")
         if command.kind == "approvals":
             return await self._say(channel, root, approvals_post(await self.sessions.approvals(thread.session_id)))
-        identity = await self._identity(post, command.kind, thread)
-        if identity is None:
-            return
         speaker = inv.Speaker(identity, self.key, deployment=self.settings.resolved_deployment())
         delivery: inv.Delivery | None = None
         try:
