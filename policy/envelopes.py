@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from policy.decisions import OperatorDecision
 from policy.identity import Identity
-from policy.signing import NONCE_PATTERN, IdentityKey, signature_valid, utc_expiry
+from policy.signing import DEPLOYMENT_PATTERN, NONCE_PATTERN, IdentityKey, signature_valid, utc_expiry
 
 DOMAIN = b"bamboo-decision-envelope-v1\n"
 DEFAULT_MAX_ENVELOPE_TTL_S = 5 * 60
@@ -61,6 +61,10 @@ class EnvelopeClaims(BaseModel):
 
     run_id: str = Field(min_length=1, max_length=200)
     tool_call_id: str = Field(min_length=1, max_length=200)
+    # The deployment whose executors may run it (the name its pinned trust root gives it): one key trusted by two
+    # deployments' executors, an envelope copied from one's workflow history ran again on the other's, whose
+    # nonces had never seen it.
+    deployment: str = Field(pattern=DEPLOYMENT_PATTERN)
     environment: str = Field(pattern=NAME_PATTERN)
     channel: Channel
     phase: EnvelopePhase
@@ -108,6 +112,7 @@ class EnvelopeRefusal(str, Enum):
     PHASE_NOT_FOR_KEY = "phase_not_for_key"
     EXPIRED = "expired"
     EXPIRY_TOO_FAR = "expiry_too_far"
+    WRONG_DEPLOYMENT = "wrong_deployment"
     WRONG_ENVIRONMENT = "wrong_environment"
     WRONG_CHANNEL = "wrong_channel"
     TOOL_MISMATCH = "tool_mismatch"
@@ -160,13 +165,14 @@ def verify_envelope(
     envelope: DecisionEnvelope,
     *,
     keys: Mapping[str, VerificationKey],
+    deployment: str,
     environment: str,
     channel: str,
     now: datetime,
     max_ttl_s: int = DEFAULT_MAX_ENVELOPE_TTL_S,
 ) -> EnvelopeVerdict:
-    """The signature, what its key may claim, its freshness and the executor-fixed claims (environment,
-    channel).
+    """The signature, what its key may claim, its freshness and the executor-fixed claims (deployment,
+    environment, channel).
 
     ``keys`` maps key id to the executor's configured verification keys, never a key the request names.
     Claims about the command itself are compared with ``verify_request`` once the executor has evaluated the
@@ -194,6 +200,11 @@ def verify_envelope(
         return EnvelopeVerdict.refuse(
             EnvelopeRefusal.EXPIRY_TOO_FAR,
             f"the envelope is valid for more than {max_ttl_s} s; sign it with a shorter expiry")
+    if claims.deployment != deployment:
+        return EnvelopeVerdict.refuse(
+            EnvelopeRefusal.WRONG_DEPLOYMENT,
+            f"the envelope is for deployment {claims.deployment!r}, this executor serves {deployment!r}; sign it "
+            "with the deployment's name (the signer's BAMBOO_DEPLOYMENT)")
     if claims.environment != environment:
         return EnvelopeVerdict.refuse(
             EnvelopeRefusal.WRONG_ENVIRONMENT,

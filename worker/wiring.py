@@ -118,7 +118,7 @@ def command_tools(settings: Settings, client: Client | None) -> RemoteCommandToo
             "(or unset the others)")
     policy = load_command_config(tools_file).policy
     key = KeyStore(settings.resolved_keys_dir()).load(agent)
-    return RemoteCommandTools(policy, client, key, environment=environment)
+    return RemoteCommandTools(policy, client, key, deployment=settings.resolved_deployment(), environment=environment)
 
 
 def trust_root(settings: Settings) -> PinnedAdmins:

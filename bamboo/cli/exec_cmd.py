@@ -69,7 +69,8 @@ def _claims(settings: Settings, key, tool: str, argv: list[str], environment: st
         fail(f"channel {channel!r} is not ro or rw")
     try:
         return signer.command_claims(_policy(settings), tool, argv, run_id=run_id,
-                                     tool_call_id=f"cli-{uuid.uuid4().hex[:12]}", environment=environment,
+                                     tool_call_id=f"cli-{uuid.uuid4().hex[:12]}",
+                                     deployment=settings.resolved_deployment(), environment=environment,
                                      channel="rw" if channel == "rw" else "ro", phase="operator",
                                      requester=requester or key.identity, key=key)
     except CommandDenied as exc:

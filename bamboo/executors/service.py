@@ -35,7 +35,7 @@ from bamboo.store.audit_log import PostgresAuditLog
 from bamboo.store.executor_state import ExecutorState, GrantExhausted
 from policy.approvers import DeploymentPolicy
 from policy.commands import CommandDenied, CommandMatch, argv_digest, evaluate
-from policy.envelopes import EnvelopeClaims, EnvelopeVerdict, verify_envelope, verify_request
+from policy.envelopes import EnvelopeClaims, EnvelopeRefusal, EnvelopeVerdict, verify_envelope, verify_request
 from policy.trust_root import TrustRootError
 from policy.write_gates import (Gate, GateRefusal, WriteFacts, approval_refusal, gated, judge_pure_gates,
                                 phase_refusal)
@@ -67,8 +67,15 @@ class CommandExecutor:
         cfg = self.config
         claims = request.envelope.claims
         now = datetime.now(timezone.utc)
-        verdict = verify_envelope(request.envelope, keys=cfg.verification_keys, environment=cfg.environment,
-                                  channel=cfg.channel, now=now, max_ttl_s=cfg.max_envelope_ttl_s)
+        try:
+            deployment = self.admins.root().deployment  # the name the pinned trust root gives this deployment
+        except TrustRootError as exc:
+            await self._refuse(request, f"{contract.ExecRefusalType.ENVELOPE}.{EnvelopeRefusal.WRONG_DEPLOYMENT.value}",
+                               f"refused at {Gate.EXECUTOR_SIGNATURE.label}: this executor cannot read the keys it "
+                               f"pins, so it cannot tell which deployment it serves: {exc}")
+        verdict = verify_envelope(request.envelope, keys=cfg.verification_keys, deployment=deployment,
+                                  environment=cfg.environment, channel=cfg.channel, now=now,
+                                  max_ttl_s=cfg.max_envelope_ttl_s)
         if not verdict.ok:
             assert verdict.refusal is not None  # a failed verdict names its refusal
             await self._refuse(request, f"{contract.ExecRefusalType.ENVELOPE}.{verdict.refusal.value}",

@@ -28,12 +28,14 @@ DEFAULT_APPROVAL_TTL_S = 15 * 60
 
 
 def command_claims(policy: CommandPolicy, tool: str, argv: list[str], *, run_id: str, tool_call_id: str,
-                   environment: str, channel: Channel, phase: EnvelopePhase, requester: str, key: LocalKey,
+                   deployment: str, environment: str, channel: Channel, phase: EnvelopePhase, requester: str,
+                   key: LocalKey,
                    ttl_s: float = DEFAULT_ENVELOPE_TTL_S, now: datetime | None = None) -> EnvelopeClaims:
     """The unsigned claims for ``tool argv`` (raises ``CommandDenied`` when the policy refuses it here)."""
     match: CommandMatch = evaluate(policy, tool, argv, environment=environment, channel=channel)
     expires = (now or datetime.now(timezone.utc)) + timedelta(seconds=ttl_s)
-    return EnvelopeClaims(run_id=run_id, tool_call_id=tool_call_id, environment=environment, channel=channel,
+    return EnvelopeClaims(run_id=run_id, tool_call_id=tool_call_id, deployment=deployment, environment=environment,
+                          channel=channel,
                           phase=phase, tool=match.tool, executable=match.executable,
                           argv_digest=argv_digest(match.argv), targets=tuple(match.targets), requester=requester,
                           expires_at=expires, nonce=secrets.token_hex(16), key_id=key.key_id)

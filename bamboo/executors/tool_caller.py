@@ -37,8 +37,9 @@ def _schema() -> dict[str, Any]:
 class RemoteCommandTools:
     """The read-only command tools of one environment, each call run remotely under a signed envelope."""
 
-    def __init__(self, policy: CommandPolicy, client: Client, key: LocalKey, *, environment: str,
+    def __init__(self, policy: CommandPolicy, client: Client, key: LocalKey, *, deployment: str, environment: str,
                  run_prefix: str = "sandbox", queue: str = Queue.MAIN.value) -> None:
+        self.deployment = deployment
         self.policy = policy
         self.client = client
         self.key = key
@@ -61,7 +62,8 @@ class RemoteCommandTools:
         try:
             claims = signer.command_claims(
                 self.policy, name, argv, run_id=f"{self.run_prefix}-{uuid.uuid4().hex[:12]}",
-                tool_call_id=uuid.uuid4().hex[:16], environment=self.environment, channel="ro", phase="automatic",
+                tool_call_id=uuid.uuid4().hex[:16], deployment=self.deployment, environment=self.environment,
+                channel="ro", phase="automatic",
                 requester=self.key.identity, key=self.key)
         except CommandDenied as denied:
             return ToolResult.failure(f"command refused: {denied.reason}")

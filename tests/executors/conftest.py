@@ -162,7 +162,8 @@ class Harness:
                policy: CommandPolicy | None = None, requester: str | None = None,
                key: LocalKey | None = None) -> EnvelopeClaims:
         return signer.command_claims(policy or self.policy, tool, argv, run_id=f"run-{uuid.uuid4().hex[:8]}",
-                                     tool_call_id=f"call-{uuid.uuid4().hex[:8]}", environment=environment,
+                                     tool_call_id=f"call-{uuid.uuid4().hex[:8]}", deployment=DEFAULT_DEPLOYMENT,
+                                     environment=environment,
                                      channel=channel, phase=phase, requester=requester or self.requester.identity,
                                      key=key or self.agent, ttl_s=ttl_s, now=now)
 

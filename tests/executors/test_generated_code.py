@@ -9,6 +9,7 @@ from bamboo.audit import MemoryAuditSink, MemoryBlobSink
 from bamboo.executors.tool_caller import RemoteCommandTools
 from bamboo.sandbox.runner import SandboxRunner
 from bamboo.sandbox.service import CodeExecutor
+from policy.signing import DEFAULT_DEPLOYMENT
 from tests.sandbox.conftest import needs_bwrap, unique_limits
 
 pytestmark = needs_bwrap
@@ -33,7 +34,8 @@ def _code(argv: list[str]) -> str:
 
 
 async def _run(h, sandbox, code: str):
-    tools = RemoteCommandTools(h.policy, h.client, h.agent, environment="staging", queue=h.queue)
+    tools = RemoteCommandTools(h.policy, h.client, h.agent, deployment=DEFAULT_DEPLOYMENT, environment="staging",
+                               queue=h.queue)
     assert [s.name for s in tools.list_tools()] == ["panda_curl", "config_git"]
     assert all(s.read_only for s in tools.list_tools())
     executor = CodeExecutor(runner=sandbox, caller=tools, audit=MemoryAuditSink(), blobs=MemoryBlobSink())

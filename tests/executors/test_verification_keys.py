@@ -47,11 +47,12 @@ def _verdict(keys, signer_name: str, *, phase: str, requester: str):
     parsed = parse_verification_keys(f"agent agent {keys['agent'].public_key}\n"
                                      f"person alice {keys['alice'].public_key}\n")
     key = keys[signer_name]
-    claims = EnvelopeClaims(run_id="run-1", tool_call_id="call-1", environment="prod", channel="rw", phase=phase,
+    claims = EnvelopeClaims(run_id="run-1", tool_call_id="call-1", deployment="default", environment="prod", channel="rw", phase=phase,
                             tool="panda_curl", executable="/usr/bin/curl", argv_digest="a" * 64,
                             targets=("panda:task:1",), requester=requester, expires_at=NOW + timedelta(seconds=60),
                             nonce="0" * 32, key_id=key.key_id)
-    return verify_envelope(signer.sign(claims, key), keys=parsed, environment="prod", channel="rw", now=NOW)
+    return verify_envelope(signer.sign(claims, key), keys=parsed, deployment="default", environment="prod", channel="rw",
+                           now=NOW)
 
 
 @pytest.mark.parametrize("signer_name, phase, requester, refusal", [
