@@ -459,11 +459,17 @@ def _target_values(spec: TargetSpec, parsed: _Parsed) -> list[str]:
         out = []
         for option, value in parsed.options:
             if option.value == "json" and value is not None:
-                item = json.loads(value).get(spec.field)
-                if isinstance(item, (str, int)) and not isinstance(item, bool):
-                    out.append(str(item))
-                elif isinstance(item, list):
-                    out += [str(i) for i in item if isinstance(i, (str, int)) and not isinstance(i, bool)]
+                body = json.loads(value)
+                if not isinstance(body, dict) or spec.field not in body:
+                    continue
+                item = body[spec.field]
+                # Every value the field holds is a target, or the command is refused: skipped, a float or a
+                # boolean in a list of ids was run but missing from the target set a grant and an approval show.
+                for one in item if isinstance(item, list) else [item]:
+                    if not isinstance(one, (str, int)) or isinstance(one, bool):
+                        raise _Mismatch(f"target field {spec.field!r} holds {json.dumps(one)[:40]}, which is not a "
+                                        "string or an integer", 4)
+                    out.append(str(one))
         return out
     if spec.source == "query":
         return [v for url in parsed.urls for k, v in parse_qsl(parse_url(url)[4], keep_blank_values=True)

@@ -169,3 +169,11 @@ def test_unknown_tool_environment_and_channel_fail_closed(policy, api):
     deny(policy, "panda_curl", ["curl", f"{api}/get_status"], "no rule allows", environment="dev")
     deny(policy, "panda_curl", ["curl", f"{api}/get_status"], "no rule allows", channel="rw")
     deny(policy, "panda_curl", ["wget", f"{api}/get_status"], "is not tool")
+
+
+@pytest.mark.parametrize("value", ["7.0", "7e0", "true", "null", "[7, 8.0]", "[7, false]"])
+def test_a_target_field_holding_anything_but_ids_is_refused(policy, api, value):
+    """A float or a boolean in the target field was skipped: the body ran with it while the target set a grant
+    and an approval show left it out."""
+    deny(policy, "panda_curl", ["curl", "--json", f'{{"task_id": {value}}}', f"{api}/kill"], "not a string or an "
+         "integer", channel="rw")
