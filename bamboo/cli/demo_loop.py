@@ -147,7 +147,8 @@ async def _review(client: inv.InvestigationClient, session_id: str, turn: int, s
 async def _approve(client: inv.InvestigationClient, session_id: str, view: PendingView, speaker: inv.Speaker) -> None:
     """Approve the pending code once as ``speaker``, and print the session's verdict."""
     try:
-        delivery = await client.decide(session_id, speaker, view.turn, view.code_hash, DecisionKind.RUN_ONCE)
+        delivery = await client.decide(session_id, speaker, view.turn, view.code_hash, DecisionKind.RUN_ONCE,
+                                       review=view.review)
     except inv.InvestigationError as exc:
         console.print(inert_rich(f"{speaker.identity} approves {short_hash(view.code_hash)}: REFUSED "
                                  f"({exc.refusal}): {exc}", "red"))

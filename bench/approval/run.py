@@ -145,7 +145,8 @@ async def _open(client, settings, alice, label: str) -> str:
 
 async def _approve(client, session: str, bob) -> Approval:
     view = await _until(lambda: inv.pending(client, session))
-    decision = OperatorDecision(turn=view.turn, code_hash=view.code_hash, kind=DecisionKind.RUN_ONCE, approver="bob")
+    decision = OperatorDecision(turn=view.turn, code_hash=view.code_hash, kind=DecisionKind.RUN_ONCE, approver="bob",
+                                review=view.review)
     signed = bob.sign(Message.DECIDE, session, decision)
     handle = inv.handle(client, session)
     approval = Approval(session=session, send=time.time())
