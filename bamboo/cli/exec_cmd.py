@@ -180,7 +180,7 @@ def exec_approve(
         fail(f"--requester {requester!r}: {exc}")
     claims = _claims(settings, key, tool, argv, environment, channel, run_id, requester=asker)
     decision = signer.approve(claims, key, deployment=settings.resolved_deployment())
-    print(f"approving on exec.{environment}.{channel} for {asker}: {json.dumps(claims.targets and list(claims.targets))} "
+    print(f"approving on exec.{environment}.{channel} for {inert_rich(asker)}: {json.dumps(claims.targets and list(claims.targets))} "
           f"digest {claims.argv_digest[:16]}", file=sys.stderr)
     print(decision.model_dump_json())
 
