@@ -26,6 +26,10 @@ _NAME_HASH_LENGTH = 8
 _UNSAFE_NAME_CHARACTERS = re.compile(r"[^A-Za-z0-9_]")
 
 
+# How a run pins a procedure that had no stored code when it was reviewed: no body's hash, so none replays.
+ABSENT_PROCEDURE = "absent"
+
+
 def is_procedure_name(name: str) -> bool:
     return name.startswith(PROCEDURE_PREFIX)
 

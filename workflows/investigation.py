@@ -66,7 +66,7 @@ with workflow.unsafe.imports_passed_through():
     from policy.grants import CodePolicy, ProcedureGrant, grant_terms, make_session_policy, signed_grants
     from policy.phases import Phase
     from policy.tool_surface import allowed_names
-    from policy.procedures import is_procedure_name
+    from policy.procedures import ABSENT_PROCEDURE, is_procedure_name
     from policy.review import ReviewDecision, CodeVerdict, ReviewRequest, decide_review
     from policy.revocation import plan_revocation
     from bamboo.contract import AWAITING_APPROVAL, KIND, SPEND_USD, TASK_ID, Kind
@@ -960,10 +960,12 @@ def pinned_procedures(allow_set: Sequence[str], context: PolicyContext) -> dict[
     review shows nested bodies too; pinned only at the top, a nested one rewritten after the review ran unseen
     and its result steered the approved code."""
     code = context.catalog.procedure_code
-    reached = {name for name in allow_set if name in code}
+    reached = {name for name in allow_set if is_procedure_name(name)}
     for name in sorted(reached):
-        reached.update(reached_procedures(code[name], code))
-    return {name: code_hash(code[name]) for name in sorted(reached) if name in code}
+        if name in code:
+            reached.update(reached_procedures(code[name], code))
+    # One without stored code when reviewed is pinned as absent: a body written afterwards is not one anybody saw.
+    return {name: code_hash(code[name]) if name in code else ABSENT_PROCEDURE for name in sorted(reached)}
 
 
 def handed_over(info: workflow.Info) -> bool:

@@ -27,7 +27,7 @@ from bamboo.tools.model import ToolCaller, ToolOrigin, ToolResult, ToolSpec
 from policy.catalog import ToolCatalog, ToolFacts
 from policy.code_identity import code_hash, short_hash
 from policy.phases import Phase, replay_allow_set
-from policy.procedures import assess_read_only, is_exposable_procedure, is_procedure_name
+from policy.procedures import ABSENT_PROCEDURE, assess_read_only, is_exposable_procedure, is_procedure_name
 from policy.signature import scan_code
 from policy.tool_surface import allowed_names
 
@@ -135,6 +135,9 @@ class ProcedureToolCaller:
         code = self._procedure_code.get(name)
         if code is None:
             return ToolResult.failure(f"{name} is not an approved stored procedure")
+        if expected_hash == ABSENT_PROCEDURE:
+            return ToolResult.failure(f"{name} had no stored code when this run was reviewed; ask for it again to "
+                                      "review the body it has now")
         if expected_hash is not None and code_hash(code) != expected_hash:
             return ToolResult.failure(
                 f"{name} changed since this run was approved (its body is {short_hash(code_hash(code))} now, the "
@@ -179,4 +182,6 @@ class PinnedProcedures:
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         if name in self.hashes:
             return await self.tools.replay(name, arguments, self.hashes[name], pins=self.hashes)
+        if is_procedure_name(name):  # reached only by a route the review did not see: nobody saw its body
+            return ToolResult.failure(f"{name} is not a procedure this run's review saw; ask for it in a new turn")
         return await self.tools.call_tool(name, arguments)

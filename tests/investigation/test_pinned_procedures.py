@@ -127,3 +127,32 @@ async def test_a_procedure_called_by_a_procedure_is_held_to_the_body_the_review_
         assert swapped.status != "ok" and "changed since this run was approved" in (swapped.error or ""), swapped
     finally:
         await sandbox.tools.base.close()
+
+
+def test_a_procedure_without_stored_code_when_reviewed_is_pinned_as_absent():
+    """A nested procedure with no row at review time was left out of the pins, so a body written afterwards
+    replayed unseen (the review showed it missing)."""
+    from bamboo.investigation.contract import PolicyContext
+    from policy.catalog import ToolCatalog
+    from policy.procedures import ABSENT_PROCEDURE
+    from workflows.investigation import pinned_procedures
+
+    outer = "s = await tools.proc__later(task_id=task_id)\nreturn s"
+    context = PolicyContext(session_run="run", catalog=ToolCatalog.build([], {OUTER: outer}))
+    assert pinned_procedures([OUTER, "proc__gone"], context) == {
+        OUTER: code_hash(outer), "proc__later": ABSENT_PROCEDURE, "proc__gone": ABSENT_PROCEDURE}
+
+
+async def test_a_pinned_run_replays_no_procedure_its_review_did_not_see():
+    from bamboo.investigation.procedure_tools import PinnedProcedures
+
+    class _Untouched:
+        async def replay(self, *args, **kwargs):
+            raise AssertionError("replayed")
+
+        async def call_tool(self, *args, **kwargs):
+            raise AssertionError("called")
+
+    pinned = PinnedProcedures(_Untouched(), {OUTER: code_hash(OUTER_CODE)})  # type: ignore[arg-type]
+    result = await pinned.call_tool("proc__unseen", {})
+    assert not result.ok and "not a procedure this run's review saw" in (result.error or "")
