@@ -124,8 +124,9 @@ def start_input(settings: Settings, session_id: str, requester: str, *, task_id:
     )
 
 
-async def start(client: Client, inp: InvestigationStart) -> WorkflowHandle:
-    """Start the session, or attach to it if it is already running (a duplicate start is a no-op)."""
+async def start(client: Client, inp: InvestigationStart, *, attach: bool = True) -> WorkflowHandle:
+    """Start the session, or attach to it if it is already running (a duplicate start is a no-op); with
+    ``attach=False`` a session of that name, started by anyone, is an InvestigationError instead."""
     attrs: list[SearchAttributePair[Any]] = [SearchAttributePair(KIND, Kind.INVESTIGATE.value),
              SearchAttributePair(AWAITING_APPROVAL, False)]
     if inp.task_id is not None:
@@ -139,6 +140,8 @@ async def start(client: Client, inp: InvestigationStart) -> WorkflowHandle:
     except Exception as exc:  # WorkflowAlreadyStartedError and friends: attach instead
         if "already" not in str(exc).lower():
             raise
+        if not attach:
+            raise InvestigationError(f"a session named {inp.session_id} already exists; it was not started here") from None
         return handle(client, inp.session_id)
 
 
@@ -422,9 +425,9 @@ class InvestigationClient:
         self.update_timeout_s = update_timeout_s
 
     # ---------------------------------------------------------------- sessions
-    async def start(self, inp: InvestigationStart) -> str:
-        """Start the session (or attach to it when it already runs); returns its id."""
-        await start(self.client, inp)
+    async def start(self, inp: InvestigationStart, *, attach: bool = True) -> str:
+        """Start the session (or attach to it when it already runs, unless ``attach`` is False); returns its id."""
+        await start(self.client, inp, attach=attach)
         return inp.session_id
 
     async def execution_status(self, session_id: str) -> str | None:

@@ -386,3 +386,26 @@ async def test_an_unmapped_member_can_neither_list_reviews_nor_turn_on_narration
     assert not bot.threads["r" * 26].verbose
     assert all(m.startswith("Refused: your Mattermost account is not mapped") for m in chat.made), chat.made
     assert [e.body["reason"] for e in audit.events] == ["unmapped_user"] * 3
+
+
+async def test_a_session_started_elsewhere_under_the_posts_name_is_not_opened_here():
+    """Post ids are public: someone who started `mm-<post id>` before the bot handled the post made the bot attach
+    to their session, post its opened line and sign every mapped member's reply there."""
+    from bamboo.frontends.mattermost.bot import MattermostBot
+    from bamboo.frontends.mattermost.users import UserMap
+    from bamboo.investigation import client as inv
+    from bamboo.settings import Settings
+
+    class _Taken(_Sessions):
+        async def start(self, inp, *, attach: bool = True) -> str:
+            assert attach is False, "the bot must not attach to a session it did not start"
+            raise inv.InvestigationError(f"a session named {inp.session_id} already exists; it was not started here")
+
+    chat = _Chat([])
+    bot = MattermostBot(chat, client=None, settings=Settings.model_construct(deployment="default"),  # type: ignore[arg-type]
+                        users=UserMap(users={"x" * 26: "xavier"}), key=BOT_KEY, audit=None)  # type: ignore[arg-type]
+    bot.sessions = _Taken()  # type: ignore[assignment]
+    await bot.handle({"id": "p" * 26, "root_id": "", "channel_id": "c" * 26, "user_id": "x" * 26,
+                      "message": "investigate 40112233", "create_at": 100})
+    assert bot.threads == {}
+    assert len(chat.made) == 1 and chat.made[0].startswith("Not opened:") and "opened on" not in chat.made[0]

@@ -177,8 +177,14 @@ class MattermostBot:
             return await self._say(channel, root, pending_list(await self.sessions.list_pending()))
         if command.kind == "investigate":
             session_id = SESSION_PREFIX + root
-            await self.sessions.start(inv.start_input(self.settings, session_id, identity, task_id=command.task_id,
-                                                      symptom=command.symptom, startup_hypothesis=command.hypothesis))
+            try:  # never one started elsewhere under this post's name (anyone can see the post id and race the bot)
+                await self.sessions.start(inv.start_input(self.settings, session_id, identity, task_id=command.task_id,
+                                                          symptom=command.symptom, startup_hypothesis=command.hypothesis),
+                                          attach=False)
+            except inv.InvestigationError as exc:
+                log.warning("not opening %s: %s", session_id, exc)
+                return await self._say(channel, root, f"Not opened: {inert_markdown(str(exc))}; this thread is not "
+                                                      "followed. Post the request again as a new message.")
             thread = Thread(root_id=root, channel_id=channel, session_id=session_id, verbose=command.verbose)
             self.threads[root] = thread
             what = f"task {command.task_id}" if command.task_id else f"“{inert_markdown(command.symptom or '')}”"
