@@ -10,6 +10,7 @@ store before every run).
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 from activities.heartbeat import with_heartbeats
 from activities.llm_errors import as_activity_error
@@ -139,6 +140,8 @@ class InvestigationActivities:
         """Persist durable grants; each is audited with who granted it, when, and the code hash it binds."""
         granted = []
         for grant in inp.grants:
+            if await self.repository.is_revoked(grant):
+                continue  # revoked recently: this answer could be one signed before (policy.grants.revocation_of)
             if await self.repository.set_grant(grant):
                 granted.append(grant.procedure)
                 await self.audit_log.append(
@@ -152,7 +155,8 @@ class InvestigationActivities:
 
     @implements(contract.revoke_grants)
     async def revoke_grants(self, inp: RevokeGrantsInput) -> list[str]:
-        revoked = [name for name in inp.procedures if await self.repository.clear_grant(name)]
+        within = timedelta(seconds=inp.longest_signature_s)
+        revoked = [name for name in inp.procedures if await self.repository.clear_grant(name, within)]
         await self.audit_log.append(
             AuditEvent(kind="procedure_grant_revoked", actor=inp.actor, run_id=f"investigate:{inp.session_id}",
                        body={"requested": inp.procedures, "revoked": revoked}),

@@ -97,21 +97,27 @@ class GrantRevocation(BaseModel):
     through: datetime | None = None
 
 
-def revocation_of(grant: ProcedureGrant, now: datetime) -> GrantRevocation | None:
+def revocation_of(grant: ProcedureGrant, now: datetime, longest_signature: timedelta) -> GrantRevocation | None:
     """How revoking ``grant`` at ``now`` is recorded (None for an unsigned grant: its row is all there is).
 
     The answer behind a grant stays valid after the revocation, and so do the approver's other auto-run answers
     naming the same procedure and code, from other sessions or ones the workflow refused: a requester who wrote
-    one of them into the row would have revived the grant. So every answer of the term that expires before the
-    later of the revoked answer's expiry and ``now`` is revoked with it: one signed no later than the revoked
-    one, or one already expired, can only be older. An answer signed afterwards (a deliberate grant anew)
-    expires later and stands. Left out: an answer signed in the same second as the revoked one, and one signed
-    in the few minutes before the revocation that was still valid then (signatures carry their expiry, not when
-    they were made)."""
+    one of them into the row would have revived the grant. A signature carries its expiry, not when it was
+    made, and its lifetime is the signer's choice up to the deployment's longest (``longest_signature``,
+    ApprovalRules.max_signature_ttl_s): every answer of the term signed before ``now`` expires before
+    ``now + longest_signature``, and all of them are revoked. The cost: a grant of the same procedure and code
+    given anew stands only if its answer expires after that (``grant_again_after``); an answer expiring before
+    the revoked one's did, earlier still."""
     auth = grant.decision.auth if grant.decision is not None else None
     if auth is None:
         return None
-    return GrantRevocation(nonce=auth.nonce, term=grant.term, through=max(auth.expires_at, now))
+    return GrantRevocation(nonce=auth.nonce, term=grant.term, through=max(auth.expires_at, now + longest_signature))
+
+
+def grant_again_after(now: datetime, longest_signature: timedelta) -> datetime:
+    """When an auto-run answer signed (with the usual lifetime) leaves a durable grant of a term revoked at
+    ``now`` again: once no answer signed before the revocation can still be within its lifetime."""
+    return now + longest_signature
 
 
 def grant_is_revoked(grant: ProcedureGrant, revocations: Iterable[GrantRevocation]) -> bool:

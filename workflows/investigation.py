@@ -63,7 +63,9 @@ with workflow.unsafe.imports_passed_through():
     from policy.procedures import assess_read_only, reached_procedures
     from policy.reuse import ReuseProposal, TaskFacts, choose_procedure, describe_unfit, is_bound_body
     from policy.review_facts import code_diff, procedure_view, review_facts
-    from policy.grants import CodePolicy, ProcedureGrant, grant_terms, make_session_policy, signed_grants
+    from policy.grants import (
+        CodePolicy, ProcedureGrant, grant_again_after, grant_terms, make_session_policy, signed_grants,
+    )
     from policy.phases import Phase
     from policy.tool_surface import allowed_names
     from policy.procedures import ABSENT_PROCEDURE, is_procedure_name
@@ -521,8 +523,15 @@ class Investigation:
         for grant in grants:
             if grant.procedure in granted:
                 self._st.grants[grant.procedure] = grant
-        self._entry("grant", f"durable auto-run granted to {', '.join(granted)} by {approver}",
-                    turn=turn, actor=approver, data={"procedures": granted})
+        if granted:
+            self._entry("grant", f"durable auto-run granted to {', '.join(granted)} by {approver}",
+                        turn=turn, actor=approver, data={"procedures": granted})
+        held = [g.procedure for g in grants if g.procedure not in granted]
+        if held:
+            self._entry("system", f"no durable grant left for {', '.join(held)}: a grant of the same code was revoked "
+                                  "less than the deployment's longest signature lifetime ago (the revoke said until "
+                                  "when), or the procedure is no longer stored; this turn ran as answered",
+                        turn=turn, actor=approver)
 
     async def _execute(self, turn: int, code: str, decision: ReviewDecision, proposal: CodegenResult,
                        approver: str, requester: str, capture: bool = True, *, reuse: ReuseProposal | None = None,
@@ -843,13 +852,18 @@ class Investigation:
             revoked = await workflow.execute_activity(
                 contract.revoke_grants,
                 RevokeGrantsInput(session_id=self._inp.session_id, procedures=list(plan.procedures),
-                                  actor=request.actor, dedup_key=f"{self._audit_key_prefix()}:revoke:{st.audit_seq}"),
+                                  actor=request.actor, dedup_key=f"{self._audit_key_prefix()}:revoke:{st.audit_seq}",
+                                  longest_signature_s=context.policy.rules.max_signature_ttl_s),
                 **contract.STORE_STEP.options(),
             )
             for name in plan.procedures:
                 st.grants.pop(name, None)
         what = [short_hash(h) for h in plan.session_hashes] + revoked
-        self._entry("revoke", f"revoked by {request.actor}: {', '.join(what) or 'nothing was set'}",
+        again = ""
+        if revoked:
+            after = grant_again_after(workflow.now(), timedelta(seconds=context.policy.rules.max_signature_ttl_s))
+            again = f"; auto-run leaves a durable grant of the same code again after {after:%Y-%m-%d %H:%M} UTC"
+        self._entry("revoke", f"revoked by {request.actor}: {', '.join(what) or 'nothing was set'}{again}",
                     actor=request.actor, data={"session_hashes": list(plan.session_hashes), "procedures": revoked})
         self._audit("session_policy_revoked", request.actor,
                     {"target": request.target, "session_hashes": list(plan.session_hashes), "procedures": revoked})

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from psycopg.types.json import Jsonb
@@ -28,6 +28,7 @@ from pydantic import ValidationError
 
 from bamboo.investigation.provenance import Capture, ProcedureProvenance
 from policy.code_identity import code_hash, logic_hash
+from policy.approvers import DEFAULT_MAX_SIGNATURE_TTL_S
 from policy.grants import GrantRevocation, ProcedureGrant, grant_is_revoked, grant_term, revocation_of
 
 log = logging.getLogger(__name__)
@@ -176,6 +177,13 @@ class ProcedureRepository:
                 out[name] = grant
         return out
 
+    async def is_revoked(self, grant: ProcedureGrant) -> bool:
+        """Whether a recorded revocation covers ``grant``'s signed answer (policy.grants.grant_is_revoked)."""
+        async with self._pool.connection() as conn:
+            rows = await (await conn.execute(
+                "SELECT nonce, term, through FROM revoked_grants WHERE term = %s", (grant.term,))).fetchall()
+        return grant_is_revoked(grant, [GrantRevocation(nonce=n, term=t, through=through) for n, t, through in rows])
+
     async def set_grant(self, grant: ProcedureGrant) -> bool:
         """Record a durable grant with the signed answer that made it; False when the procedure is not stored."""
         decision = Jsonb(grant.decision.model_dump(mode="json")) if grant.decision is not None else None
@@ -188,12 +196,13 @@ class ProcedureRepository:
             )
             return cur.rowcount > 0
 
-    async def clear_grant(self, name: str) -> bool:
+    async def clear_grant(self, name: str, longest_signature: timedelta = timedelta(seconds=DEFAULT_MAX_SIGNATURE_TTL_S)
+                          ) -> bool:
         """Revoke the grant of ``name``: the row is cleared, and its signed answer recorded as revoked for this
         grant with every answer of the term signed no later (insert-only, ``policy.grants.revocation_of``), so
         writing the row back, or another of those answers into it, does not revive it."""
         grant = (await self.grants()).get(name)
-        revocation = revocation_of(grant, datetime.now(UTC)) if grant is not None else None
+        revocation = revocation_of(grant, datetime.now(UTC), longest_signature) if grant is not None else None
         async with self._pool.connection() as conn:
             if revocation is not None:
                 await conn.execute("INSERT INTO revoked_grants (nonce, term, through) VALUES (%s, %s, %s) "

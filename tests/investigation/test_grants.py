@@ -26,6 +26,8 @@ async def _open(client, settings, brain_codes, brain):
 
 async def test_durable_grant_replays_without_prompt_until_code_changes_or_revoked(ops,
         client, settings, services, running_worker, brain):
+    from dataclasses import replace
+
     repo = ProcedureRepository(services.store.pool)
     await repo.save(READ_PROC, READ_PROC_CODE, "approved", {})
 
@@ -56,7 +58,15 @@ async def test_durable_grant_replays_without_prompt_until_code_changes_or_revoke
     assert view.reason == "new_code"
     await inv.decide_by_prefix(client, second, view.code_hash, DecisionKind.AUTO_RUN, ops.bob)
     await wait_for_runs(client, second, 2)
-    assert READ_PROC in await repo.grants()
+    # auto-run at once after the revocation runs the turn but leaves no grant: its answer could be one signed before
+    assert await repo.grants() == {}
+    async def held():
+        return [e for e in await entries(client, second, "system") if "no durable grant left" in e.text]
+    await wait_for(held)
+    revoke = (await entries(client, second, "revoke"))[0]
+    assert "again after" in revoke.text
+    await repo.set_grant(signed_grant(replace(ops.bob, ttl_s=2 * 24 * 3600), READ_PROC, READ_PROC_CODE))
+    assert READ_PROC in await repo.grants()  # an answer past the window counts
 
     changed = READ_PROC_CODE.replace("len(j)", "len(j) + 0")
     await repo.save(READ_PROC, changed, "approved", {})
@@ -65,7 +75,7 @@ async def test_durable_grant_replays_without_prompt_until_code_changes_or_revoke
     view = await pending_turn(client, third, 1)
     assert view.reason == "durable_grant_code_changed"
     audit = await _audit_kinds(services)
-    assert audit.count("procedure_grant_created") == 2 and audit.count("procedure_grant_revoked") == 1
+    assert audit.count("procedure_grant_created") == 1 and audit.count("procedure_grant_revoked") == 1  # none held
 
 
 # READ_PROC's body with a walk to the script's globals spelled as a match class pattern: the same tools, so the
@@ -196,8 +206,13 @@ async def test_a_revoked_grant_written_back_stays_revoked(ops, client, settings,
     async with services.store.pool.connection() as conn:
         with pytest.raises(Exception, match="never granted again"):
             await conn.execute("DELETE FROM revoked_grants")
-    again = signed_grant(ops.bob, READ_PROC, READ_PROC_CODE)  # bob grants it anew: a new answer counts
-    await repo.set_grant(again)
+    from dataclasses import replace
+
+    soon = signed_grant(ops.bob, READ_PROC, READ_PROC_CODE)  # anew at once: it could be an answer signed before
+    await repo.set_grant(soon)
+    assert await repo.grants() == {}
+    later = signed_grant(replace(ops.bob, ttl_s=2 * 24 * 3600), READ_PROC, READ_PROC_CODE)  # one past the window
+    await repo.set_grant(later)
     assert READ_PROC in await repo.grants()
 
 
@@ -220,6 +235,6 @@ async def test_another_answer_of_a_revoked_grant_does_not_revive_it(ops, client,
     await inv.send_message(client, session, "use the stored procedure", ops.carol)
     view = await pending_turn(client, session, 1)
     assert view.reason == "new_code"
-    anew = signed_grant(ops.bob, READ_PROC, READ_PROC_CODE, session_id="granted-anew")  # a deliberate grant anew
-    await repo.set_grant(anew)
-    assert READ_PROC in await repo.grants()
+    longer = signed_grant(replace(ops.bob, ttl_s=3 * 3600), READ_PROC, READ_PROC_CODE, session_id="granted-long")
+    await repo.set_grant(longer)  # signed before the revocation with a longer lifetime than the revoked answer's
+    assert await repo.grants() == {}
