@@ -190,4 +190,5 @@ class ProcedureSandboxActivities(SandboxActivities):
 
     def caller_for(self, inp: ExecuteCodeInput) -> ToolCaller | None:
         """A run whose decision saw stored procedures replays exactly those bodies (``PinnedProcedures``)."""
-        return PinnedProcedures(self.tools, inp.procedure_hashes) if inp.procedure_hashes else None
+        return (PinnedProcedures(self.tools, inp.procedure_hashes, inp.tool_names or None)
+                if inp.procedure_hashes else None)

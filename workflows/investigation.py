@@ -67,6 +67,7 @@ with workflow.unsafe.imports_passed_through():
         CodePolicy, ProcedureGrant, grant_again_after, grant_terms, make_session_policy, signed_grants,
     )
     from policy.phases import Phase
+    from policy.signature import ScanConventions, scan_code
     from policy.tool_surface import allowed_names
     from policy.procedures import ABSENT_PROCEDURE, is_procedure_name
     from policy.review import ReviewDecision, CodeVerdict, ReviewRequest, decide_review
@@ -556,7 +557,7 @@ class Investigation:
                                  audit=self._audit_rows(carried),
                                  procedure_hashes=pinned_procedures(decision.allow_set, context),
                                  read_only_tools=judged_read_only(decision.allow_set, context),
-                                 tool_names=allowed_names(decision.allow_set, (t.name for t in context.catalog.tools)),
+                                 tool_names=run_tool_names(decision.allow_set, context),
                                  decision=None if answer is None else sandbox.UsedDecision(
                                      nonce=answer, session_id=self._inp.session_id)),
                 **sandbox.SANDBOX_CALL.options())
@@ -980,6 +981,20 @@ def pinned_procedures(allow_set: Sequence[str], context: PolicyContext) -> dict[
             reached.update(reached_procedures(code[name], code))
     # One without stored code when reviewed is pinned as absent: a body written afterwards is not one anybody saw.
     return {name: code_hash(code[name]) if name in code else ABSENT_PROCEDURE for name in sorted(reached)}
+
+
+def run_tool_names(allow_set: Sequence[str], context: PolicyContext) -> dict[str, str]:
+    """Python name -> tool as the review mapped them over its catalogue, for the run's allow-set and for every
+    tool the stored procedures it may replay (nested ones too) reference: the run's stub and each replay's are
+    built from these (a tool added or dropped since would map a shortened or digest-suffixed name to another)."""
+    catalogue = [tool.name for tool in context.catalog.tools]
+    conventions = ScanConventions.for_tools(catalogue)
+    code = context.catalog.procedure_code
+    wanted = set(allow_set)
+    for name in pinned_procedures(allow_set, context):
+        if name in code:
+            wanted.update(scan_code(code[name], conventions).tools)
+    return allowed_names(wanted, catalogue)
 
 
 def handed_over(info: workflow.Info) -> bool:

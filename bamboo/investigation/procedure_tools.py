@@ -28,7 +28,7 @@ from policy.catalog import ToolCatalog, ToolFacts
 from policy.code_identity import code_hash, short_hash
 from policy.phases import Phase, replay_allow_set
 from policy.procedures import ABSENT_PROCEDURE, assess_read_only, is_exposable_procedure, is_procedure_name
-from policy.signature import scan_code
+from policy.signature import ScanConventions, scan_code
 from policy.tool_surface import allowed_names
 
 log = logging.getLogger(__name__)
@@ -128,9 +128,10 @@ class ProcedureToolCaller:
         return await self.replay(name, arguments)
 
     async def replay(self, name: str, arguments: dict[str, Any], expected_hash: str | None = None,
-                     pins: Mapping[str, str] | None = None) -> ToolResult:
+                     pins: Mapping[str, str] | None = None, names: Mapping[str, str] | None = None) -> ToolResult:
         """Run the stored procedure ``name`` in the sandbox; with ``expected_hash``, only if its body still has it.
-        ``pins``: the run's procedure hashes, held for the procedures this one calls in turn (PinnedProcedures)."""
+        ``pins``: the run's procedure hashes, held for the procedures this one calls in turn (PinnedProcedures);
+        ``names``: Python name -> tool as the run's review mapped them, for this body's stub and allow-set."""
         await self.refresh()
         code = self._procedure_code.get(name)
         if code is None:
@@ -151,7 +152,10 @@ class ProcedureToolCaller:
                 "at least two tools; run it as reviewed code in an interactive turn instead"
             )
         catalog = policy_catalog(self.list_tools(), self._procedure_code)
-        allowed = replay_allow_set(name, Phase.INTERACTIVE, catalog)
+        catalogue = [tool.name for tool in catalog.tools]
+        conventions = (ScanConventions(python_names=dict(names)) if names is not None
+                       else ScanConventions.for_tools(catalogue))
+        allowed = replay_allow_set(name, Phase.INTERACTIVE, catalog, conventions)
         task_id = arguments.get("task_id")
         result = await self._executor.execute(
             run_id=f"replay:{name}:{uuid.uuid4().hex[:12]}",
@@ -159,8 +163,9 @@ class ProcedureToolCaller:
             allowed_tools=allowed,
             timeout_s=REPLAY_TIMEOUT_S,
             actor=f"procedure:{name}",
-            tool_names=allowed_names(allowed, (tool.name for tool in catalog.tools)),
-            caller=PinnedProcedures(self, pins) if pins is not None else None,
+            tool_names=({py: real for py, real in names.items() if real in allowed} if names is not None
+                        else allowed_names(allowed, catalogue)),
+            caller=PinnedProcedures(self, pins, names) if pins is not None else None,
         )
         if result.status != "ok":
             return ToolResult.failure(f"{name} failed ({result.status}): {result.error or 'no detail'}")
@@ -173,15 +178,17 @@ class PinnedProcedures:
     and the run (by anyone who can write the table, or another session's finalize), the approved call would
     have replayed code nobody reviewed, and with ``allow_mutating_autorun`` code that changes state."""
 
-    def __init__(self, tools: ProcedureToolCaller, hashes: Mapping[str, str]) -> None:
+    def __init__(self, tools: ProcedureToolCaller, hashes: Mapping[str, str],
+                 names: Mapping[str, str] | None = None) -> None:
         self.tools, self.hashes = tools, dict(hashes)
+        self.names = dict(names) if names is not None else None  # the review's Python names, for replays
 
     def list_tools(self) -> list[ToolSpec]:
         return self.tools.list_tools()
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         if name in self.hashes:
-            return await self.tools.replay(name, arguments, self.hashes[name], pins=self.hashes)
+            return await self.tools.replay(name, arguments, self.hashes[name], pins=self.hashes, names=self.names)
         if is_procedure_name(name):  # reached only by a route the review did not see: nobody saw its body
             return ToolResult.failure(f"{name} is not a procedure this run's review saw; ask for it in a new turn")
         return await self.tools.call_tool(name, arguments)

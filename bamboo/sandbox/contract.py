@@ -69,8 +69,9 @@ class ExecuteCodeInput(BaseModel):
                                           "phase, all of them); a run in which one now reaches a tool that may "
                                           "change state is refused")
     tool_names: dict[str, str] = Field(
-        default_factory=dict, description="Python name -> tool of the allow-set, as its review mapped them: the "
-                                          "stub calls exactly these (empty: mapped over the run's catalogue)")
+        default_factory=dict, description="Python name -> tool, as its review mapped them, for the allow-set and the "
+                                          "tools of the procedures it may replay: the stubs call exactly these "
+                                          "(empty: mapped over the run's catalogue)")
 
 
 class CallRecord(BaseModel):

@@ -156,3 +156,60 @@ async def test_a_pinned_run_replays_no_procedure_its_review_did_not_see():
     pinned = PinnedProcedures(_Untouched(), {OUTER: code_hash(OUTER_CODE)})  # type: ignore[arg-type]
     result = await pinned.call_tool("proc__unseen", {})
     assert not result.ok and "not a procedure this run's review saw" in (result.error or "")
+
+
+INVENTORY = "proc__inventory"
+INVENTORY_CODE = ("a = await tools.db_read(key='k')\nb = await tools.get_task_details(task_id=task_id)\n"
+                  "return {'a': a, 'b': b}")
+
+
+def _spec(name: str):
+    from bamboo.tools.model import ToolSpec
+
+    return ToolSpec(name=name, description="reads", input_schema={"type": "object"}, read_only=True)
+
+
+def test_a_run_carries_the_reviews_names_for_the_tools_its_procedures_call():
+    from bamboo.investigation.contract import PolicyContext
+    from policy.catalog import ToolCatalog, ToolFacts
+    from workflows.investigation import run_tool_names
+
+    catalog = ToolCatalog.build([ToolFacts(name="db-read", read_only=True),
+                                 ToolFacts(name="get_task_details", read_only=True),
+                                 ToolFacts(name=INVENTORY, origin="procedure")], {INVENTORY: INVENTORY_CODE})
+    names = run_tool_names([INVENTORY], PolicyContext(session_run="run", catalog=catalog))
+    assert names == {INVENTORY: INVENTORY, "db_read": "db-read", "get_task_details": "get_task_details"}
+
+
+async def test_a_replayed_body_maps_its_names_as_the_review_did():
+    """A tool another server lists since the review (`db_read`) took the name the review mapped to `db-read`
+    inside a pinned procedure's body: its stub and allow-set were built over the replay-time catalogue."""
+    from bamboo.audit import MemoryAuditSink, MemoryBlobSink
+    from bamboo.investigation.procedure_tools import PinnedProcedures, ProcedureToolCaller
+    from bamboo.sandbox.contract import SandboxRunResult
+
+    class _Base:
+        def list_tools(self):
+            return [_spec("db-read"), _spec("db_read"), _spec("get_task_details")]  # db_read: listed since
+
+    class _Repo:
+        async def approved_code(self):
+            return {INVENTORY: INVENTORY_CODE}
+
+    class _Capture:
+        seen: dict = {}
+
+        async def execute(self, **kwargs):
+            self.seen = kwargs
+            return SandboxRunResult(run_id=kwargs["run_id"], status="ok", isolation="bwrap", return_value={})
+
+    tools = ProcedureToolCaller(_Base(), _Repo(), None, MemoryAuditSink(), MemoryBlobSink(),  # type: ignore[arg-type]
+                                allow_mutating_autorun=True)
+    capture = _Capture()
+    tools._executor = capture  # type: ignore[assignment]
+    reviewed = {"db_read": "db-read", "get_task_details": "get_task_details"}
+    result = await PinnedProcedures(tools, {INVENTORY: code_hash(INVENTORY_CODE)}, reviewed).call_tool(
+        INVENTORY, {"task_id": 1})
+    assert result.ok, result.error
+    assert capture.seen["tool_names"] == reviewed
+    assert capture.seen["allowed_tools"] == frozenset({"db-read", "get_task_details"})

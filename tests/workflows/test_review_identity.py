@@ -82,4 +82,4 @@ async def test_an_answer_to_a_review_does_not_run_the_same_code_reviewed_again_w
         await until(lambda: asyncio.sleep(0, fake.runs), bool)
     [run] = fake.runs
     assert run.actor == "bob" and run.procedure_hashes[PROC] == code_hash(KILLS)
-    assert set(run.tool_names.values()) == set(run.allowed_tools)  # the stub maps names as the review did
+    assert set(run.allowed_tools) <= set(run.tool_names.values()) and run.tool_names["kill_task"] == "kill_task"
