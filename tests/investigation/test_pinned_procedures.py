@@ -27,35 +27,42 @@ from worker.wiring import investigation_activities
 SWAPPED = READ_PROC_CODE.replace("'jobs': len(j)", "'jobs': len(j), 'seen': t")
 
 
-async def test_a_procedure_body_changed_after_the_decision_is_not_replayed(services, settings, sim):
-    repo = ProcedureRepository(services.store.pool)
-    await repo.save(READ_PROC, READ_PROC_CODE, "approved", {})
+def _replays(services):
+    """run(run_id, procedure, pins): a run calling ``procedure`` through the worker's own sandbox activity, with
+    the procedure hashes its decision pinned; and the activity's tools (closed by the test)."""
     sandbox: ProcedureSandboxActivities = investigation_activities(services).sandbox[0].__self__
     env = ActivityEnvironment()
     env.info = dataclasses.replace(env.info, heartbeat_timeout=timedelta(seconds=10))
 
-    async def run(run_id: str, pins: dict[str, str]):
+    async def run(run_id: str, procedure: str, pins: dict[str, str]):
         await sandbox.tools.refresh()
         allowed = automatic_allow_set(policy_catalog(sandbox.tools.list_tools(), sandbox.tools.procedure_code))
-        assert READ_PROC in allowed
-        code = with_task_preamble(f"return await tools.{READ_PROC}(task_id=task_id)", TASK_ID)
+        assert procedure in allowed
+        code = with_task_preamble(f"return await tools.{procedure}(task_id=task_id)", TASK_ID)
         return await env.run(sandbox.execute_code, ExecuteCodeInput(
             run_id=run_id, code=code, allowed_tools=sorted(allowed), actor="automatic", timeout_s=60,
             procedure_hashes=pins))
 
+    return run, sandbox.tools
+
+
+async def test_a_procedure_body_changed_after_the_decision_is_not_replayed(services, settings, sim):
+    repo = ProcedureRepository(services.store.pool)
+    await repo.save(READ_PROC, READ_PROC_CODE, "approved", {})
+    run, tools = _replays(services)
     try:
         reviewed = {READ_PROC: code_hash(READ_PROC_CODE)}
-        first = await run("pinned-as-reviewed", reviewed)
+        first = await run("pinned-as-reviewed", READ_PROC, reviewed)
         assert first.status == "ok" and "seen" not in first.return_value, first.error
 
         await repo.save(READ_PROC, SWAPPED, "approved", {})  # the row changes after the decision saw the body
-        swapped = await run("pinned-swapped", reviewed)
+        swapped = await run("pinned-swapped", READ_PROC, reviewed)
         assert swapped.status != "ok" and "changed since this run was approved" in (swapped.error or ""), swapped
 
-        again = await run("pinned-to-the-new-body", {READ_PROC: code_hash(SWAPPED)})
+        again = await run("pinned-to-the-new-body", READ_PROC, {READ_PROC: code_hash(SWAPPED)})
         assert again.status == "ok" and "seen" in again.return_value, again.error
     finally:
-        await sandbox.tools.base.close()
+        await tools.base.close()
 
 
 def test_the_workflow_pins_every_procedure_of_the_allow_set_to_the_body_its_catalogue_holds():
@@ -105,28 +112,16 @@ async def test_a_procedure_called_by_a_procedure_is_held_to_the_body_the_review_
     repo = ProcedureRepository(services.store.pool)
     await repo.save(READ_PROC, READ_PROC_CODE, "approved", {})
     await repo.save(OUTER, OUTER_CODE, "approved", {})
-    sandbox: ProcedureSandboxActivities = investigation_activities(services).sandbox[0].__self__
-    env = ActivityEnvironment()
-    env.info = dataclasses.replace(env.info, heartbeat_timeout=timedelta(seconds=10))
+    run, tools = _replays(services)
     reviewed = {OUTER: code_hash(OUTER_CODE), READ_PROC: code_hash(READ_PROC_CODE)}
-
-    async def run(run_id: str):
-        await sandbox.tools.refresh()
-        allowed = automatic_allow_set(policy_catalog(sandbox.tools.list_tools(), sandbox.tools.procedure_code))
-        assert OUTER in allowed
-        code = with_task_preamble(f"return await tools.{OUTER}(task_id=task_id)", TASK_ID)
-        return await env.run(sandbox.execute_code, ExecuteCodeInput(
-            run_id=run_id, code=code, allowed_tools=sorted(allowed), actor="automatic", timeout_s=60,
-            procedure_hashes=reviewed))
-
     try:
-        first = await run("nested-as-reviewed")
+        first = await run("nested-as-reviewed", OUTER, reviewed)
         assert first.status == "ok" and "seen" not in str(first.return_value), first.error
         await repo.save(READ_PROC, SWAPPED, "approved", {})  # the inner row changes after the review
-        swapped = await run("nested-swapped")
+        swapped = await run("nested-swapped", OUTER, reviewed)
         assert swapped.status != "ok" and "changed since this run was approved" in (swapped.error or ""), swapped
     finally:
-        await sandbox.tools.base.close()
+        await tools.base.close()
 
 
 def test_a_procedure_without_stored_code_when_reviewed_is_pinned_as_absent():
