@@ -102,6 +102,8 @@ def test_generated_git_requests(config: CommandConfig, root, args: list[str]) ->
     tail = match.argv[1 + len(GIT_LEADING):]
     for arg in tail:
         assert arg.split("=", 1)[0] not in GIT_DENIED, args
-        assert "::" not in arg and not arg.lower().startswith(("core.", "alias.")), args
+        # A core.* or alias.* setting runs code (core.fsmonitor, core.pager, an alias); the same name as a revision
+        # to `git log` or a key `git config --get` reads sets nothing (hypothesis drew `log core.fsmonitor`).
+        assert "::" not in arg and not (arg.lower().startswith(("core.", "alias.")) and "=" in arg), args
     for path in match.paths:
         assert within(os.path.realpath(path), str(root)), args
