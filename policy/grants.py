@@ -111,7 +111,8 @@ def revocation_of(grant: ProcedureGrant, now: datetime, longest_signature: timed
     auth = grant.decision.auth if grant.decision is not None else None
     if auth is None:
         return None
-    return GrantRevocation(nonce=auth.nonce, term=grant.term, through=max(auth.expires_at, now + longest_signature))
+    return GrantRevocation(nonce=auth.nonce, term=grant.term,
+                           through=max(auth.expires_at, grant_again_after(now, longest_signature)))
 
 
 def grant_again_after(now: datetime, longest_signature: timedelta) -> datetime:

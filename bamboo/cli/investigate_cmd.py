@@ -197,7 +197,7 @@ class SessionLoop:
         self.verbose = verbose
         self.reader = reader
         self.seen = 0
-        self.prompted: set[tuple[int, str, str]] = set()  # (turn, code hash, review)
+        self.prompted: set[tuple[int, str, str]] = set()  # PendingView.shown_as
 
     async def command(self, line: str) -> bool:
         """Handle one input line; False when the session is over or the operator detached."""
@@ -263,8 +263,8 @@ class SessionLoop:
                 if turn is None and sent is not None and self._refuses(entry, sent):
                     return True  # the message itself was refused; the transcript said why
             view = await self._pending()
-            if view is not None and (view.turn, view.code_hash, view.review) not in self.prompted:
-                self.prompted.add((view.turn, view.code_hash, view.review))  # reviewed again: asked again
+            if view is not None and view.shown_as not in self.prompted:
+                self.prompted.add(view.shown_as)  # reviewed again: asked again
                 progress_event("session.review", {"session": self.session_id, "turn": view.turn,
                                                   "code_hash": view.code_hash})
                 if not await self.review(view):
@@ -346,7 +346,7 @@ class SessionLoop:
 
     async def _still_pending(self, view: PendingView) -> bool:
         now = await self._pending()
-        return now is not None and (now.turn, now.code_hash, now.review) == (view.turn, view.code_hash, view.review)
+        return now is not None and now.shown_as == view.shown_as
 
 
 def edit_in_editor(code: str) -> str | None:

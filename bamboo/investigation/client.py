@@ -485,7 +485,8 @@ class InvestigationClient:
         they are read again from what waits now under (turn, code_hash)."""
         if review is None or (kind is DecisionKind.AUTO_RUN and grants is None):
             found = await pending_review_of(self.client, session_id, turn, code_hash, self.query_timeout_s)
-            review = found.review if review is None and found is not None else (review or "")
+            if review is None:
+                review = found.review if found is not None else ""
             if grants is None:
                 grants = grants_answered(found, kind)
         decision = OperatorDecision(turn=turn, code_hash=code_hash, kind=kind, approver=speaker.identity,

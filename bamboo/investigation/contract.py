@@ -221,6 +221,12 @@ class PendingView(BaseModel):
     task_status: str = Field(default="", description="the task's status when the session read it; empty if unread")
     task_owner: str = Field(default="", description="the task's owner (PanDA's userName); empty if unread")
 
+    @property
+    def shown_as(self) -> tuple[int, str, str]:
+        """What tells one published review from another: turn, code hash and review digest (the same code can be
+        reviewed again in its turn with another verdict, and is then shown, and answered, again)."""
+        return self.turn, self.code_hash, self.review
+
 
 class ApprovalsView(BaseModel):
     session_policies: dict[str, SessionPolicy] = Field(default_factory=dict)

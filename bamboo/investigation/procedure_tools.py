@@ -29,7 +29,7 @@ from policy.code_identity import code_hash, short_hash
 from policy.phases import Phase, replay_allow_set
 from policy.procedures import ABSENT_PROCEDURE, assess_read_only, is_exposable_procedure, is_procedure_name
 from policy.signature import ScanConventions, scan_code
-from policy.tool_surface import allowed_names
+from policy.tool_surface import python_names
 
 log = logging.getLogger(__name__)
 
@@ -152,10 +152,8 @@ class ProcedureToolCaller:
                 "at least two tools; run it as reviewed code in an interactive turn instead"
             )
         catalog = policy_catalog(self.list_tools(), self._procedure_code)
-        catalogue = [tool.name for tool in catalog.tools]
-        conventions = (ScanConventions(python_names=dict(names)) if names is not None
-                       else ScanConventions.for_tools(catalogue))
-        allowed = replay_allow_set(name, Phase.INTERACTIVE, catalog, conventions)
+        mapping = dict(names) if names is not None else python_names(tool.name for tool in catalog.tools)
+        allowed = replay_allow_set(name, Phase.INTERACTIVE, catalog, ScanConventions(python_names=mapping))
         task_id = arguments.get("task_id")
         result = await self._executor.execute(
             run_id=f"replay:{name}:{uuid.uuid4().hex[:12]}",
@@ -163,8 +161,7 @@ class ProcedureToolCaller:
             allowed_tools=allowed,
             timeout_s=REPLAY_TIMEOUT_S,
             actor=f"procedure:{name}",
-            tool_names=({py: real for py, real in names.items() if real in allowed} if names is not None
-                        else allowed_names(allowed, catalogue)),
+            tool_names={py: real for py, real in mapping.items() if real in allowed},
             caller=PinnedProcedures(self, pins, names) if pins is not None else None,
         )
         if result.status != "ok":

@@ -162,9 +162,7 @@ class ProcedureRepository:
                 "auto_run_decision FROM procedures "
                 "WHERE auto_run_code_hash IS NOT NULL AND auto_run_granted_by IS NOT NULL ORDER BY signature"
             )).fetchall()
-            terms = [grant_term(name, hash_) for name, hash_, *_ in rows]
-            revoked = [GrantRevocation(nonce=n, term=t, through=through) for n, t, through in await (await conn.execute(
-                "SELECT nonce, term, through FROM revoked_grants WHERE term = ANY(%s)", (terms,))).fetchall()]
+            revoked = await _revocations(conn, [grant_term(name, hash_) for name, hash_, *_ in rows])
         out = {}
         for name, hash_, by, at, session, decision in rows:
             try:
@@ -180,9 +178,7 @@ class ProcedureRepository:
     async def is_revoked(self, grant: ProcedureGrant) -> bool:
         """Whether a recorded revocation covers ``grant``'s signed answer (policy.grants.grant_is_revoked)."""
         async with self._pool.connection() as conn:
-            rows = await (await conn.execute(
-                "SELECT nonce, term, through FROM revoked_grants WHERE term = %s", (grant.term,))).fetchall()
-        return grant_is_revoked(grant, [GrantRevocation(nonce=n, term=t, through=through) for n, t, through in rows])
+            return grant_is_revoked(grant, await _revocations(conn, [grant.term]))
 
     async def set_grant(self, grant: ProcedureGrant) -> bool:
         """Record a durable grant with the signed answer that made it; False when the procedure is not stored."""
@@ -214,3 +210,10 @@ class ProcedureRepository:
                 (name,),
             )
             return cur.rowcount > 0
+
+
+async def _revocations(conn: Any, terms: list[str]) -> list[GrantRevocation]:
+    """The recorded revocations of ``terms`` (revoked_grants, insert-only)."""
+    rows = await (await conn.execute("SELECT nonce, term, through FROM revoked_grants WHERE term = ANY(%s)",
+                                     (terms,))).fetchall()
+    return [GrantRevocation(nonce=nonce, term=term, through=through) for nonce, term, through in rows]

@@ -339,8 +339,8 @@ class MattermostBot:
                     if text:
                         await self._say(thread.channel_id, thread.root_id, text)
                 view = await self.sessions.pending(thread.session_id)
-                shown = (view.turn, view.code_hash, view.review) if view is not None else None
-                if view is not None and not any((p.turn, p.code_hash, p.review) == shown for p in thread.prompts):
+                if view is not None and not any((p.turn, p.code_hash, p.review) == view.shown_as
+                                                for p in thread.prompts):
                     # A review not shown yet, or the same code reviewed again with another verdict: posted anew.
                     transcript = await self.sessions.transcript(thread.session_id)
                     tag = review_tag(self.key, thread.session_id, view.turn, view.code_hash, view.review)
