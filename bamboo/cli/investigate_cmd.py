@@ -43,6 +43,7 @@ from policy.decisions import DecisionKind
 from policy.identity import IdentityError
 
 POLL_S = 0.4
+MIN_KEY = inv.MIN_HASH_PREFIX
 TERMINAL_KINDS = {"reply", "finding", "refused_run", "refused_request"}
 QUIET_KINDS = {"intent", "code", "policy", "run", "operator", "decision"}
 QUIT_WORDS = ("/quit", "/exit", "/detach")
@@ -439,21 +440,22 @@ def approvals_cmd(as_json: bool = typer.Option(False, "--json", help="machine-re
                 if memo is not None:  # what an answer names is on the server: it can be sent now
                     err_console.print(inert_rich(
                         f"  {session} turn {memo.turn} {memo.code_hash} asked by {memo.requester} "
-                        f"({'read-only' if memo.read_only else 'STATE-CHANGING'}): `bamboo approve {session} "
-                        f"{memo.code_hash[:12]} y|n` is delivered now and judged when a worker runs (its code shows "
-                        "once one answers)", one_line=True))
+                        f"({'read-only' if memo.read_only else 'STATE-CHANGING'}), review key {memo.review}: "
+                        f"`bamboo approve {session} {memo.review[:MIN_KEY]} y|n` is delivered now and judged when a "
+                        "worker runs (its code shows once one answers)", one_line=True))
             raise typer.Exit(1)
 
     def _approvals_table(found: list[inv.PendingApproval]) -> None:
         # The table is the facts; the model's summaries follow it, labelled, one line each, never in a row
         # beside the verdict.
-        table = Table("session", "turn", "code hash", "asked by", "effect", "tools", show_lines=True)
+        table = Table("session", "turn", "code hash", "review", "asked by", "effect", "tools", show_lines=True)
         for column in table.columns:
             column.overflow = "fold"  # ids and hashes wrap; they are never cut
         for item in found:
             v = item.view
             effect = "read-only" if v.read_only else "STATE-CHANGING"
-            table.add_row(inert_rich(item.session_id), str(v.turn), inert_rich(v.code_hash), inert_rich(v.requester),
+            table.add_row(inert_rich(item.session_id), str(v.turn), inert_rich(v.code_hash), inert_rich(v.review),
+                          inert_rich(v.requester),
                           effect, inert_rich(", ".join(v.tools)))
         console.print(table)
         for item in found:
@@ -461,23 +463,27 @@ def approvals_cmd(as_json: bool = typer.Option(False, "--json", help="machine-re
             console.print(Text(words.label, style="bold yellow"))
             short = words.words[:200] + ("…" if len(words.words) > 200 else "")
             console.print(inert_rich(f"  {item.session_id} turn {item.view.turn}: {short}", one_line=True))
-        console.print("answer with: bamboo approve SESSION HASH_PREFIX y|a|k|n  (see the code first: "
-                      "bamboo investigate --attach SESSION)")
+        console.print("answer with: bamboo approve SESSION REVIEW_KEY y|a|k|n, the key from the 'review' column "
+                      f"(at least its first {MIN_KEY} characters; read the code first: bamboo investigate --attach "
+                      "SESSION)")
 
     run(go())
 
 
 def approve_cmd(
     session: str = typer.Argument(..., help="session id (see `bamboo approvals`)"),
-    hash_prefix: str = typer.Argument(..., help="the pending code's hash, as `bamboo approvals` prints it (at least "
-                                                  "its first 32 characters)"),
+    review_key: str = typer.Argument(..., help="the key of the review you read, as `bamboo approvals` (column "
+                                                "'review') and the attached review print it; at least its first "
+                                                f"{MIN_KEY} characters"),
     decision: str = typer.Argument(..., help="y (run once), a (auto-run), k (always ask), n (reject)"),
     identity: str | None = typer.Option(None, "--as", help="who you are (default: $BAMBOO_OPERATOR or your login)"),
     as_json: bool = typer.Option(False, "--json", help="the verdict as JSON (accepted, or refused and why); "
                                                        "the exit status is the same"),
 ) -> None:
     """Answer a pending review from any terminal; the decision is signed with your key and the session
-    re-checks turn, hash, signature and the deployment's approver rules before it takes it."""
+    re-checks turn, hash, review, signature and the deployment's approver rules before it takes it. The review
+    key, not the code hash, names what you answer: the same code can be reviewed again with other procedures
+    or tools behind it, and that review is refused unless you read it (see docs/trust-model.md)."""
     settings = get_settings()
     speaker = speaker_for(settings, identity)
     try:
@@ -486,15 +492,15 @@ def approve_cmd(
         fail(str(exc))
     if kind is DecisionKind.EDIT:
         fail("edit needs the replacement code: attach with `bamboo investigate --attach SESSION` to edit")
-    run(_approve(settings, session, hash_prefix, kind, speaker, as_json))
+    run(_approve(settings, session, review_key, kind, speaker, as_json))
 
 
-async def _approve(settings: Settings, session: str, hash_prefix: str, kind: DecisionKind,
+async def _approve(settings: Settings, session: str, review_key: str, kind: DecisionKind,
                    speaker: inv.Speaker, as_json: bool = False) -> None:
     ops = inv.InvestigationClient(await _connect(settings))
     verdict = {"session": session, "identity": speaker.identity, "decision": kind.value}
     try:
-        delivery = await ops.decide_by_prefix(session, speaker, hash_prefix, kind)
+        delivery = await ops.decide_by_review(session, speaker, review_key, kind)
     except inv.InvestigationError as exc:
         if as_json:
             print(json.dumps({**verdict, "accepted": False, "refusal": exc.refusal, "detail": str(exc)}))

@@ -257,8 +257,10 @@ def sign_decide(
     decision: str = typer.Argument(..., help="y (run once), a (auto-run), k (always ask), n (reject)"),
     turn: int | None = typer.Option(None, "--turn", help="the turn answered (with a full hash and --review, nothing "
                                                          "is looked up)"),
-    review: str | None = typer.Option(None, "--review", help="the review's digest as shown (the pending view's "
-                                                             "`review`); without it, the one pending now is looked up"),
+    review: str | None = typer.Option(None, "--review", help="the key of the review you read (the pending view's "
+                                                             "`review`; at least its first 32 characters when looked "
+                                                             "up): needed to run the code, since the same code can be "
+                                                             "reviewed again with other procedures behind it"),
     identity: str | None = typer.Option(None, "--as", help="who decides (default: $BAMBOO_OPERATOR or your login)"),
     ttl: float = typer.Option(DEFAULT_TTL_S, "--ttl", min=1, help="seconds the signature stays valid"),
 ) -> None:
@@ -279,9 +281,12 @@ def sign_decide(
     except inv.InvestigationError as exc:
         fail(str(exc))
         return
+    if kind.runs_code and review is None:
+        fail("name the review you read: --review KEY, as the pending view or `bamboo approvals` prints it (the code "
+             "hash alone does not say which review of that code you read)")
     view = None
     # The answer names the review it was given to, and auto-run the grants it leaves: looked up unless given.
-    if turn is None or len(full) != 64 or review is None or kind is DecisionKind.AUTO_RUN:
+    if turn is None or len(full) != 64 or review is None or len(review) != 64 or kind is DecisionKind.AUTO_RUN:
         async def lookup():
             view = await inv.pending(await connect(get_settings()), session)
             if view is None or not view.code_hash.startswith(full):
@@ -292,10 +297,12 @@ def sign_decide(
         if view is None:
             fail(f"session {session} has no pending review with hash {code_hash}; `bamboo approvals` lists them")
             return
-        if review is not None and review != view.review:
-            fail(f"the review of {view.code_hash[:12]} pending in {session} is {view.review[:12]}, not {review[:12]}: "
-                 "it was reviewed again since you read it; read it again (`bamboo investigate --attach`)")
-            return
+        if review is not None:
+            try:
+                inv.matched_review(view, session, inv.checked_prefix(review, "review key"))
+            except inv.InvestigationError as exc:
+                fail(str(exc))
+                return
         turn, full, review = view.turn, view.code_hash, view.review
     try:
         request = OperatorDecision(turn=turn, code_hash=full, kind=kind, approver=_identity(identity),

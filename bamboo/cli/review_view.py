@@ -65,6 +65,9 @@ def pending_panel(view: PendingView) -> RenderableType:
     granted = grants_line(view)
     if granted is not None:
         parts.append(inert_rich(granted, style="dim"))
+    if view.review:  # what an answer from another terminal names: this review, not only this code
+        parts.append(inert_rich(f"review key {view.review} (elsewhere: bamboo approve {view.session_id} "
+                                f"{view.review[:32]} y|a|k|n)", style="dim"))
     about = context(view, datetime.now(UTC))
     parts.insert(0, inert_rich(f"task {about.task}\nrequest: {about.request}\nwaiting {about.waiting}", style="dim"))
     title = f"review turn {view.turn} · {short_hash(view.code_hash)} · {effect_line(view)}"

@@ -57,7 +57,7 @@ DECISION_ALIASES: dict[str, DecisionKind] = {
 
 
 UPDATE_TIMEOUT_S = 30.0
-# Hex characters of a code hash `bamboo approve` needs: 128 bits, so no two bodies can be made to share them.
+# Hex characters of a hash or review key a typed answer needs: 128 bits, so no two can be made to share them.
 MIN_HASH_PREFIX = 32
 # How long a query may wait for a worker before the client reads the memo instead (no worker answers).
 QUERY_TIMEOUT_S = 10.0
@@ -291,37 +291,48 @@ async def send_decision(client: Client, session_id: str, decision: OperatorDecis
     await handle(client, session_id).signal(Message.DECIDE, request)
 
 
-def checked_prefix(hash_prefix: str) -> str:
+def checked_prefix(hash_prefix: str, what: str = "code hash") -> str:
     """``hash_prefix`` lower-cased, when it has at least MIN_HASH_PREFIX hex characters; else InvestigationError."""
     typed = hash_prefix.strip().lower()
     if len(typed) < MIN_HASH_PREFIX or typed.strip("0123456789abcdef"):
         raise InvestigationError(
-            f"give at least {MIN_HASH_PREFIX} hex characters of the code hash, not {hash_prefix!r} (`bamboo approvals` "
-            "prints it whole): a shorter prefix could match other code made to share it")
+            f"give at least {MIN_HASH_PREFIX} hex characters of the {what}, not {hash_prefix!r} (`bamboo approvals` "
+            "prints it whole): a shorter prefix could match another made to share it")
     return typed
 
 
-async def decide_by_prefix(client: Client, session_id: str, hash_prefix: str, kind: DecisionKind, speaker: Speaker,
-                           replacement_code: str | None = None, *, as_signal: bool = False,
+def matched_review(found: PendingView | PendingMemo, session_id: str, typed: str) -> None:
+    """Raise InvestigationError unless ``typed`` (a checked prefix) starts the key of the review ``found``."""
+    if found.review and found.review.startswith(typed):
+        return
+    if found.code_hash.startswith(typed):
+        raise InvestigationError(
+            f"{typed[:12]}… is the pending code's hash, not its review key: give the review key (`bamboo approvals` "
+            "prints it under 'review'); the same code can be reviewed again with other procedures or tools behind it")
+    raise InvestigationError(
+        f"the review pending in {session_id} has key {found.review[:12] or '(none)'}, not {typed[:12]}…: it was "
+        f"reviewed again or moved on since; read it again (`bamboo investigate --attach {session_id}`)")
+
+
+async def decide_by_review(client: Client, session_id: str, review_key: str, kind: DecisionKind, speaker: Speaker,
+                           replacement_code: str | None = None, *,
                            query_timeout_s: float = QUERY_TIMEOUT_S,
                            update_timeout_s: float = UPDATE_TIMEOUT_S) -> Delivery:
-    """Answer the pending review whose code hash starts with ``hash_prefix``, naming its full hash (what the
-    signature covers). The session re-checks everything; a refusal raises InvestigationError. When no worker
-    answers, the turn and hash come from the session's memo and the decision goes as a signal (``Delivery``).
+    """Answer the pending review whose key (``PendingView.review``, which covers the code hash) starts with
+    ``review_key``, naming its turn, full code hash and review (what the signature covers). The session
+    re-checks everything; a refusal raises InvestigationError. When no worker answers, these come from the
+    session's memo and the decision goes as a signal (``Delivery``).
 
-    The prefix is at least MIN_HASH_PREFIX hex characters: the decision signs whatever is pending *now* under
-    it, and whoever may edit the pending code can prepare two bodies sharing a short prefix (eight characters
-    take seconds) and swap the one the approver read for the other before the approval is sent."""
-    typed = checked_prefix(hash_prefix)
-    found, answered = await _pending_anywhere(client, session_id, query_timeout_s)
-    worker_up = answered and not as_signal
+    The key names the review, not only the code: an edit and its undo bring the same code back in the same
+    turn, reviewed again against procedure rows its requester may have rewritten; looked up by code hash, the
+    answer signed that second review, never shown to the approver. It is at least MIN_HASH_PREFIX hex
+    characters: whoever may edit the pending code could otherwise prepare two reviews sharing a short prefix
+    and swap the one the approver read for the other before the approval is sent."""
+    typed = checked_prefix(review_key, "review key")
+    found, worker_up = await _pending_anywhere(client, session_id, query_timeout_s)
     if found is None:
         raise InvestigationError(f"session {session_id} has nothing waiting for approval")
-    if not found.code_hash.startswith(typed):
-        raise InvestigationError(
-            f"the pending code in {session_id} has hash {found.code_hash[:12]}, not {hash_prefix}; "
-            "run `bamboo approvals` to see what is waiting"
-        )
+    matched_review(found, session_id, typed)
     decision = OperatorDecision(turn=found.turn, code_hash=found.code_hash, kind=kind, approver=speaker.identity,
                                 replacement_code=replacement_code, grants=grants_answered(found, kind),
                                 review=found.review)
@@ -494,9 +505,9 @@ class InvestigationClient:
                                     grants=tuple(grants or ()) if kind is DecisionKind.AUTO_RUN else (), review=review)
         return await self._deliver(session_id, Message.DECIDE, decision, speaker)
 
-    async def decide_by_prefix(self, session_id: str, speaker: Speaker, hash_prefix: str, kind: DecisionKind,
+    async def decide_by_review(self, session_id: str, speaker: Speaker, review_key: str, kind: DecisionKind,
                                replacement_code: str | None = None) -> Delivery:
-        return await decide_by_prefix(self.client, session_id, hash_prefix, kind, speaker, replacement_code,
+        return await decide_by_review(self.client, session_id, review_key, kind, speaker, replacement_code,
                                       query_timeout_s=self.query_timeout_s, update_timeout_s=self.update_timeout_s)
 
     async def revoke(self, session_id: str, speaker: Speaker, target: str) -> Delivery:

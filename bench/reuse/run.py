@@ -119,7 +119,7 @@ async def one_turn(client, settings, llm, people, question: str, kind: str, mode
         if view is None:
             await asyncio.sleep(POLL_S)
     to_review = time.perf_counter() - started
-    await inv.decide_by_prefix(client, session, view.code_hash, DecisionKind.RUN_ONCE, people["bob"])
+    await inv.decide_by_review(client, session, view.review, DecisionKind.RUN_ONCE, people["bob"])
     while not [e for e in await inv.transcript(client, session) if e.kind == "reply" and e.turn == 1]:
         await asyncio.sleep(POLL_S)
     to_result = time.perf_counter() - started

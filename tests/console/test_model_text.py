@@ -59,7 +59,7 @@ async def test_model_text_is_inert_and_outside_the_review_card(ops, client, sett
     await inv.start(client, inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False))
     await inv.send_message(client, session, "status please", ops.alice, force_tool=True)
     first = await pending_turn(client, session, 1)
-    await inv.decide_by_prefix(client, session, first.code_hash, DecisionKind.RUN_ONCE, ops.bob)
+    await inv.decide_by_review(client, session, first.review, DecisionKind.RUN_ONCE, ops.bob)
 
     async def replied():
         return [e for e in await inv.transcript(client, session) if e.kind == "reply"]

@@ -44,7 +44,7 @@ async def _approved_run(client, settings, brain, ops, task_id: int):
     await inv.send_message(client, session, "kill the task", ops.alice)
     view = await pending_turn(client, session, 1)
     assert view.state_changing == ["kill_task"]
-    await inv.decide_by_prefix(client, session, view.code_hash, DecisionKind.RUN_ONCE, ops.bob)
+    await inv.decide_by_review(client, session, view.review, DecisionKind.RUN_ONCE, ops.bob)
     runs = await wait_for_runs(client, session, 1)
     return session, runs[0]
 

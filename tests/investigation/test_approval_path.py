@@ -49,7 +49,7 @@ async def test_the_decision_row_is_written_by_its_run_before_the_first_tool_call
     await inv.start(client, inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False))
     await inv.send_message(client, session, "what is the task status?", ops.alice)
     view = await pending_turn(client, session, 1)
-    await inv.decide_by_prefix(client, session, view.code_hash, DecisionKind.RUN_ONCE, ops.bob)
+    await inv.decide_by_review(client, session, view.review, DecisionKind.RUN_ONCE, ops.bob)
     [run] = await wait_for_runs(client, session, 1)
     assert run.data["status"] == "ok"
 
@@ -79,7 +79,7 @@ async def test_a_rejection_is_still_written_on_its_own(ops, client, settings, se
     await inv.start(client, inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False))
     await inv.send_message(client, session, "what is the task status?", ops.alice)
     view = await pending_turn(client, session, 1)
-    await inv.decide_by_prefix(client, session, view.code_hash, DecisionKind.REJECT, ops.bob)
+    await inv.decide_by_review(client, session, view.review, DecisionKind.REJECT, ops.bob)
     await wait_for(lambda: entries(client, session, "reply"))
 
     async def audited():

@@ -45,19 +45,21 @@ async def test_approvals_lists_pending_and_approve_checks_hash_and_identity(new_
         out = await _bamboo(settings, "approvals")
         return out if session in out.stdout else None
     out = await wait_for(listed, timeout=60, every=1.0)
-    assert view.code_hash[:12] in out.stdout and "STATE-CHANGING" in out.stdout
+    assert view.code_hash[:12] in out.stdout and view.review[:12] in out.stdout and "STATE-CHANGING" in out.stdout
 
     wrong = await _bamboo(settings, "approve", session, "deadbeef" * 8, "y", "--as", "bob")
-    assert wrong.returncode != 0 and f"not {'deadbeef' * 8}" in (wrong.stdout + wrong.stderr)
-    short = await _bamboo(settings, "approve", session, view.code_hash[:12], "y", "--as", "bob")
+    assert wrong.returncode != 0 and "reviewed again or moved on" in (wrong.stdout + wrong.stderr)
+    short = await _bamboo(settings, "approve", session, view.review[:12], "y", "--as", "bob")
     assert short.returncode != 0 and "at least 32 hex characters" in (short.stdout + short.stderr)
-    selfish = await _bamboo(settings, "approve", session, view.code_hash, "y", "--as", "alice")
+    by_code = await _bamboo(settings, "approve", session, view.code_hash, "y", "--as", "bob")
+    assert by_code.returncode != 0 and "not its review key" in (by_code.stdout + by_code.stderr)
+    selfish = await _bamboo(settings, "approve", session, view.review, "y", "--as", "alice")
     assert selfish.returncode != 0 and "someone other than" in (selfish.stdout + selfish.stderr)
-    as_json = await _bamboo(settings, "approve", session, view.code_hash, "y", "--as", "alice", "--json")
+    as_json = await _bamboo(settings, "approve", session, view.review, "y", "--as", "alice", "--json")
     refused = json.loads(as_json.stdout)  # the same verdict, for scripts
     assert as_json.returncode == 1 and refused["accepted"] is False and "someone other than" in refused["detail"]
     assert new_kills() == []
-    rejected = await _bamboo(settings, "approve", session, view.code_hash, "n", "--as", "bob", "--json")
+    rejected = await _bamboo(settings, "approve", session, view.review, "n", "--as", "bob", "--json")
     assert rejected.returncode == 0, rejected.stdout + rejected.stderr
     said = json.loads(rejected.stdout)
     assert (said["accepted"], said["decision"], said["code_hash"], said["turn"]) == (True, "reject", view.code_hash, 1)
@@ -212,7 +214,7 @@ async def test_a_prompt_answered_elsewhere_is_withdrawn(ops, client, settings, r
         proc.stdin.flush()
         await saw("review turn 1")
         view = await _pending(client, session)
-        await inv.decide_by_prefix(client, session, view.code_hash, DecisionKind.RUN_ONCE, ops.carol)
+        await inv.decide_by_review(client, session, view.review, DecisionKind.RUN_ONCE, ops.carol)
         await saw("answered elsewhere")
         proc.stdin.write("/quit\n")
         proc.stdin.flush()
@@ -248,7 +250,7 @@ async def test_model_text_is_inert_in_approvals_and_in_the_attached_review(ops, 
     await inv.start(client, inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False))
     await inv.send_message(client, session, "status?", ops.alice)
     first = await _pending(client, session)
-    await inv.decide_by_prefix(client, session, first.code_hash, DecisionKind.RUN_ONCE, ops.bob)
+    await inv.decide_by_review(client, session, first.review, DecisionKind.RUN_ONCE, ops.bob)
 
     async def replied():
         return [e for e in await inv.transcript(client, session) if e.kind == "reply"]

@@ -82,7 +82,7 @@ async def test_a_written_procedure_becomes_code_once_under_review(
     assert WRITTEN in asked.user and "inc-scouts-a" in asked.user  # the model was asked for the written step
     assert view.codifies is not None and view.codifies.name == WRITTEN
     assert view.codifies.incidents == ["inc-scouts-a", "inc-scouts-b"] and view.reuse is None
-    await inv.decide_by_prefix(client, session, view.code_hash, DecisionKind.RUN_ONCE, ops.bob)
+    await inv.decide_by_review(client, session, view.review, DecisionKind.RUN_ONCE, ops.bob)
     [run] = await wait_for_runs(client, session, 1)
     assert run.data["status"] == "ok" and run.actor == "bob"
 

@@ -56,7 +56,7 @@ async def test_approval_survives_worker_kill_and_arrives_from_other_processes(op
 
         approve = await asyncio.to_thread(
             subprocess.run,
-            [sys.executable, "-m", "bamboo.cli.main", "approve", session, view.code_hash, "y", "--as", "bob"],
+            [sys.executable, "-m", "bamboo.cli.main", "approve", session, view.review, "y", "--as", "bob"],
             cwd=ROOT, env=worker_env(settings), capture_output=True, text=True, timeout=120,
         )
         assert approve.returncode == 0, approve.stdout + approve.stderr
@@ -67,7 +67,7 @@ async def test_approval_survives_worker_kill_and_arrives_from_other_processes(op
         view = await _pending_turn(client, session, 2)
         signed = await asyncio.to_thread(
             subprocess.run, [sys.executable, "-m", "bamboo.cli.main", "sign", "decide", session, view.code_hash[:32],
-                             "y", "--as", "carol"],
+                             "y", "--as", "carol", "--review", view.review[:32]],
             cwd=ROOT, env=worker_env(settings), capture_output=True, text=True, timeout=120,
         )
         assert signed.returncode == 0, signed.stdout + signed.stderr

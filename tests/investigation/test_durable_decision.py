@@ -62,7 +62,7 @@ async def test_approval_while_no_worker_polls_runs_once_a_worker_starts(ops, cli
         subprocess.run, [sys.executable, "-m", "bamboo.cli.main", "approvals"], cwd=ROOT, env=worker_env(settings),
         capture_output=True, text=True, timeout=300)
     assert f"{session} turn 1 {view.code_hash} asked by alice (read-only)" in " ".join(listing.stderr.split())
-    delivery = await operator.decide_by_prefix(session, ops.bob, view.code_hash[:32], DecisionKind.RUN_ONCE)
+    delivery = await operator.decide_by_review(session, ops.bob, view.review[:32], DecisionKind.RUN_ONCE)
     assert delivery.durable and delivery.ack is None
     assert (delivery.turn, delivery.code_hash) == (1, view.code_hash)
     assert delivery.detail.startswith("delivered; the session will judge it when a worker runs")

@@ -35,7 +35,7 @@ async def test_durable_grant_replays_without_prompt_until_code_changes_or_revoke
     await inv.send_message(client, first, "use the stored procedure", ops.alice)
     view = await pending_turn(client, first, 1)
     assert view.tools == [READ_PROC]
-    await inv.decide_by_prefix(client, first, view.code_hash, DecisionKind.AUTO_RUN, ops.bob)
+    await inv.decide_by_review(client, first, view.review, DecisionKind.AUTO_RUN, ops.bob)
     runs = await wait_for_runs(client, first, 1)
     assert runs[0].data["return_value"] == {"status": "broken"}
     grants = await repo.grants()
@@ -56,7 +56,7 @@ async def test_durable_grant_replays_without_prompt_until_code_changes_or_revoke
     await inv.send_message(client, second, "and again", ops.carol)
     view = await pending_turn(client, second, 2)
     assert view.reason == "new_code"
-    await inv.decide_by_prefix(client, second, view.code_hash, DecisionKind.AUTO_RUN, ops.bob)
+    await inv.decide_by_review(client, second, view.review, DecisionKind.AUTO_RUN, ops.bob)
     await wait_for_runs(client, second, 2)
     # auto-run at once after the revocation runs the turn but leaves no grant: its answer could be one signed before
     assert await repo.grants() == {}
@@ -103,8 +103,8 @@ async def test_a_recaptured_body_walking_globals_through_match_is_not_re_granted
     assert any("__globals__" in reason for reason in view.opaque_reasons), view.opaque_reasons
     assert "auto_run" not in [c.value for c in view.choices]
     with pytest.raises(inv.InvestigationError, match="not offered"):
-        await inv.decide_by_prefix(client, session, view.code_hash, DecisionKind.AUTO_RUN, ops.bob)
-    await inv.decide_by_prefix(client, session, view.code_hash, DecisionKind.RUN_ONCE, ops.bob)
+        await inv.decide_by_review(client, session, view.review, DecisionKind.AUTO_RUN, ops.bob)
+    await inv.decide_by_review(client, session, view.review, DecisionKind.RUN_ONCE, ops.bob)
     await wait_for_runs(client, session, 1)
     grants = await repo.grants()
     assert grants[READ_PROC].code_hash == code_hash(READ_PROC_CODE)  # still the old body's: nothing re-granted

@@ -23,7 +23,7 @@ async def _approve_next(client, session, turn, ops, kind=DecisionKind.RUN_ONCE):
         view = await inv.pending(client, session)
         return view if view is not None and view.turn == turn else None
     view = await wait_for(probe)
-    await inv.decide_by_prefix(client, session, view.code_hash, kind, ops.bob)
+    await inv.decide_by_review(client, session, view.review, kind, ops.bob)
 
     async def ran():
         return [e for e in await entries(client, session, "reply") if e.turn == turn]

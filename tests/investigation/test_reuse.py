@@ -89,7 +89,7 @@ async def test_a_fitting_procedure_is_proposed_without_a_model_call_and_runs_onl
     await asyncio.sleep(1.0)
     assert await entries(client, session, "run") == []  # nothing runs before a person approves it
 
-    await inv.decide_by_prefix(client, session, view.code_hash, DecisionKind.RUN_ONCE, ops.bob)
+    await inv.decide_by_review(client, session, view.review, DecisionKind.RUN_ONCE, ops.bob)
     [run] = await wait_for_runs(client, session, 1)
     assert run.actor == "bob" and run.data["status"] == "ok" and run.data["return_value"]["status"] == "broken"
     assert codegen_calls(llm_server) == 0
@@ -114,11 +114,11 @@ async def test_a_reused_state_changing_procedure_needs_an_approver_other_than_th
     assert not view.read_only and view.state_changing == ["kill_task"]
     assert "auto_run" not in [c.value for c in view.choices]
     with pytest.raises(inv.InvestigationError) as refused:
-        await inv.decide_by_prefix(client, session, view.code_hash, DecisionKind.RUN_ONCE, ops.alice)
+        await inv.decide_by_review(client, session, view.review, DecisionKind.RUN_ONCE, ops.alice)
     assert refused.value.refusal == "approver_is_requester"
     assert new_kills() == [] and await inv.pending(client, session) is not None
 
-    await inv.decide_by_prefix(client, session, view.code_hash, DecisionKind.RUN_ONCE, ops.bob)
+    await inv.decide_by_review(client, session, view.review, DecisionKind.RUN_ONCE, ops.bob)
     await wait_for_runs(client, session, 1)
     assert [k["endpoint"] for k in new_kills()] and len(new_kills()) == 1
     kinds = await _audit_kinds(services, session, "code_run")
@@ -150,7 +150,7 @@ async def _capture_in_a_session(ops, client, settings, brain, code: str, request
     await inv.send_message(client, session, request, ops.alice, fresh_code=True)
     view = await pending_turn(client, session, 1)
     assert view.code == code
-    await inv.decide_by_prefix(client, session, view.code_hash, DecisionKind.RUN_ONCE, ops.bob)
+    await inv.decide_by_review(client, session, view.review, DecisionKind.RUN_ONCE, ops.bob)
     await wait_for(lambda: _replied(client, session))
     await inv.finalize(client, session, "Insufficient memory request", "Increase ramCount and retry", ops.alice)
     result = await inv.handle(client, session).result()

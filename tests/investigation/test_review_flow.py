@@ -21,7 +21,7 @@ async def test_auto_run_skips_review_until_code_changes_or_revoke(ops, client, s
     await inv.send_message(client, session, "what is the task status?", ops.alice)
     view = await pending_turn(client, session, 1)
     assert view.code_hash == code_hash(READ_CODE) and view.read_only
-    await inv.decide_by_prefix(client, session, view.code_hash, DecisionKind.AUTO_RUN, ops.bob)
+    await inv.decide_by_review(client, session, view.review, DecisionKind.AUTO_RUN, ops.bob)
     runs = await wait_for_runs(client, session, 1)
     assert runs[0].data["status"] == "ok" and runs[0].data["return_value"] == {"status": "broken"}
 
@@ -32,7 +32,7 @@ async def test_auto_run_skips_review_until_code_changes_or_revoke(ops, client, s
     await inv.send_message(client, session, "once more, slightly differently", ops.alice)
     view = await pending_turn(client, session, 3)
     assert view.code_hash == code_hash(changed)
-    await inv.decide_by_prefix(client, session, view.code_hash, DecisionKind.REJECT, ops.bob)
+    await inv.decide_by_review(client, session, view.review, DecisionKind.REJECT, ops.bob)
 
     approvals = await inv.approvals(client, session)
     assert list(approvals.session_policies) == [code_hash(READ_CODE)]
@@ -105,14 +105,14 @@ async def test_edit_sends_new_code_back_through_review(ops, client, settings, ru
     view = await pending_turn(client, session, 1)
     edited = READ_CODE.replace("return {'status': t['status']}",
                                "return {'site': t.get('site'), 'status': t['status']}")
-    await inv.decide_by_prefix(client, session, view.code_hash, DecisionKind.EDIT, ops.bob, edited)
+    await inv.decide_by_review(client, session, view.review, DecisionKind.EDIT, ops.bob, edited)
 
     async def re_review():
         again = await inv.pending(client, session)
         return again if again is not None and again.code_hash == code_hash(edited) else None
     again = await wait_for(re_review)
     assert again.turn == 1 and again.requester == "bob" and again.code == edited
-    await inv.decide_by_prefix(client, session, again.code_hash, DecisionKind.RUN_ONCE, ops.alice)
+    await inv.decide_by_review(client, session, again.review, DecisionKind.RUN_ONCE, ops.alice)
     runs = await wait_for_runs(client, session, 1)
     assert runs[0].data["code_hash"] == code_hash(edited) and runs[0].data["return_value"]["status"] == "broken"
 

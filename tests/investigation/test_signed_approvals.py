@@ -45,7 +45,8 @@ async def _signal(settings, session: str, name: str, payload: str) -> None:
 
 
 async def _signed(settings, session: str, view, who: str, *extra: str, env_extra=None) -> str:
-    out = await _cli(settings, "sign", "decide", session, view.code_hash[:32], "y", "--as", who, *extra,
+    out = await _cli(settings, "sign", "decide", session, view.code_hash[:32], "y", "--as", who,
+                     "--review", view.review[:32], *extra,
                      env_extra=env_extra)
     assert out.returncode == 0, out.stdout + out.stderr
     return out.stdout.strip()
@@ -128,10 +129,10 @@ async def test_the_requesters_client_cannot_weaken_the_rules(ops, client, settin
     await inv.send_message(client, session, "kill the task", ops.alice)
     view = await pending_turn(client, session, 1)
     assert view.rules.require_distinct_approver and view.rules.require_signatures
-    mine = await _cli(settings, "approve", session, view.code_hash, "y", "--as", "alice",
+    mine = await _cli(settings, "approve", session, view.review, "y", "--as", "alice",
                       env_extra={"BAMBOO_REQUIRE_DISTINCT_APPROVER": "false"})
     assert mine.returncode != 0 and "someone other than" in (mine.stdout + mine.stderr)
-    upper = await _cli(settings, "approve", session, view.code_hash, "y", "--as", "ALICE")
+    upper = await _cli(settings, "approve", session, view.review, "y", "--as", "ALICE")
     assert upper.returncode != 0 and "someone other than" in (upper.stdout + upper.stderr)
     assert len(kills(sim)) == before and await inv.pending(client, session) is not None
 
@@ -165,7 +166,7 @@ async def test_oversized_and_malformed_requests_are_refused_recorded_and_final(o
     assert [e.data["refusal"] for e in found] == ["too_large", "malformed", "malformed", "unsigned"]
     assert all(len(e.text) < 600 for e in found)
     # The session still works: the pending review can be answered and the next turn runs.
-    await inv.decide_by_prefix(client, session, view.code_hash, DecisionKind.RUN_ONCE, ops.bob)
+    await inv.decide_by_review(client, session, view.review, DecisionKind.RUN_ONCE, ops.bob)
     await inv.send_message(client, session, "again?", ops.alice)
     await pending_turn(client, session, 2)
 

@@ -42,7 +42,7 @@ async def test_worker_spans_once_with_tool_spans_and_prometheus_metrics(ops, cli
                                                     startup_hypothesis=False))
             await inv.send_message(client, session, "status?", ops.alice)
             view = await pending_turn(client, session, 1)
-            await inv.decide_by_prefix(client, session, view.code_hash, DecisionKind.RUN_ONCE, ops.bob)
+            await inv.decide_by_review(client, session, view.review, DecisionKind.RUN_ONCE, ops.bob)
 
             async def ran():
                 return [e for e in await inv.transcript(client, session) if e.kind == "reply" and e.turn == 1]

@@ -135,10 +135,10 @@ async def test_a_requester_cannot_make_herself_or_anyone_an_approver(
     assert any("signed for the deployment 'staging'" in row["reason"] for row in registry["ignored"]), registry
 
     # her approvals, as herself and as carol with her key, are refused by the session
-    own_approval = await _cli(settings, mine, "approve", session, view.code_hash, "y", "--as", "requester-two")
+    own_approval = await _cli(settings, mine, "approve", session, view.review, "y", "--as", "requester-two")
     assert own_approval.returncode != 0 and "No key is registered for requester-two" in _said(own_approval)
     KeyStore(mine).path("carol-lookalike").rename(KeyStore(mine).path("carol"))
-    as_other = await _cli(settings, mine, "approve", session, view.code_hash, "y", "--as", "carol")
+    as_other = await _cli(settings, mine, "approve", session, view.review, "y", "--as", "carol")
     assert as_other.returncode != 0 and "is not the key registered for carol" in _said(as_other)
     assert len(kills(sim)) == before and await inv.pending(client, session) is not None
 
