@@ -81,6 +81,11 @@ CURL_URL_OPTIONS = frozenset({"--url"})
 CURL_BODY_OPTIONS = frozenset({"--data", "--data-raw", "--data-ascii", "--data-binary", "--data-urlencode",
                                "--json"})
 
+# The long option each short spelling is to curl, for the options that decide the HTTP method. A rule may emit
+# an option by either spelling (``OptionSpec.name``); the method is judged by what curl does with it, so a read
+# rule that names ``--data`` as ``-d`` or ``--request`` as ``-X`` still reads as the POST it sends.
+CURL_LONG_NAMES = {"-X": "--request", "-d": "--data", "-G": "--get", "-I": "--head"}
+
 GIT_DENIED: dict[str, str] = {}
 for _why, _spellings in {
     "sets configuration, which can name programs to run": ("-c", "--config-env", "--config"),

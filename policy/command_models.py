@@ -227,6 +227,9 @@ class CommandRule(_Strict):
             raise ValueError(f"write rule {self.name} cannot be on the ro channel")
         if self.method is not None:
             object.__setattr__(self, "method", self.method.upper())
+        if self.access == "read" and (self.method or "GET") not in ("GET", "HEAD"):
+            raise ValueError(f"read rule {self.name} allows {self.method}: a read rule is judged read-only and runs "
+                             "in automatic steps, so it allows GET or HEAD only; make it a write rule")
         for group in (self.global_options, self.options):
             seen: set[str] = set()
             for option in group:

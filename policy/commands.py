@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from urllib.parse import parse_qsl
 
 from policy.command_dialects import (
-    COMMAND_BUILDERS, CURL_BODY_OPTIONS, CURL_LEADING, GIT_CONFIG_SECTIONS, GIT_DENIED_SUBCOMMANDS, GIT_ENVIRONMENT,
-    GIT_LEADING, denied_option,
+    COMMAND_BUILDERS, CURL_BODY_OPTIONS, CURL_LEADING, CURL_LONG_NAMES, GIT_CONFIG_SECTIONS,
+    GIT_DENIED_SUBCOMMANDS, GIT_ENVIRONMENT, GIT_LEADING, denied_option,
 )
 from policy.command_models import (
     Access, CommandDenied, CommandMatch, CommandPolicy, CommandRule, CommandTool, OptionSpec, PositionalSpec,
@@ -400,8 +400,9 @@ def _value(tool: CommandTool, rule: CommandRule, kind: ValueKind, what: str, val
 
 
 def _check_curl(rule: CommandRule, parsed: _Parsed) -> None:
-    names = [spec.name for spec, _ in parsed.options]
-    method = next((v for spec, v in parsed.options if spec.name == "--request"), None)
+    # What curl makes of each option as emitted (its canonical spelling may be the short one).
+    names = [CURL_LONG_NAMES.get(spec.name, spec.name) for spec, _ in parsed.options]
+    method = next((v for name, (_, v) in zip(names, parsed.options) if name == "--request"), None)
     if method is None:
         if "--head" in names:
             method = "HEAD"

@@ -162,3 +162,9 @@ def test_the_root_cannot_be_the_whole_file_system(tmp_path):
 def test_only_long_options_are_emitted_joined(tmp_path):
     rule = GOOD_RULE + 'options = [{ name = "-m", value = "integer", joined = true }]\n'
     assert "only a long option" in _load(tmp_path, GOOD_TOOL + rule)
+
+
+@pytest.mark.parametrize("method", ["POST", "delete", "PUT"])
+def test_a_read_rule_allows_get_or_head_only(tmp_path, method):
+    """A read rule makes its tool read-only (automatic steps call it unreviewed): one that allows POST is a write."""
+    assert "allows GET or HEAD only" in _load(tmp_path, GOOD_TOOL + GOOD_RULE + f'method = "{method}"\n')

@@ -121,6 +121,23 @@ def test_the_method_must_be_the_rules(policy, api):
     assert match.access == "write" and match.targets == ["panda:task:41234567"] and match.credential == "panda_rw"
 
 
+@pytest.mark.parametrize("option, argv", [
+    (OptionSpec(name="-d", aliases=["--data"], value="form"), ["-d", "task_id=41234567"]),
+    (OptionSpec(name="-d", aliases=["--data"], value="form"), ["--data", "task_id=41234567"]),
+    (OptionSpec(name="-X", aliases=["--request"], value="text"), ["-X", "POST"]),
+])
+def test_the_method_is_what_curl_does_with_the_option_as_emitted(policy, api, option, argv):
+    """A rule may emit an option by its short spelling. A read rule (GET) that names --data as -d, --request as
+    -X, was judged GET while curl sent POST: a read-only command tool, in every automatic step's allow-set, killed a
+    task. (--form and --upload-file read local files and are refused whatever a rule says.)"""
+    rule = policy.rules[0].model_copy(update={"name": "short_spellings", "options": [
+        OptionSpec(name="-s", aliases=["--silent"]), option]})
+    loose = policy.model_copy(update={"rules": [rule]})
+    assert rule.access == "read" and (rule.method or "GET") == "GET"
+    deny(loose, "panda_curl", ["curl", "-s", *argv, f"{api}/kill"], "is not GET")
+    allow(loose, "panda_curl", ["curl", "-s", f"{api}/get_status?task_id=41234567"])
+
+
 @pytest.mark.parametrize("body, because", [
     ('@/etc/passwd', "starts with '@'"), ('{"task_id": 1, "task_id": 2}', "repeats the key"),
     ('[1]', "JSON object"), ('{"task_id": {"$ne": 1}}', "scalar"), ('{"task_id": 1', "not valid JSON"),
