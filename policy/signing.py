@@ -94,7 +94,10 @@ def utc_expiry(value: datetime) -> datetime:
     """An expiry as an aware UTC time; a naive one is refused, since its zone would be a guess."""
     if value.tzinfo is None:
         raise ValueError("expires_at needs a time zone (use UTC, e.g. 2026-12-01T12:00:00Z)")
-    return value.astimezone(timezone.utc)
+    try:
+        return value.astimezone(timezone.utc)
+    except OverflowError:  # 0001-01-01T00:00+05:00: pydantic wraps ValueError only, and readers catch its errors
+        raise ValueError("expires_at is out of the range of times (year 1 to 9999 in UTC)") from None
 
 
 def text_digest(text: str | None) -> str | None:

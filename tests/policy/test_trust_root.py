@@ -184,3 +184,26 @@ def test_a_deployment_of_its_own_must_name_itself(tmp_path):
     assert PinnedAdmins.of(named).root().deployment == "production"
     embedded = Settings(_env_file=None, database_url=None, data_dir=tmp_path)  # type: ignore[call-arg]
     assert PinnedAdmins.of(embedded).root().deployment == "embedded"
+
+
+OUT_OF_RANGE = "0001-01-01T00:00:00+05:00"  # year 0 in UTC: astimezone raised OverflowError
+
+
+def test_a_row_or_signal_dated_out_of_range_is_invalid_not_an_error_nobody_catches():
+    """Readers of rows anyone with the app role may write (trust_statements, capability grants, durable grants)
+    and of decide signals skip what fails validation. An out-of-range time raised OverflowError, which pydantic
+    does not wrap: one such row in the append-only table made every registry read fail, so no code ran and
+    no decision was admitted until someone disabled the table's trigger."""
+    from pydantic import ValidationError
+
+    from policy.decisions import OperatorDecision
+    from policy.trust_root import TrustStatement
+
+    statement = {"kind": "register_key", "subject": "x", "body": {}, "deployment": "prod", "issued_at": OUT_OF_RANGE,
+                 "statement_id": "ab" * 16, "signer": "x", "key_id": "0" * 16}
+    auth = {"signer": "bob", "key_id": "0" * 16, "expires_at": OUT_OF_RANGE, "nonce": "a" * 32, "signature": "AAAA"}
+    with pytest.raises(ValidationError, match="out of the range of times"):
+        TrustStatement.model_validate(statement)
+    with pytest.raises(ValidationError, match="out of the range of times"):
+        OperatorDecision.model_validate({"turn": 1, "code_hash": "a" * 64, "kind": "run_once", "approver": "bob",
+                                         "auth": auth})
