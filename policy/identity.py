@@ -31,7 +31,9 @@ def canonical_identity(text: str) -> str:
         raise IdentityError("an identity must be text")
     if len(text) > 4 * MAX_IDENTITY_LENGTH:
         raise IdentityError(f"an identity is at most {MAX_IDENTITY_LENGTH} characters")
-    stripped = text.strip()
+    # Only ASCII blanks a person or a file adds are dropped: str.strip() also drops no-break and ideographic
+    # spaces and the separators U+001C-U+001F, so an identity provider's distinct 'alice<NBSP>' became alice.
+    stripped = text.strip(" \t\r\n")
     folded = stripped.lower() if stripped.isascii() else ""  # str.lower() alone maps the Kelvin sign to k
     if not _IDENTITY.match(folded):
         raise IdentityError(

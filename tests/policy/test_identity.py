@@ -28,3 +28,12 @@ def test_case_and_surrounding_space_fold_to_one_spelling(text, canonical):
 def test_a_look_alike_is_refused_not_folded_into_the_person_it_imitates(look_alike):
     with pytest.raises(IdentityError, match="ASCII"):
         canonical_identity(look_alike)
+
+
+@pytest.mark.parametrize("spaced", ["alice\u00a0", "\u3000alice", "alice\u202f", "alice\u2028", "alice\x85", "alice\x1f",
+                                    "\x1calice"])
+def test_only_ascii_blanks_are_dropped_around_an_identity(spaced):
+    """str.strip() drops no-break and ideographic spaces and the ASCII separators too: an identity provider's
+    distinct account 'alice<NBSP>' signed into the console as alice."""
+    with pytest.raises(IdentityError):
+        canonical_identity(spaced)
