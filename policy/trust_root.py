@@ -40,6 +40,8 @@ DOMAIN = b"bamboo-trust-statement-v1\n"
 # Identities the embedded demo provisions start with this; a deployment of its own refuses to pin them.
 DEMO_PREFIX = "demo-"
 MAX_PINNED_ADMINS = 64
+# The admin keys file's word for a key rotated out: ``retired IDENTITY PUBLIC-KEY``.
+RETIRED = "retired"
 ACCOUNT_PATTERN = r"^[a-z0-9](?:[a-z0-9._@+-]{0,62}[a-z0-9])?$"
 
 
@@ -61,9 +63,15 @@ class TrustRoot(BaseModel):
 
     admins: tuple[PinnedAdmin, ...] = ()
     deployment: str = Field(default=DEFAULT_DEPLOYMENT, pattern=DEPLOYMENT_PATTERN)
+    retired: tuple[PinnedAdmin, ...] = Field(
+        default=(), description="administrators' keys no longer pinned whose revocations and unbindings still count "
+                                "(ENDING_KINDS only): a revocation must not lapse when its signer is rotated out")
 
     def admin(self, key: str) -> PinnedAdmin | None:
         return next((a for a in self.admins if a.key_id == key), None)
+
+    def retired_admin(self, key: str) -> PinnedAdmin | None:
+        return next((a for a in self.retired if a.key_id == key), None)
 
     @property
     def demo_identities(self) -> list[str]:
@@ -72,28 +80,37 @@ class TrustRoot(BaseModel):
 
 def parse_pinned_admins(text: str, *, source: str = "the admin keys file",
                         deployment: str = DEFAULT_DEPLOYMENT) -> TrustRoot:
-    """``identity base64-public-key`` a line; blank lines and ``#`` comments are skipped.
+    """``identity base64-public-key`` a line, or ``retired identity base64-public-key`` for a key rotated out
+    whose revocations still count; blank lines and ``#`` comments are skipped.
 
     Every malformed line is an error naming the line: a trust root is not something to guess about.
     """
     admins: list[PinnedAdmin] = []
+    retired: list[PinnedAdmin] = []
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
         parts = line.split()
+        into = admins
+        if len(parts) == 3 and parts[0] == RETIRED:
+            into, parts = retired, parts[1:]
         if len(parts) != 2:
-            raise TrustRootError(f"{source} line {number}: expected 'IDENTITY PUBLIC-KEY', got {len(parts)} fields")
+            raise TrustRootError(f"{source} line {number}: expected 'IDENTITY PUBLIC-KEY' or '{RETIRED} IDENTITY "
+                                 f"PUBLIC-KEY', got {len(line.split())} fields")
         try:
-            admins.append(PinnedAdmin(identity=parts[0], public_key=parts[1]))
+            into.append(PinnedAdmin(identity=parts[0], public_key=parts[1]))
         except ValidationError as exc:
             reason = exc.errors()[0].get("msg", "invalid")
             raise TrustRootError(f"{source} line {number}: {reason}") from None
-    if len(admins) > MAX_PINNED_ADMINS:
-        raise TrustRootError(f"{source} pins {len(admins)} keys; at most {MAX_PINNED_ADMINS} are allowed")
-    if len({a.key_id for a in admins}) != len(admins):
-        raise TrustRootError(f"{source} pins the same key twice; keep one line per key")
-    return TrustRoot(admins=tuple(admins), deployment=deployment)
+    for keys, what in ((admins, "pins"), (retired, "retires")):
+        if len(keys) > MAX_PINNED_ADMINS:
+            raise TrustRootError(f"{source} {what} {len(keys)} keys; at most {MAX_PINNED_ADMINS} are allowed")
+        if len({a.key_id for a in keys}) != len(keys):
+            raise TrustRootError(f"{source} {what} the same key twice; keep one line per key")
+    if {a.key_id for a in admins} & {a.key_id for a in retired}:
+        raise TrustRootError(f"{source} both pins and retires one key; a key is either pinned or retired")
+    return TrustRoot(admins=tuple(admins), retired=tuple(retired), deployment=deployment)
 
 
 class StatementKind(str, Enum):
@@ -103,6 +120,10 @@ class StatementKind(str, Enum):
     UNBIND_ACCOUNT = "unbind_account"  # subject: "<front end>/<account>"; body: {}
     GRANT_CAPABILITY = "grant_capability"  # subject: grant id; body: the grant
     REVOKE_CAPABILITY = "revoke_capability"  # subject: grant id; body: {}
+
+
+# Statements that only take away: a retired administrator's key still counts for these, never for a start.
+ENDING_KINDS = frozenset({StatementKind.REVOKE_KEY, StatementKind.UNBIND_ACCOUNT, StatementKind.REVOKE_CAPABILITY})
 
 
 class KeyRegistration(BaseModel):
@@ -198,7 +219,12 @@ def verify(signed: SignedStatement, root: TrustRoot) -> str | None:
     st = signed.statement
     admin = root.admin(st.key_id)
     if admin is None:
-        return f"signed by key {st.key_id}, which is not a pinned administrator's key"
+        admin = root.retired_admin(st.key_id)
+        if admin is None:
+            return f"signed by key {st.key_id}, which is not a pinned administrator's key"
+        if st.kind not in ENDING_KINDS:
+            return (f"signed by key {st.key_id}, retired from {admin.identity}: a retired key's revocations still "
+                    "count, it starts nothing")
     if admin.identity != st.signer:
         return f"key {st.key_id} is pinned for {admin.identity}, not for {st.signer}"
     if not signature_valid(admin.public_key, statement_bytes(st), signed.signature):
@@ -273,6 +299,17 @@ def _contested(ordered: list[SignedStatement]) -> list[SignedStatement]:
 _SAFE_ID = re.compile(r"^[0-9a-f]{32,64}\Z")
 
 
+_LAPSING = frozenset({StatementKind.REVOKE_KEY.value, StatementKind.UNBIND_ACCOUNT.value})
+
+
+def _lapsed(row: Ignored) -> Ignored:
+    """``row``, an end that counts for nothing about a subject in force now, saying so: when its signer's key
+    was removed from the admin keys file, what it ended came back without a word."""
+    return row.model_copy(update={"reason": f"{row.reason}; {row.subject} is in force now: if an administrator "
+                                            "since removed signed this, pin their key as retired (bamboo keys "
+                                            "retire) or end it again"})
+
+
 def fold_registry(rows: Iterable[SignedStatement | Ignored], root: TrustRoot) -> Registry:
     """Check every statement against ``root`` and fold the valid ones, oldest first by signed issue time.
 
@@ -319,6 +356,8 @@ def fold_registry(rows: Iterable[SignedStatement | Ignored], root: TrustRoot) ->
         ignored.append(Ignored(statement_id=st.statement_id, kind=st.kind.value, subject=st.subject[:80],
                                reason="another statement about this subject was signed in the same second, so "
                                       "which is the latest is unknown; an administrator signs the one meant again"))
+    in_force = set(registrations) | set(bindings)
+    ignored = [_lapsed(row) if row.kind in _LAPSING and row.subject in in_force else row for row in ignored]
     bound: dict[str, set[str]] = {}
     for binding in bindings.values():
         bound.setdefault(binding.front_end, set()).add(binding.identity)

@@ -12,8 +12,10 @@ database of its own refuses to start with a ``demo-`` administrator pinned.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -21,9 +23,11 @@ from pydantic import BaseModel
 
 from bamboo.approvals.keys import KeyStore, LocalKey, SigningKeyError
 from bamboo.settings import Settings
+from policy.identity import canonical_identity
 from policy.signing import DEFAULT_DEPLOYMENT
 from policy.trust_root import (
     DEMO_PREFIX,
+    RETIRED,
     PinnedAdmin,
     SignedStatement,
     StatementKind,
@@ -130,6 +134,34 @@ def pin(path: Path, identity: str, public_key: str) -> bool:
                      "# change the approver registry, console bindings and capability grants.\n")
         fh.write(f"{admin.identity} {admin.public_key}\n")
     return True
+
+
+def retire(path: Path, identity: str) -> int:
+    """Mark every key pinned for ``identity`` in the admin keys file as retired (``retired IDENTITY KEY``): the
+    administrator signs nothing new, and the revocations and unbindings they signed keep counting (deleting the
+    line dropped those too, and what they had ended came back). The file is rewritten whole through a temporary
+    file in its directory, comments kept, so a reader never sees half of it. Returns how many keys were retired."""
+    who = canonical_identity(identity)
+    text = path.read_text(encoding="utf-8")
+    parse_pinned_admins(text, source=str(path))  # refuse to rewrite a file that does not parse
+    lines, retired = [], 0
+    for raw in text.splitlines(keepends=True):
+        parts = raw.split("#", 1)[0].split()
+        if len(parts) == 2 and canonical_identity(parts[0]) == who:
+            raw, retired = f"{RETIRED} {who} {parts[1]}\n", retired + 1
+        lines.append(raw)
+    if retired:
+        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write("".join(lines))
+            os.chmod(temporary, path.stat().st_mode & 0o777)
+            os.replace(temporary, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+            raise
+    return retired
 
 
 def embedded_admin(settings: Settings) -> LocalKey:

@@ -98,6 +98,30 @@ def keys_pin(
     console.print(f"{'pinned' if added else 'already pinned'}: {who} in {path}")
 
 
+@keys_app.command("retire")
+def keys_retire(identity: str = typer.Argument(..., help="the administrator rotated out or leaving")) -> None:
+    """Retire an administrator's pinned keys in the admin keys file: they sign nothing new, and the revocations
+    and unbindings they signed keep counting. Deleting their line instead drops those too, and whoever they
+    revoked is registered again (`bamboo keys list` flags such revocations). Run it where `keys pin` runs."""
+    from bamboo.approvals.admin import retire
+
+    settings = get_settings()
+    who = _identity(identity)
+    path = settings.resolved_admin_keys_file()
+    if path is None or not path.is_file():
+        fail("no admin keys file to change: set BAMBOO_ADMIN_KEYS_FILE to the deployment's pinned keys")
+        return
+    try:
+        count = retire(path, who)
+    except (OSError, TrustRootError, ValueError) as exc:
+        fail(f"cannot retire {who} in {path}: {str(exc).splitlines()[0]}")
+        return
+    if count == 0:
+        fail(f"{who} has no pinned key in {path}; `cat` the file to see who is pinned")
+    console.print(f"retired {count} key(s) of {who} in {path}: their revocations still count, they sign nothing "
+                  "new; pin the successor's key with `bamboo keys pin`")
+
+
 def _admin(admin: str | None, as_json: bool = False, body: dict[str, Any] | None = None):
     """The signing administrator's key; a key that is not pinned is the command's refused verdict."""
     from bamboo.approvals.admin import admin_key

@@ -207,3 +207,61 @@ def test_a_row_or_signal_dated_out_of_range_is_invalid_not_an_error_nobody_catch
     with pytest.raises(ValidationError, match="out of the range of times"):
         OperatorDecision.model_validate({"turn": 1, "code_hash": "a" * 64, "kind": "run_once", "approver": "bob",
                                          "auth": auth})
+
+
+def test_a_revocation_outlives_its_signer_when_the_key_is_retired_not_deleted(tmp_path):
+    """One administrator registers bob; another revokes him (his key was stolen), then rotates her own key.
+    Deleting her line dropped her revocation with it and bob's stolen key approved state-changing code again,
+    with nothing said. A retired key still ends what it ended and starts nothing; a deleted one's lapsed
+    revocation is flagged while its subject is in force."""
+    from bamboo.approvals.admin import retire
+
+    second, second_new = key("admin-two"), key("admin-two")
+    registered = register(ADMIN, BOB, [Role.APPROVE_STATE_CHANGING])
+    revoked = sign_statement(second, StatementKind.REVOKE_KEY, "bob", deployment=ROOT.deployment,
+                             now=T0 + timedelta(days=1))
+    path = tmp_path / "admin-keys"
+    path.write_text(f"# pinned\n{ADMIN.identity} {ADMIN.public_key}\n{second.identity} {second.public_key}  # two\n")
+    both = parse_pinned_admins(path.read_text())
+    assert fold_registry([registered, revoked], both).keys == ()
+
+    deleted = parse_pinned_admins(f"{ADMIN.identity} {ADMIN.public_key}\n{second_new.identity} {second_new.public_key}\n")
+    lapsed = fold_registry([registered, revoked], deleted)
+    assert [k.identity for k in lapsed.keys] == ["bob"]  # what a deleted line does: said, not silent
+    assert "bob is in force now" in lapsed.ignored[0].reason and "retired" in lapsed.ignored[0].reason
+
+    assert retire(path, "Admin-Two") == 1
+    with path.open("a") as fh:
+        fh.write(f"{second_new.identity} {second_new.public_key}\n")
+    rotated = parse_pinned_admins(path.read_text())
+    assert [a.key_id for a in rotated.retired] == [second.key_id] and len(rotated.admins) == 2
+    assert path.read_text().startswith("# pinned\n")
+    assert fold_registry([registered, revoked], rotated).keys == ()
+    # the retired key starts nothing: a registration it signs (before or after retiring) counts for nothing
+    by_retired = register(second, ALICE, [Role.APPROVE_STATE_CHANGING], at=T0 + timedelta(days=2))
+    assert "retired from admin-two" in (verify(by_retired, rotated) or "")
+    assert [k.identity for k in fold_registry([registered, revoked, by_retired], rotated).keys] == []
+
+
+def test_a_key_is_pinned_or_retired_never_both():
+    line = f"{ADMIN.identity} {ADMIN.public_key}"
+    with pytest.raises(TrustRootError, match="both pins and retires"):
+        parse_pinned_admins(f"{line}\nretired {line}\n")
+    with pytest.raises(TrustRootError, match="line 1: expected 'IDENTITY PUBLIC-KEY' or 'retired IDENTITY"):
+        parse_pinned_admins(f"former {line}\n")
+
+
+def test_keys_retire_rewrites_the_pinned_file_and_says_what_it_did(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from bamboo.cli.main import app
+
+    path = tmp_path / "admin-keys"
+    path.write_text(f"{ADMIN.identity} {ADMIN.public_key}\n")
+    monkeypatch.setenv("BAMBOO_ADMIN_KEYS_FILE", str(path))
+    monkeypatch.setenv("BAMBOO_DATA_DIR", str(tmp_path))
+    done = CliRunner().invoke(app, ["keys", "retire", "ops-admin"])
+    assert done.exit_code == 0 and "retired 1 key(s) of ops-admin" in done.output, done.output
+    assert path.read_text() == f"retired {ADMIN.identity} {ADMIN.public_key}\n"
+    again = CliRunner().invoke(app, ["keys", "retire", "ops-admin"])
+    assert again.exit_code != 0 and "has no pinned key" in again.output
