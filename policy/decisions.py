@@ -262,12 +262,23 @@ def validate_decision(
             DecisionRefusal.APPROVER_NOT_AUTHORISED,
             f"{approver} may not approve {what} (role {role.value} needed); ask one of: {who}.", auth.signed,
         )
-    if state_changing and policy.rules.require_distinct_approver and approver in pending.askers:
+    if state_changing and policy.rules.require_distinct_approver and (
+            approver in pending.askers or _shares_a_key(policy, approver, pending.askers)):
         return DecisionVerdict.refuse(
             DecisionRefusal.APPROVER_IS_REQUESTER,
-            "State-changing code needs approval from someone other than the person who asked for it.", auth.signed,
+            "State-changing code needs approval from someone other than the person who asked for it (one key "
+            "registered under two names is one person).", auth.signed,
         )
     return DecisionVerdict.accept(auth.signed)
+
+
+def _shares_a_key(policy: DeploymentPolicy, approver: str, askers: Sequence[str]) -> bool:
+    """Whether ``approver`` is registered with the same key as someone who asked for or edited the code: one
+    key under two names is one person (the executors' gate 6 refuses the same for command approvals)."""
+    mine = policy.entry(approver)
+    if mine is None:
+        return False
+    return any(other.public_key == mine.public_key for other in map(policy.entry, askers) if other is not None)
 
 
 def _may_approve(policy: DeploymentPolicy, approver: str, state_changing: bool) -> bool:

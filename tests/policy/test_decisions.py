@@ -194,6 +194,22 @@ def test_the_requester_may_withdraw_or_edit_but_not_approve_their_own_state_chan
     assert refusal(mine, decision(), relaxed) is None
 
 
+def test_one_key_registered_under_two_names_is_one_person() -> None:
+    """An administrator registered one person's key as 'requester' and as 'twin': the person asked for state-changing
+    code as one and approved it as the other. Gate 6 refuses this for command approvals; reviews now too."""
+    twin = RegisteredKey(identity="twin", public_key=KEYS["requester"].public_key,
+                         roles=frozenset({Role.APPROVE_STATE_CHANGING}))
+    doubled = POLICY.model_copy(update={"approvers": (*POLICY.approvers, twin)})
+    mine = pending(read_only=False, choices=STATE_CHANGING_CHOICES)
+    unsigned = decision(approver="twin", signer=None)
+    as_twin = LocalKey("twin", KEYS["requester"].private_key).authorize(
+        StatementKind.DECISION, SESSION, unsigned.signed_body(), ttl_s=300, now=NOW, deployment=DEFAULT_DEPLOYMENT)
+    answer = unsigned.model_copy(update={"auth": as_twin})
+    assert refusal(mine, answer, doubled) is DecisionRefusal.APPROVER_IS_REQUESTER
+    assert refusal(pending(choices=STATE_CHANGING_CHOICES), answer, doubled) is None  # read-only: may approve own
+    assert refusal(mine, decision(), doubled) is None  # another person's key approves it
+
+
 def test_identities_differing_only_in_case_are_one_person() -> None:
     """Issue: 'Requester' approved the code 'requester' asked for, and it ran."""
     mine = pending(read_only=False, choices=STATE_CHANGING_CHOICES, requester="reviewer")
