@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from datetime import datetime
 from enum import Enum
 from typing import Any
@@ -272,7 +272,7 @@ def validate_decision(
     return DecisionVerdict.accept(auth.signed)
 
 
-def _shares_a_key(policy: DeploymentPolicy, approver: str, askers: Sequence[str]) -> bool:
+def _shares_a_key(policy: DeploymentPolicy, approver: str, askers: Iterable[str]) -> bool:
     """Whether ``approver`` is registered with the same key as someone who asked for or edited the code: one
     key under two names is one person (the executors' gate 6 refuses the same for command approvals)."""
     mine = policy.entry(approver)
