@@ -10,7 +10,7 @@ store before every run).
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from activities.heartbeat import with_heartbeats
 from activities.llm_errors import as_activity_error
@@ -39,7 +39,7 @@ from bamboo.store.first_claims import SessionIds, UsedDecisions
 from bamboo.tools.model import ToolCaller
 from bamboo.tools.selection import ToolSelector
 from policy.approvers import ApprovalRules
-from policy.grants import grant_is_signed
+from policy.grants import grant_is_signed, grant_terms
 
 
 class InvestigationActivities:
@@ -98,12 +98,14 @@ class InvestigationActivities:
         policy = await self.registry.policy(self.approval_rules)
         stored = await self.repository.grants()
         grants = await asyncio.to_thread(lambda: {name: g for name, g in stored.items() if grant_is_signed(g, policy)})
+        current = await asyncio.to_thread(grant_terms, code, code)  # what a review would offer: current code only
         return PolicyContext(
             session_run=session_run, catalog=policy_catalog(self.tools.list_tools(), code),
             grants=grants,
             granted_code=await self.repository.versions(sorted({g.code_hash for g in grants.values()})),
             exposed_procedures=exposed_procedures(raw, code, self.allow_mutating_autorun),
             policy=policy,
+            withheld_grants=await self.repository.withheld(list(current), datetime.now(UTC)),
         )
 
     @implements(contract.reuse_candidates)

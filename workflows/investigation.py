@@ -34,7 +34,7 @@ import asyncio
 import json
 from typing import Any, TypeVar
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from pydantic import BaseModel, ValidationError
 from temporalio import workflow
@@ -458,14 +458,15 @@ class Investigation:
             name = reuse.reused.procedure
             procedures.insert(0, procedure_view(name, catalog.procedure_code[name], flags, catalog.procedure_code,
                                                 context.grants, context.granted_code, conventions))
-        grants = _auto_run_grants(code, decision, reuse, catalog.procedure_code)
+        grants, withheld = _offered_grants(_auto_run_grants(code, decision, reuse, catalog.procedure_code), context,
+                                           workflow.now())
         review = review_digest(code_hash=decision.code_hash, read_only=decision.read_only, choices=decision.choices,
                                grants=grants, allow_set=decision.allow_set,
                                procedure_hashes=pinned_procedures(decision.allow_set, context),
                                read_only_tools=judged_read_only(decision.allow_set, context))
         self._pending = PendingView(
             session_id=self._inp.session_id, turn=turn, code_hash=decision.code_hash, code=code, grants=list(grants),
-            review=review,
+            grants_withheld=withheld, review=review,
             summary=proposal.summary, trigger_signals=proposal.trigger_signals, requester=requester,
             read_only=decision.read_only, tools=list(decision.tools), state_changing=list(decision.state_changing),
             reason=decision.reason.value, detail=decision.detail, choices=list(decision.choices),
@@ -1018,6 +1019,15 @@ _BEFORE_AUTHENTICATION = {
     DecisionRefusal.HASH_MISMATCH, DecisionRefusal.PREFIX_IN_SIGNED_DECISION, DecisionRefusal.CHOICE_NOT_OFFERED,
     DecisionRefusal.GRANTS_NOT_OFFERED, DecisionRefusal.REVIEW_CHANGED,
 }
+
+
+def _offered_grants(grants: tuple[str, ...], context: PolicyContext,
+                    now: datetime) -> tuple[tuple[str, ...], dict[str, datetime]]:
+    """The grants a review offers, and those it withholds with when each may be granted again: for a day
+    after a revocation (policy.grants.revocation_of) an auto-run answer leaves no grant of the revoked term,
+    so offering it promised what the answer would not leave (the transcript said so only afterwards)."""
+    withheld = {t: context.withheld_grants[t] for t in grants if context.withheld_grants.get(t, now) > now}
+    return tuple(t for t in grants if t not in withheld), withheld
 
 
 def _auto_run_grants(code: str, decision: ReviewDecision, reuse: ReuseProposal | None,

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import difflib
 import re
-from datetime import datetime
+from collections.abc import Iterable
+from datetime import datetime, timezone
 
 from pydantic import BaseModel
 
@@ -106,10 +107,18 @@ def choices_line(view: PendingView, separator: str = "  ") -> str:
 def grants_line(view: PendingView) -> str | None:
     """What an auto-run answer signs beside the code: the grants it leaves for later sessions (procedure names
     are stored text: render inert). None when it leaves none."""
-    if not view.grants:
-        return None
-    granted = ", ".join(f"{name} ({hash_[:12]})" for name, _, hash_ in (g.rpartition("@") for g in view.grants))
-    return f"auto-run also grants, for later sessions, until revoked: {granted}"
+    said = []
+    if view.grants:
+        said.append(f"auto-run also grants, for later sessions, until revoked: {_terms(view.grants)}")
+    if view.grants_withheld:
+        again = max(view.grants_withheld.values()).astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        said.append(f"auto-run leaves no grant of {_terms(view.grants_withheld)}: revoked recently, it may be granted "
+                    f"again after {again}")
+    return "; ".join(said) or None
+
+
+def _terms(terms: Iterable[str]) -> str:
+    return ", ".join(f"{name} ({hash_[:12]})" for name, _, hash_ in (t.rpartition("@") for t in sorted(terms)))
 
 
 def reuse_change(view: PendingView) -> str | None:

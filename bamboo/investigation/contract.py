@@ -203,6 +203,9 @@ class PendingView(BaseModel):
     allow_set: list[str] = Field(default_factory=list)
     grants: list[str] = Field(default_factory=list, description="the durable grants an auto-run answer leaves "
                                                                "(procedure@code_hash); the answer names them")
+    grants_withheld: dict[str, datetime] = Field(
+        default_factory=dict, description="grants auto-run would leave but a recent revocation withholds, with when "
+                                          "each may be granted again (not offered, so not named by the answer)")
     review: str = Field(default="", description="the review's identity (policy.decisions.review_digest): an answer "
                                                 "names the one it was given to")
     task_id: int | None = None
@@ -338,6 +341,9 @@ class PolicyContext(BaseModel):
     granted_code: dict[str, str] = Field(default_factory=dict, description="code hash -> code, for grants' versions")
     exposed_procedures: list[str] = Field(default_factory=list)
     policy: DeploymentPolicy = Field(default_factory=DeploymentPolicy)
+    withheld_grants: dict[str, datetime] = Field(
+        default_factory=dict, description="grant terms (procedure@code_hash) of the current code that a recent "
+                                          "revocation still covers, with when each may be granted again")
 
 
 class IntentInput(BaseModel):

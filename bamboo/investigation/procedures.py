@@ -180,6 +180,15 @@ class ProcedureRepository:
         async with self._pool.connection() as conn:
             return grant_is_revoked(grant, await _revocations(conn, [grant.term]))
 
+    async def withheld(self, terms: list[str], now: datetime) -> dict[str, datetime]:
+        """Of ``terms``, those a recorded revocation still covers for an answer signed now, with when a grant of
+        each may be left again (the latest ``through``): the review offers none of them."""
+        async with self._pool.connection() as conn:
+            rows = await (await conn.execute(
+                "SELECT term, max(through) FROM revoked_grants WHERE term = ANY(%s) AND through > %s GROUP BY term",
+                (terms, now))).fetchall()
+        return {term: through for term, through in rows}
+
     async def set_grant(self, grant: ProcedureGrant) -> bool:
         """Record a durable grant with the signed answer that made it; False when the procedure is not stored."""
         decision = Jsonb(grant.decision.model_dump(mode="json")) if grant.decision is not None else None

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
+
 import pytest
 
+from bamboo.frontends.review import grants_line
 from bamboo.investigation import client as inv
 from bamboo.investigation.procedures import ProcedureRepository
+from policy.code_identity import code_hash
 from policy.decisions import DecisionKind
 from tests.investigation.conftest import (
     READ_PROC, READ_PROC_CODE, TASK_ID, entries, new_session, pending_turn, signed_grant, wait_for, wait_for_runs,
@@ -56,15 +60,17 @@ async def test_durable_grant_replays_without_prompt_until_code_changes_or_revoke
     await inv.send_message(client, second, "and again", ops.carol)
     view = await pending_turn(client, second, 2)
     assert view.reason == "new_code"
-    await inv.decide_by_review(client, second, view.review, DecisionKind.AUTO_RUN, ops.bob)
-    await wait_for_runs(client, second, 2)
-    # auto-run at once after the revocation runs the turn but leaves no grant: its answer could be one signed before
-    assert await repo.grants() == {}
-    async def held():
-        return [e for e in await entries(client, second, "system") if "no durable grant left" in e.text]
-    await wait_for(held)
+    # auto-run at once after the revocation runs the turn but leaves no grant (its answer could be one signed
+    # before): the review says so up front instead of offering the grant
     revoke = (await entries(client, second, "revoke"))[0]
     assert "again after" in revoke.text
+    term = f"{READ_PROC}@{code_hash(READ_PROC_CODE)}"
+    assert view.grants == [] and list(view.grants_withheld) == [term]
+    assert view.grants_withheld[term] > datetime.now(timezone.utc) + timedelta(hours=23)
+    assert "leaves no grant of" in (grants_line(view) or "") and "granted again after" in (grants_line(view) or "")
+    await inv.decide_by_review(client, second, view.review, DecisionKind.AUTO_RUN, ops.bob)
+    await wait_for_runs(client, second, 2)
+    assert await repo.grants() == {}
     await repo.set_grant(signed_grant(replace(ops.bob, ttl_s=2 * 24 * 3600), READ_PROC, READ_PROC_CODE))
     assert READ_PROC in await repo.grants()  # an answer past the window counts
 
