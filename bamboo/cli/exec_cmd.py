@@ -18,6 +18,7 @@ the deployment pins (``--admin``; ``BAMBOO_ADMIN_KEYS_FILE``): executors ignore 
 from __future__ import annotations
 
 import json
+import shlex
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -27,7 +28,7 @@ import typer
 
 from bamboo.cli.common import console, fail, run, verdict
 from bamboo.executors.contract import ExecResult
-from bamboo.frontends.inert_text import inert_rich
+from bamboo.frontends.inert_text import inert_rich, inert_terminal
 from bamboo.settings import Settings, get_settings
 from policy.identity import IdentityError, canonical_identity
 
@@ -171,6 +172,7 @@ def exec_approve(
     import sys
 
     from bamboo.executors import signer
+    from policy.commands import evaluate
 
     settings = get_settings()
     key = _key(settings, identity)
@@ -180,8 +182,12 @@ def exec_approve(
         fail(f"--requester {requester!r}: {exc}")
     claims = _claims(settings, key, tool, argv, environment, channel, run_id, requester=asker)
     decision = signer.approve(claims, key, deployment=settings.resolved_deployment())
-    print(f"approving on exec.{environment}.{channel} for {inert_rich(asker)}: {json.dumps(claims.targets and list(claims.targets))} "
-          f"digest {claims.argv_digest[:16]}", file=sys.stderr)
+    # What the signature covers is the command as the executor will run it (the policy's normal form, with the
+    # options it places itself), not as typed: shown whole, so the approver reads what runs.
+    runs = evaluate(_policy(settings), tool, argv, environment=environment, channel="rw" if channel == "rw" else "ro").argv
+    print(f"approving on exec.{environment}.{channel} for {inert_terminal(asker, one_line=True)}: "
+          f"{json.dumps(claims.targets and list(claims.targets))} digest {claims.argv_digest[:16]}\n"
+          f"the executor runs: {inert_terminal(shlex.join(runs), one_line=True)}", file=sys.stderr)
     print(decision.model_dump_json())
 
 

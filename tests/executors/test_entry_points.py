@@ -144,6 +144,9 @@ async def test_a_production_write_through_the_cli_runs_once_with_grant_and_appro
         code, approval, err = await bamboo(deployment, "exec", "approve", *run, "--requester", "alice", "panda_curl",
                                            "--", *argv, operator="bob")
         assert code == 0, err
+        # the approver reads the command as the executor runs it, not only as typed: the policy's normal form
+        runs = next(line for line in err.splitlines() if line.startswith("the executor runs: "))
+        assert "--disable" in runs and h.url("/task/kill") in runs and f"task_id\":{TASK}" in runs, runs
         (tmp_path / "approval.json").write_text(approval)
         code, out, err = await bamboo(deployment, "exec", "run", *run, "--approval", str(tmp_path / "approval.json"),
                                       "panda_curl", "--", *argv, operator="alice")
