@@ -57,8 +57,8 @@ OPERATOR_SIDE: dict[str, set[str]] = {
     "cli/investigate_cmd.py": {"editor", "effect", "exc", "inv.workflow_id(session_id)", "keys",
                                "policy.policy.value", "session_id", "settings.resolved_keys_dir()",
                                "short_hash(view.code_hash)", "speaker.identity", "view.turn"},
-    # Key ids and public keys the operator made, paths, statement kinds, times.
-    "cli/keys_cmd.py": {"b.front_end", "b.identity", "k.identity", "k.key_id", "key.key_id", "key.public_key",
+    # Key ids and public keys the operator made, paths, statement kinds, times, a count of keys retired.
+    "cli/keys_cmd.py": {"b.front_end", "b.identity", "count", "k.identity", "k.key_id", "key.key_id", "key.public_key",
                         "path", "st.issued_at.isoformat()", "st.key_id", "st.kind.value", "st.signer",
                         "st.statement_id[:12]", "store.path(who)", "who"},
     # Setting names, audit sequence numbers and counts, the stack's own services and URLs, a stored time.
