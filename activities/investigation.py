@@ -26,7 +26,7 @@ from bamboo.investigation.contract import (
 )
 from bamboo.investigation.finalize import Finalizer
 from bamboo.investigation.procedure_tools import (
-    PinnedProcedures, ProcedureToolCaller, exposed_procedures, policy_catalog,
+    PinnedProcedures, ProcedureToolCaller, policy_catalog,
 )
 from bamboo.investigation.reuse import ProcedureMatcher
 from bamboo.investigation.turns import TurnModel
@@ -94,7 +94,6 @@ class InvestigationActivities:
         session_run = await self.session_ids.claim(inp.session_id, inp.run)
         await self.tools.refresh()
         code = self.tools.procedure_code
-        raw = self.tools.raw_tools()
         policy = await self.registry.policy(self.approval_rules)
         stored = await self.repository.grants()
         grants = await asyncio.to_thread(lambda: {name: g for name, g in stored.items() if grant_is_signed(g, policy)})
@@ -103,7 +102,7 @@ class InvestigationActivities:
             session_run=session_run, catalog=policy_catalog(self.tools.list_tools(), code),
             grants=grants,
             granted_code=await self.repository.versions(sorted({g.code_hash for g in grants.values()})),
-            exposed_procedures=exposed_procedures(raw, code, self.allow_mutating_autorun),
+            exposed_procedures=self.tools.exposed,  # judged off the loop by the refresh above
             policy=policy,
             withheld_grants=await self.repository.withheld(list(current), datetime.now(UTC)),
         )

@@ -135,7 +135,13 @@ def is_exposable_procedure(
     """
     if name not in procedure_code:
         return False
-    verdict = assess_read_only(procedure_code[name], read_only_flags, procedure_code, conventions)
+    return is_exposable(assess_read_only(procedure_code[name], read_only_flags, procedure_code, conventions),
+                        allow_mutating_autorun)
+
+
+def is_exposable(verdict: ReadOnlyAssessment, allow_mutating_autorun: bool = False) -> bool:
+    """``is_exposable_procedure``'s rule on a procedure's assessment already made (a caller judging a whole store
+    walks each body once)."""
     if verdict.opaque or len(verdict.signature.tools) < MIN_EXPOSED_PROCEDURE_TOOLS:
         return False
     return verdict.read_only or allow_mutating_autorun

@@ -8,11 +8,20 @@ a procedure can never do more than the code a human approved; the outer run's al
 the procedure may be called at all, so the read-only boundary of an automatic phase composes through any
 depth of procedures. Code and exposure are re-read at call time: a procedure changed since the listing
 is judged by its new code.
+
+Judging the store is an AST walk of every approved body, before codegen, policy_context, reuse_candidates and
+execute_code and on every ``proc__`` replay: on the event loop it stopped the worker for seconds (500 bodies of
+3.7 KB: 7.6 s). It runs off the loop within ``REFRESH_BUDGET_S``, and the verdict of the store as last judged is
+kept (``StoreJudgement``): a store unchanged since is not walked again. Any change to a body, a tool's read-only
+flag or the setting judges the whole store again, off the loop: simpler than remembering what each verdict read,
+at the cost of one full walk per change (stores change when a session is finalised).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
@@ -21,13 +30,14 @@ from typing import Any
 from bamboo.audit import AuditSink, BlobSink
 from bamboo.investigation.code import with_task_preamble
 from bamboo.investigation.procedures import ProcedureRepository
+from bamboo.offload import BudgetExceeded, in_thread
 from bamboo.sandbox.runner import SandboxRunner
 from bamboo.sandbox.service import CodeExecutor
 from bamboo.tools.model import ToolCaller, ToolOrigin, ToolResult, ToolSpec
 from policy.catalog import ToolCatalog, ToolFacts
 from policy.code_identity import code_hash, short_hash
 from policy.phases import Phase, replay_allow_set
-from policy.procedures import ABSENT_PROCEDURE, assess_read_only, is_exposable_procedure, is_procedure_name
+from policy.procedures import ABSENT_PROCEDURE, assess_read_only, is_exposable, is_procedure_name
 from policy.signature import ScanConventions, scan_code
 from policy.tool_surface import python_names
 
@@ -41,21 +51,60 @@ PROCEDURE_SCHEMA: dict[str, Any] = {
 }
 
 
+# Wall time for judging the store off the loop: codegen and execute_code refresh before they start heartbeating,
+# so it stays under their heartbeat timeout (bamboo.contract).
+REFRESH_BUDGET_S = 6.0
+
+
 def exposed_procedures(
     raw_specs: Sequence[ToolSpec], procedure_code: Mapping[str, str], allow_mutating_autorun: bool
 ) -> list[str]:
-    flags = {s.name: s.read_only for s in raw_specs}
-    return sorted(
-        name for name in procedure_code
-        if is_exposable_procedure(name, flags, procedure_code, allow_mutating_autorun)
-    )
+    """The procedures offered as tools, sorted (``policy.procedures.is_exposable_procedure``)."""
+    return [s.name for s in judge_store(procedure_code, {s.name: s.read_only for s in raw_specs}, allow_mutating_autorun)]
+
+
+def judge_store(procedure_code: Mapping[str, str], read_only_flags: Mapping[str, bool],
+                allow_mutating_autorun: bool) -> list[ToolSpec]:
+    """The tool spec of every exposable procedure, sorted by name: one walk of each body gives both whether it
+    is exposed and whether it is read-only. Sized by the store: run it off the loop."""
+    specs = []
+    for name in sorted(procedure_code):
+        verdict = assess_read_only(procedure_code[name], read_only_flags, procedure_code)
+        if is_exposable(verdict, allow_mutating_autorun):
+            specs.append(_spec(name, verdict.signature.tools, verdict.read_only))
+    return specs
+
+
+class StoreJudgement:
+    """The store's verdict as last judged, and the digest of everything it was judged from: the bodies, the raw
+    tools' read-only flags and the mutating-autorun setting. It is reused only for exactly that input, so a
+    read-only verdict (what an unattended run may call) never outlives a body, a nested body or a flag it read.
+    A judgement abandoned past its budget still completes in its thread and is kept for the next refresh."""
+
+    def __init__(self) -> None:
+        self._last: tuple[str, list[ToolSpec]] | None = None
+
+    def specs(self, procedure_code: Mapping[str, str], read_only_flags: Mapping[str, bool],
+              allow_mutating_autorun: bool) -> list[ToolSpec]:
+        subject = {"code": dict(procedure_code), "flags": dict(read_only_flags), "mutating": allow_mutating_autorun}
+        digest = hashlib.sha256(json.dumps(subject, sort_keys=True).encode("utf-8", "surrogatepass")).hexdigest()
+        last = self._last
+        if last is not None and last[0] == digest:
+            return last[1]
+        specs = judge_store(procedure_code, read_only_flags, allow_mutating_autorun)
+        self._last = (digest, specs)
+        return specs
 
 
 def procedure_spec(name: str, code: str, read_only: bool, summary: str = "") -> ToolSpec:
-    tools = ", ".join(scan_code(code).tools)
-    text = summary or f"Replays a reviewed procedure that calls {tools}."
+    return _spec(name, scan_code(code).tools, read_only, summary)
+
+
+def _spec(name: str, tools: Sequence[str], read_only: bool, summary: str = "") -> ToolSpec:
+    listed = ", ".join(tools)
+    text = summary or f"Replays a reviewed procedure that calls {listed}."
     return ToolSpec(
-        name=name, description=f"{text} (stored procedure; calls {tools})", input_schema=PROCEDURE_SCHEMA,
+        name=name, description=f"{text} (stored procedure; calls {listed})", input_schema=PROCEDURE_SCHEMA,
         read_only=read_only, external_access=True, origin=ToolOrigin.PROCEDURE,
     )
 
@@ -85,6 +134,7 @@ class ProcedureToolCaller:
                           if runner is not None else None)
         self._procedure_code: dict[str, str] = {}
         self._procedure_specs: list[ToolSpec] = []
+        self._judgement = StoreJudgement()
         self._connecting: asyncio.Future[Any] | None = None
 
     async def connect(self) -> None:
@@ -101,16 +151,25 @@ class ProcedureToolCaller:
         await asyncio.shield(self._connecting)
 
     async def refresh(self) -> None:
-        """Re-read the approved procedures; the sync ``list_tools`` answers from this snapshot."""
+        """Re-read the approved procedures and judge them off the loop; the sync ``list_tools`` answers from this
+        snapshot. Past ``REFRESH_BUDGET_S`` it raises `BudgetExceeded` (the activity fails with that line; its
+        retry finds the judgement the abandoned thread went on to finish) and lists no procedure until a refresh
+        succeeds: a body nobody judged is never taken for read-only."""
         await self.connect()
         code = await self.repository.approved_code()
-        raw = self.base.list_tools()
-        flags = {s.name: s.read_only for s in raw}
-        names = exposed_procedures(raw, code, self.allow_mutating_autorun)
-        self._procedure_code = code
-        self._procedure_specs = [
-            procedure_spec(n, code[n], assess_read_only(code[n], flags, code).read_only) for n in names
-        ]
+        flags = {s.name: s.read_only for s in self.raw_tools()}
+        try:
+            specs = await in_thread(self._judgement.specs, code, flags, self.allow_mutating_autorun,
+                                    budget_s=REFRESH_BUDGET_S, what=f"judging {len(code)} stored procedures")
+        except BudgetExceeded:
+            self._procedure_code, self._procedure_specs = code, []
+            raise
+        self._procedure_code, self._procedure_specs = code, specs
+
+    @property
+    def exposed(self) -> list[str]:
+        """The procedures the last refresh offers as tools (sorted), judged on the code it read."""
+        return [s.name for s in self._procedure_specs]
 
     @property
     def procedure_code(self) -> dict[str, str]:
@@ -132,7 +191,10 @@ class ProcedureToolCaller:
         """Run the stored procedure ``name`` in the sandbox; with ``expected_hash``, only if its body still has it.
         ``pins``: the run's procedure hashes, held for the procedures this one calls in turn (PinnedProcedures);
         ``names``: Python name -> tool as the run's review mapped them, for this body's stub and allow-set."""
-        await self.refresh()
+        try:
+            await self.refresh()
+        except BudgetExceeded as exc:
+            return ToolResult.failure(f"{name} cannot be replayed now: {exc}")
         code = self._procedure_code.get(name)
         if code is None:
             return ToolResult.failure(f"{name} is not an approved stored procedure")
@@ -145,8 +207,7 @@ class ProcedureToolCaller:
                 f"review saw {short_hash(expected_hash)}); ask for it again to review the new body")
         if self._executor is None:
             return ToolResult.failure(f"{name} cannot be replayed: this worker has no usable sandbox")
-        raw = self.raw_tools()
-        if name not in exposed_procedures(raw, self._procedure_code, self.allow_mutating_autorun):
+        if name not in self.exposed:  # judged by the refresh above, on the code read now
             return ToolResult.failure(
                 f"{name} is no longer replayable as a tool: its current code is not a read-only procedure of "
                 "at least two tools; run it as reviewed code in an interactive turn instead"
