@@ -21,8 +21,8 @@ either). Pseudo, network and FUSE filesystems are not walked: a deployment that 
 network share on a degraded host must not count on this sweep.
 
 Every removal is made relative to a directory descriptor after an ``lstat`` through the same descriptor, and
-directories are removed with ``shutil.rmtree``'s descriptor-based walk, so a concurrent run that swaps a path
-for a symlink cannot turn the sweep against a file the dead run's uid does not own.
+directories are removed with ``tree_removal.remove_tree``'s descriptor-based walk (any depth, no recursion), so a
+concurrent run that swaps a path for a symlink cannot turn the sweep against a file the dead run's uid does not own.
 """
 
 from __future__ import annotations
@@ -30,12 +30,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
 import stat
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+
+from bamboo.sandbox.tree_removal import remove_tree
 
 log = logging.getLogger(__name__)
 
@@ -230,7 +231,7 @@ def remove_owned(uid: int, roots: Iterable[str], *, max_foreign: int | None = No
     def remove(dir_fd: int, name: str, info: os.stat_result) -> None:
         with contextlib.suppress(OSError):
             if stat.S_ISDIR(info.st_mode):
-                shutil.rmtree(name, dir_fd=dir_fd)
+                remove_tree(name, dir_fd)
             else:
                 os.unlink(name, dir_fd=dir_fd)
 

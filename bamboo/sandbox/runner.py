@@ -43,7 +43,10 @@ from bamboo.sandbox.runtime_dirs import make_runtime_dir, sweep_stale_runtime_di
 from bamboo.sandbox.protocol import ProtocolError, decode_frame, encode_frame, quote_bytes, read_frame, read_raw_frame
 from bamboo.sandbox.seccomp import ChildInstaller, program_fd
 from bamboo.sandbox.stubs import STUB_MODULE, generate_stub_module
-from bamboo.sandbox.uids import DEFAULT_FIRST_UID, DEFAULT_UID_COUNT, RunUids, UidLease, UidsUnavailable, sweep
+from bamboo.sandbox.tree_removal import remove_tree
+from bamboo.sandbox.uids import (
+    DEFAULT_FIRST_UID, DEFAULT_UID_COUNT, RunUids, UidLease, UidsUnavailable, processes_of, sweep,
+)
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +154,7 @@ class SandboxRunner:
         empty_dir = self._runtime_dir / "empty"
         empty_dir.mkdir(mode=0o555)
         self._uids: RunUids | None = None
+        self._quarantined: list[UidLease] = []  # uids whose processes survived every sweep: never given back
         if os.geteuid() == 0:
             try:
                 self._uids = RunUids(first=uid_first, count=uid_count)
@@ -460,11 +464,13 @@ class SandboxRunner:
             if watchdog is not None:
                 watchdog.stop()
             bridge.close("the run has ended")
-            out_of_memory = await _to_the_end(self._end_run(child, tasks, watchdog))
-            # Every frame read has its row before the run reports: those cut off by the end of the run too.
-            await _to_the_end(bridge.settle())
-            # Refill after the run, not during it: a concurrent spawn would compete with the run for CPU.
-            self._schedule_refill()
+            try:
+                out_of_memory = await _to_the_end(self._end_run(child, tasks, watchdog))
+            finally:
+                # Every frame read has its row before the run reports: those cut off by the end of the run too.
+                await _to_the_end(bridge.settle())
+                # Refill after the run, not during it: a concurrent spawn would compete with the run for CPU.
+                self._schedule_refill()
         if ending == "exited" and done:  # the done frame's row was still being written when the child exited
             ending = "done"
         if out_of_memory and ending not in ("timeout", "output_limit"):
@@ -603,10 +609,11 @@ class SandboxRunner:
             child.proc.kill()
         exited = asyncio.ensure_future(child.proc.wait())
         await asyncio.wait([exited], timeout=ORPHAN_GRACE_S)
-        if not exited.done() and child.lease is not None:
-            # With bwrap too: a process that outlived bwrap's setup (its parent-death signal was not armed yet)
-            # is outside the namespace's kill, still runs as the run's uid and holds the child's pipes, so
-            # proc.wait() would never return. Only then is the uid swept: the scan costs milliseconds a run.
+        if child.isolation != "degraded" and child.lease is not None:
+            # With bwrap too, every run: the namespace ends with its init (bwrap's pid 1, killed by its parent-death
+            # signal), but a run can write into that init through /proc/1/mem and clear the signal, then close its
+            # pipes so proc.wait() returns at once: its processes ran on under a uid no run held. And a process
+            # that outlived bwrap's setup is outside the namespace's kill. The scan costs milliseconds a run.
             await asyncio.to_thread(sweep, child.lease.uid)
         if not exited.done():
             await asyncio.wait([exited], timeout=5.0)
@@ -614,21 +621,41 @@ class SandboxRunner:
             exited.cancel()
 
     async def _dispose(self, child: _Child) -> None:
-        if child.alive:
-            await self._kill(child)
-        # abort(), not close(): close() keeps the descriptor registered while unsent bytes remain, and the
-        # transport closes the socket itself (closing it here would free its number under the transport).
-        child.writer.transport.abort()
-        _remove(child.workdir)
-        if child.isolation == "degraded" and child.lease is not None:
-            # Before the uid is leased again: what one run left, the next run with that uid must not find.
-            roots = await asyncio.to_thread(world_writable_dirs)
-            await asyncio.to_thread(remove_owned, child.lease.uid, roots)
-        if child.leaf is not None:
-            await asyncio.to_thread(child.leaf.remove)
-        if child.lease is not None:
-            child.lease.release()
-            child.lease = None
+        """Kill what is left of the run, remove what it wrote, and give its uid back only when nothing of it
+        runs any more. Each step runs whatever an earlier one raised: a removal that failed once skipped the
+        rest, and the uid stayed leased for the worker's life."""
+        try:
+            if child.alive:
+                await self._kill(child)
+        finally:
+            try:
+                # abort(), not close(): close() keeps the descriptor registered while unsent bytes remain, and the
+                # transport closes the socket itself (closing it here would free its number under the transport).
+                child.writer.transport.abort()
+                await asyncio.to_thread(_remove, child.workdir)
+                if child.isolation == "degraded" and child.lease is not None:
+                    # Before the uid is leased again: what one run left, the next run with that uid must not find.
+                    roots = await asyncio.to_thread(world_writable_dirs)
+                    await asyncio.to_thread(remove_owned, child.lease.uid, roots)
+            finally:
+                try:
+                    if child.leaf is not None:
+                        await asyncio.to_thread(child.leaf.remove)
+                finally:
+                    await self._give_back(child)
+
+    async def _give_back(self, child: _Child) -> None:
+        """Release the run's uid, unless a process of it still runs: then it stays held, so no later run shares a
+        uid with it, and the next lease of it sweeps it before use (``RunUids.lease``)."""
+        lease, child.lease = child.lease, None
+        if lease is None:
+            return
+        if await asyncio.to_thread(processes_of, lease.uid) and not await asyncio.to_thread(sweep, lease.uid):
+            log.error("sandbox: processes of run uid %d survived two sweeps; the uid stays held by this worker",
+                      lease.uid)
+            self._quarantined.append(lease)
+            return
+        lease.release()
 
 
 class _JoinThenDrop:
@@ -690,5 +717,13 @@ def _descendants(root: int) -> list[int]:
 
 
 def _remove(path: Path | None) -> None:
-    if path is not None:
-        shutil.rmtree(path, ignore_errors=True)
+    """Remove a run's work directory (whatever depth it wrote); what cannot be removed is logged, and the uid's
+    next lease sweeps what it owns under the shared places, the temp directory included."""
+    if path is None:
+        return
+    try:
+        remove_tree(str(path))
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        log.error("sandbox: the run's work directory %s was not removed: %s", path, exc)

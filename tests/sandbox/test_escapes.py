@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import fcntl
 import json
 import os
+import platform
 from pathlib import Path
+
+import pytest
 
 
 from tests.sandbox.conftest import (
@@ -354,6 +358,74 @@ return {"daemonised": True}
         res = await h.run(code)
         assert res.status == "ok", res.error
         assert await wait_until_gone(limits) == []
+
+
+# The namespace's init (bwrap's pid 1) runs as the run's uid and its memory is writable through /proc/1/mem: code
+# written where it resumes from wait4 clears its parent-death signal and closes the output pipes, so killing bwrap
+# ended nothing and proc.wait() returned at once. x86-64 machine code: prctl(PR_SET_PDEATHSIG, 0), close(1),
+# close(2), then pause() for ever.
+INIT_PATCH = "bf0100000031f6b89d0000000f05bf01000000b8030000000f05bf02000000b8030000000f05b8220000000f05ebf7"
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the init patch is x86-64 machine code")
+async def test_a_run_that_disarms_its_namespace_init_does_not_outlive_the_run(bw):
+    limits = unique_limits(max_processes=512)
+    async with harness("bwrap", limits=limits) as h:
+        code = f"""
+import os, time
+pc = int(open("/proc/1/syscall").read().split()[-1], 16)
+with open("/proc/1/mem", "r+b", buffering=0) as mem:
+    mem.seek(pc)
+    mem.write(bytes.fromhex("{INIT_PATCH}"))
+if os.fork() == 0:
+    for fd in range(64):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    os.setsid()
+    while True:
+        time.sleep(0.5)
+if os.fork() == 0:
+    if os.fork() == 0:
+        time.sleep(0.2)
+        os._exit(0)
+    os._exit(0)
+os.wait()
+time.sleep(0.6)
+return {{"patched": hex(pc)}}
+"""
+        res = await h.run(code)
+        assert res.status == "ok", res.error
+        assert await wait_until_gone(limits) == [], "a process of the run outlived it"
+
+
+async def test_a_tree_deeper_than_a_recursive_removal_goes_and_its_uid_is_given_back(degraded):
+    """shutil.rmtree recursed once per level: a tree 1,500 deep made it raise RecursionError, so the run's files
+    outlived it (a later run of another uid read them), its uid stayed leased, and every start under it failed."""
+    code = """
+import os
+top = os.getcwd()
+for where in (top, "/tmp"):
+    os.chdir(where)
+    name = "deep-%d" % os.getuid()
+    os.mkdir(name)
+    os.chdir(name)
+    for _ in range(1500):
+        os.mkdir("d")
+        os.chdir("d")
+    open("payload", "w").write("left by uid %d" % os.getuid())
+return {"uid": os.getuid(), "top": top}
+"""
+    res = await degraded.run(code)
+    assert res.status == "ok", res.error
+    uid, top = res.return_value["uid"], res.return_value["top"]
+    assert not os.path.exists(top) and not os.path.exists(f"/tmp/deep-{uid}")
+    with open(f"/run/bamboo-sandbox-uids/{uid}", "rb") as lock:  # the uid was given back: its lock is free
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    again = await degraded.run("return {'n': 1}")
+    assert again.status == "ok", again.error
 
 
 async def test_memory_bomb_hits_the_address_space_limit(any_mode):
