@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -288,6 +289,12 @@ def scrub_text(text: str, *, entropy: bool = True) -> ScrubResult:
     findings = find_secrets(text, entropy=entropy)
     if not findings:
         return ScrubResult(text)
+    return ScrubResult(redact(text, findings), tuple(findings))
+
+
+def redact(text: str, findings: Sequence[Finding]) -> str:
+    """``text`` with each of ``findings`` (sorted, not overlapping, as ``find_secrets`` gives them) replaced by
+    its redaction mark."""
     parts: list[str] = []
     cursor = 0
     for f in findings:
@@ -295,7 +302,7 @@ def scrub_text(text: str, *, entropy: bool = True) -> ScrubResult:
         parts.append(REDACTION.format(kind=f.kind))
         cursor = f.end
     parts.append(text[cursor:])
-    return ScrubResult("".join(parts), tuple(findings))
+    return "".join(parts)
 
 
 class _Leave:

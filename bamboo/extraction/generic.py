@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import re
-from bamboo.extraction.panda.routing import TaskClues
+from bamboo.extraction.panda.routing import TaskClues, dialog_head
 from bamboo.extraction.panda.strategy import PandaExtractionStrategy
 from bamboo.llm.client import LLMClient
 from bamboo.models.graph import GraphNode
@@ -22,7 +22,7 @@ def _generic_clues(task: dict[str, Any]) -> TaskClues:
     clues = TaskClues()
     for key in ERROR_KEYS:
         text = task.get(key)
-        if isinstance(text, str) and text.strip():
+        if isinstance(text, str) and (text := dialog_head(text)).strip():  # an error field may hold megabytes
             words = re.findall(r"[A-Za-z]+", text)[:4]
             name = "".join(w.capitalize() for w in words) or "UnnamedError"
             clues.symptoms.append(GraphNode(kind="Symptom", name=name, description=text[:500],

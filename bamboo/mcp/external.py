@@ -30,6 +30,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 from pydantic import BaseModel, Field
 
+from bamboo.offload import BudgetExceeded, in_thread
 from bamboo.tools.arguments import ArgumentError, validate_arguments
 from bamboo.mcp.config import McpConfigError, McpServerConfig
 from bamboo.tools.model import ToolOrigin, ToolResult, ToolSpec
@@ -75,8 +76,26 @@ def _describe_exception(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text != type(exc).__name__ else text
 
 
+# The most text one tool answer may carry (its text blocks together, an error's included). A server decides
+# how much it sends, and its one text block is decoded as JSON: 63 MB of it took 0.6 s of the worker's
+# event loop. No consumer carries that much (the sandbox bridge forwards 256 KiB of a result, a prompt far
+# less), and 4 MiB decodes in some tens of milliseconds, so a larger answer is refused, not decoded.
+MAX_RESULT_TEXT_CHARS = 4 * 1024 * 1024
+# Up to this much text is decoded at once on the loop (cheaper than the hand-off); more in the offload pool.
+DECODE_INLINE_CHARS = 64 * 1024
+DECODE_BUDGET_S = 30.0
+
+
 def convert_result(result: mt.CallToolResult) -> ToolResult:
+    """A tool answer as a `ToolResult` (its one text block decoded as JSON when it is JSON); an answer whose text
+    is over `MAX_RESULT_TEXT_CHARS` is refused with one line, not quoted: a head of it could end inside a secret
+    that a later scrubber would no longer recognise. Sized by the answer: `read_result` is the one for the loop."""
     texts = [c.text for c in result.content if isinstance(c, mt.TextContent)]
+    size = sum(len(t) for t in texts)
+    if size > MAX_RESULT_TEXT_CHARS:
+        what = "error message" if result.is_error else "answer"
+        return ToolResult.failure(f"the tool's {what} is {size} characters of text, over the {MAX_RESULT_TEXT_CHARS}-"
+                                  "character cap; ask for less")
     if result.is_error:
         return ToolResult.failure(" ".join(texts).strip() or "the server reported an error without a message")
     if result.structured_content is not None:
@@ -84,12 +103,23 @@ def convert_result(result: mt.CallToolResult) -> ToolResult:
     if len(texts) == 1:
         try:
             return ToolResult.success(json.loads(texts[0]))
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than the decoder goes: kept as text
             return ToolResult.success(texts[0])
     if texts:
         return ToolResult.success(texts)
     other = [c.model_dump(mode="json") for c in result.content]
     return ToolResult.success(other)
+
+
+async def read_result(result: mt.CallToolResult, *, budget_s: float = DECODE_BUDGET_S) -> ToolResult:
+    """`convert_result` for the event loop: an answer past `DECODE_INLINE_CHARS` of text is read in the offload
+    pool within ``budget_s`` (its size capped by `convert_result`)."""
+    if sum(len(c.text) for c in result.content if isinstance(c, mt.TextContent)) <= DECODE_INLINE_CHARS:
+        return convert_result(result)
+    try:
+        return await in_thread(convert_result, result, budget_s=budget_s, what="reading the tool's answer")
+    except BudgetExceeded as exc:
+        return ToolResult.failure(f"the tool's answer could not be read: {exc}")
 
 
 class McpSessionClient(ABC):
@@ -253,7 +283,7 @@ class McpSessionClient(ABC):
             if not isinstance(exc, MCPError) or exc.code == CONNECTION_CLOSED:
                 self._mark_lost(f"connection lost during {name}: {reason}")
             return ToolResult.failure(f"MCP server {self.name} failed on {name}: {reason}")
-        return convert_result(result)
+        return await read_result(result)
 
     async def close(self) -> None:
         owner, self._owner = self._owner, None
@@ -315,4 +345,5 @@ __all__ = [
     "client_for",
     "convert_result",
     "decide_read_only",
+    "read_result",
 ]

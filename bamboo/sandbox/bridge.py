@@ -11,7 +11,8 @@ Every frame, allowed, denied or undecodable, is appended to the audit log, with 
 quoted so that the row itself can always be stored. A state-changing call is also audited before it is
 made (``tool_call_started``), and is not made when that row cannot be written: nothing changes PanDA
 without a row in the chain, whatever happens to the audit log during the call. A script only ever sees a
-short error for a denial; the reason in full goes to the operator's audit row.
+short error for a denial; the reason in full goes to the operator's audit row. A tool's own error reaches
+the script cut to a few kilobytes, then scrubbed.
 """
 
 from __future__ import annotations
@@ -38,12 +39,21 @@ from bamboo.tools.arguments import ArgumentError, UnusableSchema, validate_argum
 from bamboo.tools.model import ToolCaller, ToolSpec
 from bamboo.metrics import METRICS
 from bamboo.sandbox.results import prepare
-from policy.scrub import ScrubResult, scrub_text, scrub_value
+from policy.scrub import ScrubResult, find_secrets, redact, scrub_text, scrub_value
 
 _tracer = trace.get_tracer("bamboo.sandbox")
 TOKEN_BYTES = 32  # 256 bits
 MAX_REASON_CHARS = 300
 MAX_TOOL_NAME_CHARS = 100
+# What a script is told of a tool's error: enough to see what went wrong, never the whole of it. A tool
+# decides how long its error is (an MCP server's error joins every text block it sent): 20 MB of error
+# text once held the worker's loop for 6 s while it was scrubbed, then went whole into the child's pipe.
+# So the text is cut first and only what is kept is scrubbed, which bounds the scrubbing as well.
+MAX_TOOL_ERROR_CHARS = 4096
+# How far past the cut the scrubber reads, so that a secret straddling the cut is seen whole and dropped
+# whole, not cut into a head that no longer looks like a secret. Secrets are shorter than this (a
+# PEM-armoured RSA-4096 private key is about 3.3 KB).
+TOOL_ERROR_SCAN_MARGIN = 4096
 UNDECODABLE = "<undecodable frame>"
 T = TypeVar("T")
 
@@ -423,7 +433,7 @@ class ToolBridge:
         except Exception as exc:
             return _failed(f"tool {tool!r} failed: {type(exc).__name__}", f"exception: {exc}")
         if not result.ok:
-            error = await asyncio.to_thread(_scrubbed_error, result.error)
+            error = _scrubbed_error(result.error)  # reads a few KB whatever the tool sent: cheap enough inline
             reply = {"type": "result", "ok": False, "error": f"{tool}: {error.text}"}
             return _Decision("error", reply, "tool_error", redactions=len(error.findings))
         # Plain JSON first, then the scrubber (results.py says why); sized by the result, so off the loop.
@@ -488,9 +498,24 @@ async def _despite_cancellation(work: Awaitable[T]) -> tuple[T, bool]:
 
 
 def _scrubbed_error(error: Any) -> ScrubResult:
-    """A tool's error message as text, scrubbed (it may quote the tool's input or its credentials)."""
+    """A tool's error message as text, scrubbed (it may quote the tool's input or its credentials) and shown up
+    to `MAX_TOOL_ERROR_CHARS` of it, a cut marked with how much more there was.
+
+    Only `TOOL_ERROR_SCAN_MARGIN` past the cut is read, so the work is bounded whatever the tool sent. A
+    secret starting before the cut is shorter than the margin, so it was read whole: the cut is moved before
+    it if it would split it, never inside it, and nothing past the cut is shown (a secret cut where the reading
+    stopped is never judged by its head alone)."""
     text = error if isinstance(error, str) and error else "tool reported an error"
-    return scrub_text(safe_text(text))
+    read = text[: MAX_TOOL_ERROR_CHARS + TOOL_ERROR_SCAN_MARGIN]
+    window = safe_text(read)
+    findings = find_secrets(window)
+    cut = min(MAX_TOOL_ERROR_CHARS, len(window))
+    for f in findings:
+        if f.start < cut < f.end:
+            cut = f.start
+    kept = [f for f in findings if f.end <= cut]
+    more = len(window) - cut + len(text) - len(read)
+    return ScrubResult(redact(window[:cut], kept) + (f"…[{more} more characters]" if more else ""), tuple(kept))
 
 
 def _denied(call_id: Any, message: str, reason: str) -> _Decision:

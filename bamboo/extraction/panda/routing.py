@@ -87,13 +87,23 @@ def bucket_continuous(key: str, raw: Any) -> str | None:
 # is what the task asked for: two causes of one memory error class that differ in the kind of payload differ
 # in it even when the request is missing or was changed since (issue 30, read what the dialog says).
 _PEAK_MEMORY = re.compile(r"\bmaxPSS\s*[=:]?\s*(\d{2,7})\s*MB", re.IGNORECASE)
-# Dialogs longer than the task table's column are cut; a number further in is not read.
+# How much of an errorDialog is read: classified, searched for a peak memory, described and stored. PanDA's
+# task table holds 510 characters of it (error_classes notes it), so real dialogs say everything that
+# defines them well inside this; the stored raw description was already this head. A task file or incident
+# may still carry megabytes there (ingest takes 8 MiB), and the classifier's ~30 regular expressions over
+# 8 MB of dialog held the worker's event loop for 2-7 s, on every analysis and every accumulation.
 MAX_DIALOG_SCAN = 2000
+
+
+def dialog_head(dialog: str) -> str:
+    """The part of an error dialog (or any error-like task field) that routing reads: its first
+    `MAX_DIALOG_SCAN` characters. Every scan of a dialog goes through this, so none grows with the input."""
+    return dialog[:MAX_DIALOG_SCAN]
 
 
 def dialog_peak_memory(dialog: str) -> int | None:
     """The peak PSS in MB an error dialog reports, or None (the first one when it gives several)."""
-    found = _PEAK_MEMORY.search(dialog[:MAX_DIALOG_SCAN])
+    found = _PEAK_MEMORY.search(dialog_head(dialog))
     return int(found.group(1)) if found else None
 
 
@@ -167,12 +177,13 @@ def _feature(attribute: str, value: Any, **props: Any) -> GraphNode:
 
 def route_task_data(task: dict[str, Any], pseudonym_key: bytes) -> TaskClues:
     clues = TaskClues()
-    dialog = task.get("errorDialog")
+    raw_dialog = task.get("errorDialog")
+    dialog = dialog_head(raw_dialog) if isinstance(raw_dialog, str) else None  # read no further (MAX_DIALOG_SCAN)
     if isinstance(dialog, str) and dialog.strip():
         klass = classify_error_dialog(dialog)
         clues.symptoms.append(GraphNode(
             kind="Symptom", name=klass.category, description=strip_html(dialog)[:500],
-            props={"raw_description": dialog[:2000], "matched_rule": klass.matched_rule,
+            props={"raw_description": dialog, "matched_rule": klass.matched_rule,
                    "pilot_error_code": klass.pilot_error_code, "classifier_confidence": klass.confidence},
         ))
     codes: list[str] = []

@@ -15,7 +15,7 @@ from typing import Any
 from bamboo.extraction.base import ExtractionResult
 from bamboo.extraction.labels import normalise_label
 from bamboo.extraction.llm_schemas import CanonicalLabels, EmailExtraction
-from bamboo.extraction.panda.routing import TaskClues, route_task_data, strip_html
+from bamboo.extraction.panda.routing import TaskClues, dialog_head, route_task_data, strip_html
 from bamboo.llm.client import LLMClient
 from bamboo.models.graph import GraphEdge, GraphNode, KnowledgeGraph, PassageDraft
 from bamboo.models.labels import contradicts
@@ -127,8 +127,12 @@ class PandaExtractionStrategy:
         return cause, resolution, procedures
 
     async def _from_email(self, incident: Incident, feedback: str, exploration: dict[str, Any] | None):
+        task = {k: incident.task_data.get(k) for k in ("status", "errorDialog", "processingType", "site") if k in incident.task_data}
+        dialog = task.get("errorDialog")
+        if isinstance(dialog, str):
+            task["errorDialog"] = dialog_head(dialog)  # what routing read, not megabytes of it
         ask: dict[str, Any] = {
-            "task": {k: incident.task_data.get(k) for k in ("status", "errorDialog", "processingType", "site") if k in incident.task_data},
+            "task": task,
             "email": incident.email_text[:MAX_EMAIL_CHARS_FOR_PROMPT],
         }
         if feedback:
