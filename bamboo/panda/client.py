@@ -13,6 +13,17 @@ What the real server does, and this client therefore handles (see the contract t
 * kill and retry only register a command that JEDI executes minutes later: they return a receipt that
   says "registered", and ``wait_for_status`` polls the task for the change, within a bound.
 
+Two rules keep the worker safe from what comes back (its event loop belongs to Temporal, see
+``bamboo.offload``):
+
+* bodies are read as a stream with a byte cap (``MAX_API_BYTES`` for the API, ``MAX_LOG_BYTES`` for logs),
+  counted on the decoded bytes, so a huge or gzip-inflated answer never sits whole in memory; large API
+  answers are parsed in the offload pool, not on the loop;
+* links found in task data (``fetch_linked_log``) are fetched with a second HTTP client that carries no
+  credential at all (no token, no ``Origin``, no client certificate) and follows no redirect: task data is
+  written by users, and a link to e.g. a command endpoint of the API host must not become a credentialed
+  request of the worker.
+
 Every failure is a typed exception (see ``errors``) rather than an empty value, so the tools built on top
 can tell the operator "PanDA had nothing" apart from "PanDA could not be asked" and "PanDA said no". The
 transport is injectable so tests and the demo talk to the simulator through exactly this code.
@@ -21,12 +32,14 @@ transport is injectable so tests and the demo talk to the simulator through exac
 from __future__ import annotations
 
 import asyncio
+import codecs
 import json
 import os
 import re
 import ssl
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
@@ -35,6 +48,7 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 from pydantic import BaseModel, ConfigDict, SecretStr
 
+from bamboo.offload import BudgetExceeded, in_thread
 from bamboo.panda.errors import (
     LogHostNotAllowed,
     PandaApiError,
@@ -48,7 +62,20 @@ from bamboo.panda.errors import (
 from bamboo.settings import Settings
 
 DEFAULT_TIMEOUT_S = 30.0
+# What a job log tool reads of a log: the body is streamed and reading stops here (logs reach gigabytes).
 MAX_LOG_BYTES = 2_000_000
+# The largest API answer read, in decoded bytes. The biggest real answers are job lists: the server
+# returns at most 5500 jobs (task/get_job_descriptions, job/get_description_incl_archive) of about 3.5 KB
+# each as JSON, i.e. about 20 MB; 64 MiB leaves room for jobs with long file lists and verbose task
+# records, and keeps a broken or hostile answer from taking the worker's memory (200k jobs: 122 MB,
+# 675 MB of RSS once parsed).
+MAX_API_BYTES = 64 * 1024 * 1024
+# Answers up to this size are parsed on the loop (well under a millisecond); larger ones in the offload
+# pool, where parsing 64 MiB takes about a second without stopping heartbeats.
+INLINE_DECODE_BYTES = 64 * 1024
+DECODE_BUDGET_S = 60.0
+# What is read of an error answer (403/500 text, which can carry a traceback) to say one line about it.
+ERROR_BODY_BYTES = 64 * 1024
 
 
 class PandaAuth(BaseModel):
@@ -93,14 +120,24 @@ class PandaAuth(BaseModel):
                 f"panda_auth is 'x509' but the proxy file {proxy!s} does not exist: set "
                 "BAMBOO_PANDA_X509_PROXY to a valid proxy (e.g. the output of voms-proxy-init)"
             )
-        context = ssl.create_default_context()
-        ca_dir = os.environ.get("X509_CERT_DIR")
+        context = self.verify_context()
         try:
-            if ca_dir:  # grid CAs are usually not in the system store
-                context.load_verify_locations(capath=ca_dir)
             context.load_cert_chain(str(proxy.expanduser()))
         except (ssl.SSLError, OSError) as exc:
             raise PandaConfigError(f"cannot load X.509 proxy {proxy}: {exc}") from exc
+        return context
+
+    def verify_context(self) -> ssl.SSLContext:
+        """Server verification only, never a client certificate: for X.509 setups the grid CAs of
+        ``X509_CERT_DIR`` are trusted too (PanDA and monitor hosts usually have grid certificates). This is
+        what the uncredentialed log client uses, and what ``ssl_context`` adds the proxy to."""
+        context = ssl.create_default_context()
+        ca_dir = os.environ.get("X509_CERT_DIR")
+        if ca_dir and self.mode == "x509":  # grid CAs are usually not in the system store
+            try:
+                context.load_verify_locations(capath=ca_dir)
+            except (ssl.SSLError, OSError) as exc:
+                raise PandaConfigError(f"cannot load the CA directory X509_CERT_DIR={ca_dir}: {exc}") from exc
         return context
 
 
@@ -113,15 +150,43 @@ _NOT_FOUND_RE = re.compile(r"\bnot found\b|^No data found", re.I)
 CODE_REGISTERED, CODE_SERVER_ERROR, CODE_NOT_FOUND, CODE_DENIED, CODE_WRONG_STATUS = 0, 1, 2, 3, 4
 
 
-def _decode_wire(value: Any) -> Any:
-    """PanDA encodes datetimes as ``{"__datetime__": iso}``; tools want plain ISO strings."""
-    if isinstance(value, dict):
-        if set(value) == {"__datetime__"}:
-            return value["__datetime__"]
-        return {k: _decode_wire(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_decode_wire(v) for v in value]
+def _wire_object(value: dict[str, Any]) -> Any:
+    """PanDA encodes datetimes as ``{"__datetime__": iso}``; tools want plain ISO strings.
+
+    A ``json.loads`` object hook rather than a walk afterwards: no second pass over a large answer, no
+    recursion limit, and, being Python code called for every object, it gives the parsing thread a point
+    to hand the GIL back to the event loop (a parse without a hook is one long C call that keeps it)."""
+    if len(value) == 1 and "__datetime__" in value:
+        return value["__datetime__"]
     return value
+
+
+def _decode_json(body: _Body) -> Any:
+    """The answer's JSON with datetimes decoded (see ``_wire_object``); joins the body's chunks first, so
+    for a large answer that copy too happens off the loop."""
+    return json.loads(body.join(), object_hook=_wire_object)
+
+
+@dataclass(frozen=True)
+class _Body:
+    """A response body read up to a cap: its chunks as they came (joined where they are used, so a large
+    body is copied once, in the offload pool), their total size, and whether there was more (not read)."""
+
+    chunks: list[bytes]
+    size: int
+    over: bool
+
+    def join(self) -> bytes:
+        return self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
+
+    def head(self, n: int) -> bytes:
+        """The first ``n`` bytes, without joining the rest."""
+        out = bytearray()
+        for chunk in self.chunks:
+            out += chunk[: n - len(out)]
+            if len(out) >= n:
+                break
+        return bytes(out)
 
 
 def format_since(since: datetime | str) -> str:
@@ -177,6 +242,9 @@ class PandaClient:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         log_host_allowlist: list[str] | None = None,
     ) -> None:
+        """``transport`` (tests, the simulator) serves both HTTP clients; it must not carry a client
+        certificate of its own, since links from task data are fetched through it too (the credentials
+        this class adds, headers and the X.509 proxy, go to the API client only)."""
         self.api_url = api_url.rstrip("/")
         self.monitor_url = monitor_url.rstrip("/")
         self.auth = auth or PandaAuth()
@@ -186,6 +254,14 @@ class PandaClient:
             timeout=timeout_s,
             transport=transport,
             verify=context if context is not None else True,
+            follow_redirects=False,
+        )
+        # Links from task data: no credential of any kind (no auth headers, no Origin, server verification
+        # only), no redirects, its own cookie jar; see the module docstring.
+        self._log_http = httpx.AsyncClient(
+            timeout=timeout_s,
+            transport=transport,
+            verify=self.auth.verify_context() if self.auth.mode == "x509" else True,
             follow_redirects=False,
         )
         hosts = {urlsplit(self.api_url).hostname, urlsplit(self.monitor_url).hostname, *(log_host_allowlist or [])}
@@ -208,7 +284,10 @@ class PandaClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        try:
+            await self._http.aclose()
+        finally:
+            await self._log_http.aclose()
 
     # --- API v1: reads ---------------------------------------------------------------------------
 
@@ -318,12 +397,16 @@ class PandaClient:
     # --- monitor log browser -----------------------------------------------------------------
 
     async def get_job_log(self, panda_id: int, filename: str = "payload.stdout") -> str:
+        """The first ``MAX_LOG_BYTES`` of a job's log; reading stops there (logs reach gigabytes)."""
         url = f"{self.monitor_url}/filebrowser/"
-        response = await self._send("GET", url, params={"pandaid": panda_id, "filename": filename})
-        return response.text[:MAX_LOG_BYTES]
+        response, body = await self._send(self._http, "GET", url, MAX_LOG_BYTES, head=True,
+                                          params={"pandaid": panda_id, "filename": filename})
+        return _text(response, body.join())
 
     async def fetch_linked_log(self, url: str) -> str:
-        """Fetch a log linked from errorDialog, but only from an allowlisted host (no arbitrary fetch)."""
+        """Fetch a log linked from errorDialog, but only from an allowlisted host (no arbitrary fetch), and
+        without credentials: a GET through the uncredentialed client, redirects not followed, at most
+        ``MAX_LOG_BYTES`` read."""
         parts = urlsplit(urljoin(self.monitor_url + "/", url))
         host = (parts.hostname or "").lower()
         if parts.scheme not in ("http", "https") or host not in self.log_host_allowlist:
@@ -331,21 +414,31 @@ class PandaClient:
                 f"refusing to fetch {url!r}: host {host or '(none)'} is not in the log host allowlist "
                 f"{sorted(self.log_host_allowlist)}"
             )
-        response = await self._send("GET", parts.geturl())
-        return response.text[:MAX_LOG_BYTES]
+        response, body = await self._send(self._log_http, "GET", parts.geturl(), MAX_LOG_BYTES, head=True)
+        return _text(response, body.join())
 
     # --- plumbing ----------------------------------------------------------------------------
 
     async def _envelope(self, method: str, endpoint: str, **kwargs: Any) -> dict[str, Any]:
-        """The decoded envelope, whatever ``success`` says (the caller interprets refusals)."""
-        response = await self._send(method, f"{self.api_url}/{endpoint}", **kwargs)
+        """The decoded envelope, whatever ``success`` says (the caller interprets refusals). The body is
+        read up to ``MAX_API_BYTES`` (past it: refused, not read on) and parsed off the loop when large."""
+        response, raw = await self._send(self._http, method, f"{self.api_url}/{endpoint}", MAX_API_BYTES, **kwargs)
+        if raw.over:
+            raise PandaApiError(endpoint, f"the answer is larger than {MAX_API_BYTES // 2**20} MiB (MAX_API_BYTES), "
+                                          "more than any PanDA answer should be; the rest was not read")
         try:
-            body = response.json()
-        except ValueError as exc:
-            raise PandaApiError(endpoint, f"response is not JSON: {response.text[:200]!r}") from exc
+            if raw.size <= INLINE_DECODE_BYTES:
+                body = _decode_json(raw)
+            else:
+                body = await in_thread(_decode_json, raw, budget_s=DECODE_BUDGET_S,
+                                       what=f"parsing the {raw.size / 1e6:.1f} MB answer of {endpoint}")
+        except BudgetExceeded as exc:
+            raise PandaApiError(endpoint, str(exc)) from None
+        except (ValueError, RecursionError) as exc:  # RecursionError: nesting deeper than the parser takes
+            raise PandaApiError(endpoint, f"response is not JSON: {_text(response, raw.head(200))!r}") from exc
         if not isinstance(body, dict) or "success" not in body:
             raise PandaApiError(endpoint, "response has no 'success' field")
-        return _decode_wire(body)
+        return body
 
     async def _api(self, method: str, endpoint: str, **kwargs: Any) -> Any:
         body = await self._envelope(method, endpoint, **kwargs)
@@ -356,20 +449,28 @@ class PandaClient:
             raise PandaApiError(endpoint, message, body.get("data") if isinstance(body.get("data"), int) else None)
         return body.get("data")
 
-    async def _send(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+    async def _send(
+        self, http: httpx.AsyncClient, method: str, url: str, limit: int, *, head: bool = False, **kwargs: Any
+    ) -> tuple[httpx.Response, _Body]:
+        """The response and at most ``limit`` bytes of its body (saying whether there was more, not read;
+        ``head``: the first ``limit`` bytes of a longer body are wanted, see ``_read_capped``).
+
+        The body is streamed and counted after content decoding, so the cap holds for a gzip answer too;
+        an error status raises with one line of what the server said (a redirect is never followed)."""
         try:
-            response = await self._http.request(method, url, **kwargs)
+            async with http.stream(method, url, **kwargs) as response:
+                try:
+                    if response.status_code >= 300:
+                        error_body = await _read_capped(response, ERROR_BODY_BYTES, head=True)
+                        raise _status_error(response, url, error_body.join())
+                    body = await _read_capped(response, limit, head=head)
+                except httpx.DecodingError as exc:
+                    raise PandaHttpError(response.status_code, url, f"the answer cannot be decompressed: {exc}") from exc
         except httpx.TimeoutException as exc:
             raise PandaUnavailable(f"timed out calling {url}") from exc
         except httpx.TransportError as exc:
             raise PandaUnavailable(f"cannot reach {url}: {exc}") from exc
-        if response.status_code == 404:
-            raise PandaNotFound(url, _detail(response))
-        if response.status_code == 403 and "Token authentication failed" in response.text:
-            raise PandaAuthError(403, url, _detail(response))
-        if response.status_code >= 400:
-            raise PandaHttpError(response.status_code, url, _detail(response))
-        return response
+        return response, body
 
     @staticmethod
     def _as_list(endpoint: str, data: Any) -> list[Any]:
@@ -386,13 +487,57 @@ def _subject(kwargs: dict[str, Any]) -> str:
     return ", ".join(f"{k}={args[k]}" for k in ("task_id", "job_ids") if k in args) or "no arguments"
 
 
-def _detail(response: httpx.Response) -> str:
+async def _read_capped(response: httpx.Response, limit: int, *, head: bool) -> _Body:
+    """At most ``limit`` decoded bytes of the body, and whether there was more. Reading stops at the cap
+    (the rest is never downloaded). ``head``: the first ``limit`` bytes are wanted even if there is more (a
+    log); otherwise the caller refuses an oversized body, so a declared length over the cap of an
+    uncompressed body stops it before the first byte. Chunks are kept as they come: no copy on the loop."""
+    declared = response.headers.get("content-length", "")
+    identity = response.headers.get("content-encoding", "identity") == "identity"
+    if not head and identity and declared.isdigit() and int(declared) > limit:
+        return _Body([], 0, True)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        if len(chunk) > limit - size:
+            chunks.append(chunk[: limit - size])
+            return _Body(chunks, limit, True)
+        chunks.append(chunk)
+        size += len(chunk)
+    return _Body(chunks, size, False)
+
+
+def _text(response: httpx.Response, body: bytes) -> str:
+    """The body as text in its declared charset (UTF-8 if none or unknown); a character cut by a byte cap
+    becomes U+FFFD."""
+    charset = response.charset_encoding or "utf-8"
+    try:
+        codecs.lookup(charset)
+    except LookupError:
+        charset = "utf-8"
+    return body.decode(charset, errors="replace")
+
+
+def _status_error(response: httpx.Response, url: str, body: bytes) -> Exception:
+    """The typed error of a non-2xx answer (PanDA: 403 text for a refused token, 500 for a crash)."""
+    if response.is_redirect:
+        location = response.headers.get("location", "?")[:200]
+        return PandaHttpError(response.status_code, url, f"redirect to {location!r} not followed")
+    text = _text(response, body)
+    if response.status_code == 404:
+        return PandaNotFound(url, _detail(text))
+    if response.status_code == 403 and "Token authentication failed" in text:
+        return PandaAuthError(403, url, _detail(text))
+    return PandaHttpError(response.status_code, url, _detail(text))
+
+
+def _detail(text: str) -> str:
     """One line of what the server said (its 403 text can carry a traceback)."""
     try:
-        body = response.json()
+        body = json.loads(text)
     except ValueError:
-        lines = response.text.strip().splitlines()
+        lines = text.strip().splitlines()
         return lines[0][:200].removeprefix("ERROR : ") if lines else ""
     if isinstance(body, dict) and body.get("message"):
         return str(body["message"]).splitlines()[0][:200]
-    return response.text.strip().splitlines()[0][:200] if response.text.strip() else ""
+    return text.strip().splitlines()[0][:200] if text.strip() else ""

@@ -5,6 +5,9 @@ Each handler returns plain data (an empty value means "looked, found nothing") o
 so they are never confused. ``task_id`` is an explicit argument of every schema: the caller always says
 which task. The state-changing tools say what PanDA really did: it *registered* a command that JEDI runs
 minutes later; with ``wait_s`` they poll the task's status for the change, within that bound.
+
+Whatever walks an answer whose size PanDA decides (thousands of jobs, two megabytes of log) runs in the
+offload pool with a budget (``_off_loop``), never on the worker's event loop, which belongs to Temporal.
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
+from bamboo.offload import BudgetExceeded, in_thread
 from bamboo.panda.client import PandaClient
 from bamboo.panda.errors import LogHostNotAllowed, PandaError, PandaNotFound
 from bamboo.panda.logs import compare_logs, summarize_log
@@ -39,6 +43,15 @@ DATASET_FILES_SHOWN = 20
 SIMILARITY_KEYS = ("userName", "prodSourceLabel", "processingType", "transUses", "transHome", "architecture")
 LINKED_LOG_CHARS = 20_000
 _HREF_RE = re.compile(r"""href\s*=\s*["']([^"']+)["']""", re.I)
+# Walking up to this many items (jobs, tasks, files) costs well under a millisecond: done inline, where a
+# hand-off to a thread would cost more. Anything larger, and every log summary, runs in the offload pool.
+INLINE_ITEMS = 200
+# errorDialog is 255 characters in JEDI's table; a longer one (the simulator, a changed schema) is scanned
+# for links in the offload pool.
+INLINE_DIALOG_CHARS = 4096
+REDUCE_BUDGET_S = 30.0
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -61,6 +74,17 @@ def _read(name: str, description: str, schema: dict[str, Any], handler: Handler)
 def _write(name: str, description: str, schema: dict[str, Any], handler: Handler) -> BuiltinTool:
     spec = ToolSpec(name=name, description=description, input_schema=schema, read_only=False, external_access=True)
     return BuiltinTool(spec, handler)
+
+
+async def _off_loop(fn: Callable[..., T], *args: Any, inline: bool = False, what: str) -> T:
+    """``fn(*args)`` in the offload pool within ``REDUCE_BUDGET_S`` (``inline`` when the caller knows the
+    input is small); past the budget a one-line ``PandaError`` naming ``what``."""
+    if inline:
+        return fn(*args)
+    try:
+        return await in_thread(fn, *args, budget_s=REDUCE_BUDGET_S, what=what)
+    except BudgetExceeded as exc:
+        raise PandaError(str(exc)) from None
 
 
 # --- handlers ---------------------------------------------------------------------------------
@@ -105,6 +129,10 @@ def _top_errors(jobs: list[dict[str, Any]], limit: int = 10) -> list[dict[str, A
 
 async def get_task_jobs_summary(client: PandaClient, args: dict[str, Any]) -> dict[str, Any]:
     jobs = await client.get_job_descriptions(args["task_id"])
+    return await _off_loop(_jobs_summary, jobs, inline=len(jobs) <= INLINE_ITEMS, what=f"summarising {len(jobs)} jobs")
+
+
+def _jobs_summary(jobs: list[dict[str, Any]]) -> dict[str, Any]:
     if not jobs:
         return {}
     failed = [j for j in jobs if j.get("jobStatus") in FAILED_STATES]
@@ -122,20 +150,32 @@ def _is_scout(job: dict[str, Any]) -> bool:
 
 async def get_scout_job_details(client: PandaClient, args: dict[str, Any]) -> list[dict[str, Any]]:
     jobs = await client.get_job_descriptions(args["task_id"])
+    return await _off_loop(_scout_jobs, jobs, args["max_jobs"], inline=len(jobs) <= INLINE_ITEMS, what=f"picking scout jobs of {len(jobs)}")
+
+
+def _scout_jobs(jobs: list[dict[str, Any]], max_jobs: int) -> list[dict[str, Any]]:
     picked = [j for j in jobs if _is_scout(j)]
     codes = {j.get("pilotErrorCode") for j in picked}
     for job in jobs:
         if job.get("jobStatus") in FAILED_STATES and job.get("pilotErrorCode") not in codes:
             codes.add(job.get("pilotErrorCode"))
             picked.append(job)
-    return [{k: j.get(k) for k in SCOUT_FIELDS if k in j} for j in picked[: args["max_jobs"]]]
+    return [{k: j.get(k) for k in SCOUT_FIELDS if k in j} for j in picked[:max_jobs]]
 
 
 async def get_task_input_datasets(client: PandaClient, args: dict[str, Any]) -> list[dict[str, Any]]:
     """Each input dataset with its file count, file states and the first files; ``[]`` when it has none."""
     await client.get_task(args["task_id"])  # the datasets call cannot tell "no datasets" from "no task"
+    entries = await client.get_datasets_and_files(args["task_id"])
+    # inline only when the datasets are few (a task has a handful) and small (a dataset has up to ~1e5 files)
+    few = len(entries) <= INLINE_ITEMS and sum(len(e.get("files") or []) for e in entries) <= INLINE_ITEMS
+    return await _off_loop(_datasets, entries, inline=few,
+                           what=f"counting the files of {len(entries)} datasets")
+
+
+def _datasets(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
-    for entry in await client.get_datasets_and_files(args["task_id"]):
+    for entry in entries:
         files = entry.get("files") or []
         dataset = entry.get("dataset") or {}
         out.append({"name": dataset.get("name"), "id": dataset.get("id"), "n_files": len(files),
@@ -152,6 +192,11 @@ async def find_similar_successful_tasks(client: PandaClient, args: dict[str, Any
     if task.get("userName"):
         filters["userName"] = task["userName"]
     candidates = await client.get_tasks_since(since, filters=filters)
+    return await _off_loop(_similar, task, candidates, args["n_tasks"], inline=len(candidates) <= INLINE_ITEMS,
+                           what=f"matching {len(candidates)} tasks")
+
+
+def _similar(task: dict[str, Any], candidates: list[dict[str, Any]], n_tasks: int) -> list[dict[str, Any]]:
     wanted = {k: task[k] for k in SIMILARITY_KEYS if task.get(k) not in (None, "")}
     matches = [
         t for t in candidates
@@ -161,7 +206,7 @@ async def find_similar_successful_tasks(client: PandaClient, args: dict[str, Any
     ]
     matches.sort(key=lambda t: str(t.get("modificationTime") or ""), reverse=True)
     keep = ("jediTaskID", "taskName", "status", "modificationTime", "site", "ramCount", "coreCount", *SIMILARITY_KEYS)
-    return [{k: t.get(k) for k in keep if k in t} for t in matches[: args["n_tasks"]]]
+    return [{k: t.get(k) for k in keep if k in t} for t in matches[:n_tasks]]
 
 
 def _days_before(timestamp: Any, days: int) -> datetime:
@@ -174,7 +219,17 @@ def _days_before(timestamp: Any, days: int) -> datetime:
 
 async def _first_job(client: PandaClient, task_id: int, states: set[str]) -> dict[str, Any] | None:
     jobs = await client.get_job_descriptions(task_id, unsuccessful_only=states == FAILED_STATES)
+    return await _off_loop(_first_in, jobs, states, inline=len(jobs) <= INLINE_ITEMS, what=f"looking through {len(jobs)} jobs")
+
+
+def _first_in(jobs: list[dict[str, Any]], states: set[str]) -> dict[str, Any] | None:
     return next((j for j in jobs if j.get("jobStatus") in states), None)
+
+
+async def _summary(text: str) -> dict[str, Any]:
+    """``summarize_log`` of up to ``MAX_LOG_BYTES`` of log: regular expressions over every line, off the loop."""
+    summary = await _off_loop(summarize_log, text, what=f"summarising {len(text)} characters of log")
+    return summary.model_dump()
 
 
 async def get_failed_job_log_summary(client: PandaClient, args: dict[str, Any]) -> dict[str, Any] | None:
@@ -182,7 +237,7 @@ async def get_failed_job_log_summary(client: PandaClient, args: dict[str, Any]) 
     if job is None:
         return None
     text = await client.get_job_log(job["PandaID"])
-    return {"panda_id": job["PandaID"], "summary": summarize_log(text).model_dump()}
+    return {"panda_id": job["PandaID"], "summary": await _summary(text)}
 
 
 async def compare_failed_vs_successful_job_logs(client: PandaClient, args: dict[str, Any]) -> dict[str, Any] | None:
@@ -192,24 +247,32 @@ async def compare_failed_vs_successful_job_logs(client: PandaClient, args: dict[
         return None
     failed_text = await client.get_job_log(failed["PandaID"])
     ok_text = await client.get_job_log(reference["PandaID"])
+    comparison = await _off_loop(compare_logs, failed_text, ok_text,
+                                 what=f"comparing logs of {len(failed_text)} and {len(ok_text)} characters")
     return {
         "failed_panda_id": failed["PandaID"],
         "successful_panda_id": reference["PandaID"],
-        "comparison": compare_logs(failed_text, ok_text).model_dump(),
+        "comparison": comparison.model_dump(),
     }
 
 
 async def summarize_job_log(client: PandaClient, args: dict[str, Any]) -> dict[str, Any]:
     jobs = await client.get_job_descriptions(args["task_id"])
-    if not any(j.get("PandaID") == args["panda_id"] for j in jobs):
+    if not await _off_loop(_has_job, jobs, args["panda_id"], inline=len(jobs) <= INLINE_ITEMS, what=f"looking through {len(jobs)} jobs"):
         raise PandaNotFound(f"task {args['task_id']}", f"job {args['panda_id']} is not a job of task {args['task_id']}")
     text = await client.get_job_log(args["panda_id"], args["filename"])
-    return {"panda_id": args["panda_id"], "filename": args["filename"], "summary": summarize_log(text).model_dump()}
+    return {"panda_id": args["panda_id"], "filename": args["filename"], "summary": await _summary(text)}
+
+
+def _has_job(jobs: list[dict[str, Any]], panda_id: int) -> bool:
+    return any(j.get("PandaID") == panda_id for j in jobs)
 
 
 async def fetch_linked_log_files(client: PandaClient, args: dict[str, Any]) -> dict[str, Any]:
     task = await client.get_task(args["task_id"])
-    urls = list(dict.fromkeys(_HREF_RE.findall(task.get("errorDialog") or "")))[: args["max_files"]]
+    dialog = str(task.get("errorDialog") or "")
+    urls = await _off_loop(_linked_urls, dialog, args["max_files"], inline=len(dialog) <= INLINE_DIALOG_CHARS,
+                           what=f"finding links in {len(dialog)} characters of errorDialog")
     if not urls:
         return {}
     logs: dict[str, str] = {}
@@ -223,6 +286,10 @@ async def fetch_linked_log_files(client: PandaClient, args: dict[str, Any]) -> d
         except PandaError as exc:
             failed[url] = str(exc)
     return {"logs": logs, "refused": refused, "failed": failed}
+
+
+def _linked_urls(dialog: str, max_files: int) -> list[str]:
+    return list(dict.fromkeys(_HREF_RE.findall(dialog)))[:max_files]
 
 
 async def _command(client: PandaClient, action: str, args: dict[str, Any]) -> dict[str, Any]:
