@@ -74,6 +74,53 @@ CURL_DENIED_PREFIXES: dict[str, str] = {
 # never loads; no URL globbing; only http(s), also on redirects.
 CURL_LEADING = ("--disable", "--globoff", "--proto", "=http,https", "--proto-redir", "=http,https")
 
+# Every long option of curl (7.88, ``curl --help all``). curl reads an unambiguous prefix of a long option as that
+# option, so a rule naming ``--jso`` or ``--upload-fi`` got ``--json`` (a POST judged GET) or ``--upload-file``
+# (banned) past every check made on the spelling: a curl rule names each long option exactly as listed here.
+# An option newer than this list is refused until it is added, never guessed at.
+CURL_LONG_OPTIONS = frozenset({
+    "--abstract-unix-socket", "--alt-svc", "--anyauth", "--append", "--aws-sigv4", "--basic", "--cacert",
+    "--capath", "--cert", "--cert-status", "--cert-type", "--ciphers", "--compressed", "--compressed-ssh",
+    "--config", "--connect-timeout", "--connect-to", "--continue-at", "--cookie", "--cookie-jar", "--create-dirs",
+    "--create-file-mode", "--crlf", "--crlfile", "--curves", "--data", "--data-ascii", "--data-binary",
+    "--data-raw", "--data-urlencode", "--delegation", "--digest", "--disable", "--disable-eprt", "--disable-epsv",
+    "--disallow-username-in-url", "--dns-interface", "--dns-ipv4-addr", "--dns-ipv6-addr", "--dns-servers",
+    "--doh-cert-status", "--doh-insecure", "--doh-url", "--dump-header", "--egd-file", "--engine",
+    "--etag-compare", "--etag-save", "--expect100-timeout", "--fail", "--fail-early", "--fail-with-body",
+    "--false-start", "--form", "--form-escape", "--form-string", "--ftp-account", "--ftp-alternative-to-user",
+    "--ftp-create-dirs", "--ftp-method", "--ftp-pasv", "--ftp-port", "--ftp-pret", "--ftp-skip-pasv-ip",
+    "--ftp-ssl-ccc", "--ftp-ssl-ccc-mode", "--ftp-ssl-control", "--get", "--globoff",
+    "--happy-eyeballs-timeout-ms", "--haproxy-protocol", "--head", "--header", "--help", "--hostpubmd5",
+    "--hostpubsha256", "--hsts", "--http0.9", "--http1.0", "--http1.1", "--http2", "--http2-prior-knowledge",
+    "--http3", "--http3-only", "--ignore-content-length", "--include", "--insecure", "--interface", "--ipv4",
+    "--ipv6", "--json", "--junk-session-cookies", "--keepalive-time", "--key", "--key-type", "--krb", "--libcurl",
+    "--limit-rate", "--list-only", "--local-port", "--location", "--location-trusted", "--login-options",
+    "--mail-auth", "--mail-from", "--mail-rcpt", "--mail-rcpt-allowfails", "--manual", "--max-filesize",
+    "--max-redirs", "--max-time", "--metalink", "--negotiate", "--netrc", "--netrc-file", "--netrc-optional",
+    "--next", "--no-alpn", "--no-buffer", "--no-clobber", "--no-keepalive", "--no-npn", "--no-progress-meter",
+    "--no-sessionid", "--noproxy", "--ntlm", "--ntlm-wb", "--oauth2-bearer", "--output", "--output-dir",
+    "--parallel", "--parallel-immediate", "--parallel-max", "--pass", "--path-as-is", "--pinnedpubkey",
+    "--post301", "--post302", "--post303", "--preproxy", "--progress-bar", "--proto", "--proto-default",
+    "--proto-redir", "--proxy", "--proxy-anyauth", "--proxy-basic", "--proxy-cacert", "--proxy-capath",
+    "--proxy-cert", "--proxy-cert-type", "--proxy-ciphers", "--proxy-crlfile", "--proxy-digest", "--proxy-header",
+    "--proxy-insecure", "--proxy-key", "--proxy-key-type", "--proxy-negotiate", "--proxy-ntlm", "--proxy-pass",
+    "--proxy-pinnedpubkey", "--proxy-service-name", "--proxy-ssl-allow-beast", "--proxy-ssl-auto-client-cert",
+    "--proxy-tls13-ciphers", "--proxy-tlsauthtype", "--proxy-tlspassword", "--proxy-tlsuser", "--proxy-tlsv1",
+    "--proxy-user", "--proxy1.0", "--proxytunnel", "--pubkey", "--quote", "--random-file", "--range", "--rate",
+    "--raw", "--referer", "--remote-header-name", "--remote-name", "--remote-name-all", "--remote-time",
+    "--remove-on-error", "--request", "--request-target", "--resolve", "--retry", "--retry-all-errors",
+    "--retry-connrefused", "--retry-delay", "--retry-max-time", "--sasl-authzid", "--sasl-ir", "--service-name",
+    "--show-error", "--silent", "--socks4", "--socks4a", "--socks5", "--socks5-basic", "--socks5-gssapi",
+    "--socks5-gssapi-nec", "--socks5-gssapi-service", "--socks5-hostname", "--speed-limit", "--speed-time",
+    "--ssl", "--ssl-allow-beast", "--ssl-auto-client-cert", "--ssl-no-revoke", "--ssl-reqd",
+    "--ssl-revoke-best-effort", "--sslv2", "--sslv3", "--stderr", "--styled-output", "--suppress-connect-headers",
+    "--tcp-fastopen", "--tcp-nodelay", "--telnet-option", "--tftp-blksize", "--tftp-no-options", "--time-cond",
+    "--tls-max", "--tls13-ciphers", "--tlsauthtype", "--tlspassword", "--tlsuser", "--tlsv1", "--tlsv1.0",
+    "--tlsv1.1", "--tlsv1.2", "--tlsv1.3", "--tr-encoding", "--trace", "--trace-ascii", "--trace-time",
+    "--unix-socket", "--upload-file", "--url", "--url-query", "--use-ascii", "--user", "--user-agent",
+    "--verbose", "--version", "--write-out", "--xattr",
+})
+
 # curl options whose value is a URL; the rest of the dialect requires them to be declared as ``url``.
 CURL_URL_OPTIONS = frozenset({"--url"})
 
@@ -153,9 +200,16 @@ def denied_option(dialect: str, spelling: str, subcommand: tuple[str, ...] = ())
         for prefix, why in CURL_DENIED_PREFIXES.items():
             if spelling.startswith(prefix):
                 return why
+        if spelling.startswith("--") and spelling not in CURL_LONG_OPTIONS:
+            return "is not one of curl's option names in full (curl reads a prefix as the option it starts)"
     if dialect == "git":
         if spelling in GIT_DENIED:
             return GIT_DENIED[spelling]
+        # git's parse-options reads an unambiguous prefix of a long option as that option, too
+        abbreviated = next((full for full in GIT_DENIED if full.startswith("--") and full.startswith(spelling)
+                            and len(spelling) > 2), None)
+        if spelling.startswith("--") and abbreviated is not None:
+            return f"abbreviates {abbreviated}, which {GIT_DENIED[abbreviated]}"
         if spelling == "-u" and subcommand[:1] and subcommand[0] in GIT_UPLOAD_PACK_SHORT:
             return "names a program to run (--upload-pack)"
     return None

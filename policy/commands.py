@@ -402,7 +402,8 @@ def _value(tool: CommandTool, rule: CommandRule, kind: ValueKind, what: str, val
 def _check_curl(rule: CommandRule, parsed: _Parsed) -> None:
     # What curl makes of each option as emitted (its canonical spelling may be the short one).
     names = [CURL_LONG_NAMES.get(spec.name, spec.name) for spec, _ in parsed.options]
-    method = next((v for name, (_, v) in zip(names, parsed.options) if name == "--request"), None)
+    # curl sends the last --request it is given; the first was judged once, and "-X GET -X POST" read as GET
+    method = next((v for name, (_, v) in reversed(list(zip(names, parsed.options))) if name == "--request"), None)
     if method is None:
         if "--head" in names:
             method = "HEAD"

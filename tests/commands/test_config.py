@@ -75,7 +75,7 @@ def test_a_rule_cannot_allow_a_banned_curl_flag(tmp_path, option, because):
 def test_curl_positionals_are_urls_and_paths_need_a_root(tmp_path):
     assert "value kind url" in _load(tmp_path, GOOD_TOOL + GOOD_RULE.replace('value = "url"', 'value = "text"'))
     assert "declares no root" in _load(tmp_path, GOOD_TOOL + GOOD_RULE.replace(
-        'positionals = [{ name = "url", value = "url" }]', 'options = [{ name = "--cacert-dir", value = "path" }]'))
+        'positionals = [{ name = "url", value = "url" }]', 'options = [{ name = "--pubkey", value = "path" }]'))
 
 
 def test_git_path_options_must_be_paths(tmp_path):
@@ -168,3 +168,19 @@ def test_only_long_options_are_emitted_joined(tmp_path):
 def test_a_read_rule_allows_get_or_head_only(tmp_path, method):
     """A read rule makes its tool read-only (automatic steps call it unreviewed): one that allows POST is a write."""
     assert "allows GET or HEAD only" in _load(tmp_path, GOOD_TOOL + GOOD_RULE + f'method = "{method}"\n')
+
+
+@pytest.mark.parametrize("spelling, is_", [("--jso", "--json"), ("--data-bin", "--data-binary"),
+                                           ("--upload-fi", "--upload-file"), ("--create-di", "--create-dirs")])
+def test_a_curl_rule_names_options_in_full(tmp_path, spelling, is_):
+    """curl reads an unambiguous prefix of a long option as that option: a read rule naming --jso or --data-bin
+    sent a POST judged GET, and --upload-fi sent a local file with PUT past the ban on --upload-file."""
+    option = f'{{ name = "{spelling}", value = "text" }}'
+    assert "is not one of curl's option names in full" in _load(tmp_path, GOOD_TOOL + GOOD_RULE + f"options = [{option}]\n")
+
+
+def test_a_git_rule_cannot_abbreviate_a_banned_option(tmp_path):
+    tool = '[[tools]]\nname = "g"\nexecutable = "git"\ndialect = "git"\n'
+    rule = ('[[rules]]\nname = "r"\ntool = "g"\naccess = "read"\nenvironments = ["staging"]\nchannel = "ro"\n'
+            'subcommand = ["ls-remote"]\noptions = [{ name = "--upload-pa", value = "text" }]\n')
+    assert "abbreviates --upload-pack" in _load(tmp_path, tool + rule)
