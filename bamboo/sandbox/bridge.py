@@ -504,12 +504,17 @@ def _scrubbed_error(error: Any) -> ScrubResult:
     Only `TOOL_ERROR_SCAN_MARGIN` past the cut is read, so the work is bounded whatever the tool sent. A
     secret starting before the cut is shorter than the margin, so it was read whole: the cut is moved before
     it if it would split it, never inside it, and nothing past the cut is shown (a secret cut where the reading
-    stopped is never judged by its head alone)."""
+    stopped is never judged by its head alone). A structure is judged as a whole (a field named as a password
+    makes its value secret), so of an error not read whole nothing from its first bracket on is shown."""
     text = error if isinstance(error, str) and error else "tool reported an error"
     read = text[: MAX_TOOL_ERROR_CHARS + TOOL_ERROR_SCAN_MARGIN]
     window = safe_text(read)
     findings = find_secrets(window)
     cut = min(MAX_TOOL_ERROR_CHARS, len(window))
+    if len(read) < len(text):
+        # What marks a value as secret can lie past the window (a JSON object's "name": "DB_PASSWORD" 9 KB after
+        # its "value"): of a text not read whole, nothing from its first bracket on is shown.
+        cut = min([cut, *(i for i in (window.find(c) for c in "{[<") if i >= 0)])
     for f in findings:
         if f.start < cut < f.end:
             cut = f.start

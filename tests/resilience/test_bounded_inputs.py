@@ -95,6 +95,22 @@ async def test_nothing_near_where_the_error_stopped_being_read_is_shown():
     assert not _shows_part_of(AWS_KEY_ID, shown) and token[:24] not in shown
 
 
+@pytest.mark.parametrize("shape", [
+    '{"value": "%s", "note": "PAD", "name": "DB_PASSWORD"}',
+    '[{"value": "%s", "description": "PAD", "name": "PANDA_PASSWORD"}]',
+    '{"data": {"token": "%s"}, "pad": "PAD", "kind": "Secret"}',
+])
+@pytest.mark.parametrize("lead", [0, 2000, 4000])
+async def test_a_value_whose_secrecy_is_said_past_the_window_is_not_shown(shape, lead):
+    """What makes a value secret can come after it in its structure: a field named DB_PASSWORD 9 KB after the
+    value. The whole error scrubbed hid the value; read to a few KB, the name was never read and the value
+    was shown. Of an error not read whole, nothing from its first bracket on is shown."""
+    secret = "hunter2-Qz"  # low entropy: a secret only by its context
+    error = "E" * lead + " " + shape.replace("PAD", "x" * 9000) % secret
+    shown = await _forwarded_error(error)
+    assert secret not in shown and "more characters]" in shown
+
+
 # --- B: the errorDialog, read by analysis (extract_clues), accumulation (prefetch_hints) and extraction --
 
 
