@@ -592,8 +592,16 @@ class SandboxRunner:
     async def _kill(self, child: _Child) -> None:
         """SIGKILL the child's process group, its cgroup, and (degraded) everything the run's uid still runs."""
         pid = child.proc.pid
+        # bwrap's children are the namespaces' inits: killing one kills everything in its pid namespace. Found
+        # before bwrap dies (then they are reparented); a run can clear an init's parent-death signal by writing
+        # into it through /proc/1/mem, and without a uid of its own (a worker that is not root) nothing else
+        # would reach what runs there.
+        inits = await asyncio.to_thread(_children, pid) if child.isolation == "bwrap" else []
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
+        for init in inits:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(init, signal.SIGKILL)
         if child.leaf is not None:
             child.leaf.kill()
         if child.isolation == "degraded":
@@ -693,9 +701,14 @@ def _frame_preview(body: bytes) -> str:
     return quote_bytes(body)
 
 
-def _descendants(root: int) -> list[int]:
-    """Every live process whose parent chain reaches ``root`` (degraded mode has no pid namespace)."""
-    children: dict[int, list[int]] = {}
+def _children(parent: int) -> list[int]:
+    """The live processes whose parent is ``parent``."""
+    return [kid for kid, ppid in _parents().items() if ppid == parent]
+
+
+def _parents() -> dict[int, int]:
+    """pid -> parent pid of every live process."""
+    parents: dict[int, int] = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -706,7 +719,15 @@ def _descendants(root: int) -> list[int]:
             continue
         fields = raw[raw.rfind(b")") + 2 :].split()
         if len(fields) > 1:
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
+            parents[int(entry.name)] = int(fields[1])
+    return parents
+
+
+def _descendants(root: int) -> list[int]:
+    """Every live process whose parent chain reaches ``root`` (degraded mode has no pid namespace)."""
+    children: dict[int, list[int]] = {}
+    for kid, parent in _parents().items():
+        children.setdefault(parent, []).append(kid)
     found: list[int] = []
     stack = [root]
     while stack:

@@ -368,9 +368,14 @@ INIT_PATCH = "bf0100000031f6b89d0000000f05bf01000000b8030000000f05bf02000000b803
 
 
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="the init patch is x86-64 machine code")
-async def test_a_run_that_disarms_its_namespace_init_does_not_outlive_the_run(bw):
+@pytest.mark.parametrize("own_uid", [True, False], ids=["uid-per-run", "no-uid-of-its-own"])
+async def test_a_run_that_disarms_its_namespace_init_does_not_outlive_the_run(bw, own_uid):
+    """With a uid of its own the run's uid is swept; without one (a worker that is not root) the namespace's
+    init is killed, which ends everything in the namespace."""
     limits = unique_limits(max_processes=512)
     async with harness("bwrap", limits=limits) as h:
+        if not own_uid:
+            h.runner._uids = None
         code = f"""
 import os, time
 pc = int(open("/proc/1/syscall").read().split()[-1], 16)
