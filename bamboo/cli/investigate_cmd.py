@@ -438,11 +438,15 @@ def approvals_cmd(as_json: bool = typer.Option(False, "--json", help="machine-re
             for session in unanswered[:20]:
                 memo = await ops.pending_memo(session)
                 if memo is not None:  # what an answer names is on the server: it can be sent now
+                    # State-changing code is not offered for approval unseen: only its rejection goes now.
+                    answers = "y|n" if memo.read_only else "n"
+                    later = ("its code shows once one answers" if memo.read_only
+                             else "read its code once a worker answers before you approve it")
                     err_console.print(inert_rich(
                         f"  {session} turn {memo.turn} {memo.code_hash} asked by {memo.requester} "
                         f"({'read-only' if memo.read_only else 'STATE-CHANGING'}), review key {memo.review}: "
-                        f"`bamboo approve {session} {memo.review[:MIN_KEY]} y|n` is delivered now and judged when a "
-                        "worker runs (its code shows once one answers)", one_line=True))
+                        f"`bamboo approve {session} {memo.review[:MIN_KEY]} {answers}` is delivered now and judged "
+                        f"when a worker runs ({later})", one_line=True))
             raise typer.Exit(1)
 
     def _approvals_table(found: list[inv.PendingApproval]) -> None:

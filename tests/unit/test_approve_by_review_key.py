@@ -96,3 +96,35 @@ def test_signing_an_answer_that_runs_code_needs_the_review_read(tmp_path, monkey
     monkeypatch.setenv("BAMBOO_DATA_DIR", str(tmp_path))
     out = CliRunner().invoke(app, ["sign", "decide", "s1", code_hash(KILL), "y", "--as", "xavier", "--turn", "3"])
     assert out.exit_code != 0 and "name the review you read: --review KEY" in out.output
+
+
+@pytest.mark.parametrize("read_only, offered", [(True, "y|n"), (False, " n`")])
+def test_code_no_worker_can_show_is_offered_for_approval_only_when_read_only(monkeypatch, tmp_path, read_only, offered):
+    """With no worker, `bamboo approvals` names what waits from the session's memo. It invited 'y' for
+    state-changing code nobody could read yet; only its rejection is offered now."""
+    from typer.testing import CliRunner
+
+    from bamboo.cli import investigate_cmd
+    from bamboo.cli.main import app
+
+    memo = PendingMemo(turn=2, code_hash=code_hash(KILL), requester="rita", read_only=read_only,
+                       review=review_of(KILL, "return 1"))
+
+    async def connect(settings):
+        return None
+
+    async def list_pending(self, limit=100, unanswered=None):
+        unanswered.append("s1")
+        return []
+
+    async def pending_memo(self, session_id):
+        return memo
+
+    monkeypatch.setattr(investigate_cmd, "_connect", connect)
+    monkeypatch.setattr(inv.InvestigationClient, "list_pending", list_pending)
+    monkeypatch.setattr(inv.InvestigationClient, "pending_memo", pending_memo)
+    monkeypatch.setenv("BAMBOO_DATA_DIR", str(tmp_path))
+    out = CliRunner().invoke(app, ["approvals"])
+    said = " ".join(out.output.split())
+    assert out.exit_code == 1 and f"bamboo approve s1 {memo.review[:32]} {offered.strip(' `')}" in said, said
+    assert ("read its code once a worker answers" in said) is not read_only
