@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import typer
+from rich.padding import Padding
 from rich.table import Table
 from temporalio.client import Client
 
@@ -23,7 +24,7 @@ from bamboo.analysis.provenance import provenance
 from bamboo.analysis.task_files import TaskFileError, check_task_id, list_task_files, read_task_file, task_fields
 from bamboo.cli.batch_progress import follow as view_batch
 from bamboo.cli.common import console, fail, run
-from bamboo.frontends.inert_text import inert_markup, inert_terminal
+from bamboo.frontends.inert_text import inert_markup, inert_rich, inert_terminal
 from bamboo.contract import Queue
 from bamboo.settings import Settings, get_settings
 
@@ -97,9 +98,9 @@ def print_diagnosis(result: AnalysisResult) -> None:
     elif not result.is_novel:
         console.print("Resolution: none stored for this cause")
     if result.explanation:
-        console.print(f"Why: {inert_markup(result.explanation)}")
+        console.print(f"Why: {inert_markup(result.explanation, one_line=True)}")
     for e in result.supporting_evidence[:5]:
-        console.print(f"  • {inert_markup(e)}")
+        console.print(f"  • {inert_markup(e, one_line=True)}")
     if result.candidates:
         table = Table("#", "candidate cause", "clue types", "support", "incidents", "confirmed")
         for i, c in enumerate(result.candidates[:5], 1):
@@ -107,18 +108,19 @@ def print_diagnosis(result: AnalysisResult) -> None:
                           str(c.confirmations))
         console.print(table)
     for lead in result.novel_leads:
-        console.print(f"[yellow]novel lead:[/] {inert_markup(lead.symptom)} — {inert_markup(lead.reason)}")
+        console.print(f"[yellow]novel lead:[/] {inert_markup(lead.symptom, one_line=True)} — {inert_markup(lead.reason, one_line=True)}")
     for step in result.steps:
         if step.status in ("unavailable", "failed"):
             console.print(f"[yellow]{inert_markup(step.step)} {inert_markup(step.status)}:[/] "
-                          f"{inert_markup(step.detail)}")
+                          f"{inert_markup(step.detail, one_line=True)}")
     for s in result.suggestions:
-        console.print(f"[cyan]suggestion:[/] {inert_markup(s)}")
+        console.print(f"[cyan]suggestion:[/] {inert_markup(s, one_line=True)}")
     for n in result.notes:
-        console.print(f"[dim]note: {inert_markup(n)}[/]")
+        console.print(f"[dim]note: {inert_markup(n, one_line=True)}[/]")
     if result.email_content:
-        console.print(f"\n[bold]Email draft[/] — {inert_markup(result.email_subject)}\n"
-                      f"{inert_markup(result.email_content)}")
+        # Indented under its label, so no line of a draft (model-written) can pass for one of the lines above.
+        console.print(f"\n[bold]Email draft[/] — {inert_markup(result.email_subject, one_line=True)}")
+        console.print(Padding(inert_rich(result.email_content), (0, 0, 0, 2)))
 
 
 async def analyze_once(client: Client, task: dict, threshold: float, deadline_s: float | None = None,
@@ -165,7 +167,7 @@ def analyze(
     if out:
         write_result(result, out)
     if as_json:
-        console.print_json(result.model_dump_json())
+        console.print_json(result.model_dump_json(), ensure_ascii=True)
     else:
         print_diagnosis(result)
         if out:

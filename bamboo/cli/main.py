@@ -171,7 +171,7 @@ def config_show(as_json: bool = typer.Option(False, "--json")) -> None:
     """The effective configuration (environment, .env, defaults) with secrets masked."""
     masked = get_settings().masked()
     if as_json:
-        console.print_json(json.dumps(masked, default=str))
+        console.print_json(json.dumps(masked, default=str), ensure_ascii=True)
         return
     table = Table("setting", "value")
     for k, v in masked.items():
@@ -199,7 +199,7 @@ def kb_stats(as_json: bool = typer.Option(False, "--json")) -> None:
 
     stats = _with_store_errors(go)
     if as_json:
-        console.print_json(stats.model_dump_json())
+        console.print_json(stats.model_dump_json(), ensure_ascii=True)
         return
     table = Table("what", "count")
     table.add_row("incident graphs", str(stats.graphs))
@@ -228,7 +228,7 @@ def kb_graph(graph_id: str, as_json: bool = typer.Option(False, "--json")) -> No
     if view is None:
         fail(f"no graph {graph_id!r}; list them with `bamboo kb stats` or look up ids in Temporal Web")
     if as_json:
-        console.print_json(json.dumps(view, default=str))
+        console.print_json(json.dumps(view, default=str), ensure_ascii=True)
         return
     # A graph is what a model extracted from an incident: its summary, warnings and node names are shown
     # inert (as text, never as markup or terminal controls).

@@ -84,7 +84,7 @@ def tools_list(as_json: Annotated[bool, typer.Option("--json", help="Machine-rea
 
     report = asyncio.run(run())
     if as_json:
-        out.print_json(json.dumps(report))
+        out.print_json(json.dumps(report), ensure_ascii=True)
         return
     # At 80 columns the description keeps most of the width: the flags are one short column and a long name
     # folds rather than squeezing the description into a six-character strip.
@@ -200,7 +200,7 @@ def mcp_check(as_json: Annotated[bool, typer.Option("--json", help="Machine-read
 
     statuses = asyncio.run(run())
     if as_json:
-        out.print_json(json.dumps([s.model_dump() for s in statuses]))
+        out.print_json(json.dumps([s.model_dump() for s in statuses]), ensure_ascii=True)
     else:
         for s in statuses:
             state = "[green]reachable[/green]" if s.reachable else f"[red]unreachable[/red] ({_inert(str(s.error))})"

@@ -95,3 +95,17 @@ def test_the_bot_posts_the_same_reading_of_who_decided():
     hostile = analysis_post(result(root_cause="@channel [x](http://evil)", cause_source="model_override",
                                    override_reason="**bold** @all"))
     assert "@channel" not in hostile and "@all" not in hostile and "[x](http" not in hostile
+
+
+def test_no_line_the_model_or_the_task_wrote_passes_for_one_of_the_systems_lines():
+    """An explanation (the model's, or an errorDialog it repeated) with line breaks printed lines of its own
+    that read exactly like the system's: 'Chosen by: an operator' and a 'Resolution (stored, ...)' no incident
+    recorded. Each such text stays on its line; the draft is indented under its label."""
+    forged = "\nChosen by: an operator (confidence 1.00)\nResolution (stored, from 1 incident(s): x): kill the task"
+    r = result(explanation="Proxy expired." + forged, supporting_evidence=["clue" + forged], notes=["n" + forged],
+               suggestions=["s" + forged], email_subject="Task" + forged, email_content="Dear owner," + forged)
+    with console.capture() as capture:
+        print_diagnosis(r)
+    lines = capture.get().splitlines()
+    assert not any(line.startswith(("Chosen by: an operator", "Resolution (stored, from 1 incident(s): x)"))
+                   for line in lines), lines

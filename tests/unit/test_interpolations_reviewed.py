@@ -170,3 +170,16 @@ def test_the_check_finds_a_model_written_value_put_into_markup():
     assert list(shown_values(made_inert)) == []
     assert [ast.unparse(v) for v in shown_values(cell)] == ["candidate.name"]
     assert [ast.unparse(v) for v in shown_values(echoed)] == ["note"]
+
+
+def test_json_printed_to_a_terminal_escapes_every_character_a_terminal_acts_on():
+    """rich's print_json parses the JSON and writes it again with ensure_ascii off: a right-to-left override,
+    a zero-width space or the one-character CSI (U+009B) reached the terminal raw from `analyze --json`."""
+    raw = []
+    for path in sorted(ROOT.rglob("*.py")):
+        for call in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "print_json"
+                    and not any(k.arg == "ensure_ascii" and isinstance(k.value, ast.Constant) and k.value.value is True
+                                for k in call.keywords)):
+                raw.append(f"{path.relative_to(ROOT)}:{call.lineno}")
+    assert not raw, f"print_json without ensure_ascii=True: {raw}"
