@@ -40,6 +40,12 @@ _JSON = [
     (re.compile(r"\"\s*\+"), "a JSON fragment"),
 ]
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-/]*[A-Za-z0-9]|\d")
+# Where a reader is sent: a URL, a www. host, a host with a path or an e-mail address (a bare dotted name is an
+# identifier, and must be in the evidence like any other). What the model was shown includes the task's
+# errorDialog, which its owner writes: a link repeated from there passed as grounded and went into the draft to
+# that owner ("renew it at https://voms-renew.evil.example/login with your grid certificate password").
+_ADDRESS = re.compile(r"[a-z][a-z0-9+.\-]*://\S+|\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+|\bwww\.[\w.-]+\S*"
+                      r"|\b[\w-]+(?:\.[\w-]+)*\.[a-z]{2,63}/\S*", re.IGNORECASE)
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset("a an and are as at be by for from in is it of on or the to was were with its this that".split())
 
@@ -125,11 +131,22 @@ def ungrounded_tokens(prose: str, given: str) -> list[str]:
 
 
 def check_prose(prose: str, *, cause: str, given: str, resolution: str = "", task_id: int | None = None,
-                max_words: int = EXPLANATION_MAX_WORDS) -> ProseCheck:
+                max_words: int = EXPLANATION_MAX_WORDS, one_line: bool = False, vouched: str = "") -> ProseCheck:
+    """Whether ``prose`` may be shown as the model's: it names the cause (and carries the stored resolution when
+    one is given), invents no number or identifier, sends the reader to no address but those the stored knowledge
+    holds (the cause, the resolution, ``vouched``), and (``one_line``) keeps to one line, so it cannot print lines
+    of its own beside the system's."""
     problems: list[str] = []
     words = prose.split()
     if not words:
         return ProseCheck(passed=False, problems=["it is empty"])
+    if one_line and "\n" in prose.strip():
+        problems.append("it spans several lines")
+    vouched = f"{cause} {resolution} {vouched}".lower()
+    sent_to = [a for a in dict.fromkeys(m.group(0).rstrip(".,;:)") for m in _ADDRESS.finditer(prose))
+               if a.lower() not in vouched]
+    if sent_to:
+        problems.append(f"it points to addresses the stored knowledge does not hold: {', '.join(sent_to[:3])}")
     if len(words) > max_words:
         problems.append(f"it is {len(words)} words long (at most {max_words})")
     for patterns in (_MARKUP, _JSON):

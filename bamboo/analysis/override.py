@@ -150,7 +150,8 @@ def with_checked_explanation(diagnosis: Diagnosis, answer: ModelAnswer, evidence
     """The model's explanation when it passes the grounding checks, else the deterministic one, saying why."""
     deterministic = fallback if fallback is not None else diagnosis.explanation
     text = answer.explanation.strip()
-    check = check_prose(text, cause=diagnosis.root_cause, given=evidence.model_dump_json())
+    check = check_prose(text, cause=diagnosis.root_cause, given=evidence.model_dump_json(),
+                        vouched=diagnosis.resolution or "", one_line=True)
     if check.passed:
         return diagnosis.model_copy(update={"explanation": text, "explanation_source": "llm"})
     note = f"the model's explanation is not shown ({check.reason})" if text else ""

@@ -257,8 +257,9 @@ def template_body(inp: EmailInput) -> str:
         f"{' (' + inp.task_name + ')' if inp.task_name else ''}.",
         f"Most likely cause: {d.root_cause} (confidence {d.confidence:.0%}).",
     ]
-    if d.explanation:
-        lines.append(d.explanation)
+    if d.explanation:  # on one line, and said to be the model's when it is: the draft says it is the store's
+        said = " ".join(d.explanation.split())
+        lines.append(f"The model's reading: {said}" if d.explanation_source == "llm" else said)
     if d.supporting_evidence:
         lines += ["", "What points at it:"] + [f"- {e}" for e in d.supporting_evidence[:5]]
     if d.resolution:
