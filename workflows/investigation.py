@@ -279,7 +279,9 @@ class Investigation:
             if codified is None:
                 return False
             proposal, reuse = await self._codegen("interactive", codified.request()), None
-            request = codified.description or codified.name
+            # The operator's own words: the written step is stored text (an incident's, or a model's reading of
+            # one) and is shown apart from the verdict, labelled (frontends.review.said), not as the request.
+            request = msg.text
         else:
             if not msg.force_tool and await self._is_finding(msg, turn):
                 return False

@@ -96,6 +96,10 @@ def said(view: PendingView) -> Said:
     words = view.summary.strip() or "(nothing)"
     if signals:
         words += "\nbecause: " + "; ".join(signals)
+    if view.codifies is not None:
+        step = view.codifies
+        where = f" from {', '.join(step.incidents[:3])}" if step.incidents else ""
+        words += f"\nthe written step it codes (stored{where}): {step.description or step.name}"
     return Said(label=STORED_SAYS if view.reuse is not None else MODEL_SAYS, words=words)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 
+from bamboo.frontends.review import said as shown_apart
 from bamboo.investigation import client as inv
 from bamboo.investigation.contract import Message, OperatorMessage
 from bamboo.investigation.procedures import ProcedureRepository
@@ -82,6 +83,10 @@ async def test_a_written_procedure_becomes_code_once_under_review(
     assert WRITTEN in asked.user and "inc-scouts-a" in asked.user  # the model was asked for the written step
     assert view.codifies is not None and view.codifies.name == WRITTEN
     assert view.codifies.incidents == ["inc-scouts-a", "inc-scouts-b"] and view.reuse is None
+    # the written step is stored text: shown apart from the verdict under its label, never as what was asked
+    assert view.request == "/codify 1"
+    apart = shown_apart(view)
+    assert "the written step it codes (stored from inc-scouts-a, inc-scouts-b): " in apart.words
     await inv.decide_by_review(client, session, view.review, DecisionKind.RUN_ONCE, ops.bob)
     [run] = await wait_for_runs(client, session, 1)
     assert run.data["status"] == "ok" and run.actor == "bob"
