@@ -157,10 +157,10 @@ class InvestigationActivities:
     @implements(contract.revoke_grants)
     async def revoke_grants(self, inp: RevokeGrantsInput) -> list[str]:
         within = timedelta(seconds=inp.longest_signature_s)
-        revoked = [name for name in inp.procedures if await self.repository.clear_grant(name, within)]
+        revoked = [g.procedure for g in inp.grants if await self.repository.clear_grant(g, within)]
         await self.audit_log.append(
             AuditEvent(kind="procedure_grant_revoked", actor=inp.actor, run_id=f"investigate:{inp.session_id}",
-                       body={"requested": inp.procedures, "revoked": revoked}),
+                       body={"requested": [g.procedure for g in inp.grants], "revoked": revoked}),
             dedup_key=inp.dedup_key,
         )
         return revoked

@@ -855,7 +855,8 @@ class Investigation:
             st.audit_seq += 1
             revoked = await workflow.execute_activity(
                 contract.revoke_grants,
-                RevokeGrantsInput(session_id=self._inp.session_id, procedures=list(plan.procedures),
+                RevokeGrantsInput(session_id=self._inp.session_id,
+                                  grants=[context.grants[n] for n in plan.procedures if n in context.grants],
                                   actor=request.actor, dedup_key=f"{self._audit_key_prefix()}:revoke:{st.audit_seq}",
                                   longest_signature_s=context.policy.rules.max_signature_ttl_s),
                 **contract.STORE_STEP.options(),

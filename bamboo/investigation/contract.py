@@ -410,7 +410,7 @@ class GrantInput(BaseModel):
 
 class RevokeGrantsInput(BaseModel):
     session_id: str
-    procedures: list[str]
+    grants: list[ProcedureGrant] = Field(description="the grants to revoke, as the workflow checked them (signed)")
     actor: str
     dedup_key: str
     longest_signature_s: int = Field(default=DEFAULT_MAX_SIGNATURE_TTL_S, ge=0, description=(

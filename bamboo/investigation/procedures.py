@@ -201,13 +201,13 @@ class ProcedureRepository:
             )
             return cur.rowcount > 0
 
-    async def clear_grant(self, name: str, longest_signature: timedelta = timedelta(seconds=DEFAULT_MAX_SIGNATURE_TTL_S)
-                          ) -> bool:
-        """Revoke the grant of ``name``: the row is cleared, and its signed answer recorded as revoked for this
-        grant with every answer of the term signed no later (insert-only, ``policy.grants.revocation_of``), so
-        writing the row back, or another of those answers into it, does not revive it."""
-        grant = (await self.grants()).get(name)
-        revocation = revocation_of(grant, datetime.now(UTC), longest_signature) if grant is not None else None
+    async def clear_grant(self, grant: ProcedureGrant,
+                          longest_signature: timedelta = timedelta(seconds=DEFAULT_MAX_SIGNATURE_TTL_S)) -> bool:
+        """Revoke ``grant`` (as the caller checked it, not as the row holds it now: a requester who rewrote the
+        row between the check and the revocation had a term nobody used recorded, and wrote the checked answer
+        back): its signed answer is recorded as revoked with every answer of the term signed no later
+        (insert-only, ``policy.grants.revocation_of``), and the row is cleared. True when something was revoked."""
+        revocation = revocation_of(grant, datetime.now(UTC), longest_signature)
         async with self._pool.connection() as conn:
             if revocation is not None:
                 await conn.execute("INSERT INTO revoked_grants (nonce, term, through) VALUES (%s, %s, %s) "
@@ -216,9 +216,9 @@ class ProcedureRepository:
                 "UPDATE procedures SET auto_run_code_hash = NULL, auto_run_granted_by = NULL, "
                 "auto_run_granted_at = NULL, auto_run_session = NULL, auto_run_decision = NULL "
                 "WHERE signature = %s AND auto_run_code_hash IS NOT NULL",
-                (name,),
+                (grant.procedure,),
             )
-            return cur.rowcount > 0
+            return revocation is not None or cur.rowcount > 0
 
 
 async def _revocations(conn: Any, terms: list[str]) -> list[GrantRevocation]:

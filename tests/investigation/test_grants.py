@@ -202,7 +202,7 @@ async def test_a_revoked_grant_written_back_stays_revoked(ops, client, settings,
     grant = signed_grant(ops.bob, READ_PROC, READ_PROC_CODE)
     await repo.set_grant(grant)
     assert READ_PROC in await repo.grants()
-    assert await repo.clear_grant(READ_PROC)
+    assert await repo.clear_grant(grant)
     await repo.set_grant(grant)  # the row written back, as it was
     assert await repo.grants() == {}
     session = await _open(client, settings, [USE_PROC], brain)
@@ -234,7 +234,7 @@ async def test_another_answer_of_a_revoked_grant_does_not_revive_it(ops, client,
     latest = signed_grant(ops.bob, READ_PROC, READ_PROC_CODE)
     await repo.set_grant(earlier)
     await repo.set_grant(latest)
-    assert await repo.clear_grant(READ_PROC)
+    assert await repo.clear_grant(latest)
     await repo.set_grant(earlier)  # the other answer written into the row
     assert await repo.grants() == {}
     session = await _open(client, settings, [USE_PROC], brain)
@@ -243,4 +243,19 @@ async def test_another_answer_of_a_revoked_grant_does_not_revive_it(ops, client,
     assert view.reason == "new_code"
     longer = signed_grant(replace(ops.bob, ttl_s=3 * 3600), READ_PROC, READ_PROC_CODE, session_id="granted-long")
     await repo.set_grant(longer)  # signed before the revocation with a longer lifetime than the revoked answer's
+    assert await repo.grants() == {}
+
+
+async def test_a_revocation_records_the_grant_checked_not_the_row_as_rewritten_since(ops, services):
+    """The workflow checks the grant's signature, then the revoke step recorded whatever the row held by then: a
+    requester who rewrote the row in between had a term nobody uses recorded, then wrote the checked answer back."""
+    repo = ProcedureRepository(services.store.pool)
+    await repo.save(READ_PROC, READ_PROC_CODE, "approved", {})
+    grant = signed_grant(ops.bob, READ_PROC, READ_PROC_CODE)
+    await repo.set_grant(grant)
+    checked = (await repo.grants())[READ_PROC]
+    async with services.store.pool.connection() as conn:
+        await conn.execute("UPDATE procedures SET auto_run_code_hash = %s WHERE signature = %s", ("0" * 64, READ_PROC))
+    assert await repo.clear_grant(checked)
+    await repo.set_grant(grant)  # the checked answer written back
     assert await repo.grants() == {}
