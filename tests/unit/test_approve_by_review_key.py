@@ -128,3 +128,22 @@ def test_code_no_worker_can_show_is_offered_for_approval_only_when_read_only(mon
     said = " ".join(out.output.split())
     assert out.exit_code == 1 and f"bamboo approve s1 {memo.review[:32]} {offered.strip(' `')}" in said, said
     assert ("read its code once a worker answers" in said) is not read_only
+
+
+def test_a_signature_is_never_signed_for_longer_than_the_deployment_takes(tmp_path, monkeypatch):
+    """A longer one is refused by the workflow, yet kept in its history: written into a grant row later, a
+    revocation (which covers answers expiring within the longest lifetime) did not cover it."""
+    from typer.testing import CliRunner
+
+    from bamboo.cli.main import app
+
+    from bamboo.settings import get_settings
+
+    monkeypatch.setenv("BAMBOO_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("BAMBOO_MAX_SIGNATURE_TTL_S", "3600")
+    get_settings.cache_clear()
+    try:
+        out = CliRunner().invoke(app, ["sign", "message", "s1", "hello", "--as", "xavier", "--ttl", "7200"])
+    finally:
+        get_settings.cache_clear()
+    assert out.exit_code != 0 and "over this deployment's longest signature lifetime (3600 s" in out.output
