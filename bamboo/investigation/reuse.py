@@ -15,6 +15,7 @@ and says why, and reuse goes on without them.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -26,6 +27,7 @@ from bamboo.investigation.contract import ReuseCandidates, ReuseQuery
 from bamboo.investigation.procedures import ProcedureRepository, StoredProcedure
 from bamboo.tools.model import ToolCaller
 from bamboo.tools.selection import tool_text
+from policy.code_identity import code_hash
 from policy.procedures import is_procedure_name
 from policy.reuse import ProcedureCandidate, ReuseSettings, TaskFacts, needed_parameters, valid_parameter
 
@@ -59,13 +61,15 @@ class ProcedureMatcher:
         tool_fit = {name: round(_cosine(request, vectors[text]), 6) for name, text in offered.items()}
         previous = await self.repository.versions(
             sorted({h for p in stored if (h := p.provenance.previous_code_hash)}))
+        # Each body's own hash, not the row's column: the audit, the transcript and record_run name the body by it.
+        hashes = await asyncio.to_thread(lambda: {p.name: code_hash(p.code) for p in stored})
         candidates = []
         for procedure in stored:
             scored = [(_cosine(request, vectors[t]), t) for t in texts[procedure.name]]
             similarity, matched = max(scored, default=(0.0, ""))
             record = procedure.provenance
             candidates.append(ProcedureCandidate(
-                name=procedure.name, code=procedure.code, code_hash=procedure.code_hash,
+                name=procedure.name, code=procedure.code, code_hash=hashes[procedure.name],
                 similarity=max(-1.0, min(1.0, round(similarity, 6))), matched=matched, summary=record.summary,
                 causes=record.causes, clues=record.clues, incidents=record.incidents, frequency=record.frequency,
                 reviewed_by=record.reviewed_by, source=",".join(record.sources), last_run_at=record.last_run_at,

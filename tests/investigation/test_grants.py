@@ -259,3 +259,34 @@ async def test_a_revocation_records_the_grant_checked_not_the_row_as_rewritten_s
     assert await repo.clear_grant(checked)
     await repo.set_grant(grant)  # the checked answer written back
     assert await repo.grants() == {}
+
+
+async def test_what_the_store_says_of_a_body_is_checked_against_the_body(services):
+    """procedures.code_hash and procedure_versions are rows a requester may write: the reuse step named a body by
+    the row's column (the audit and the transcript then named another), and a forged 'previous version' made the
+    diff shown beside a reused or regranted body an innocuous one."""
+    from bamboo.investigation.contract import ReuseQuery
+    from bamboo.investigation.reuse import ProcedureMatcher
+    from policy.reuse import ReuseSettings
+
+    repo = ProcedureRepository(services.store.pool)
+    await repo.save(READ_PROC, READ_PROC_CODE, "approved", {})
+    real = code_hash(READ_PROC_CODE)
+    async with services.store.pool.connection() as conn:
+        await conn.execute("UPDATE procedures SET code_hash = %s WHERE signature = %s", ("0" * 64, READ_PROC))
+        await conn.execute("UPDATE procedure_versions SET code = %s WHERE code_hash = %s", ("return {}", real))
+    assert await repo.versions([real]) == {}
+
+    class Flat:
+        dim, model_id = 2, "flat"
+
+        async def embed(self, texts):
+            return [[1.0, 0.0] for _ in texts]
+
+    class NoTools:
+        def list_tools(self):
+            return []
+
+    matcher = ProcedureMatcher(repo, Flat(), NoTools(), b"k" * 32, ReuseSettings())
+    found = await matcher.candidates(ReuseQuery(session_id="s", request="check the task"))
+    assert [(c.name, c.code_hash) for c in found.candidates] == [(READ_PROC, real)]
