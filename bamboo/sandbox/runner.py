@@ -590,7 +590,8 @@ class SandboxRunner:
 
     # -- teardown -----------------------------------------------------------------------------
     async def _kill(self, child: _Child) -> None:
-        """SIGKILL the child's process group, its cgroup, and (degraded) everything the run's uid still runs."""
+        """SIGKILL the child's process group, its namespace's init (bwrap), its cgroup, and everything the run's uid
+        still runs (a uid per run, either isolation)."""
         pid = child.proc.pid
         # bwrap's children are the namespaces' inits: killing one kills everything in its pid namespace. Found
         # before bwrap dies (then they are reparented); a run can clear an init's parent-death signal by writing
