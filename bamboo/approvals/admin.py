@@ -13,9 +13,11 @@ database of its own refuses to start with a ``demo-`` administrator pinned.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import secrets
 import tempfile
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -119,14 +121,32 @@ def sign_statement(admin: LocalKey, kind: StatementKind, subject: str, body: Bas
     return SignedStatement(statement=statement, signature=admin.sign(statement_bytes(statement)))
 
 
+@contextlib.contextmanager
+def _editing(path: Path) -> Iterator[None]:
+    """Exclusive against every other ``pin`` or ``retire`` of the file: a lock on its directory, since ``retire``
+    replaces the file (a lock on the file itself would be on the inode it replaces), so a key pinned while a
+    retire rewrote the file is not lost."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def pin(path: Path, identity: str, public_key: str) -> bool:
     """Append an administrator's key to the admin keys file (created mode 0644: readable by the deployment's
     processes, writable by its owner only). False when that key is already pinned."""
     admin = PinnedAdmin(identity=identity, public_key=public_key)
+    with _editing(path):
+        return _append(path, admin)
+
+
+def _append(path: Path, admin: PinnedAdmin) -> bool:
     existing = parse_pinned_admins(path.read_text(encoding="utf-8"), source=str(path)) if path.is_file() else TrustRoot()
     if existing.admin(admin.key_id) is not None:
         return False
-    path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     with os.fdopen(fd, "a", encoding="utf-8") as fh:
         if fh.tell() == 0:
@@ -142,6 +162,11 @@ def retire(path: Path, identity: str) -> int:
     line dropped those too, and what they had ended came back). The file is rewritten whole through a temporary
     file in its directory, comments kept, so a reader never sees half of it. Returns how many keys were retired."""
     who = canonical_identity(identity)
+    with _editing(path):
+        return _rewrite_retired(path, who)
+
+
+def _rewrite_retired(path: Path, who: str) -> int:
     text = path.read_text(encoding="utf-8")
     parse_pinned_admins(text, source=str(path))  # refuse to rewrite a file that does not parse
     lines, retired = [], 0

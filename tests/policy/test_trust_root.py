@@ -265,3 +265,37 @@ def test_keys_retire_rewrites_the_pinned_file_and_says_what_it_did(tmp_path, mon
     assert path.read_text() == f"retired {ADMIN.identity} {ADMIN.public_key}\n"
     again = CliRunner().invoke(app, ["keys", "retire", "ops-admin"])
     assert again.exit_code != 0 and "has no pinned key" in again.output
+
+
+def test_a_key_pinned_while_retire_rewrites_the_file_is_not_lost(tmp_path, monkeypatch):
+    """retire reads the file, then replaces it: a pin appended in between was lost with the old file."""
+    import threading
+    from pathlib import Path
+
+    from bamboo.approvals.admin import pin, retire
+
+    path = tmp_path / "admin-keys"
+    path.write_text(f"{ADMIN.identity} {ADMIN.public_key}\n")
+    newcomer = key("new-admin")
+    read, go = threading.Event(), threading.Event()
+    real_read = Path.read_text
+
+    def read_then_wait(self, *args, **kwargs):
+        text = real_read(self, *args, **kwargs)
+        if self == path and threading.current_thread().name == "retire" and not read.is_set():
+            read.set()
+            go.wait(10)
+        return text
+
+    monkeypatch.setattr(Path, "read_text", read_then_wait)
+    retiring = threading.Thread(target=retire, args=(path, "ops-admin"), name="retire")
+    retiring.start()
+    assert read.wait(10)
+    pinning = threading.Thread(target=pin, args=(path, "new-admin", newcomer.public_key))
+    pinning.start()
+    pinning.join(0.5)  # with the lock it waits for the retire; without, it appended to the file being replaced
+    go.set()
+    retiring.join(10)
+    pinning.join(10)
+    root = parse_pinned_admins(real_read(path))
+    assert [a.identity for a in root.admins] == ["new-admin"] and [a.identity for a in root.retired] == ["ops-admin"]
