@@ -98,13 +98,18 @@ class ExecResult(BaseModel):
 
 class ExecRefusalType:
     """``ApplicationError.type`` of each refusal (non-retryable): ``envelope.<reason>``, ``policy.denied``,
-    ``phase.automatic_write``, ``gate.<gate name>``, ``credential.not_held``."""
+    ``phase.automatic_write``, ``gate.<gate name>``, ``credential.not_held``, ``audit.not_run``,
+    ``audit.ran_unrecorded``."""
 
     ENVELOPE = "envelope"
     POLICY = "policy.denied"
     PHASE = "phase.automatic_write"
     GATE = "gate"
     CREDENTIAL = "credential.not_held"
+    # The row saying a command is about to run could not be written: it was not run.
+    UNRECORDED = "audit.not_run"
+    # The command ran, and the row saying how could not be written: the caller must not read this as "failed".
+    RAN_UNRECORDED = "audit.ran_unrecorded"
 
 
 @activity_stub("exec.run_command")

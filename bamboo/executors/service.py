@@ -111,16 +111,22 @@ class CommandExecutor:
             await self._refuse(request, contract.ExecRefusalType.CREDENTIAL,
                                f"rule {match.rule!r} needs credential {match.credential!r}, which this executor does "
                                f"not hold; route the call to the executor that holds it", match)
-        outcome = await self._run(request, match, match.argv)
+        outcome = await self._run(request, match, match.argv, grant_id=grant_id)
         result = contract.ExecResult(environment=cfg.environment, channel=cfg.channel, tool=match.tool, rule=match.rule,
                                      access=match.access, targets=list(match.targets), outcome=outcome,
                                      dry_run=dry_run, grant_id=grant_id)
-        await self.audit.append(AuditEvent(kind="executor_ran", actor=cfg.actor, run_id=claims.run_id, body={
-            **self._about(request), "rule": match.rule, "access": match.access, "argv": match.argv,
-            "targets": list(match.targets), "exit_code": outcome.exit_code, "duration_s": outcome.duration_s,
-            "grant_id": grant_id, "dry_run_exit_code": dry_run.exit_code if dry_run else None,
-            "approver": claims.approval.approver if claims.approval else None,
-        }))
+        try:
+            await self.audit.append(AuditEvent(kind="executor_ran", actor=cfg.actor, run_id=claims.run_id, body={
+                **self._about(request), "rule": match.rule, "access": match.access, "argv": match.argv,
+                "targets": list(match.targets), "exit_code": outcome.exit_code, "duration_s": outcome.duration_s,
+                "grant_id": grant_id, "dry_run_exit_code": dry_run.exit_code if dry_run else None,
+                "approver": claims.approval.approver if claims.approval else None,
+            }))
+        except Exception as exc:  # it ran: a generic failure here read as "failed", and a second kill followed
+            raise ExecRefusal(contract.ExecRefusalType.RAN_UNRECORDED,
+                              f"the command RAN (exit {outcome.exit_code}) but the row recording it could not be written "
+                              f"({type(exc).__name__}); its executor_started row names it: do not run it again "
+                              "before checking what it changed") from None
         return result
 
     async def _pass_write_gates(self, request: contract.ExecRequest, match: CommandMatch, verdict: EnvelopeVerdict,
@@ -180,9 +186,21 @@ class CommandExecutor:
         spec = self.config.credentials.get(held) if held else None
         return spec is not None and bool(spec.env) and all(self.source.get(name) for name in spec.env.values())
 
-    async def _run(self, request: contract.ExecRequest, match: CommandMatch, argv: list[str]) -> contract.StepOutcome:
+    async def _run(self, request: contract.ExecRequest, match: CommandMatch, argv: list[str],
+                   grant_id: str | None = None) -> contract.StepOutcome:
+        """Run ``argv`` once, after a row saying so is written: without one, nothing runs (a command that changed
+        state and then lost its only row, to a database blip or a killed executor, left no trace of what ran)."""
         cfg = self.config
         step = match.model_copy(update={"argv": argv})
+        try:
+            await self.audit.append(AuditEvent(kind="executor_started", actor=cfg.actor,
+                                               run_id=request.envelope.claims.run_id, body={
+                **self._about(request), "rule": match.rule, "access": match.access, "argv": argv,
+                "targets": list(match.targets), "grant_id": grant_id, "dry_run": argv != match.argv}))
+        except Exception as exc:
+            raise ExecRefusal(contract.ExecRefusalType.UNRECORDED,
+                              f"not run: the row recording that it runs could not be written ({type(exc).__name__}); "
+                              "nothing was changed, try again once the audit log is reachable") from None
         try:
             env = clean_environment(match, cfg.credentials, self.source)
             outcome = await run_subprocess(step, env, timeout_s=cfg.timeout_s, output_limit=cfg.output_limit)

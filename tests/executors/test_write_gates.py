@@ -7,6 +7,9 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime, timezone
 
+import pytest
+
+from bamboo.audit import AuditEvent
 from bamboo.executors.client import ExecRefused
 from policy.approvers import ApprovalRules
 from policy.signing import DEFAULT_DEPLOYMENT
@@ -387,3 +390,36 @@ def test_gate_6_an_approval_signed_with_the_requests_own_key_is_refused(harness)
     claims = h.approved(h.claims("prod", "rw", h.kill_argv(), key=h.approver), h.approver)
     detail = approval_refusal(claims, DeploymentPolicy(), now=datetime.now(timezone.utc))
     assert detail is not None and "the key that signed the request" in detail
+
+
+class _LosesRows:
+    """An audit log that cannot write rows of the kinds named (a database blip, an executor killed meanwhile)."""
+
+    def __init__(self, inner, kinds: set[str]) -> None:
+        self.inner, self.kinds = inner, kinds
+
+    async def append(self, event: AuditEvent, dedup_key=None):
+        if event.kind in self.kinds:
+            raise ConnectionError("server closed the connection unexpectedly")
+        return await self.inner.append(event, dedup_key)
+
+
+async def test_a_write_that_ran_is_never_reported_as_a_plain_failure_and_never_runs_unrecorded(harness):
+    """The command ran, then its only row (executor_ran) could not be written: PanDA changed with no record, and the
+    caller was told the call failed, so a second kill followed. A row now says it starts before it runs, and a row
+    lost after the run is said to be one of a command that RAN."""
+    h = harness
+    await h.grant([kill_target()], executions=2, repetitions=2)  # the first, not run, still used one
+    before = h.kills_on_server()
+    async with h.executor(h.config("prod", "rw")) as impl:
+        real = impl.audit
+        impl.audit = _LosesRows(real, {"executor_started"})
+        with pytest.raises(ExecRefused) as not_run:
+            await h.call("prod", "rw", "panda_curl", h.kill_argv(), h.sign(h.approved(h.claims("prod", "rw", h.kill_argv()))))
+        assert not_run.value.type == "audit.not_run" and h.kills_on_server() == before
+        impl.audit = _LosesRows(real, {"executor_ran"})
+        with pytest.raises(ExecRefused) as ran:
+            await h.call("prod", "rw", "panda_curl", h.kill_argv(), h.sign(h.approved(h.claims("prod", "rw", h.kill_argv()))))
+    assert ran.value.type == "audit.ran_unrecorded" and "RAN" in ran.value.message
+    assert h.kills_on_server() == before + 1
+    assert ("executor_started", None) in await h.audit_kinds()
