@@ -121,7 +121,12 @@ class SandboxActivities:
     def _refuse_unsafe_retry(self, inp: ExecuteCodeInput, allowed: frozenset[str]) -> None:
         if activity.info().attempt <= 1:
             return
-        mutating = sorted(s.name for s in self.executor.current_specs() if s.name in allowed and not s.read_only)
+        # What the run's decision did not judge read-only, and what the catalogue says changes state now: a tool
+        # missing from the listing at this moment (an MCP server reconnecting) must not make the retry look safe.
+        # An automatic step's allow-set is read-only by construction (policy.phases.automatic_allow_set).
+        judged = allowed if inp.phase == "automatic" else frozenset(inp.read_only_tools)
+        live = {s.name for s in self.executor.current_specs() if s.name in allowed and not s.read_only}
+        mutating = sorted((allowed - judged) | live)
         if mutating:
             raise ApplicationError(
                 f"run {inp.run_id} may already have called state-changing tools ({', '.join(mutating)}); "

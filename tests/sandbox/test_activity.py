@@ -88,7 +88,14 @@ async def test_retry_with_state_changing_tools_is_refused():
                 ExecuteCodeInput(run_id="act-3", code="return {}", allowed_tools=["get_task", "kill_task"]),
             )
         assert info.value.non_retryable and "kill_task" in str(info.value)
-        again = await env.run(acts.execute_code, ExecuteCodeInput(run_id="act-4", code="return {}", allowed_tools=["get_task"]))
+        # a tool the run's decision did not judge read-only blocks the retry even when the catalogue does not list
+        # it now (an MCP server reconnecting): the live listing alone made such a retry look safe
+        with pytest.raises(ApplicationError) as unlisted:
+            await env.run(acts.execute_code, ExecuteCodeInput(run_id="act-5", code="return {}", allowed_tools=[
+                "get_task", "ext_kill_task"], read_only_tools=["get_task"], phase="interactive"))
+        assert unlisted.value.non_retryable and "ext_kill_task" in str(unlisted.value)
+        again = await env.run(acts.execute_code, ExecuteCodeInput(run_id="act-4", code="return {}", allowed_tools=["get_task"],
+                                                                  read_only_tools=["get_task"], phase="interactive"))
         assert again.status == "ok"
     finally:
         await runner.close()
