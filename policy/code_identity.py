@@ -89,9 +89,14 @@ def _backslash_lines_joined(lines: list[str], inside: frozenset[int]) -> list[st
         end = index
         while end < len(lines) and lines[end].strip() == "\\" and not _in_a_string(end + 1, inside):
             end += 1
-        if end == index or end == len(lines):  # no run here, or the text ends in one (it does not parse)
-            joined.extend(lines[index:max(end, index + 1)])
-            index = max(end, index + 1)
+        if end == index:  # no run here
+            joined.append(lines[index])
+            index += 1
+            continue
+        if not any(lines[end:]):  # the text ends in the run, or in it and blank lines: it continues nothing
+            # Dropped either way: joined with a blank line after it, it vanished, so "\\" and "\\\n" (one
+            # formatting apart) had two normal forms; a program ending so does not parse, and what runs is this.
+            index = end
             continue
         indents = [_indent(line) for line in lines[index:end]]
         chosen = next((indent for indent in indents if indent), _indent(lines[end]))

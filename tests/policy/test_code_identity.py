@@ -217,3 +217,11 @@ def test_a_stray_backslash_before_a_blank_line_does_not_switch_the_normal_form_o
     assert "\t" not in normalize_code(tabs)
     assert normalize_code(tabs).split("\n")[4] == " " * 24 + "await tools.kill_task(task_id=7)"
 
+
+
+def test_a_text_ending_in_a_lone_continuation_has_one_normal_form():
+    """Found by the property above: a lone backslash line joined with the blank line after it vanished, so '\\'
+    and '\\' plus a line break (one formatting apart) had two normal forms."""
+    assert code_hash("\\\n") == code_hash("\\") == code_hash("")
+    assert code_hash("x = 1\n\\\n\n") == code_hash("x = 1\n\\") == code_hash("x = 1")
+    assert normalize_code("if x:\n    \\\n    y\n") == "if x:\n    y"  # a continuation that continues something
