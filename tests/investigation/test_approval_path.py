@@ -106,7 +106,8 @@ async def test_a_retried_run_writes_its_rows_once(services):
             env.info = dataclasses.replace(env.info, attempt=attempt)
             out = await env.run(acts.execute_code, ExecuteCodeInput(
                 run_id=f"investigate:{session}:t1:abc:{attempt}", code="return {'ok': True}",
-                allowed_tools=["get_task"], phase="interactive", actor="bob", audit=rows))
+                allowed_tools=["get_task"], read_only_tools=["get_task"], phase="interactive", actor="bob",
+                audit=rows))
             assert out.status == "ok", out.error
     finally:
         await runner.close()
@@ -132,7 +133,7 @@ async def test_a_signed_decision_runs_code_in_one_workflow_run_ever(services):
     unrecorded = SandboxActivities(runner=runner, caller=MemoryToolCaller(), audit=services.store.audit,
                                    blobs=MemoryBlobSink())
     run = ExecuteCodeInput(run_id=f"investigate:{session}:t1:abc:1", code="return {'ok': True}",
-                           allowed_tools=["get_task"], phase="interactive", actor="bob",
+                           allowed_tools=["get_task"], read_only_tools=["get_task"], phase="interactive", actor="bob",
                            decision=UsedDecision(nonce="ab" * 16, session_id=session))
 
     async def attempt(acts, workflow_run: str, number: int = 1):
