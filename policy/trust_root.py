@@ -299,7 +299,7 @@ def _contested(ordered: list[SignedStatement]) -> list[SignedStatement]:
 _SAFE_ID = re.compile(r"^[0-9a-f]{32,64}\Z")
 
 
-_LAPSING = frozenset({StatementKind.REVOKE_KEY.value, StatementKind.UNBIND_ACCOUNT.value})
+_LAPSING = frozenset(kind.value for kind in _ENDS)  # as an ignored row names its kind
 
 
 def _lapsed(row: Ignored) -> Ignored:

@@ -22,7 +22,7 @@ import shlex
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import typer
 
@@ -63,17 +63,18 @@ def _key(settings: Settings, identity: str | None):
 
 def _claims(settings: Settings, key, tool: str, argv: list[str], environment: str, channel: str, run_id: str,
             requester: str | None = None):
+    """The unsigned claims for ``tool argv`` and the command the policy normalised it to (one evaluation)."""
     from bamboo.executors import signer
-    from policy.commands import CommandDenied
+    from policy.commands import CommandDenied, evaluate
 
     if channel not in ("ro", "rw"):
         fail(f"channel {channel!r} is not ro or rw")
+    side: Literal["ro", "rw"] = "rw" if channel == "rw" else "ro"
     try:
-        return signer.command_claims(_policy(settings), tool, argv, run_id=run_id,
-                                     tool_call_id=f"cli-{uuid.uuid4().hex[:12]}",
-                                     deployment=settings.resolved_deployment(), environment=environment,
-                                     channel="rw" if channel == "rw" else "ro", phase="operator",
-                                     requester=requester or key.identity, key=key)
+        match = evaluate(_policy(settings), tool, argv, environment=environment, channel=side)
+        return signer.claims_of(match, run_id=run_id, tool_call_id=f"cli-{uuid.uuid4().hex[:12]}",
+                                deployment=settings.resolved_deployment(), environment=environment, channel=side,
+                                phase="operator", requester=requester or key.identity, key=key), match
     except CommandDenied as exc:
         fail(f"command refused: {exc.reason}")
     except ValueError as exc:
@@ -119,7 +120,7 @@ def exec_run(
 
     settings = get_settings()
     key = _key(settings, identity)
-    claims = _claims(settings, key, tool, argv, environment, channel, run_id or f"cli-run-{uuid.uuid4().hex[:12]}")
+    claims, _ = _claims(settings, key, tool, argv, environment, channel, run_id or f"cli-run-{uuid.uuid4().hex[:12]}")
     if approval is not None:
         try:
             decision = OperatorDecision.model_validate_json(approval.read_text())
@@ -172,7 +173,6 @@ def exec_approve(
     import sys
 
     from bamboo.executors import signer
-    from policy.commands import evaluate
 
     settings = get_settings()
     key = _key(settings, identity)
@@ -180,11 +180,11 @@ def exec_approve(
         asker = canonical_identity(requester)
     except IdentityError as exc:
         fail(f"--requester {requester!r}: {exc}")
-    claims = _claims(settings, key, tool, argv, environment, channel, run_id, requester=asker)
+    claims, match = _claims(settings, key, tool, argv, environment, channel, run_id, requester=asker)
     decision = signer.approve(claims, key, deployment=settings.resolved_deployment())
     # What the signature covers is the command as the executor will run it (the policy's normal form, with the
     # options it places itself), not as typed: shown whole, so the approver reads what runs.
-    runs = evaluate(_policy(settings), tool, argv, environment=environment, channel="rw" if channel == "rw" else "ro").argv
+    runs = match.argv
     print(f"approving on exec.{environment}.{channel} for {inert_terminal(asker, one_line=True)}: "
           f"{json.dumps(claims.targets and list(claims.targets))} digest {claims.argv_digest[:16]}\n"
           f"the executor runs: {inert_terminal(shlex.join(runs), one_line=True)}", file=sys.stderr)

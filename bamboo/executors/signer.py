@@ -33,6 +33,14 @@ def command_claims(policy: CommandPolicy, tool: str, argv: list[str], *, run_id:
                    ttl_s: float = DEFAULT_ENVELOPE_TTL_S, now: datetime | None = None) -> EnvelopeClaims:
     """The unsigned claims for ``tool argv`` (raises ``CommandDenied`` when the policy refuses it here)."""
     match: CommandMatch = evaluate(policy, tool, argv, environment=environment, channel=channel)
+    return claims_of(match, run_id=run_id, tool_call_id=tool_call_id, deployment=deployment, environment=environment,
+                     channel=channel, phase=phase, requester=requester, key=key, ttl_s=ttl_s, now=now)
+
+
+def claims_of(match: CommandMatch, *, run_id: str, tool_call_id: str, deployment: str, environment: str,
+              channel: Channel, phase: EnvelopePhase, requester: str, key: LocalKey,
+              ttl_s: float = DEFAULT_ENVELOPE_TTL_S, now: datetime | None = None) -> EnvelopeClaims:
+    """The unsigned claims for the command the policy normalised to ``match`` (its argv's digest, its targets)."""
     expires = (now or datetime.now(timezone.utc)) + timedelta(seconds=ttl_s)
     return EnvelopeClaims(run_id=run_id, tool_call_id=tool_call_id, deployment=deployment, environment=environment,
                           channel=channel,

@@ -38,7 +38,7 @@ from policy.catalog import ToolCatalog, ToolFacts
 from policy.code_identity import code_hash, short_hash
 from policy.phases import Phase, replay_allow_set
 from policy.procedures import ABSENT_PROCEDURE, assess_read_only, is_exposable, is_procedure_name
-from policy.signature import ScanConventions, scan_code
+from policy.signature import ScanConventions
 from policy.tool_surface import python_names
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ def judge_store(procedure_code: Mapping[str, str], read_only_flags: Mapping[str,
     for name in sorted(procedure_code):
         verdict = assess_read_only(procedure_code[name], read_only_flags, procedure_code)
         if is_exposable(verdict, allow_mutating_autorun):
-            specs.append(_spec(name, verdict.signature.tools, verdict.read_only))
+            specs.append(procedure_spec(name, verdict.signature.tools, verdict.read_only))
     return specs
 
 
@@ -96,11 +96,8 @@ class StoreJudgement:
         return specs
 
 
-def procedure_spec(name: str, code: str, read_only: bool, summary: str = "") -> ToolSpec:
-    return _spec(name, scan_code(code).tools, read_only, summary)
-
-
-def _spec(name: str, tools: Sequence[str], read_only: bool, summary: str = "") -> ToolSpec:
+def procedure_spec(name: str, tools: Sequence[str], read_only: bool, summary: str = "") -> ToolSpec:
+    """A stored procedure as a tool: the tools it calls (its scan's), and whether it is read-only (its walk's)."""
     listed = ", ".join(tools)
     text = summary or f"Replays a reviewed procedure that calls {listed}."
     return ToolSpec(

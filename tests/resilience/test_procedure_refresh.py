@@ -68,7 +68,6 @@ def scans(monkeypatch: pytest.MonkeyPatch) -> Iterator[Scans]:
     """A scan spy (each caller remembers its own judgement: nothing is shared between tests)."""
     spy = Scans()
     monkeypatch.setattr(policy.procedures, "scan_code", spy)
-    monkeypatch.setattr(procedure_tools, "scan_code", spy)
     yield spy
 
 
