@@ -26,12 +26,13 @@ from bamboo.investigation.contract import (
 )
 from bamboo.investigation.finalize import Finalizer
 from bamboo.investigation.procedure_tools import (
-    PinnedProcedures, ProcedureToolCaller, policy_catalog,
+    REFRESH_BUDGET_S, PinnedProcedures, ProcedureToolCaller, policy_catalog,
 )
 from bamboo.investigation.reuse import ProcedureMatcher
 from bamboo.investigation.turns import TurnModel
 from bamboo.investigation.written import WrittenProcedureReader
 from bamboo.llm.metering import SpendMeter
+from bamboo.offload import in_thread
 from bamboo.sandbox import contract as sandbox
 from bamboo.sandbox.contract import ExecuteCodeInput, SandboxRunResult
 from bamboo.sandbox.runner import SandboxRunner
@@ -40,6 +41,7 @@ from bamboo.tools.model import ToolCaller
 from bamboo.tools.selection import ToolSelector
 from policy.approvers import ApprovalRules
 from policy.grants import grant_is_signed, grant_terms
+from policy.procedures import procedure_scope
 
 
 class InvestigationActivities:
@@ -93,15 +95,19 @@ class InvestigationActivities:
         (checked off the event loop)."""
         session_run = await self.session_ids.claim(inp.session_id, inp.run)
         await self.tools.refresh()
-        code = self.tools.procedure_code
+        stored_code = self.tools.procedure_code
+        listed = self.tools.list_tools()
+        # Only the bodies this decision reaches: the whole store in every context outgrew the payload limit.
+        code = await in_thread(procedure_scope, inp.codes, inp.procedures, stored_code, [s.name for s in listed],
+                               budget_s=REFRESH_BUDGET_S, what="finding the procedures a decision reaches")
         policy = await self.registry.policy(self.approval_rules)
         stored = await self.repository.grants()
         grants = await asyncio.to_thread(lambda: {name: g for name, g in stored.items() if grant_is_signed(g, policy)})
         current = await asyncio.to_thread(grant_terms, code, code)  # what a review would offer: current code only
         return PolicyContext(
-            session_run=session_run, catalog=policy_catalog(self.tools.list_tools(), code),
+            session_run=session_run, catalog=policy_catalog(listed, code), stored_procedures=sorted(stored_code),
             grants=grants,
-            granted_code=await self.repository.versions(sorted({g.code_hash for g in grants.values()})),
+            granted_code=await self.repository.versions(sorted({g.code_hash for n, g in grants.items() if n in code})),
             exposed_procedures=self.tools.exposed,  # judged off the loop by the refresh above
             policy=policy,
             withheld_grants=await self.repository.withheld(list(current), datetime.now(UTC)),

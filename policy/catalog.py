@@ -38,7 +38,8 @@ class ToolFacts(BaseModel):
 
 
 class ToolCatalog(BaseModel):
-    """The tools a run could be bridged to, plus the current stored code of every procedure tool.
+    """The tools a run could be bridged to, plus the current stored code of the procedures the decision at hand
+    reaches (``policy.procedures.procedure_scope``); a procedure without code here is judged as absent.
 
     A procedure's own ``read_only`` flag is never consulted: its read-only-ness is recomputed from
     ``procedure_code`` each time, so a procedure whose code changed cannot keep an old verdict.

@@ -120,6 +120,31 @@ def reached_procedures(
     return tuple(sorted(walk.procedures | walk.missing_procedures))
 
 
+def procedure_scope(
+    codes: Iterable[str], names: Iterable[str], procedure_code: Mapping[str, str], catalogue: Iterable[str] = ()
+) -> dict[str, str]:
+    """The stored bodies a decision about ``codes`` and the procedures ``names`` can read: every procedure they
+    reach, directly or through other bodies, with the Python names of the tools in ``catalogue`` and with the
+    default ones (the review scans with the first, session approvals and pins with the second: a body reached
+    either way is in scope). A decision handed only these bodies judges as with the whole store, except that a
+    procedure outside them counts as one without stored code: never read-only, and pinned as absent."""
+    ways = (ScanConventions.for_tools(catalogue), DEFAULT_CONVENTIONS)
+    scope: dict[str, str] = {}
+    pending = list(codes)
+    for name in names:
+        if name in procedure_code and name not in scope:
+            scope[name] = procedure_code[name]
+            pending.append(scope[name])
+    while pending:
+        text = pending.pop()
+        for way in ways:
+            for tool in scan_code(text, way).tools:
+                if tool in procedure_code and tool not in scope:
+                    scope[tool] = procedure_code[tool]
+                    pending.append(scope[tool])
+    return dict(sorted(scope.items()))
+
+
 def is_exposable_procedure(
     name: str,
     read_only_flags: Mapping[str, bool],

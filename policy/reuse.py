@@ -272,10 +272,12 @@ def better_tool(own: Iterable[str], tool_fit: Mapping[str, float], margin: float
     return best_name if best_fit - max(inside) > margin else None
 
 
-def describe_unfit(unfit: Sequence[Unfit]) -> str:
-    """One line for the transcript: why no stored procedure was proposed."""
+def describe_unfit(unfit: Sequence[Unfit], farther: int = 0) -> str:
+    """One line for the transcript: why no stored procedure was proposed (``farther``: those not weighed, as too
+    far from the request)."""
+    far = f"{farther} approved procedure{'s are' if farther != 1 else ' is'} not near the request"
     if not unfit:
-        return "no approved procedure is stored"
+        return far if farther else "no approved procedure is stored"
     shown = [f"{u.name} {u.reason}" for u in unfit[:MAX_UNFIT_SHOWN]]
     more = len(unfit) - len(shown)
-    return "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
+    return "; ".join(shown) + (f"; and {more} more" if more > 0 else "") + (f"; {far}" if farther else "")

@@ -294,7 +294,7 @@ class Investigation:
         requester = msg.author
         askers = [msg.author]
         while True:
-            context = await self._policy_context()
+            context = await self._policy_context([code], [reuse.reused.procedure] if reuse is not None else [])
             decision = decide_review(ReviewRequest(
                 phase=Phase.INTERACTIVE, code=code, catalog=context.catalog,
                 session_policies=st.session_policies, grants=context.grants,
@@ -426,12 +426,13 @@ class Investigation:
             st.task_facts = found.task
         task = st.task_facts or TaskFacts(
             parameters={"task_id": self._inp.task_id} if self._inp.task_id is not None else {})
-        context = await self._policy_context()
+        context = await self._policy_context(procedures=[candidate.name for candidate in found.candidates])
         outcome = choose_procedure(found.candidates, context.catalog, task, self._inp.cause, found.settings,
                                    found.tool_fit)
         if outcome.chosen is None:
-            self._entry("reuse", f"no stored procedure fits, so new code is written: {describe_unfit(outcome.unfit)}",
-                        turn=turn, data={"chosen": False, "unfit": [u.model_dump() for u in outcome.unfit[:20]]})
+            why = describe_unfit(outcome.unfit, found.farther)
+            self._entry("reuse", f"no stored procedure fits, so new code is written: {why}", turn=turn,
+                        data={"chosen": False, "unfit": [u.model_dump() for u in outcome.unfit[:20]]})
             return None
         chosen = outcome.chosen
         view = _reuse_view(chosen)
@@ -613,10 +614,12 @@ class Investigation:
     # ------------------------------------------------------------------ automatic phase
     async def _startup_hypothesis(self) -> None:
         """Read-only by policy: procedures replayed only when their code reads; the rest become suggestions."""
-        context = await self._policy_context()
-        stored = sorted(context.catalog.procedure_code)
-        for name in stored[:MAX_STARTUP_REPLAYS]:
-            code = context.catalog.procedure_code[name]
+        replays = (await self._policy_context()).stored_procedures[:MAX_STARTUP_REPLAYS]
+        context = await self._policy_context(procedures=replays)
+        for name in replays:
+            code = context.catalog.procedure_code.get(name)
+            if code is None:  # dropped from the store between the two reads
+                continue
             decision = decide_review(ReviewRequest(phase=Phase.AUTOMATIC, code=code, catalog=context.catalog,
                                                    source="stored_procedure"))
             if decision.outcome is CodeVerdict.RUN:
@@ -633,6 +636,7 @@ class Investigation:
             self._entry("hypothesis", f"no start-up probe: {proposal.reason or 'no tool fits'}")
             return
         code = normalize_code(proposal.code)
+        context = await self._policy_context([code])
         decision = decide_review(ReviewRequest(phase=Phase.AUTOMATIC, code=code, catalog=context.catalog))
         self._entry("code", code, turn=0, data={"code_hash": decision.code_hash, "phase": "automatic",
                                                           "summary": proposal.summary})
@@ -873,10 +877,13 @@ class Investigation:
         self._audit("session_policy_revoked", request.actor,
                     {"target": request.target, "session_hashes": list(plan.session_hashes), "procedures": revoked})
 
-    async def _policy_context(self) -> PolicyContext:
+    async def _policy_context(self, codes: Sequence[str] = (), procedures: Sequence[str] = ()) -> PolicyContext:
+        """The deployment's policy, the grants, and the stored bodies ``codes`` and ``procedures`` reach: every
+        decision about code reads a context asked for that code (a body outside it counts as absent)."""
         run = workflow.info().first_execution_run_id
         context: PolicyContext = await workflow.execute_activity(
-            contract.policy_context, PolicyContextInput(session_id=self._inp.session_id, run=run),
+            contract.policy_context, PolicyContextInput(session_id=self._inp.session_id, run=run, codes=list(codes),
+                                                        procedures=list(procedures)),
             **contract.POLICY_STEP.options())
         if context.session_run != run:
             # A closed session's id used again: its signed decisions name this id, turn and hash, and this run

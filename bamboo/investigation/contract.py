@@ -325,20 +325,30 @@ class AuditBatch(BaseModel):
 
 
 class PolicyContextInput(BaseModel):
+    """What a decision is about. The context carries the stored bodies these reach and no others
+    (``policy.procedures.procedure_scope``): the whole store in every context outgrew Temporal's payload limit
+    at a few hundred procedures, and every turn failed."""
+
     session_id: str
     run: str = Field(description="the session's first run (its continue-as-new chain's): it claims the session id")
+    codes: list[str] = Field(default_factory=list, description="the code blocks the decision judges")
+    procedures: list[str] = Field(default_factory=list,
+                                  description="stored procedures the decision names: a reused one, start-up replays")
 
 
 class PolicyContext(BaseModel):
     """Read fresh by the worker before each decision: the catalogue (raw tools and exposed procedure tools,
-    with every approved procedure's current code), the durable grants, the code each grant was given on, the
-    deployment's approval policy (rules from the worker's settings, keys from its registry), and which run
-    holds the session's id (a session id names one session, ever: ``bamboo.store.first_claims``)."""
+    with the current code of every approved procedure the decision reaches: ``PolicyContextInput``), the
+    durable grants, the code the grants of those procedures were given on, the deployment's approval policy
+    (rules from the worker's settings, keys from its registry), and which run holds the session's id (a
+    session id names one session, ever: ``bamboo.store.first_claims``)."""
 
     session_run: str = Field(description="the run that holds the session id; another run under it decides nothing")
     catalog: ToolCatalog
+    stored_procedures: list[str] = Field(default_factory=list, description="every approved procedure's name, sorted")
     grants: dict[str, ProcedureGrant] = Field(default_factory=dict)
-    granted_code: dict[str, str] = Field(default_factory=dict, description="code hash -> code, for grants' versions")
+    granted_code: dict[str, str] = Field(default_factory=dict,
+                                         description="code hash -> code, for the versions in-scope grants were given on")
     exposed_procedures: list[str] = Field(default_factory=list)
     policy: DeploymentPolicy = Field(default_factory=DeploymentPolicy)
     withheld_grants: dict[str, datetime] = Field(
@@ -447,9 +457,11 @@ class ReuseQuery(BaseModel):
 
 
 class ReuseCandidates(BaseModel):
-    """Every approved procedure, with how near the request is to each; the choice is the workflow's."""
+    """The approved procedures near enough to the request to be proposed, with how near each is
+    (``bamboo.investigation.reuse.nearest``); the choice is the workflow's."""
 
     candidates: list[ProcedureCandidate] = Field(default_factory=list)
+    farther: int = Field(default=0, ge=0, description="approved procedures left out as too far from the request")
     task: TaskFacts | None = None
     settings: ReuseSettings = Field(default_factory=ReuseSettings)
     tool_fit: dict[str, float] = Field(

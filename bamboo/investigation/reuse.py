@@ -1,4 +1,4 @@
-"""The reuse step's reading: every approved procedure, how near the operator's request is to each, and the task.
+"""The reuse step's reading: the approved procedures nearest the operator's request, how near each is, and the task.
 
 What it reads is I/O, so it runs in an activity; which procedure fits is decided by the workflow from what
 this returns (``policy.reuse.choose_procedure``). Nearness is the cosine similarity, in the deployment's
@@ -34,9 +34,22 @@ from policy.reuse import ProcedureCandidate, ReuseSettings, TaskFacts, needed_pa
 log = logging.getLogger(__name__)
 
 MAX_TEXTS_PER_PROCEDURE = 20
+MAX_REUSE_CANDIDATES = 20
 CACHE_SIZE = 8192
 TASK_TOOL = "get_task_details"
 DATASET_TOOL = "get_task_input_datasets"
+
+
+def nearest(stored: Sequence[StoredProcedure], similarity: dict[str, float],
+            settings: ReuseSettings) -> list[StoredProcedure]:
+    """The procedures the reuse step may propose: near enough to the request for the lower of the two thresholds
+    (no other is ever chosen), nearest first, at most ``MAX_REUSE_CANDIDATES``. Each carries its body and the one
+    before it, so handing on the whole store outgrew Temporal's payload limit at a few hundred procedures; the
+    cost is that among more than that many procedures all near the request, the farther ones are not weighed."""
+    least = min(settings.threshold, settings.state_changing_threshold)
+    near = [p for p in stored if similarity[p.name] >= least]
+    near.sort(key=lambda p: (-similarity[p.name], p.name))
+    return near[:MAX_REUSE_CANDIDATES]
 
 
 class ProcedureMatcher:
@@ -59,14 +72,16 @@ class ProcedureMatcher:
                                      *offered.values()])
         request = vectors[query.request]
         tool_fit = {name: round(_cosine(request, vectors[text]), 6) for name, text in offered.items()}
+        nearness = {p.name: max(((_cosine(request, vectors[t]), t) for t in texts[p.name]), default=(0.0, ""))
+                    for p in stored}
+        near = nearest(stored, {name: similarity for name, (similarity, _) in nearness.items()}, self.settings)
         previous = await self.repository.versions(
-            sorted({h for p in stored if (h := p.provenance.previous_code_hash)}))
+            sorted({h for p in near if (h := p.provenance.previous_code_hash)}))
         # Each body's own hash, not the row's column: the audit, the transcript and record_run name the body by it.
-        hashes = await asyncio.to_thread(lambda: {p.name: code_hash(p.code) for p in stored})
+        hashes = await asyncio.to_thread(lambda: {p.name: code_hash(p.code) for p in near})
         candidates = []
-        for procedure in stored:
-            scored = [(_cosine(request, vectors[t]), t) for t in texts[procedure.name]]
-            similarity, matched = max(scored, default=(0.0, ""))
+        for procedure in near:
+            similarity, matched = nearness[procedure.name]
             record = procedure.provenance
             candidates.append(ProcedureCandidate(
                 name=procedure.name, code=procedure.code, code_hash=hashes[procedure.name],
@@ -78,9 +93,10 @@ class ProcedureMatcher:
             ))
         task = None
         if query.task_id is not None and not query.task_known:
-            needs = {p for c in stored for p in needed_parameters(c.code)}
+            needs = {p for c in near for p in needed_parameters(c.code)}
             task = await self.task_facts(query.task_id, "dataset" in needs)
-        return ReuseCandidates(candidates=candidates, task=task, settings=self.settings, tool_fit=tool_fit)
+        return ReuseCandidates(candidates=candidates, task=task, settings=self.settings, tool_fit=tool_fit,
+                               farther=len(stored) - len(near))
 
     async def task_facts(self, task_id: int, with_dataset: bool) -> TaskFacts:
         """The task's clue names and bindable parameters (the task id always)."""

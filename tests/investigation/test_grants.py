@@ -270,7 +270,7 @@ async def test_what_the_store_says_of_a_body_is_checked_against_the_body(service
     from policy.reuse import ReuseSettings
 
     repo = ProcedureRepository(services.store.pool)
-    await repo.save(READ_PROC, READ_PROC_CODE, "approved", {})
+    await repo.save(READ_PROC, READ_PROC_CODE, "approved", {"summary": "reads the task and its jobs"})
     real = code_hash(READ_PROC_CODE)
     async with services.store.pool.connection() as conn:
         await conn.execute("UPDATE procedures SET code_hash = %s WHERE signature = %s", ("0" * 64, READ_PROC))

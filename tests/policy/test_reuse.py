@@ -160,3 +160,13 @@ def test_a_procedure_whose_tools_fit_the_request_worse_than_another_tool_is_not_
     assert verbatim.chosen is not None  # what it was captured for: the tool check does not apply
     assert choose_procedure([candidate(READ, READ_BODY, 0.72)], catalog(procedures), TASK, None,
                             ReuseSettings(), {}).chosen is not None  # no fit figures: nothing to compare
+
+
+def test_procedures_too_far_from_the_request_are_counted_not_denied():
+    """The reuse step hands on only the procedures near the request; the transcript still says the others exist."""
+    from policy.reuse import Unfit, describe_unfit
+
+    assert describe_unfit([], 0) == "no approved procedure is stored"
+    assert describe_unfit([], 3) == "3 approved procedures are not near the request"
+    assert describe_unfit([Unfit(name="proc__a", reason="calls no tool")], 1) == \
+        "proc__a calls no tool; 1 approved procedure is not near the request"
