@@ -14,6 +14,7 @@ import json
 import posixpath
 import re
 from collections.abc import Callable
+from urllib.parse import unquote
 
 from policy.command_models import CommandDenied, ValueKind
 
@@ -148,9 +149,33 @@ def check_url(what: str, value: str, allowed_hosts: list[str], url_paths: list[s
             f"{what} {value!r} is not a plain http(s) URL (no user@, fragment, backslash or spaces)") from None
     if host not in allowed_hosts and f"{host}:{port}" not in allowed_hosts:
         raise CommandDenied(f"{what} host {host}:{port} is not allow-listed by the rule")
+    moved = _moved_path(path)
+    if moved:
+        raise CommandDenied(f"{what} path {path!r} is refused: {moved}, so the request would go to another path "
+                            "than the one checked; write the path as it is meant")
     if url_paths and not any(re.fullmatch(p, path) for p in url_paths):
         raise CommandDenied(f"{what} path {path!r} is not one this rule allows")
     return value
+
+
+def _moved_path(path: str) -> str:
+    """Why a path would reach another endpoint than its text says, or "". curl removes ``.`` and ``..`` segments
+    before it sends, and a server may decode ``%2e`` or ``%2f`` before it routes: a rule's ``url_paths`` matched
+    ``/api/v1/task/get_x/../../../../server/panda/put_file_recovery_request``, which PanDA's legacy API runs on a
+    GET. Each level of percent-encoding is decoded in turn, as a chain of servers could."""
+    seen = path
+    for _ in range(8):
+        if any(segment in (".", "..") for segment in seen.split("/")):
+            return "it has a '.' or '..' segment"
+        if "\\" in seen:
+            return "it has a backslash"
+        decoded = unquote(seen)
+        if decoded.count("/") != seen.count("/"):
+            return "it has an encoded '/'"
+        if decoded == seen:
+            return ""
+        seen = decoded
+    return "it is percent-encoded too many times over"
 
 
 def check_path(what: str, value: str, root: str | None, resolve: Resolver | None) -> str:

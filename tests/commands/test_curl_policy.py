@@ -204,3 +204,20 @@ def test_a_target_field_holding_anything_but_ids_is_refused(policy, api, value):
     and an approval show left it out."""
     deny(policy, "panda_curl", ["curl", "--json", f'{{"task_id": {value}}}', f"{api}/kill"], "not a string or an "
          "integer", channel="rw")
+
+
+@pytest.mark.parametrize("path", [
+    "/api/v1/task/get_x/../../../../server/panda/put_file_recovery_request", "/api/v1/task/get_x/./../kill",
+    "/api/v1/task/get_x/%2e%2e/kill", "/api/v1/task/get_x/.%2E/kill", "/api/v1/task/get_x/%252e%252e/kill",
+    "/api/v1/task/get_x%2f..%2fkill", "/api/v1/task/get_x%5c..%5ckill", "/api/v1/task/get_x/..",
+])
+def test_a_path_that_moves_once_sent_is_refused(path):
+    """A read rule's url_paths matched the text; curl drops dot segments (and a server may decode %2e and %2f)
+    before routing, so a GET that matched 'get_.*' reached PanDA's legacy write methods, which take any method."""
+    from policy.command_models import CommandDenied
+    from policy.command_values import check_url
+
+    with pytest.raises(CommandDenied, match="another path than the one checked"):
+        check_url("url", f"http://127.0.0.1:25080{path}?jediTaskID=1", ["127.0.0.1"], ["/api/v1/task/get_.*"])
+    assert check_url("url", "http://127.0.0.1:25080/api/v1/task/get_x/..x/a.b", ["127.0.0.1"],
+                     ["/api/v1/task/get_.*"])
