@@ -153,7 +153,9 @@ class Settings(BaseSettings):
     panda_monitor_url: HttpUrlText = "http://127.0.0.1:8780"
     panda_auth: Literal["none", "oidc", "x509"] = "none"
     panda_log_hosts: list[str] = Field(
-        default_factory=list, description="Extra hosts whose errorDialog log links may be fetched (API and monitor hosts always)")
+        default_factory=list,
+        description="Extra hosts ('host' or 'host:port') whose errorDialog log links may be fetched, over http or "
+                    "https (the API's and the monitor's own origins always)")
     panda_oidc_token: SecretStr | None = None
     panda_auth_vo: str | None = Field(
         default=None, description="VO the OIDC token is for, sent as the Origin header (panda-client's PANDA_AUTH_VO)")

@@ -22,7 +22,9 @@ Two rules keep the worker safe from what comes back (its event loop belongs to T
 * links found in task data (``fetch_linked_log``) are fetched with a second HTTP client that carries no
   credential at all (no token, no ``Origin``, no client certificate) and follows no redirect: task data is
   written by users, and a link to e.g. a command endpoint of the API host must not become a credentialed
-  request of the worker.
+  request of the worker. A link is fetched only from the API's or the monitor's origin (scheme, host and
+  port) or a log host the deployment names, and never from the API's own paths (the legacy methods take a
+  GET); the monitor's log browser is asked the same way, without the API's credential.
 
 Every failure is a typed exception (see ``errors``) rather than an empty value, so the tools built on top
 can tell the operator "PanDA had nothing" apart from "PanDA could not be asked" and "PanDA said no". The
@@ -35,6 +37,7 @@ import asyncio
 import codecs
 import json
 import os
+import posixpath
 import re
 import ssl
 import time
@@ -43,7 +46,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import unquote, urljoin, urlsplit
 
 import httpx
 from pydantic import BaseModel, ConfigDict, SecretStr
@@ -229,6 +232,35 @@ class StatusWait(BaseModel):
     polls: int
 
 
+Origin = tuple[str, str, int]
+_PORTS = {"http": 80, "https": 443}
+
+
+def _origin(url: str) -> Origin:
+    """(scheme, host, port) of an http(s) URL; ValueError for any other or a malformed port."""
+    parts = urlsplit(url)
+    if parts.scheme not in _PORTS or not parts.hostname:
+        raise ValueError(url)
+    return parts.scheme, parts.hostname.lower(), parts.port or _PORTS[parts.scheme]
+
+
+def _extra_origins(entries: list[str]) -> set[Origin]:
+    """A log host the deployment names ("host" or "host:port"), over http or https, on the port it names or the
+    scheme's own: a link to another port of an allowed host (a database's, a daemon's) is not a log."""
+    origins: set[Origin] = set()
+    for entry in entries:
+        host, _, port = entry.strip().lower().partition(":")
+        for scheme, default in _PORTS.items():
+            origins.add((scheme, host, int(port) if port.isdigit() else default))
+    return origins
+
+
+def _api_paths(api_url: str) -> tuple[str, ...]:
+    """Where the API host serves the API (the configured prefix, and the legacy methods, which take a GET)."""
+    prefix = urlsplit(api_url).path.rstrip("/")
+    return tuple(p for p in (prefix + "/" if prefix else "", "/server/panda/") if p)
+
+
 class PandaClient:
     """One connection pool to the API and the monitor; use as ``async with`` or call ``aclose()``."""
 
@@ -264,8 +296,8 @@ class PandaClient:
             verify=self.auth.verify_context() if self.auth.mode == "x509" else True,
             follow_redirects=False,
         )
-        hosts = {urlsplit(self.api_url).hostname, urlsplit(self.monitor_url).hostname, *(log_host_allowlist or [])}
-        self.log_host_allowlist: frozenset[str] = frozenset(h.lower() for h in hosts if h)
+        self.log_origins: frozenset[Origin] = frozenset(
+            {_origin(self.api_url), _origin(self.monitor_url), *_extra_origins(log_host_allowlist or [])})
 
     @classmethod
     def from_settings(cls, settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None) -> "PandaClient":
@@ -397,9 +429,10 @@ class PandaClient:
     # --- monitor log browser -----------------------------------------------------------------
 
     async def get_job_log(self, panda_id: int, filename: str = "payload.stdout") -> str:
-        """The first ``MAX_LOG_BYTES`` of a job's log; reading stops there (logs reach gigabytes)."""
+        """The first ``MAX_LOG_BYTES`` of a job's log; reading stops there (logs reach gigabytes). The monitor is
+        another service than the API: it is asked without the API's credential, as a linked log is."""
         url = f"{self.monitor_url}/filebrowser/"
-        response, body = await self._send(self._http, "GET", url, MAX_LOG_BYTES, head=True,
+        response, body = await self._send(self._log_http, "GET", url, MAX_LOG_BYTES, head=True,
                                           params={"pandaid": panda_id, "filename": filename})
         return _text(response, body.join())
 
@@ -408,12 +441,18 @@ class PandaClient:
         without credentials: a GET through the uncredentialed client, redirects not followed, at most
         ``MAX_LOG_BYTES`` read."""
         parts = urlsplit(urljoin(self.monitor_url + "/", url))
-        host = (parts.hostname or "").lower()
-        if parts.scheme not in ("http", "https") or host not in self.log_host_allowlist:
-            raise LogHostNotAllowed(
-                f"refusing to fetch {url!r}: host {host or '(none)'} is not in the log host allowlist "
-                f"{sorted(self.log_host_allowlist)}"
-            )
+        try:
+            origin = _origin(parts.geturl())
+        except ValueError:
+            origin = None
+        if origin is None or origin not in self.log_origins:
+            allowed = ", ".join(f"{scheme}://{host}:{port}" for scheme, host, port in sorted(self.log_origins))
+            raise LogHostNotAllowed(f"refusing to fetch {url!r}: its scheme, host and port are not among the log "
+                                    f"origins allowed ({allowed}); add the host to BAMBOO_PANDA_LOG_HOSTS if it serves logs")
+        # As the server could route it: decoded, dot segments resolved, repeated slashes merged.
+        routed = posixpath.normpath("/" + unquote(parts.path).lstrip("/"))
+        if origin == _origin(self.api_url) and (routed + "/").startswith(_api_paths(self.api_url)):
+            raise LogHostNotAllowed(f"refusing to fetch {url!r}: it is an endpoint of the PanDA API, not a log")
         response, body = await self._send(self._log_http, "GET", parts.geturl(), MAX_LOG_BYTES, head=True)
         return _text(response, body.join())
 

@@ -256,6 +256,11 @@ async def compare_failed_vs_successful_job_logs(client: PandaClient, args: dict[
     }
 
 
+# A log file's name as the monitor lists it: ASCII, no path, no dot segment. Not "$": the validator searches,
+# and "$" matches before a final line break; "(?![\s\S])" is the end in every regex dialect a client may use.
+LOG_FILE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}(?![\s\S])"
+
+
 async def summarize_job_log(client: PandaClient, args: dict[str, Any]) -> dict[str, Any]:
     jobs = await client.get_job_descriptions(args["task_id"])
     if not await _off_loop(_has_job, jobs, args["panda_id"], inline=len(jobs) <= INLINE_ITEMS, what=f"looking through {len(jobs)} jobs"):
@@ -360,7 +365,7 @@ def builtin_tools() -> list[BuiltinTool]:
         _read("summarize_job_log", "Summary of one job's log file (default payload.stdout). Use when a specific "
               "PandaID is known.",
               _task_schema({"panda_id": {"type": "integer", "minimum": 1},
-                            "filename": {"type": "string", "pattern": r"^[\w.\-]+$", "default": "payload.stdout"}},
+                            "filename": {"type": "string", "pattern": LOG_FILE_NAME, "default": "payload.stdout"}},
                            ["panda_id"]),
               summarize_job_log),
         _read("fetch_linked_log_files", "Fetch the log files linked from the task's errorDialog (brokerage and "

@@ -34,8 +34,11 @@ from bamboo.panda.toolbox import PandaToolbox
 
 API = "https://panda.example.org/api/v1"
 MONITOR = "https://bigpanda.example.org"
-# Links a task's errorDialog can carry: both resolve to state-changing endpoints of the API host.
+# Links a task's errorDialog can carry: the first two resolve to state-changing endpoints of the API host (refused
+# as API endpoints), the last two are fetched, and so must carry no credential.
 HOSTILE_DIALOG = ('brokerage failed, see <a href="https://panda.example.org/api/v1/task/retry?task_id=777">log</a> '
+                  '<a href="https://panda.example.org/logs/brokerage.txt">log3</a> '
+                  '<a href="https://bigpanda.example.org/filebrowser/?pandaid=777">log4</a> '
                   'and <a href="https://panda.example.org/server/panda/killTask?jediTaskID=777">log2</a>')
 CHUNK = 256 * 1024
 
@@ -82,11 +85,52 @@ async def test_linked_log_fetch_carries_no_token_or_origin_while_api_calls_do() 
     links = [r for r in seen if r not in api]
     assert api and all(r.headers.get("authorization") == "Bearer SECRET-TOKEN" and r.headers.get("origin") == "atlas"
                        for r in api)
-    assert len(links) == 2
+    assert [str(r.url) for r in links] == ["https://panda.example.org/logs/brokerage.txt",
+                                           "https://bigpanda.example.org/filebrowser/?pandaid=777"]
+    assert sorted(result.data["refused"]) == ["https://panda.example.org/api/v1/task/retry?task_id=777",
+                                              "https://panda.example.org/server/panda/killTask?jediTaskID=777"]
     for request in links:
         assert request.method == "GET"
         assert "authorization" not in request.headers and "origin" not in request.headers
         assert "SECRET-TOKEN" not in str(request.headers) and "cookie" not in request.headers
+
+
+async def test_the_monitor_is_not_sent_the_api_credential() -> None:
+    """The log browser is another service (BigPanDA's monitor): the PanDA API's bearer token and VO went to it
+    with every job-log read, from read-only tools that run with no one watching."""
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, text="a log line\n")
+
+    auth = PandaAuth(mode="oidc", oidc_token=SecretStr("SECRET-TOKEN"), vo="atlas")
+    async with PandaClient(API, MONITOR, auth, transport=mock(handler)) as client:
+        assert await client.get_job_log(5001) == "a log line\n"
+    assert [r.url.host for r in seen] == ["bigpanda.example.org"]
+    assert "authorization" not in seen[0].headers and "origin" not in seen[0].headers
+    assert "SECRET-TOKEN" not in str(seen[0].headers)
+
+
+@pytest.mark.parametrize("link", [
+    "https://panda.example.org:6379/FLUSHALL", "http://panda.example.org/logs/x.txt",
+    "https://panda.example.org/api/v1/task/retry?task_id=7", "https://panda.example.org/logs/../api/v1/task/kill",
+    "https://panda.example.org/logs/%2e%2e/server/panda/killTask", "https://panda.example.org//server/panda/x",
+    "https://bigpanda.example.org:8443/x", "https://evil.example.org/x",
+])
+async def test_a_link_is_fetched_only_from_an_allowed_origin_and_never_from_the_api(link: str) -> None:
+    """The allow-list named hosts: any port of an allowed host (a database's, a daemon's) and the API's own write
+    endpoints (the legacy ones take a GET) were fetched as logs."""
+    from bamboo.panda.errors import LogHostNotAllowed
+
+    seen: list[httpx.Request] = []
+    async with PandaClient(API, MONITOR, transport=mock(lambda r: seen.append(r) or httpx.Response(200))) as client:
+        with pytest.raises(LogHostNotAllowed):
+            await client.fetch_linked_log(link)
+        assert await client.fetch_linked_log("https://panda.example.org/logs/brokerage.txt") == ""
+        assert await client.fetch_linked_log("/filebrowser/?pandaid=1") == ""
+    assert [str(r.url) for r in seen] == ["https://panda.example.org/logs/brokerage.txt",
+                                          "https://bigpanda.example.org/filebrowser/?pandaid=1"]
 
 
 async def test_linked_log_redirect_is_not_followed() -> None:
@@ -144,7 +188,7 @@ def tls_server(tmp_path: Path) -> Iterator[tuple[int, Path, Path, list[tuple[str
             if self.path.startswith("/api/v1/task/get_detailed_info"):
                 port = self.server.server_address[1]
                 body = json.dumps(envelope({"jediTaskID": 1, "errorDialog":
-                                            f'<a href="https://127.0.0.1:{port}/api/v1/task/retry?task_id=7">x</a>'})).encode()
+                                            f'<a href="https://127.0.0.1:{port}/logs/task7.txt">x</a>'})).encode()
             else:
                 body = b"a log line\n"
             self.send_response(200)
@@ -181,7 +225,7 @@ async def test_linked_log_fetch_presents_no_client_certificate(
     async with PandaClient(f"{base}/api/v1", base, PandaAuth(mode="x509", x509_proxy=proxy)) as client:
         result = await PandaToolbox(client).call_tool("fetch_linked_log_files", {"task_id": 1, "max_files": 5})
     assert result.ok, result.error
-    assert [path.split("?")[0] for path, _ in records] == ["/api/v1/task/get_detailed_info", "/api/v1/task/retry"]
+    assert [path.split("?")[0] for path, _ in records] == ["/api/v1/task/get_detailed_info", "/logs/task7.txt"]
     assert records[0][1] is True, "the API call must present the proxy"
     assert records[1][1] is False, "the linked log must be fetched without a client certificate"
 

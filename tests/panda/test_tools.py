@@ -94,6 +94,14 @@ async def test_summarize_job_log_checks_job_belongs_to_task(toolbox: PandaToolbo
     assert not other.ok and "not a job of task" in other.error
 
 
+async def test_a_log_file_name_is_a_plain_ascii_name(toolbox: PandaToolbox) -> None:
+    """The schema's "$" matched before a final line break, and "\\w" took any script's letters and digits."""
+    job = MEMORY_TASK * 1000 + 19
+    for name in ("payload.stdout\n", "..", ".", "log\u0663", "a/b", "-rf"):
+        result = await toolbox.call_tool("summarize_job_log", {"task_id": MEMORY_TASK, "panda_id": job, "filename": name})
+        assert not result.ok and "filename" in result.error, name
+
+
 async def test_linked_logs_only_from_allowlisted_hosts(toolbox: PandaToolbox) -> None:
     result = await toolbox.call_tool("fetch_linked_log_files", {"task_id": BROKERAGE_TASK})
     assert result.ok
