@@ -18,6 +18,7 @@ from bamboo.approvals.keys import SigningKeyError
 from bamboo.commands.config import CommandConfigError
 from bamboo.contract import HEARTBEAT_SENT_EVERY
 from bamboo.llm.local import resolve_llm_endpoint, stop_shared_local_llm
+from bamboo.panda.errors import PandaConfigError
 from bamboo.services import Services
 from worker.services import build_services
 from bamboo.settings import Settings, get_settings
@@ -119,7 +120,7 @@ def main() -> None:
 
     try:
         asyncio.run(_run())
-    except (CommandToolsConfigError, CommandConfigError, SigningKeyError, TrustRootError) as exc:
+    except (CommandToolsConfigError, CommandConfigError, SigningKeyError, TrustRootError, PandaConfigError) as exc:
         # The deployment's configuration is wrong: one line saying what, not a traceback.
         print(f"bamboo worker: {_one_line(exc)}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import ipaddress
 import json
 import os
 import posixpath
@@ -244,6 +245,13 @@ def _origin(url: str) -> Origin:
     return parts.scheme, parts.hostname.lower(), parts.port or _PORTS[parts.scheme]
 
 
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host.lower() == "localhost"
+
+
 def _extra_origins(entries: list[str]) -> set[Origin]:
     """A log host the deployment names ("host" or "host:port"), over http or https, on the port it names or the
     scheme's own: a link to another port of an allowed host (a database's, a daemon's) is not a log."""
@@ -280,6 +288,10 @@ class PandaClient:
         self.api_url = api_url.rstrip("/")
         self.monitor_url = monitor_url.rstrip("/")
         self.auth = auth or PandaAuth()
+        api = urlsplit(self.api_url)
+        if self.auth.mode == "oidc" and api.scheme == "http" and not _loopback(api.hostname or ""):
+            raise PandaConfigError(f"the PanDA API {self.api_url} is plain http, so the OIDC token would cross the "
+                                   "network in clear text; give an https URL (plain http only on this machine)")
         context = self.auth.ssl_context()
         self._http = httpx.AsyncClient(
             headers={"Accept": "application/json", **self.auth.headers()},

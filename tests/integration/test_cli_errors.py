@@ -143,3 +143,10 @@ def test_a_worker_without_postgres_says_so_in_one_line(settings):
     line = _one_line_exit(_bamboo(settings, "worker", timeout=120,
                                   extra_env={"BAMBOO_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"}))
     assert "Cannot reach the knowledge store" in line and "bamboo dev up" in line
+
+
+def test_a_worker_that_would_send_its_panda_token_in_clear_text_says_so_in_one_line(settings):
+    line = _one_line_exit(_bamboo(settings, "worker", timeout=120, extra_env={
+        "BAMBOO_PANDA_AUTH": "oidc", "BAMBOO_PANDA_OIDC_TOKEN": "SECRET-TOKEN", "BAMBOO_PANDA_AUTH_VO": "atlas",
+        "BAMBOO_PANDA_API_URL": "http://panda.example.org/api/v1"}))
+    assert "clear text" in line and "https" in line and "SECRET-TOKEN" not in line

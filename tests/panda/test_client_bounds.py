@@ -354,3 +354,17 @@ async def test_a_job_log_is_read_only_up_to_the_cap(declared: bool) -> None:
     for got, body in zip((text, linked), bodies, strict=True):
         assert MAX_LOG_BYTES - len(line) < len(got.encode()) <= MAX_LOG_BYTES and got.startswith("2026-01-01 12:00:00 | INFO")
         assert body.pulled <= MAX_LOG_BYTES + CHUNK < len(body.payload)
+
+
+@pytest.mark.parametrize("api, ok", [("http://panda.example.org/api/v1", False), ("http://10.0.0.5:8080/api/v1", False),
+                                     ("https://panda.example.org/api/v1", True), ("http://127.0.0.1:8780/api/v1", True),
+                                     ("http://localhost:8780/api/v1", True), ("http://[::1]:8780/api/v1", True)])
+async def test_an_oidc_token_is_not_sent_over_plain_http_off_this_machine(api: str, ok: bool) -> None:
+    from bamboo.panda.errors import PandaConfigError
+
+    auth = PandaAuth(mode="oidc", oidc_token=SecretStr("SECRET-TOKEN"), vo="atlas")
+    if ok:
+        await PandaClient(api, MONITOR, auth).aclose()
+    else:
+        with pytest.raises(PandaConfigError, match="clear text"):
+            PandaClient(api, MONITOR, auth)
