@@ -83,12 +83,12 @@ async def test_oidc_token_is_sent_with_its_vo_and_required(incidents_dir: Path) 
 
 def test_auth_misconfiguration_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(PandaConfigError, match="BAMBOO_PANDA_OIDC_TOKEN"):
-        PandaClient("http://x/api/v1", "http://x", PandaAuth(mode="oidc"))
+        PandaClient("https://x/api/v1", "https://x", PandaAuth(mode="oidc"))
     with pytest.raises(PandaConfigError, match="BAMBOO_PANDA_AUTH_VO"):
-        PandaClient("http://x/api/v1", "http://x", PandaAuth(mode="oidc", oidc_token=SecretStr("t")))
+        PandaClient("https://x/api/v1", "https://x", PandaAuth(mode="oidc", oidc_token=SecretStr("t")))
     with pytest.raises(PandaConfigError, match="BAMBOO_PANDA_X509_PROXY"):
-        PandaClient("http://x/api/v1", "http://x", PandaAuth(mode="x509", x509_proxy=tmp_path / "nope"))
+        PandaClient("https://x/api/v1", "https://x", PandaAuth(mode="x509", x509_proxy=tmp_path / "nope"))
     garbage = tmp_path / "proxy.pem"
     garbage.write_text("not a certificate")
     with pytest.raises(PandaConfigError, match="cannot load"):
-        PandaClient("http://x/api/v1", "http://x", PandaAuth(mode="x509", x509_proxy=garbage))
+        PandaClient("https://x/api/v1", "https://x", PandaAuth(mode="x509", x509_proxy=garbage))
