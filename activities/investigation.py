@@ -10,7 +10,7 @@ store before every run).
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from activities.heartbeat import with_heartbeats
 from activities.llm_errors import as_activity_error
@@ -102,7 +102,9 @@ class InvestigationActivities:
                                budget_s=REFRESH_BUDGET_S, what="finding the procedures a decision reaches")
         policy = await self.registry.policy(self.approval_rules)
         stored = await self.repository.grants()
-        grants = await asyncio.to_thread(lambda: {name: g for name, g in stored.items() if grant_is_signed(g, policy)})
+        now = datetime.now(UTC)
+        grants = await asyncio.to_thread(
+            lambda: {name: g for name, g in stored.items() if grant_is_signed(g, policy, now)})
         current = await asyncio.to_thread(grant_terms, code, code)  # what a review would offer: current code only
         return PolicyContext(
             session_run=session_run, catalog=policy_catalog(listed, code), stored_procedures=sorted(stored_code),
@@ -162,8 +164,7 @@ class InvestigationActivities:
 
     @implements(contract.revoke_grants)
     async def revoke_grants(self, inp: RevokeGrantsInput) -> list[str]:
-        within = timedelta(seconds=inp.longest_signature_s)
-        revoked = [g.procedure for g in inp.grants if await self.repository.clear_grant(g, within)]
+        revoked = [g.procedure for g in inp.grants if await self.repository.clear_grant(g)]
         await self.audit_log.append(
             AuditEvent(kind="procedure_grant_revoked", actor=inp.actor, run_id=f"investigate:{inp.session_id}",
                        body={"requested": [g.procedure for g in inp.grants], "revoked": revoked}),

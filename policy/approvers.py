@@ -26,6 +26,7 @@ from policy.identity import Identity
 from policy.signing import (
     DEFAULT_DEPLOYMENT,
     DEPLOYMENT_PATTERN,
+    MAX_CLOCK_SKEW_S,
     Authorization,
     IdentityKey,
     StatementKind,
@@ -70,6 +71,7 @@ class AuthRefusal(str, Enum):
     REPLAYED = "replayed"
     EXPIRED = "expired"
     EXPIRY_TOO_FAR = "expiry_too_far"
+    SIGNED_LATER = "signed_later"
     UNREGISTERED_IDENTITY = "unregistered_identity"
     UNREGISTERED_KEY = "unregistered_key"
     BAD_SIGNATURE = "bad_signature"
@@ -170,10 +172,17 @@ def authenticate(
         return AuthVerdict.refuse(
             AuthRefusal.EXPIRED, f"The signature expired at {auth.expires_at.isoformat()}; sign the request again."
         )
-    if auth.expires_at > now + timedelta(seconds=policy.rules.max_signature_ttl_s):
+    longest = timedelta(seconds=policy.rules.max_signature_ttl_s)
+    if auth.expires_at > now + longest or auth.expires_at - auth.issued_at > longest:
         return AuthVerdict.refuse(
             AuthRefusal.EXPIRY_TOO_FAR,
             f"The signature is valid for more than {policy.rules.max_signature_ttl_s} s; sign with a shorter expiry.",
+        )
+    if auth.issued_at > now + timedelta(seconds=MAX_CLOCK_SKEW_S):
+        return AuthVerdict.refuse(
+            AuthRefusal.SIGNED_LATER,
+            f"The signature says it was made at {auth.issued_at.isoformat()}, later than this deployment's time "
+            f"({now.isoformat()}); set the signing machine's clock right and sign again.",
         )
     signer = policy.entry(auth.signer)
     if signer is None:
@@ -187,8 +196,8 @@ def authenticate(
             f"The key {auth.key_id} that signed this is not the key registered for {auth.signer} "
             f"({signer.key_id}); sign with the registered key or register the new one.",
         )
-    message = statement_bytes(kind, session_id, identity, dict(body), auth.signer, auth.key_id, auth.expires_at,
-                              auth.nonce, deployment=policy.deployment)
+    message = statement_bytes(kind, session_id, identity, dict(body), auth.signer, auth.key_id, auth.issued_at,
+                              auth.expires_at, auth.nonce, deployment=policy.deployment)
     if not signature_valid(signer.public_key, message, auth.signature):
         return AuthVerdict.refuse(
             AuthRefusal.BAD_SIGNATURE,

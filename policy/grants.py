@@ -19,7 +19,7 @@ from policy.approvers import DeploymentPolicy, Role, authenticate
 from policy.code_identity import code_hash
 from policy.decisions import DecisionKind, OperatorDecision
 from policy.procedures import reached_procedures
-from policy.signing import StatementKind
+from policy.signing import MAX_CLOCK_SKEW_S, StatementKind
 from policy.signature import DEFAULT_CONVENTIONS, ScanConventions
 
 
@@ -67,11 +67,13 @@ def grant_terms(procedures: Iterable[str], procedure_code: Mapping[str, str]) ->
     return tuple(sorted(grant_term(name, code_hash(procedure_code[name])) for name in set(procedures)))
 
 
-def grant_is_signed(grant: ProcedureGrant, policy: DeploymentPolicy) -> bool:
-    """Whether ``grant`` counts under ``policy``: an approver who may approve read-only code now signed, in the
-    grant's session, an auto-run answer naming exactly this procedure and code hash (its signature's expiry
+def grant_is_signed(grant: ProcedureGrant, policy: DeploymentPolicy, now: datetime) -> bool:
+    """Whether ``grant`` counts under ``policy`` at ``now``: an approver who may approve read-only code now signed,
+    in the grant's session, an auto-run answer naming exactly this procedure and code hash (its signature's expiry
     bounded when it could be used as an answer, not how long the grant stands; a revoked approver's grants
-    lapse). A deployment that does not require signatures takes its grants unsigned, as its decisions."""
+    lapse), dated no later than now (a revocation covers what was signed before it: an answer dated ahead would
+    outlive one made meanwhile). A deployment that does not require signatures takes its grants unsigned, as its
+    decisions."""
     decision = grant.decision
     if decision is None or decision.auth is None:
         return not policy.rules.require_signatures
@@ -82,13 +84,13 @@ def grant_is_signed(grant: ProcedureGrant, policy: DeploymentPolicy) -> bool:
     verdict = authenticate(policy, kind=StatementKind.DECISION, session_id=grant.session_id,
                            identity=decision.approver, body=decision.signed_body(), auth=decision.auth,
                            now=while_valid)
-    return verdict.ok and (policy.may(decision.approver, Role.APPROVE)
-                           or policy.may(decision.approver, Role.APPROVE_STATE_CHANGING))
+    return verdict.ok and decision.auth.issued_at <= now + timedelta(seconds=MAX_CLOCK_SKEW_S) and (
+        policy.may(decision.approver, Role.APPROVE) or policy.may(decision.approver, Role.APPROVE_STATE_CHANGING))
 
 
 class GrantRevocation(BaseModel):
     """A revoked grant as the store keeps it (insert-only): the term, the nonce of the signed answer the row held,
-    and ``through``: answers of the term that expire before it are revoked too (``grant_is_revoked``)."""
+    and ``through``: answers of the term signed before it are revoked too (``grant_is_revoked``)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -97,28 +99,24 @@ class GrantRevocation(BaseModel):
     through: datetime | None = None
 
 
-def revocation_of(grant: ProcedureGrant, now: datetime, longest_signature: timedelta) -> GrantRevocation | None:
+def revocation_of(grant: ProcedureGrant, now: datetime) -> GrantRevocation | None:
     """How revoking ``grant`` at ``now`` is recorded (None for an unsigned grant: its row is all there is).
 
     The answer behind a grant stays valid after the revocation, and so do the approver's other auto-run answers
-    naming the same procedure and code, from other sessions or ones the workflow refused: a requester who wrote
-    one of them into the row would have revived the grant. A signature carries its expiry, not when it was
-    made, and its lifetime is the signer's choice up to the deployment's longest (``longest_signature``,
-    ApprovalRules.max_signature_ttl_s): every answer of the term signed before ``now`` expires before
-    ``now + longest_signature``, and all of them are revoked. The cost: a grant of the same procedure and code
-    given anew stands only if its answer expires after that (``grant_again_after``); an answer expiring before
-    the revoked one's did, earlier still."""
+    naming the same procedure and code, from other sessions, ones the workflow refused, or ones signed for longer
+    than the deployment takes: a requester who wrote one of them into the row would have revived the grant. Every
+    answer says when it was signed, so every answer of the term signed before the revocation is revoked with it,
+    up to a signer's clock running ``MAX_CLOCK_SKEW_S`` ahead (``grant_again_after``)."""
     auth = grant.decision.auth if grant.decision is not None else None
     if auth is None:
         return None
-    return GrantRevocation(nonce=auth.nonce, term=grant.term,
-                           through=max(auth.expires_at, grant_again_after(now, longest_signature)))
+    return GrantRevocation(nonce=auth.nonce, term=grant.term, through=grant_again_after(now))
 
 
-def grant_again_after(now: datetime, longest_signature: timedelta) -> datetime:
-    """When an auto-run answer signed (with the usual lifetime) leaves a durable grant of a term revoked at
-    ``now`` again: once no answer signed before the revocation can still be within its lifetime."""
-    return now + longest_signature
+def grant_again_after(now: datetime) -> datetime:
+    """When an auto-run answer leaves a durable grant of a term revoked at ``now`` again: once it is signed later
+    than any clock that signed before the revocation could say."""
+    return now + timedelta(seconds=MAX_CLOCK_SKEW_S)
 
 
 def grant_is_revoked(grant: ProcedureGrant, revocations: Iterable[GrantRevocation]) -> bool:
@@ -126,7 +124,7 @@ def grant_is_revoked(grant: ProcedureGrant, revocations: Iterable[GrantRevocatio
     auth = grant.decision.auth if grant.decision is not None else None
     if auth is None:
         return False
-    return any(r.term == grant.term and (r.nonce == auth.nonce or (r.through is not None and auth.expires_at < r.through))
+    return any(r.term == grant.term and (r.nonce == auth.nonce or (r.through is not None and auth.issued_at < r.through))
                for r in revocations)
 
 

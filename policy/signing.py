@@ -3,8 +3,8 @@
 Everything an operator sends a session (a message that asks for code, a decision on a review, a revoke, a
 finalize, an abandon) can carry an ``Authorization``: an Ed25519 signature over a canonical statement that
 names the session, the identity speaking, the signer (the same identity, or a registered front end such as a
-web console that authenticated that person), the registered key's id, an expiry, a nonce, and the body of
-the request, and the deployment it is for. A decision's body names the turn, the full code hash and the choice,
+web console that authenticated that person), the registered key's id, when it was signed, an expiry, a nonce,
+and the body of the request, and the deployment it is for. A decision's body names the turn, the full code hash and the choice,
 so a signature approves exactly one piece of code, in one session of one deployment, once, for a short time.
 
 Signing happens in clients (``bamboo.approvals``); verification happens here, deterministically, inside the
@@ -36,6 +36,9 @@ DEFAULT_DEPLOYMENT = "default"
 EMBEDDED_DEPLOYMENT = "embedded"
 DEPLOYMENT_PATTERN = r"^[a-z0-9](?:[a-z0-9._-]{0,62}[a-z0-9])?$"
 NONCE_PATTERN = r"^[0-9a-f]{32,64}$"  # a pydantic pattern (Rust regex: "$" is the end of the text)
+# How far a signer's clock may run ahead of the deployment's: a statement signed later than that is refused, and a
+# revocation covers what was signed up to this long after it.
+MAX_CLOCK_SKEW_S = 120
 KEY_ID_LENGTH = 16
 PUBLIC_KEY_BYTES = 32
 SIGNATURE_BYTES = 64
@@ -60,11 +63,12 @@ class Authorization(BaseModel):
 
     signer: Identity
     key_id: str = Field(pattern=r"^[0-9a-f]{16}$")
+    issued_at: datetime = Field(description="when it was signed (signed): a revocation covers what was signed before it")
     expires_at: datetime
     nonce: str = Field(pattern=NONCE_PATTERN)
     signature: str = Field(max_length=128)
 
-    @field_validator("expires_at")
+    @field_validator("issued_at", "expires_at")
     @classmethod
     def _aware(cls, value: datetime) -> datetime:
         return utc_expiry(value)
@@ -129,6 +133,7 @@ def statement_bytes(
     body: dict[str, Any],
     signer: str,
     key: str,
+    issued_at: datetime,
     expires_at: datetime,
     nonce: str,
     *,
@@ -146,6 +151,7 @@ def statement_bytes(
         "identity": identity,
         "signer": signer,
         "key_id": key,
+        "issued_at": int(issued_at.timestamp()),
         "expires_at": int(expires_at.timestamp()),
         "nonce": nonce,
         "body": body,

@@ -861,8 +861,7 @@ class Investigation:
                 contract.revoke_grants,
                 RevokeGrantsInput(session_id=self._inp.session_id,
                                   grants=[context.grants[n] for n in plan.procedures if n in context.grants],
-                                  actor=request.actor, dedup_key=f"{self._audit_key_prefix()}:revoke:{st.audit_seq}",
-                                  longest_signature_s=context.policy.rules.max_signature_ttl_s),
+                                  actor=request.actor, dedup_key=f"{self._audit_key_prefix()}:revoke:{st.audit_seq}"),
                 **contract.STORE_STEP.options(),
             )
             for name in plan.procedures:
@@ -870,8 +869,7 @@ class Investigation:
         what = [short_hash(h) for h in plan.session_hashes] + revoked
         again = ""
         if revoked:
-            after = grant_again_after(workflow.now(), timedelta(seconds=context.policy.rules.max_signature_ttl_s))
-            again = f"; auto-run leaves a durable grant of the same code again after {after:%Y-%m-%d %H:%M} UTC"
+            again = f"; auto-run leaves a durable grant of the same code again after {grant_again_after(workflow.now()):%H:%M:%S} UTC"
         self._entry("revoke", f"revoked by {request.actor}: {', '.join(what) or 'nothing was set'}{again}",
                     actor=request.actor, data={"session_hashes": list(plan.session_hashes), "procedures": revoked})
         self._audit("session_policy_revoked", request.actor,

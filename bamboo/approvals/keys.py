@@ -61,14 +61,14 @@ class LocalKey:
         """Sign a request of ``kind`` in ``session_id`` of ``deployment`` (the name the deployment's settings give
         it: the signature counts there only); ``identity`` differs from the key's only for a front end."""
         speaker = canonical_identity(identity or self.identity)
-        expires = (now or datetime.now(timezone.utc)) + timedelta(seconds=ttl_s)
-        expires = expires.replace(microsecond=0)
+        issued = (now or datetime.now(timezone.utc)).replace(microsecond=0)
+        expires = issued + timedelta(seconds=ttl_s)
         nonce = secrets.token_hex(16)
-        message = statement_bytes(kind, session_id, speaker, body, self.identity, self.key_id, expires, nonce,
+        message = statement_bytes(kind, session_id, speaker, body, self.identity, self.key_id, issued, expires, nonce,
                                   deployment=deployment)
         signature = self.sign(message)
-        return Authorization(signer=self.identity, key_id=self.key_id, expires_at=expires, nonce=nonce,
-                             signature=signature)
+        return Authorization(signer=self.identity, key_id=self.key_id, issued_at=issued, expires_at=expires,
+                             nonce=nonce, signature=signature)
 
 
 class KeyStore:

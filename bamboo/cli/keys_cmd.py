@@ -264,7 +264,7 @@ def _signed_json(session: str, name: Message, request, identity: str | None, ttl
 
     settings = get_settings()
     who = _identity(identity)
-    if ttl > settings.max_signature_ttl_s:  # the workflow refuses it, and a revocation would not cover it
+    if ttl > settings.max_signature_ttl_s:  # the workflow refuses it
         fail(f"--ttl {ttl:g} is over this deployment's longest signature lifetime ({settings.max_signature_ttl_s} s, "
              "BAMBOO_MAX_SIGNATURE_TTL_S); sign for less")
     try:

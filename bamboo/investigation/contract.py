@@ -31,7 +31,7 @@ from pydantic.json_schema import SkipJsonSchema
 from bamboo.contract import LLM_CALL, STORE_CALL, activity_stub
 from bamboo.models.spend import Spend
 
-from policy.approvers import DEFAULT_MAX_SIGNATURE_TTL_S, ApprovalRules, DeploymentPolicy
+from policy.approvers import ApprovalRules, DeploymentPolicy
 from policy.catalog import ToolCatalog
 from policy.code_hazards import Hazard
 from policy.decisions import DecisionKind, OperatorDecision
@@ -423,9 +423,6 @@ class RevokeGrantsInput(BaseModel):
     grants: list[ProcedureGrant] = Field(description="the grants to revoke, as the workflow checked them (signed)")
     actor: str
     dedup_key: str
-    longest_signature_s: int = Field(default=DEFAULT_MAX_SIGNATURE_TTL_S, ge=0, description=(
-        "the deployment's longest signature lifetime: every answer signed before the revocation expires within it "
-        "(policy.grants.revocation_of)"))
 
 
 class FinalizeInput(BaseModel):

@@ -20,7 +20,7 @@ import asyncio
 import json
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from psycopg.types.json import Jsonb
@@ -29,7 +29,6 @@ from pydantic import ValidationError
 
 from bamboo.investigation.provenance import Capture, ProcedureProvenance
 from policy.code_identity import code_hash, logic_hash
-from policy.approvers import DEFAULT_MAX_SIGNATURE_TTL_S
 from policy.grants import GrantRevocation, ProcedureGrant, grant_is_revoked, grant_term, revocation_of
 
 log = logging.getLogger(__name__)
@@ -204,13 +203,12 @@ class ProcedureRepository:
             )
             return cur.rowcount > 0
 
-    async def clear_grant(self, grant: ProcedureGrant,
-                          longest_signature: timedelta = timedelta(seconds=DEFAULT_MAX_SIGNATURE_TTL_S)) -> bool:
+    async def clear_grant(self, grant: ProcedureGrant) -> bool:
         """Revoke ``grant`` (as the caller checked it, not as the row holds it now: a requester who rewrote the
         row between the check and the revocation had a term nobody used recorded, and wrote the checked answer
         back): its signed answer is recorded as revoked with every answer of the term signed no later
         (insert-only, ``policy.grants.revocation_of``), and the row is cleared. True when something was revoked."""
-        revocation = revocation_of(grant, datetime.now(UTC), longest_signature)
+        revocation = revocation_of(grant, datetime.now(UTC))
         async with self._pool.connection() as conn:
             if revocation is not None:
                 await conn.execute("INSERT INTO revoked_grants (nonce, term, through) VALUES (%s, %s, %s) "
