@@ -124,6 +124,8 @@ async def run_bounded_children(
         if not inp.paused and more and budget_left and len(running) < inp.concurrency:
             if not buffer:
                 buffer = [(inp.cursor + i, item) for i, item in enumerate(await read_page(inp.cursor))]
+                if buffer:  # a pause or cancel may have come while the page was read: look again
+                    continue
             index, item = buffer.pop(0)
             inp.cursor += 1
             started_this_run += 1

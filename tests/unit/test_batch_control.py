@@ -103,3 +103,26 @@ async def test_a_cancelled_activity_lets_its_work_clean_up_before_the_cancellati
     with pytest.raises(asyncio.CancelledError):
         await running
     assert cleaned == [True]
+
+
+async def test_a_cancel_during_a_page_read_starts_no_more_children():
+    """The loop read a page and started a child from it without looking at the pause and cancel flags again,
+    though a signal may be handled while the page is read."""
+    from types import SimpleNamespace
+
+    from workflows.batching import run_bounded_children
+
+    state = SimpleNamespace(cursor=0, concurrency=4, continue_as_new_every=100, paused=False, generation=0)
+    cancelled = False
+    started: list[int] = []
+
+    async def read_page(offset: int) -> list[str]:
+        nonlocal cancelled
+        cancelled = True  # the cancel signal, handled while this activity ran
+        return ["a", "b"]
+
+    async def start_child(index: int, item: str) -> None:
+        started.append(index)
+
+    await run_bounded_children(state, 2, read_page, start_child, set(), lambda: cancelled)
+    assert started == [] and state.cursor == 0
