@@ -50,6 +50,9 @@ with workflow.unsafe.imports_passed_through():
 
 CHILD_TIMEOUT = timedelta(hours=2)
 PAGE = 100
+# What one escalated incident adds to the batch's history: its child's start, start and end, and the workflow
+# tasks around them (about nine, measured).
+EVENTS_PER_ESCALATION = 10
 # The window: two slices at a time (one below a concurrency of 8), each with half the batch's LLM
 # slots. A slice's slots idle while its last group commits and the next slice starts; with two
 # slices that happens to half the slots at a time, and the slices' ends drift apart.
@@ -139,15 +142,20 @@ class PopulateBatch(BatchControl[PopulateInput]):
         has room and at least half a slice's width is free, and takes at most what is free, so
         children beside slices never push the model's load past the concurrency.
 
-        A run hands out `items_per_run()` incidents, or fewer once its history passes
-        `max_history_events`; then it lets what runs finish and continues as new."""
+        A run hands out `items_per_run()` incidents, or fewer once its history, with the events its escalated
+        incidents waiting or running will add, passes `max_history_events`; then it lets what runs finish and
+        continues as new. (Counted on history alone, a run whose slices escalated most incidents went on handing
+        out slices, and its escalations, which must all end before it continues as new, took it to several times
+        the cap and towards Temporal's limit.)"""
         window = _Window.of(inp)
         started = 0
         tasks: set[asyncio.Task[None]] = set()
 
         def share_left() -> int:
             # A run always hands out something first, so a cap below its own start-up still progresses.
-            if started and workflow.info().get_current_history_length() >= inp.max_history_events:
+            backlog = len(inp.pending_escalations) + len(self._children)
+            history = workflow.info().get_current_history_length() + EVENTS_PER_ESCALATION * backlog
+            if started and history >= inp.max_history_events:
                 return 0
             return inp.items_per_run() - started
 

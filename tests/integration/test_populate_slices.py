@@ -328,6 +328,28 @@ async def test_a_run_whose_history_passes_the_cap_continues_as_new_and_nothing_i
     assert sum(1 for row in audit if row["kind"] == "graph_stored") == 40
 
 
+async def test_escalations_count_against_a_run_s_history_cap(client, running_worker, services, llm_server, tmp_path):
+    """Every escalated incident adds its child's events, and a run ends all of them before it continues as new:
+    counted on history alone, a run whose slices escalated most incidents went on handing out slices and reached
+    several times its cap (3,681 events against 1,000, measured), towards Temporal's 51,200-event limit."""
+    reviews = {"n": 0}
+
+    def every_other_rejected(request):
+        reviews["n"] += 1
+        return reject(request) if reviews["n"] % 2 else accumulation_handler()(request)
+
+    plan = {"code": "return {'checked': 'walltime'}", "capability_gaps": []}
+    llm_server.handler = schema_router({"analysis_exploration_code": lambda r: plan,
+                                        "review_verdict": every_other_rejected}, default=accumulation_handler())
+    handle = await _start(client, _write(tmp_path, 40), concurrency=4, chunk_size=4, max_review_retries=1,
+                          max_history_events=60)
+    result = await handle.result()
+    assert result.done + result.failed == 40 and result.escalated > 10, result
+    runs = [r async for r in client.list_workflows(f'WorkflowId = "{handle.id}"')]
+    lengths = [len((await client.get_workflow_handle(handle.id, run_id=r.run_id).fetch_history()).events) for r in runs]
+    assert len(runs) >= 3 and max(lengths) < 130, lengths  # the cap, and what slices running then escalate
+
+
 async def test_a_retried_slice_resumes_from_its_heartbeat_not_from_scratch(services, llm_server, settings, tmp_path):
     """The activity as Temporal retries it: attempt 2, with the dead attempt's last heartbeat. What
     the heartbeat settled (here incidents 0 and 1) is not learned again; the rest is."""
