@@ -165,9 +165,13 @@ class InvestigationActivities:
     @implements(contract.revoke_grants)
     async def revoke_grants(self, inp: RevokeGrantsInput) -> list[str]:
         revoked = [g.procedure for g in inp.grants if await self.repository.clear_grant(g)]
+        if inp.whole or inp.every:
+            await self.repository.revoke_whole(inp.whole, inp.every, inp.dedup_key)
+            revoked = sorted({*revoked, *inp.whole})
         await self.audit_log.append(
             AuditEvent(kind="procedure_grant_revoked", actor=inp.actor, run_id=f"investigate:{inp.session_id}",
-                       body={"requested": [g.procedure for g in inp.grants], "revoked": revoked}),
+                       body={"requested": [g.procedure for g in inp.grants], "revoked": revoked,
+                             "whole": inp.whole, "every": inp.every}),
             dedup_key=inp.dedup_key,
         )
         return revoked

@@ -62,6 +62,20 @@ def grant_term(procedure: str, code_hash_: str) -> str:
     return f"{procedure}@{code_hash_}"
 
 
+# How a revocation names more than one term: every code of one procedure, or every grant there is.
+EVERY_GRANT = "*"
+
+
+def procedure_terms(procedure: str) -> str:
+    """The term of a revocation of ``procedure`` whatever code its grants were given on."""
+    return f"{procedure}@*"
+
+
+def covering_terms(term: str) -> tuple[str, str, str]:
+    """The revocation terms that cover a grant's ``term``: its own, its procedure's, every grant's."""
+    return term, procedure_terms(term.rsplit("@", 1)[0]), EVERY_GRANT
+
+
 def grant_terms(procedures: Iterable[str], procedure_code: Mapping[str, str]) -> tuple[str, ...]:
     """The grants auto-run leaves for ``procedures`` bound to their current code, sorted."""
     return tuple(sorted(grant_term(name, code_hash(procedure_code[name])) for name in set(procedures)))
@@ -113,6 +127,14 @@ def revocation_of(grant: ProcedureGrant, now: datetime) -> GrantRevocation | Non
     return GrantRevocation(nonce=auth.nonce, term=grant.term, through=grant_again_after(now))
 
 
+def revocation_of_procedures(procedures: Iterable[str], every: bool, now: datetime, key: str) -> list[GrantRevocation]:
+    """How revoking the named procedures (or every grant) at ``now`` is recorded, whatever their grant rows hold: a
+    requester who broke a row beforehand (so that no grant was in force to revoke) wrote it back afterwards, and its
+    answer counted again. ``key`` names this revocation (a retry records it once)."""
+    terms = [EVERY_GRANT] if every else [procedure_terms(name) for name in sorted(set(procedures))]
+    return [GrantRevocation(nonce=f"revocation:{key}", term=term, through=grant_again_after(now)) for term in terms]
+
+
 def grant_again_after(now: datetime) -> datetime:
     """When an auto-run answer leaves a durable grant of a term revoked at ``now`` again: once it is signed later
     than any clock that signed before the revocation could say."""
@@ -124,7 +146,8 @@ def grant_is_revoked(grant: ProcedureGrant, revocations: Iterable[GrantRevocatio
     auth = grant.decision.auth if grant.decision is not None else None
     if auth is None:
         return False
-    return any(r.term == grant.term and (r.nonce == auth.nonce or (r.through is not None and auth.issued_at < r.through))
+    covering = covering_terms(grant.term)
+    return any(r.term in covering and (r.nonce == auth.nonce or (r.through is not None and auth.issued_at < r.through))
                for r in revocations)
 
 

@@ -732,7 +732,8 @@ class Investigation:
             self._st.inbox.append(request)
             return f"queued as message {len(self._st.inbox)} in line"
         if isinstance(request, RevokeRequest):
-            plan = plan_revocation(request.target, self._st.session_policies, self._st.grants)
+            stored = self._context.stored_procedures if self._context is not None else []
+            plan = plan_revocation(request.target, self._st.session_policies, self._st.grants, stored)
             if not plan.ok:
                 raise _Refused("invalid_revoke_target", plan.error or "invalid revoke target")
             self._st.revokes.append(request)
@@ -847,7 +848,7 @@ class Investigation:
     async def _process_revoke(self, request: RevokeRequest) -> None:
         st = self._st
         context = await self._policy_context()
-        plan = plan_revocation(request.target, st.session_policies, context.grants)
+        plan = plan_revocation(request.target, st.session_policies, context.grants, context.stored_procedures)
         if not plan.ok:
             self._entry("revoke", f"nothing revoked: {plan.error}", actor=request.actor)
             self._audit("revoke_refused", request.actor, {"target": request.target, "error": plan.error})
@@ -855,21 +856,23 @@ class Investigation:
         for hash_ in plan.session_hashes:
             st.session_policies.pop(hash_, None)
         revoked: list[str] = []
-        if plan.procedures:
+        if plan.procedures or plan.whole or plan.every:
             st.audit_seq += 1
             revoked = await workflow.execute_activity(
                 contract.revoke_grants,
                 RevokeGrantsInput(session_id=self._inp.session_id,
                                   grants=[context.grants[n] for n in plan.procedures if n in context.grants],
-                                  actor=request.actor, dedup_key=f"{self._audit_key_prefix()}:revoke:{st.audit_seq}"),
+                                  whole=list(plan.whole), every=plan.every, actor=request.actor,
+                                  dedup_key=f"{self._audit_key_prefix()}:revoke:{st.audit_seq}"),
                 **contract.STORE_STEP.options(),
             )
             for name in plan.procedures:
                 st.grants.pop(name, None)
-        what = [short_hash(h) for h in plan.session_hashes] + revoked
+        what = [short_hash(h) for h in plan.session_hashes] + revoked + (["every durable grant"] if plan.every else [])
         again = ""
-        if revoked:
-            again = f"; auto-run leaves a durable grant of the same code again after {grant_again_after(workflow.now()):%H:%M:%S} UTC"
+        if revoked or plan.every:
+            again = (f"; an auto-run answer signed after {grant_again_after(workflow.now()):%H:%M:%S} UTC leaves a "
+                     "durable grant again")
         self._entry("revoke", f"revoked by {request.actor}: {', '.join(what) or 'nothing was set'}{again}",
                     actor=request.actor, data={"session_hashes": list(plan.session_hashes), "procedures": revoked})
         self._audit("session_policy_revoked", request.actor,

@@ -421,6 +421,8 @@ class GrantInput(BaseModel):
 class RevokeGrantsInput(BaseModel):
     session_id: str
     grants: list[ProcedureGrant] = Field(description="the grants to revoke, as the workflow checked them (signed)")
+    whole: list[str] = Field(default_factory=list, description="procedures every answer naming which is revoked")
+    every: bool = Field(default=False, description="every answer that grants anything is revoked (/revoke all)")
     actor: str
     dedup_key: str
 

@@ -29,7 +29,10 @@ from pydantic import ValidationError
 
 from bamboo.investigation.provenance import Capture, ProcedureProvenance
 from policy.code_identity import code_hash, logic_hash
-from policy.grants import GrantRevocation, ProcedureGrant, grant_is_revoked, grant_term, revocation_of
+from policy.grants import (
+    GrantRevocation, ProcedureGrant, covering_terms, grant_is_revoked, grant_term, revocation_of,
+    revocation_of_procedures,
+)
 
 log = logging.getLogger(__name__)
 
@@ -185,11 +188,30 @@ class ProcedureRepository:
     async def withheld(self, terms: list[str], now: datetime) -> dict[str, datetime]:
         """Of ``terms``, those a recorded revocation still covers for an answer signed now, with when a grant of
         each may be left again (the latest ``through``): the review offers none of them."""
+        covering = {term: covering_terms(term) for term in terms}
         async with self._pool.connection() as conn:
             rows = await (await conn.execute(
                 "SELECT term, max(through) FROM revoked_grants WHERE term = ANY(%s) AND through > %s GROUP BY term",
-                (terms, now))).fetchall()
-        return {term: through for term, through in rows}
+                (sorted({t for c in covering.values() for t in c}), now))).fetchall()
+        until: dict[str, datetime] = dict(rows)
+        return {term: max(until[t] for t in ways if t in until) for term, ways in covering.items()
+                if any(t in until for t in ways)}
+
+    async def revoke_whole(self, procedures: list[str], every: bool, key: str) -> bool:
+        """Revoke every answer naming ``procedures`` (or, ``every``, every answer that grants anything) signed until
+        now, whatever the grant rows hold, and clear their rows (``policy.grants.revocation_of_procedures``): a row
+        broken before the revocation, so that no grant was in force to revoke, is revoked all the same when it is
+        written back. ``key`` names this revocation, so a retry records it once. True when something was recorded."""
+        revocations = revocation_of_procedures(procedures, every, datetime.now(UTC), key)
+        async with self._pool.connection() as conn, conn.transaction():
+            for revocation in revocations:
+                await conn.execute("INSERT INTO revoked_grants (nonce, term, through) VALUES (%s, %s, %s) "
+                                   "ON CONFLICT DO NOTHING", (revocation.nonce, revocation.term, revocation.through))
+            await conn.execute(
+                "UPDATE procedures SET auto_run_code_hash = NULL, auto_run_granted_by = NULL, "
+                "auto_run_granted_at = NULL, auto_run_session = NULL, auto_run_decision = NULL "
+                "WHERE (%s OR signature = ANY(%s)) AND auto_run_code_hash IS NOT NULL", (every, procedures))
+        return bool(revocations)
 
     async def set_grant(self, grant: ProcedureGrant) -> bool:
         """Record a durable grant with the signed answer that made it; False when the procedure is not stored."""
@@ -223,7 +245,9 @@ class ProcedureRepository:
 
 
 async def _revocations(conn: Any, terms: list[str]) -> list[GrantRevocation]:
-    """The recorded revocations of ``terms`` (revoked_grants, insert-only)."""
+    """The recorded revocations that cover ``terms`` (revoked_grants, insert-only): each term's own, its procedure's
+    and every grant's (``policy.grants.covering_terms``)."""
+    covering = sorted({t for term in terms for t in covering_terms(term)})
     rows = await (await conn.execute("SELECT nonce, term, through FROM revoked_grants WHERE term = ANY(%s)",
-                                     (terms,))).fetchall()
+                                     (covering,))).fetchall()
     return [GrantRevocation(nonce=nonce, term=term, through=through) for nonce, term, through in rows]

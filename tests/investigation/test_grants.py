@@ -62,7 +62,7 @@ async def test_durable_grant_replays_without_prompt_until_code_changes_or_revoke
     # auto-run at once after the revocation runs the turn but leaves no grant (its answer could be one signed
     # before): the review says so up front instead of offering the grant
     revoke = (await entries(client, second, "revoke"))[0]
-    assert "again after" in revoke.text
+    assert "leaves a durable grant again" in revoke.text
     term = f"{READ_PROC}@{code_hash(READ_PROC_CODE)}"
     assert view.grants == [] and list(view.grants_withheld) == [term]
     assert datetime.now(timezone.utc) < view.grants_withheld[term] < datetime.now(timezone.utc) + timedelta(minutes=3)
@@ -289,3 +289,24 @@ async def test_what_the_store_says_of_a_body_is_checked_against_the_body(service
     matcher = ProcedureMatcher(repo, Flat(), NoTools(), b"k" * 32, ReuseSettings())
     found = await matcher.candidates(ReuseQuery(session_id="s", request="check the task"))
     assert [(c.name, c.code_hash) for c in found.candidates] == [(READ_PROC, real)]
+
+
+async def test_a_grant_row_broken_before_a_revoke_stays_revoked_when_written_back(ops, client, settings, services,
+                                                                                 running_worker, brain):
+    """A requester who expects a revoke breaks the grant's row (another session id: its signature no longer checks),
+    so no grant is in force; the revoke found nothing ("No durable grant") and the row written back afterwards
+    made the approver's answer count again."""
+    repo = ProcedureRepository(services.store.pool)
+    await repo.save(READ_PROC, READ_PROC_CODE, "approved", {})
+    grant = signed_grant(ops.bob, READ_PROC, READ_PROC_CODE)
+    await repo.set_grant(grant)
+    async with services.store.pool.connection() as conn:
+        await conn.execute("UPDATE procedures SET auto_run_session = 'elsewhere' WHERE signature = %s", (READ_PROC,))
+    session = await _open(client, settings, [USE_PROC], brain)
+    await inv.revoke(client, session, READ_PROC, ops.carol)
+    [revoke] = await wait_for(lambda: entries(client, session, "revoke"))
+    assert revoke.text.startswith("revoked by carol") and READ_PROC in revoke.text, revoke.text
+    await repo.set_grant(grant)  # written back as the approver signed it
+    assert await repo.grants() == {}
+    await inv.send_message(client, session, "use the stored procedure", ops.carol)
+    assert (await pending_turn(client, session, 1)).reason == "new_code"

@@ -65,3 +65,40 @@ def test_unusable_targets_explain_themselves(target: str, fragment: str) -> None
     plan = plan_revocation(target, POLICIES, GRANTS)
     assert not plan.ok and fragment in (plan.error or "")
     assert plan.session_hashes == () and plan.procedures == ()
+
+
+def test_a_stored_procedure_is_revoked_whole_even_with_no_grant_in_force() -> None:
+    """A grant row a requester broke beforehand is no grant in force, so the revoke found nothing and said so; the
+    row written back afterwards made its answer count again. Naming the procedure revokes every answer naming it."""
+    plan = plan_revocation("proc__broken_row", POLICIES, GRANTS, stored=["proc__broken_row"])
+    assert plan.ok and plan.procedures == () and plan.whole == ("proc__broken_row",)
+    assert plan_revocation("proc__get_jobs__get_task", POLICIES, GRANTS).whole == ("proc__get_jobs__get_task",)
+    assert plan_revocation(" all ", POLICIES, GRANTS).every
+    assert not plan_revocation("proc__broken_row", POLICIES, GRANTS, stored=[]).ok  # a typo is not revoked silently
+
+
+def test_a_whole_revocation_covers_every_code_of_its_procedure_and_every_covers_all() -> None:
+    from datetime import timedelta
+
+    from bamboo.approvals.keys import LocalKey
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from policy.decisions import DecisionKind, OperatorDecision
+    from policy.grants import grant_is_revoked, grant_term, revocation_of_procedures
+    from policy.signing import StatementKind
+
+    bob = LocalKey("bob", Ed25519PrivateKey.generate())
+
+    def grant(procedure: str, code: str, at: datetime) -> ProcedureGrant:
+        term = grant_term(procedure, code)
+        answer = OperatorDecision(turn=1, code_hash="a" * 64, kind=DecisionKind.AUTO_RUN, approver="bob", grants=(term,))
+        auth = bob.authorize(StatementKind.DECISION, "s", answer.signed_body(), deployment="d", now=at)
+        return ProcedureGrant(procedure=procedure, code_hash=code, granted_by="bob", granted_at=at, session_id="s",
+                              decision=answer.model_copy(update={"auth": auth}))
+
+    whole = revocation_of_procedures(["proc__a"], False, AT, "k1")
+    assert grant_is_revoked(grant("proc__a", "1" * 64, AT - timedelta(days=3)), whole)
+    assert grant_is_revoked(grant("proc__a", "2" * 64, AT), whole)
+    assert not grant_is_revoked(grant("proc__b", "1" * 64, AT), whole)
+    assert not grant_is_revoked(grant("proc__a", "1" * 64, AT + timedelta(minutes=5)), whole)
+    every = revocation_of_procedures([], True, AT, "k2")
+    assert grant_is_revoked(grant("proc__b", "1" * 64, AT), every)
