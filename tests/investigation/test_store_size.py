@@ -66,7 +66,17 @@ async def test_the_policy_context_carries_what_the_decision_reaches(services):
     assert {t.name for t in bare.catalog.tools} >= {READ_PROC, "proc__stored_0599"}
 
 
-async def test_the_reuse_step_hands_on_the_nearest_procedures_only(services):
+async def test_the_reuse_step_hands_on_the_nearest_procedures_only(services, monkeypatch):
+    """And compares the request with every stored text off the worker's loop (0.7 s for 600 procedures on it)."""
+    from bamboo.investigation import reuse
+
+    offloaded: list[str] = []
+
+    async def recorded(fn, *args, budget_s: float, what: str):
+        offloaded.append(what)
+        return fn(*args)
+
+    monkeypatch.setattr(reuse, "in_thread", recorded)
     await _fill(services)
     wiring = investigation_activities(services)
     reuse_candidates = _activity(wiring, "reuse_candidates")
@@ -75,3 +85,4 @@ async def test_the_reuse_step_hands_on_the_nearest_procedures_only(services):
     assert len(found.candidates) == MAX_REUSE_CANDIDATES
     assert found.farther == STORED + 1 - MAX_REUSE_CANDIDATES
     assert _payload_size(found) < PAYLOAD_LIMIT / 10
+    assert any(what.startswith("comparing the request with") for what in offloaded), offloaded
