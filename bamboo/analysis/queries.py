@@ -7,6 +7,11 @@ kind and queried them with another, so they never matched).
 
 Their cost must not grow with how much was learned (issue 25): counts per node are read from
 node_incidents, which the graph write keeps, and provenance is read only in bounded amounts.
+
+An edge counts only while a stored incident supports it (frequency > 0). A graph write commits its nodes and
+edges before the graph itself (bamboo.store.knowledge), so a worker that dies between the two, a cancelled
+batch or a graph refused in the second step leaves edges of frequency 0 that no incident ever stored; read
+as knowledge they made a never-stored cause a candidate and a new symptom look already explained.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from dataclasses import dataclass
 from psycopg_pool import AsyncConnectionPool
 
 from bamboo.analysis.contract import Clue
+from bamboo.store.knowledge import STORED_NODE
 
 # clue node kind -> the edge kind that links it to a Cause (see bamboo.models.graph.EDGE_SHAPES)
 CAUSE_EDGE_FOR_KIND = {
@@ -54,7 +60,8 @@ class ProcedureRow:
 
 
 async def clue_edges(pool: AsyncConnectionPool, clues: list[Clue]) -> list[ClueEdge]:
-    """Every (clue → Cause) edge for the given clues, with the clue's total evidence across causes."""
+    """Every (clue → Cause) edge a stored incident supports for the given clues, with the clue's total
+    evidence across causes (an unsupported edge is a half-written graph's, see the module's note)."""
     wanted = [(c.kind, c.name, CAUSE_EDGE_FOR_KIND[c.kind]) for c in clues
               if c.kind in CAUSE_EDGE_FOR_KIND and c.type != "task_context"]
     if not wanted:
@@ -66,7 +73,7 @@ async def clue_edges(pool: AsyncConnectionPool, clues: list[Clue]) -> list[ClueE
             "SELECT s.kind, s.name, c.name, c.description, e.frequency, e.confidence, "
             "       sum(e.frequency) OVER (PARTITION BY s.id) "
             "FROM clue JOIN nodes s ON s.kind = clue.kind AND s.name = clue.name "
-            "JOIN edges e ON e.src = s.id AND e.kind = clue.edge_kind "
+            "JOIN edges e ON e.src = s.id AND e.kind = clue.edge_kind AND e.frequency > 0 "
             "JOIN nodes c ON c.id = e.dst AND c.kind = 'Cause' "
             "ORDER BY s.kind, s.name, c.name",
             (kinds, names, edge_kinds),
@@ -196,13 +203,18 @@ async def verdict_evidence(pool: AsyncConnectionPool, clues: list[Clue]) -> Verd
 
 
 async def known_symptoms(pool: AsyncConnectionPool, names: list[str]) -> dict[str, int]:
-    """Symptom name -> how many causes it indicates (0 when stored without a cause); absent when unknown."""
+    """Symptom name -> how many causes stored incidents link it to (0 when stored without a cause); absent when
+    unknown. A symptom is known while a stored graph holds its node (`STORED_NODE`); a node whose only edges no
+    incident supports is a half-written graph's (see the module's note) and stays unknown, so its task is a
+    novel lead."""
     if not names:
         return {}
     async with pool.connection() as conn:
         rows = await (await conn.execute(
-            "SELECT s.name, count(e.id) FROM nodes s LEFT JOIN edges e ON e.src = s.id AND e.kind = 'indicate' "
-            "WHERE s.kind = 'Symptom' AND s.name = ANY(%s) GROUP BY s.name",
+            "SELECT s.name, count(e.id) FROM nodes s "
+            "LEFT JOIN edges e ON e.src = s.id AND e.kind = 'indicate' AND e.frequency > 0 "
+            "WHERE s.kind = 'Symptom' AND s.name = ANY(%s) AND " + STORED_NODE.format(node="s.id") + " "
+            "GROUP BY s.name",
             (names,),
         )).fetchall()
     return {r[0]: int(r[1]) for r in rows}
@@ -255,7 +267,7 @@ async def resolutions(pool: AsyncConnectionPool, causes: list[str]) -> StoredRes
         # Only the first MAX_INCIDENTS_PER_RESOLUTION incidents of each are shown, so only those are read.
         rows = await (await conn.execute(
             "SELECT c.name, r.name, coalesce(g.ids, '{}') "
-            "FROM nodes c JOIN edges e ON e.src = c.id AND e.kind = 'solved_by' "
+            "FROM nodes c JOIN edges e ON e.src = c.id AND e.kind = 'solved_by' AND e.frequency > 0 "
             "JOIN nodes r ON r.id = e.dst AND r.kind = 'Resolution' "
             "LEFT JOIN LATERAL (SELECT array_agg(graph_id ORDER BY graph_id) AS ids FROM ("
             "  SELECT graph_id FROM edge_provenance p WHERE p.edge_id = e.id ORDER BY graph_id LIMIT %s) x) g ON true "
@@ -277,7 +289,7 @@ async def procedures_for_cause(pool: AsyncConnectionPool, cause: str) -> list[Pr
         rows = await (await conn.execute(
             "SELECT pn.name, pn.description, "
             "  coalesce(min((p.params->>'order')::int), 0) AS ord, pr.code "
-            "FROM nodes c JOIN edges e ON e.src = c.id AND e.kind = 'investigated_by' "
+            "FROM nodes c JOIN edges e ON e.src = c.id AND e.kind = 'investigated_by' AND e.frequency > 0 "
             "JOIN nodes pn ON pn.id = e.dst AND pn.kind = 'Procedure' "
             "LEFT JOIN edge_provenance p ON p.edge_id = e.id "
             "LEFT JOIN procedures pr ON pr.signature = pn.name AND pr.status = 'approved' "

@@ -49,6 +49,16 @@ INDEXED_SECTIONS = frozenset({"Symptom", "Task_Context", "Cause"})
 PASSAGE_NAMESPACE = uuid.UUID("7d6f3f2e-7c38-4f0e-9a49-2b7c55b0a001")
 
 
+# SQL: the node `{node}` belongs to a stored graph. Nodes and edges commit before their graph (`_write_graphs`),
+# so a write that dies in between leaves nodes no graph holds. A stored graph names a node through its edges'
+# provenance, counted in node_incidents; a node with no edge at all was stored alone (an incident with neither
+# cause nor context keeps its symptoms so), while one whose only edges no graph supports is such a leftover.
+# Indexed lookups per node: node_incidents' key, edges' (src, kind, dst) key and edges_dst.
+STORED_NODE = ("(EXISTS (SELECT 1 FROM node_incidents ni WHERE ni.node_id = {node} AND ni.incidents > 0) "
+               "OR (NOT EXISTS (SELECT 1 FROM edges x WHERE x.src = {node}) "
+               "AND NOT EXISTS (SELECT 1 FROM edges x WHERE x.dst = {node})))")
+
+
 def passage_id(graph_id: str, section: str, key: str) -> uuid.UUID:
     return uuid.uuid5(PASSAGE_NAMESPACE, f"{graph_id}\x1f{section}\x1f{key}")
 
@@ -259,8 +269,10 @@ class KnowledgeStore:
         async with self._pool.connection() as conn:
             # Nodes and edges commit first, in their own short transaction: concurrent writers proposing
             # the same new node or edge would otherwise wait for each other's whole write. One outliving
-            # a failed write is harmless — the retry names it again; an edge counts only through its
-            # provenance (frequency 0 until then), and nodes and edges are shared, never owned.
+            # a failed write may never be named again (the batch is cancelled, the graph refused), so no
+            # reader takes it for knowledge: an edge counts only through its provenance (frequency 0 until
+            # then; analysis reads frequency > 0), a node only while a stored graph holds it (`STORED_NODE`:
+            # `nearest_nodes`, `known_symptoms`); nodes and edges are shared, never owned.
             async with conn.transaction():
                 ids = await self._upsert_nodes(conn, nodes)
                 edge_id = await self._insert_edges(conn, [(ids[k[0]], k[1], ids[k[2]]) for k in edge_keys])
@@ -499,14 +511,17 @@ class KnowledgeStore:
     @waits_out_outages("match names against the stored nodes")
     async def nearest_nodes(self, queries: Sequence[tuple[str, list[float]]], threshold: float) -> list[str | None]:
         """For each (kind, embedding) pair, the existing node of that kind whose name means the same
-        (cosine ≥ threshold), if any; all pairs in one round trip."""
+        (cosine ≥ threshold), if any; all pairs in one round trip. Only nodes a stored graph holds count
+        (`STORED_NODE`): a node left by a write that died before its graph committed would otherwise hand a
+        later incident the name of a cause no stored incident has."""
         if not queries:
             return []
         async with self._pool.connection() as conn:
             rows = await (await conn.execute(
                 "SELECT q.i, m.name, m.sim FROM unnest(%b::text[], %b::vector[]) WITH ORDINALITY AS q(k, e, i) "
                 "CROSS JOIN LATERAL (SELECT name, 1 - (embedding <=> q.e) AS sim FROM nodes "
-                "  WHERE kind = q.k AND embedding IS NOT NULL ORDER BY embedding <=> q.e LIMIT 1) m",
+                "  WHERE kind = q.k AND embedding IS NOT NULL AND " + STORED_NODE.format(node="nodes.id") + " "
+                "  ORDER BY embedding <=> q.e LIMIT 1) m",
                 ([k for k, _ in queries], [_vector(v) for _, v in queries]),
             )).fetchall()
         found = {int(i): name for i, name, sim in rows if sim >= threshold}
