@@ -6,6 +6,12 @@ so synonyms inside one group land on one node. Across concurrent writers find-th
 atomic: two of them proposing two new synonyms may both be stored. The unique (kind, name) key
 still prevents exact duplicates; near-duplicates created by such a race merge on the next incident
 that matches either.
+
+The matching after the nearest-node query runs off the worker's event loop (`bamboo.offload.in_thread`):
+it grows with the number of new names in the call, and a populate group of 64 graphs (hundreds of names,
+a runbook-sized record alone a thousand) held the loop, and every heartbeat and model call on it, for
+0.2-4 s. Each new name is compared with the call's earlier new names of its kind in one matrix product;
+only those above the threshold are checked for a contradiction, the one test done name by name.
 """
 
 from __future__ import annotations
@@ -16,9 +22,14 @@ import numpy as np
 
 from bamboo.models.graph import GraphEdge, GraphNode, KnowledgeGraph, NodeRef
 from bamboo.models.labels import contradicts
+from bamboo.offload import in_thread
 from bamboo.store.knowledge import KnowledgeStore
 
 CANONICAL_KINDS = ("Cause", "Resolution", "Procedure")
+# Wall time the matching of one call may take off the loop. A full group (64 graphs of a cause, a
+# resolution and up to 8 procedures) takes milliseconds this way, a record of 1,000 procedure steps well
+# under a second; past the budget the store call fails and its activity is retried, as on a store error.
+MATCH_BUDGET_S = 60.0
 
 @dataclass
 class CanonicalGraph:
@@ -46,8 +57,17 @@ async def canonicalise_graphs(graphs: list[tuple[KnowledgeGraph, list[list[float
     earlier graph of the same call, which then becomes its canonical name."""
     targets = [canonical_targets(graph) for graph, _ in graphs]
     queries = [(n.kind, v) for ts, (_, vecs) in zip(targets, graphs) for n, v in zip(ts, vecs)]
-    matches = iter(await store.nearest_nodes(queries, threshold) if queries else [])
-    introduced: dict[str, list[tuple[str, np.ndarray]]] = {}  # kind -> new names of this call with unit vectors
+    stored = await store.nearest_nodes(queries, threshold) if queries else []
+    return await in_thread(_match, graphs, targets, stored, threshold, budget_s=MATCH_BUDGET_S,
+                           what="matching the new names against each other")
+
+
+def _match(graphs: list[tuple[KnowledgeGraph, list[list[float]]]], targets: list[list[GraphNode]],
+           stored_matches: list[str | None], threshold: float) -> list[CanonicalGraph]:
+    """The renames of every graph, given each target's stored match (in `targets` order): pure computation,
+    run in a thread."""
+    matches = iter(stored_matches)
+    introduced: dict[str, list[tuple[str, np.ndarray]]] = {}  # kind -> new names of this call, unit vectors
     out = []
     for (graph, vecs), ts in zip(graphs, targets):
         renames: dict[tuple[str, str], NodeRef] = {}
@@ -56,12 +76,14 @@ async def canonicalise_graphs(graphs: list[tuple[KnowledgeGraph, list[list[float
             stored = next(matches)
             if stored and contradicts(node.name, stored):
                 stored = None  # a name of opposite direction is new knowledge, not a synonym
-            match = stored or _nearest_introduced(introduced.get(node.kind, []), vec, threshold, node.name)
+            unit = _unit(vec)
+            earlier = introduced.setdefault(node.kind, [])
+            match = stored or _nearest_introduced(earlier, unit, threshold, node.name)
             if match and match != node.name:
                 renames[(node.kind, node.name)] = NodeRef(kind=node.kind, name=match)
             elif not match:
                 embeddings[(node.kind, node.name)] = vec
-                introduced.setdefault(node.kind, []).append((node.name, _unit(vec)))
+                earlier.append((node.name, unit))
             else:
                 embeddings[(node.kind, node.name)] = vec
         out.append(_renamed(graph, renames, embeddings))
@@ -74,14 +96,20 @@ def _unit(vec: list[float]) -> np.ndarray:
     return v / norm if norm else v
 
 
-def _nearest_introduced(candidates: list[tuple[str, np.ndarray]], vec: list[float], threshold: float,
+def _nearest_introduced(candidates: list[tuple[str, np.ndarray]], unit: np.ndarray, threshold: float,
                         name: str) -> str | None:
-    candidates = [c for c in candidates if not contradicts(name, c[0])]
+    """The most similar earlier new name at or above ``threshold`` that ``name`` does not contradict (the first
+    on a tie): similarity first, in one product, then the contradiction test on those above the threshold only
+    (it tokenises both names, and ran on every earlier name before)."""
     if not candidates:
         return None
-    sims = np.stack([c for _, c in candidates]) @ _unit(vec)
-    best = int(np.argmax(sims))
-    return candidates[best][0] if float(sims[best]) >= threshold else None
+    sims = np.stack([vec for _, vec in candidates]) @ unit
+    for i in np.argsort(-sims, kind="stable"):
+        if sims[i] < threshold:
+            return None
+        if not contradicts(name, candidates[i][0]):
+            return candidates[i][0]
+    return None
 
 
 def _renamed(graph: KnowledgeGraph, renames: dict[tuple[str, str], NodeRef],

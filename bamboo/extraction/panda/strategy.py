@@ -22,6 +22,9 @@ from bamboo.models.labels import contradicts
 from bamboo.models.incident import Incident
 
 MAX_EMAIL_CHARS_FOR_PROMPT = 12_000
+# Investigation steps one resolution record contributes (an email's extraction keeps 8): each step is a Procedure
+# node, matched against the store and sent to the model; a runbook pasted as 1,000 steps made a thousand nodes.
+MAX_RECORD_PROCEDURES = 20
 
 EMAIL_SYSTEM = (
     "You read a resolved PanDA incident email thread and extract what was wrong, how it was fixed and how it "
@@ -89,6 +92,9 @@ class PandaExtractionStrategy:
         if incident.resolution_record is not None:
             cause, resolution, procedures = await self._from_record(incident, feedback)
             source = "resolution_record"
+            if len(incident.resolution_record.procedure) > MAX_RECORD_PROCEDURES:
+                notes.append(f"kept the first {MAX_RECORD_PROCEDURES} of the record's "
+                             f"{len(incident.resolution_record.procedure)} investigation steps")
         elif incident.email_text.strip():
             cause, resolution, procedures = await self._from_email(incident, feedback, exploration)
             source = "email"
@@ -105,7 +111,8 @@ class PandaExtractionStrategy:
     async def _from_record(self, incident: Incident, feedback: str):
         record = incident.resolution_record
         assert record is not None
-        ask = {"cause": record.cause, "resolution": record.resolution, "procedures": record.procedure}
+        steps = record.procedure[:MAX_RECORD_PROCEDURES]
+        ask = {"cause": record.cause, "resolution": record.resolution, "procedures": steps}
         if feedback:
             ask["reviewer_feedback"] = feedback
         labels = await self._llm.structured(system=CANON_SYSTEM, user=json.dumps(ask), output=CanonicalLabels,
@@ -118,8 +125,8 @@ class PandaExtractionStrategy:
                                props={"steps": record.resolution_steps})
         procedures: list[tuple[GraphNode, list[str]]] = []
         previous: str | None = None
-        proposed = list(labels.procedures) + [""] * len(record.procedure)
-        for step, label in zip(record.procedure, proposed):
+        proposed = list(labels.procedures) + [""] * len(steps)
+        for step, label in zip(steps, proposed):
             node = GraphNode(kind="Procedure", name=accept_canonical(step, label), description=step[:2000],
                              props={"source": "resolution_record"})
             procedures.append((node, [previous] if previous else []))
