@@ -107,6 +107,27 @@ def dialog_peak_memory(dialog: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
+# How many of a splitRule's comma-separated parts become features, read from its first MAX_DIALOG_SCAN
+# characters (`split_rule_parts`). PanDA's rules have a few dozen short parts; one malformed file carried
+# 200,000, each a Task_Feature node and a contribute_to edge: the loop was held for 1.4 s per routing,
+# the graph bloated, and an analysis's clues grew to 16 MiB, far past Temporal's 2 MiB payload limit.
+MAX_SPLIT_PARTS = 64
+
+
+def split_rule_parts(rule: str) -> tuple[list[str], str | None]:
+    """The parts of a splitRule routing reads, and what it left unread (None when it read them all): at most
+    `MAX_SPLIT_PARTS` parts, all within the rule's `dialog_head`, never one cut short by the head's end."""
+    head = dialog_head(rule)
+    parts = head.split(",", MAX_SPLIT_PARTS)
+    if len(parts) > MAX_SPLIT_PARTS:
+        return parts[:MAX_SPLIT_PARTS], f"splitRule: more than {MAX_SPLIT_PARTS} parts; only the first {MAX_SPLIT_PARTS} are read"
+    if len(head) < len(rule):
+        if rule[len(head)] != ",":
+            parts = parts[:-1]  # the head ends inside this part: its value would be read cut short
+        return parts, f"splitRule: longer than {MAX_DIALOG_SCAN} characters; only the parts within them are read"
+    return parts, None
+
+
 CONTINUOUS_TASK_KEYS = ("ramCount", "baseRamCount", "outDiskCount", "workDiskCount", "diskIO", "walltime",
                         "baseWalltime", "cpuTime", "ioIntensity")
 
@@ -242,10 +263,13 @@ def route_task_data(task: dict[str, Any], pseudonym_key: bytes) -> TaskClues:
         clues.features.append(_feature("computingSite", site, concept="discrete"))
     split_rule = task.get("splitRule")
     if isinstance(split_rule, str):
-        for part in split_rule.split(","):
+        parts, unread = split_rule_parts(split_rule)
+        for part in parts:
             k, sep, v = part.partition("=")
             if sep and k.strip():
                 clues.features.append(_feature(f"splitRule:{k.strip()}", v.strip(), concept="split"))
+        if unread:
+            clues.skipped.append(unread)
     for key in SENSITIVE_TASK_KEYS:
         value = task.get(key)
         if value not in (None, ""):
@@ -256,7 +280,13 @@ def route_task_data(task: dict[str, Any], pseudonym_key: bytes) -> TaskClues:
         if isinstance(value, str) and value.strip():
             clues.prose[key] = value.strip()[:1000]
     args = task.get("task_creation_arguments")
-    if isinstance(args, str) and args.strip():
-        tool = args.split()[0][:MAX_NAME]
-        clues.components.append(GraphNode(kind="Component", name=tool, props={"system": "submission_tool"}))
+    if isinstance(args, str):
+        # Only the command names the component: its first word, looked for in a bounded head (the arguments
+        # after it may run to megabytes, and splitting them all was work sized by the input, on the loop).
+        words = dialog_head(args).split(maxsplit=1)
+        if words:
+            clues.components.append(GraphNode(kind="Component", name=words[0][:MAX_NAME],
+                                              props={"system": "submission_tool"}))
+        elif len(args) > MAX_DIALOG_SCAN:
+            clues.skipped.append(f"task_creation_arguments: no command in its first {MAX_DIALOG_SCAN} characters")
     return clues
