@@ -14,6 +14,7 @@ in its size, and callers on an event loop run them in a thread (`bamboo.offload.
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import re
@@ -112,7 +113,13 @@ def _no_constant(name: str) -> Any:
 
 
 def parse_json(raw: bytes) -> Any:
-    """The document in ``raw``, checked as the module says; `InputRejected` says what is wrong and where."""
+    """The document in ``raw``, checked as the module says; `InputRejected` says what is wrong and where.
+
+    A UTF-8 byte-order mark is refused, with what to do: JSON does not allow one, and Python's own message
+    ("decode using utf-8-sig") told an operator nothing. It is what Windows Notepad and PowerShell 5 write."""
+    if raw.startswith(codecs.BOM_UTF8):
+        raise InputRejected("starts with a UTF-8 byte-order mark (BOM), which JSON does not allow; save the file as "
+                            "UTF-8 without BOM")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -122,7 +129,7 @@ def parse_json(raw: bytes) -> Any:
     try:
         data = json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
-        raise InputRejected(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        raise InputRejected(f"invalid JSON {_position(text, exc)}: {exc.msg}") from None
     except _DuplicateKey as exc:
         raise InputRejected(f"the key {str(exc)!r} appears twice in one JSON object (the second would silently "
                             "replace the first); keep one") from None
@@ -134,6 +141,19 @@ def parse_json(raw: bytes) -> Any:
     # characters): only a \u escape can. Without one, only the nesting needs walking.
     check_values(data, text="\\u" in text)
     return data
+
+
+def _position(text: str, exc: json.JSONDecodeError) -> str:
+    """Where the JSON went wrong, in words that agree with the reader's label. A JSONL source is one line
+    read with its line break, labelled `file:N`: JSON's own position there ("line 2 column 1" for a line cut
+    short, the break counted as a line) contradicted the label, so a text whose only break ends it is
+    placed by its column alone. Any other text keeps the line and column."""
+    body = text.removesuffix("\n").removesuffix("\r")
+    if len(body) == len(text) or "\n" in body or "\r" in body:
+        return f"at line {exc.lineno} column {exc.colno}"
+    if exc.pos >= len(body):
+        return f"at the end of this line (column {len(body) + 1}), which ends too early"
+    return f"at column {exc.pos + 1} of this line"
 
 
 def field_name(path: tuple) -> str:

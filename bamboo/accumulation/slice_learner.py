@@ -218,11 +218,20 @@ class SliceLearner:
             self._flushers.discard(asyncio.current_task())
 
 
+# What an escalated outcome keeps of the review's words, like every other outcome's reason (300 or 500
+# characters). Outcomes ride in heartbeat details, the slice's result and the batch's pending escalations:
+# uncut, three reviewer issues made about 920 characters an item, and a 1,024-item slice's result passed
+# Temporal's 2 MiB payload limit. The incident's own workflow reviews it again and says everything there.
+MAX_ESCALATION_REASON = 300
+
+
 def _escalation_reason(review: ReviewOutcome) -> str | None:
     if not review.approved:
-        return "review rejected: " + "; ".join(review.issues[:3] or review.hard_failures[:3] or ["no reason given"])
-    if review.human_input_needed:
-        return "needs human input: " + "; ".join(review.human_input_needed[:3])
-    if review.reviewer_error:
-        return f"reviewer failed: {review.reviewer_error[:200]}"
-    return None
+        why = "review rejected: " + "; ".join(review.issues[:3] or review.hard_failures[:3] or ["no reason given"])
+    elif review.human_input_needed:
+        why = "needs human input: " + "; ".join(review.human_input_needed[:3])
+    elif review.reviewer_error:
+        why = f"reviewer failed: {review.reviewer_error[:200]}"
+    else:
+        return None
+    return why[:MAX_ESCALATION_REASON]
