@@ -37,13 +37,18 @@ from bamboo.llm.errors import LLMError
 from bamboo.models.graph import WriteStats
 from bamboo.models.incident import Incident, IncidentSource
 from bamboo.models.review import ReviewOutcome
-from bamboo.offload import in_thread
+from bamboo.offload import BudgetExceeded, in_thread
 from bamboo.services import Services
 from bamboo.store.blobs import BlobNotFound
 
 INCIDENT_REJECTED = "IncidentRejected"
 # Validating or encoding a parked incident (at most 8 MiB) in the offload pool; only a stuck worker exceeds it.
 CODEC_BUDGET_S = 120.0
+# Listing reads the directory or every line of the JSONL (1M lines: about 5 s) and encodes the list;
+# within the listing step's 5 minutes.
+LISTING_BUDGET_S = 240.0
+# Splitting a parked listing (1M lines: 80 MB) in the offload pool; within a page read's timeout.
+SPLIT_BUDGET_S = 60.0
 
 
 KEPT_LISTINGS = 4
@@ -158,9 +163,15 @@ class AccumulateActivities:
         info = activity.info()
         # The slice's own width; the worker's model client bounds the calls of all its slices together.
         learner = SliceLearner(self.s.strategy, self.s.llm, self.storer, parallelism=inp.parallelism)
+        previous = _previous_outcomes(info.heartbeat_details)
+        # Every beat carries the dead attempt's outcomes as well as this one's: before the learner merges
+        # them (after the listing, the store lookups and the hashing, which may wait out an outage for an
+        # hour) a beat of this attempt's alone would erase them, and a further crash would redo their model
+        # calls while the batch's live progress fell back.
+        resumed = {o.index: o for o in previous}
         return await with_heartbeats(
-            self._learn_slice(inp, learner, _previous_outcomes(info.heartbeat_details)),
-            details=lambda: SliceHeartbeat(outcomes=list(learner.outcomes.values())).model_dump(
+            self._learn_slice(inp, learner, previous),
+            details=lambda: SliceHeartbeat(outcomes=list((resumed | learner.outcomes).values())).model_dump(
                 mode="json", exclude_none=True),
         )
 
@@ -206,8 +217,10 @@ class AccumulateActivities:
         lines = self._listings.get(ref)
         if lines is None:
             # Blobs are content-addressed, so a listing never changes under its ref: keep the last few
-            # split, instead of fetching a 100k-line listing again for every slice and page.
-            lines = (await self.s.store.blobs.get(ref)).decode().split("\n")
+            # split, instead of fetching a 100k-line listing again for every slice and page. The split is
+            # sized by the batch (80 MB for 1M incidents), so it runs off the loop.
+            raw = await self.s.store.blobs.get(ref)
+            lines = await in_thread(_split, raw, budget_s=SPLIT_BUDGET_S, what="splitting the incident listing")
             self._listings[ref] = lines
             while len(self._listings) > KEPT_LISTINGS:
                 self._listings.pop(next(iter(self._listings)))
@@ -219,13 +232,15 @@ class AccumulateActivities:
 
     @implements(contract.list_incident_sources)
     async def list_incident_sources(self, path: str) -> SourceListing:
-        """List once, park the list as a blob: a batch of 100k files must not ride in workflow history."""
+        """List once, park the list as a blob: a batch of 100k files must not ride in workflow history.
+        Listing and encoding are sized by the batch (1M JSONL lines held the worker's loop for 4.5 s,
+        stalling every slice's heartbeats and model calls), so both run off the loop, within a budget."""
         try:
-            sources = list_sources(path)
-        except ValueError as exc:
+            payload, total = await with_heartbeats(in_thread(_encoded_listing, path, budget_s=LISTING_BUDGET_S,
+                                                             what="listing the incidents"))
+        except (ValueError, BudgetExceeded) as exc:
             raise ApplicationError(str(exc), type="SourceListingError", non_retryable=True) from None
-        payload = "\n".join(s.model_dump_json(exclude_none=True) for s in sources).encode()
-        return SourceListing(ref=await with_heartbeats(self.s.store.blobs.put(payload)), total=len(sources))
+        return SourceListing(ref=await with_heartbeats(self.s.store.blobs.put(payload)), total=total)
 
     @implements(contract.read_incident_sources)
     async def read_incident_sources(self, page: SourcePageInput) -> list[IncidentSource]:
@@ -233,6 +248,16 @@ class AccumulateActivities:
             return await with_heartbeats(self._sources(page.ref, page.offset, page.limit))
         except BlobNotFound as exc:
             raise ApplicationError(str(exc), type="ListingLost", non_retryable=True) from None
+
+
+def _encoded_listing(path: str) -> tuple[bytes, int]:
+    """The sources at `path` as the parked listing (one JSON line each) and their count."""
+    sources = list_sources(path)
+    return "\n".join(s.model_dump_json(exclude_none=True) for s in sources).encode(), len(sources)
+
+
+def _split(raw: bytes) -> list[str]:
+    return raw.decode().split("\n")
 
 
 def _workflow_id() -> str:

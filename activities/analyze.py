@@ -33,6 +33,9 @@ from bamboo.tools.model import ToolSpec
 READ_BUDGET_S = 120.0
 # Listing reads every file of the batch to name its analysis; within the listing step's 5 minutes.
 LISTING_BUDGET_S = 240.0
+# Splitting a parked task listing in the offload pool; within a page read's 20 seconds.
+SPLIT_BUDGET_S = 15.0
+KEPT_LISTINGS = 4  # split listings kept, as populate keeps them
 
 
 class AnalyzeActivities:
@@ -46,6 +49,7 @@ class AnalyzeActivities:
         self.llm = llm
         self.blobs = blobs
         self.meter = meter
+        self._listings: dict[str, list[str]] = {}  # task listing blob ref -> its non-empty lines, oldest first
 
     async def _metered(self, work):
         """A model step: its token usage priced into the result's ``spend``."""
@@ -111,6 +115,19 @@ class AnalyzeActivities:
 
     @implements(contract.read_tasks)
     async def read_tasks(self, page: TaskPageInput) -> list[TaskSource]:
-        raw = (await self.blobs.get(page.ref)).decode()
-        lines = [x for x in raw.split("\n") if x]
+        """One page of the parked listing. Blobs are content-addressed, so a listing never changes under its
+        ref: the last few stay split, instead of fetching and splitting the whole listing again for every
+        page (a batch's pages then cost N² on the loop). The split is sized by the batch, so it runs off the loop."""
+        lines = self._listings.get(page.ref)
+        if lines is None:
+            raw = await self.blobs.get(page.ref)
+            lines = await in_thread(_listed_lines, raw, budget_s=SPLIT_BUDGET_S, what="splitting the task listing")
+            self._listings[page.ref] = lines
+            while len(self._listings) > KEPT_LISTINGS:
+                self._listings.pop(next(iter(self._listings)))
         return [TaskSource.model_validate_json(x) for x in lines[page.offset: page.offset + page.limit]]
+
+
+def _listed_lines(raw: bytes) -> list[str]:
+    """The listing's lines, an empty listing (no task left to analyse) holding none."""
+    return [x for x in raw.decode().split("\n") if x]

@@ -28,8 +28,10 @@ def beat_interval(every_s: float = EVERY_S) -> float:
 async def with_heartbeats(work: Awaitable[T], every_s: float = EVERY_S, details: Callable[[], Any] | None = None) -> T:
     """`work`'s result, heartbeating every `beat_interval(every_s)` while it runs. `details`, when given, is
     called at each beat for what the heartbeat carries (the progress a retried attempt resumes from, or
-    what a person reading the pending activity sees). The first beat comes after one interval, so an
-    attempt never overwrites its predecessor's details before it has settled anything of its own."""
+    what a person reading the pending activity sees). Each beat replaces the details Temporal keeps, the
+    previous attempt's included, whatever time has passed: a retried attempt may spend its first minutes
+    waiting out a database outage with nothing settled. So an attempt that resumes from its predecessor's
+    details returns them from `details` too, merged with its own progress, from its first beat on."""
     task = asyncio.ensure_future(work)
     interval = beat_interval(every_s)
     try:
