@@ -5,7 +5,9 @@ inherits it (the SDK uses a client interceptor that is also a worker interceptor
 client), so each workflow and activity span is emitted once. (Installing it on the worker as well doubled
 every worker span.) The process names itself: ``bamboo-worker`` or ``bamboo-client``. The OTLP endpoint is
 the usual base URL (``http://collector:4318``); ``/v1/traces`` is added. The console exporter writes to a
-file under the data directory, never into an operator's interactive screen.
+file under the data directory, never into an operator's interactive screen; the file is its owner's alone (0600,
+in a 0700 ``logs``), whoever starts the process: spans name sessions and tools, and at 0644 in a 0755 directory a
+degraded sandbox run (another uid on the same host) read other runs' tool errors from it.
 
 One trace per CLI command: the interceptor makes a root span for every client call made outside a span, so
 a ``bamboo populate`` that polled its batch's progress 2,641 times made 2,641 traces. ``command_span`` opens
@@ -25,6 +27,8 @@ counters are no-ops.
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,6 +39,8 @@ from bamboo.settings import Settings
 
 if TYPE_CHECKING:
     from temporalio.runtime import Runtime
+
+log = logging.getLogger(__name__)
 
 _configured: str | None = None
 _console_files: list[Any] = []
@@ -77,9 +83,7 @@ def _install_provider(settings: Settings, service: str) -> None:
 
     provider = TracerProvider(resource=Resource.create({"service.name": service}))
     if settings.otel_exporter == "console":
-        path = console_span_path(settings, service)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        out = open(path, "a", encoding="utf-8")  # noqa: SIM115 — lives as long as the process
+        out = open_console_file(console_span_path(settings, service))
         _console_files.append(out)
         provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter(out=out)))
     else:
@@ -89,6 +93,24 @@ def _install_provider(settings: Settings, service: str) -> None:
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
     trace.set_tracer_provider(provider)
     _configured = service
+
+
+def open_console_file(path: Path) -> Any:
+    """The console span file, appended to, open to its owner alone: the file 0600 and its directory 0700, made so
+    or closed again when an earlier version (or ``mkdir`` under umask 022) left them open. The data directory
+    above stays as it is (embedded Postgres, run as its own user, must traverse it; ``devstack.stack``)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        path.parent.chmod(0o700)
+    except OSError as exc:  # not ours to close (another owner): the file itself is still 0600
+        log.warning("could not make %s private (%s); the span file in it is 0600", path.parent, exc)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        return os.fdopen(fd, "a", encoding="utf-8")  # lives as long as the process
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def use_tracer_provider(provider: Any, service: str = CLIENT_SERVICE) -> None:

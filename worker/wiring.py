@@ -31,6 +31,7 @@ from bamboo.llm.metering import SpendMeter
 from bamboo.mcp.config import load_servers_config
 from bamboo.mcp.factory import build_tool_caller
 from bamboo.sandbox.errors import SandboxUnavailable
+from bamboo.sandbox.isolation import worker_secret_files
 from bamboo.sandbox.runner import SandboxRunner
 from bamboo.services import Services
 from bamboo.settings import Settings
@@ -48,6 +49,7 @@ def runner_from_settings(settings: Settings) -> SandboxRunner:
     return SandboxRunner(
         isolation=settings.sandbox_isolation, pool_size=settings.sandbox_pool_size, seccomp=settings.sandbox_seccomp,
         uid_first=settings.sandbox_uid_first, uid_count=settings.sandbox_uid_count,
+        secret_files=worker_secret_files(settings),
     )
 
 

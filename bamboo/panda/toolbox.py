@@ -17,6 +17,7 @@ from bamboo.tools.arguments import ArgumentError, validate_arguments
 from bamboo.panda.client import PandaClient
 from bamboo.panda.errors import PandaConfigError, PandaError, PandaNotFound, PandaRefused, PandaUnavailable
 from bamboo.panda.tools import BuiltinTool, builtin_tools
+from bamboo.sandbox.protocol import scrubbed_reason
 from bamboo.tools.model import ToolResult, ToolSpec
 
 log = logging.getLogger(__name__)
@@ -32,14 +33,16 @@ class PandaToolbox:
         return [t.spec for t in self._tools.values()]
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
-        """One call, traced as ``panda.tool`` with its name and outcome (ok, no_data or error)."""
+        """One call, traced as ``panda.tool`` with its name and outcome (ok, no_data or error), and a failure's text
+        scrubbed as an audit row's reason is: it may quote a URL, a session or a credential, and spans leave the
+        worker (an OTLP collector, the console span file)."""
         with _tracer.start_as_current_span("panda.tool") as span:
             span.set_attribute("tool.name", name)
             result = await self._call(name, arguments)
             outcome = "error" if not result.ok else ("no_data" if result.no_data else "ok")
             span.set_attribute("tool.outcome", outcome)
             if result.error:
-                span.set_attribute("tool.error", result.error[:300])
+                span.set_attribute("tool.error", scrubbed_reason(result.error))
         METRICS.tool_call(name, outcome, "panda")
         return result
 

@@ -34,7 +34,7 @@ from opentelemetry import trace
 from bamboo.audit import AuditEvent, AuditSink
 from bamboo.sandbox.models import BridgeLimits
 from bamboo.sandbox.contract import CallOutcome, CallRecord
-from bamboo.sandbox.protocol import PREVIEW_CHARS, safe_text, value_problem
+from bamboo.sandbox.protocol import PREVIEW_CHARS, REASON_CHARS, safe_text, scrubbed_reason, value_problem
 from bamboo.tools.arguments import ArgumentError, UnusableSchema, validate_arguments
 from bamboo.tools.model import ToolCaller, ToolSpec
 from bamboo.metrics import METRICS
@@ -43,7 +43,7 @@ from policy.scrub import ScrubResult, find_secrets, redact, scrub_text, scrub_va
 
 _tracer = trace.get_tracer("bamboo.sandbox")
 TOKEN_BYTES = 32  # 256 bits
-MAX_REASON_CHARS = 300
+MAX_REASON_CHARS = REASON_CHARS
 MAX_TOOL_NAME_CHARS = 100
 # What a script is told of a tool's error: enough to see what went wrong, never the whole of it. A tool
 # decides how long its error is (an MCP server's error joins every text block it sent): 20 MB of error
@@ -329,9 +329,8 @@ class ToolBridge:
         """Add to the call log (in frame order: ``seq`` is the frame's ordinal) and append to the audit; False
         (and the bridge closed) when the audit failed."""
         METRICS.tool_call(tool, decision.outcome, "sandbox")
-        # A reason may quote what the child sent (a tool name of any length): cut before the scrubber reads it.
-        reason = (safe_text(scrub_text(decision.reason[: MAX_REASON_CHARS * 4]).text, MAX_REASON_CHARS)
-                  if decision.reason else None)
+        # A reason may quote what the child sent (a tool name of any length) or what a tool raised.
+        reason = scrubbed_reason(decision.reason, MAX_REASON_CHARS) if decision.reason else None
         record = CallRecord(
             seq=ordinal,
             tool=tool,
@@ -412,14 +411,15 @@ class ToolBridge:
         return None
 
     async def _dispatch(self, tool: str, arguments: dict[str, Any]) -> _Decision:
-        """One allowed call, traced with its tool name and outcome."""
+        """One allowed call, traced with its tool name, outcome and reason; the reason scrubbed as the audit row's
+        is (an exception's text went raw into the span, and on to the collector or the console span file)."""
         with _tracer.start_as_current_span("sandbox.tool_call") as span:
             span.set_attribute("tool.name", tool)
             span.set_attribute("sandbox.run_id", self.run_id)
             decision = await self._call(tool, arguments)
             span.set_attribute("tool.outcome", decision.outcome)
             if decision.reason:
-                span.set_attribute("tool.reason", decision.reason)
+                span.set_attribute("tool.reason", scrubbed_reason(decision.reason, MAX_REASON_CHARS))
         return decision
 
     async def _call(self, tool: str, arguments: dict[str, Any]) -> _Decision:

@@ -14,6 +14,24 @@ and the pid space with the host — so it needs a root worker (each run gets a u
 everything that uid runs is killed at the end), it still gets the seccomp filter, rlimits, a clean
 environment and a private work dir, and the executor refuses unattended runs and state-changing tools
 in it. Every result says ``isolation="degraded"`` with these warnings.
+
+What degraded mode additionally refuses or warns of, at start (``plan_launch``), because there the run shares the
+host's files and network:
+
+* the seccomp filter off (``BAMBOO_SANDBOX_SECCOMP=false``): it is degraded mode's only barrier to the network (no
+  network namespace), so a run without it reached Temporal, Postgres and the LLM endpoint directly. Refused.
+* a worker secret file readable by group or others (``worker_secret_files``: the ``.env`` settings file the worker
+  loaded, which holds the LLM key, the database URL and the PanDA token, and the files the settings name as keys):
+  a run walked the filesystem and read it. Refused, with the ``chmod 600`` to run.
+* ``fs.protected_regular``, ``fs.protected_fifos`` or ``fs.protected_symlinks`` below 1. Every run's files are
+  created under umask 077 (``runner``), so what a run writes in /tmp is its own; but with these at 0 a run can
+  plant a file (0666), FIFO or symlink at a name another live run later opens in /tmp, and so read what that run
+  writes there or decide what it reads. Warned, loudly (logged and in every result's warnings), not refused.
+  Decision and risk: the hosts this suite runs on have all three at 0 and these sysctls are not per namespace,
+  so refusing would stop degraded mode, and its whole test suite, on them; the risk accepted is that leak
+  between two concurrent runs through a fixed /tmp name (each run's HOME and TMPDIR are private, so only code
+  that names a shared path on purpose is exposed). Set the three to 1 (``sysctl -w fs.protected_regular=1
+  fs.protected_fifos=1 fs.protected_symlinks=1``) on a degraded host, or install bubblewrap.
 """
 
 from __future__ import annotations
@@ -27,6 +45,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from bamboo.sandbox.errors import SandboxUnavailable
@@ -51,6 +70,10 @@ DEGRADED_WARNINGS = (
     "work dir contain it",
     "degraded sandbox: unattended (automatic) runs and state-changing tools are refused",
 )
+# The kernel's guards against planting a file, FIFO or symlink in a sticky world-writable directory for another
+# uid to open; 1 or more is "on" (2 for regular files and FIFOs also covers group-writable sticky directories).
+PROTECTED_SYSCTLS = ("protected_regular", "protected_fifos", "protected_symlinks")
+SYSCTL_DIR = "/proc/sys/fs"
 
 
 @dataclass(frozen=True)
@@ -119,16 +142,30 @@ def plan_launch(
     empty_dir: str,
     seccomp: bool = True,
     probe_uid: int | None = None,
+    secret_files: Sequence[str | Path] = (),
 ) -> LaunchPlan:
-    """bwrap when it can start a sandbox here; degraded only when the operator asked for it; else unavailable."""
+    """bwrap when it can start a sandbox here; degraded only when the operator asked for it; else unavailable.
+
+    ``secret_files`` are the worker's files a degraded run must not read (``worker_secret_files``); bwrap never
+    shows them to a run."""
     running_as_root = os.geteuid() == 0
-    program = _seccomp_program() if seccomp else None
     if mode == "degraded":
         if not running_as_root:
             raise SandboxUnavailable(
                 "degraded sandbox isolation needs a root worker, so that every run gets a uid of its own; "
                 "install bubblewrap (apt-get install -y bubblewrap) or run the sandbox worker as root")
-        warnings = list(DEGRADED_WARNINGS) + ([] if program else ["degraded sandbox: the seccomp filter is OFF"])
+        if not seccomp:
+            raise SandboxUnavailable(
+                "degraded sandbox isolation needs the seccomp filter, its only barrier between a run and the host's "
+                "network: set BAMBOO_SANDBOX_SECCOMP=true, or install bubblewrap (apt-get install -y bubblewrap)")
+        exposed = readable_by_others(secret_files)
+        if exposed:
+            raise SandboxUnavailable(
+                f"the degraded sandbox shares the host's files with runs, and the worker's secrets in {', '.join(exposed)} "
+                f"are readable by group or others: run chmod 600 {' '.join(exposed)} (or install bubblewrap)")
+    program = _seccomp_program() if seccomp else None
+    if mode == "degraded":
+        warnings = list(DEGRADED_WARNINGS) + unprotected_tmp_warnings()
         for line in warnings:
             log.warning("%s", line)
         return LaunchPlan(
@@ -156,6 +193,53 @@ def plan_launch(
         raise SandboxUnavailable(f"bwrap is installed but cannot start a sandbox on this host ({failure}); "
                                  f"fix that, or {OPT_IN}")
     return plan
+
+
+def readable_by_others(paths: Iterable[str | Path]) -> list[str]:
+    """The files among ``paths`` that exist and that group or others may read (through symlinks, as an open would).
+
+    Group counts too: a run has no supplementary groups today, but a file that only its group keeps from the runs
+    is one ``usermod`` away from them."""
+    found = []
+    for path in paths:
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            continue
+        if mode & 0o044:
+            found.append(str(path))
+    return found
+
+
+def worker_secret_files(settings: Any) -> tuple[Path, ...]:
+    """The worker's own files that hold its secrets, as its ``settings`` (``bamboo.settings.Settings``) name them:
+    the settings file (``.env``, read from the worker's working directory, holding the LLM key, the database URL
+    and the PanDA token) and the key files the settings point at (the audit signing key, the PanDA X.509 proxy)."""
+    env_files = type(settings).model_config.get("env_file")
+    names = [env_files] if isinstance(env_files, (str, Path)) else list(env_files or ())
+    found = [Path(name).expanduser().absolute() for name in names]
+    found += [p.expanduser().absolute() for p in (settings.audit_signing_key, settings.panda_x509_proxy) if p is not None]
+    return tuple(found)
+
+
+def unprotected_tmp_warnings(sysctl_dir: str = SYSCTL_DIR) -> list[str]:
+    """One warning naming every ``fs.protected_*`` sysctl below 1 (or unreadable), with the value to set; else none.
+
+    A warning, not a refusal: the module's docstring records why, and the risk taken."""
+    low = []
+    for name in PROTECTED_SYSCTLS:
+        try:
+            with open(os.path.join(sysctl_dir, name), encoding="ascii") as fh:
+                value = int(fh.read().strip())
+        except (OSError, ValueError):
+            value = -1
+        if value < 1:
+            low.append(f"fs.{name}={value if value >= 0 else '?'}")
+    if not low:
+        return []
+    wanted = " ".join(f"{item.split('=')[0]}=1" for item in low)
+    return [f"degraded sandbox: {', '.join(low)}: a run can plant a file, FIFO or symlink in /tmp that another live "
+            f"run then opens, and read what it writes there; set sysctl -w {wanted}, or install bubblewrap"]
 
 
 def _seccomp_program() -> bytes:

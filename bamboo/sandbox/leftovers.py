@@ -115,6 +115,15 @@ def world_writable_dirs(*, max_entries: int = DISCOVERY_MAX_ENTRIES, refresh: bo
         return roots
 
 
+def sweep_roots(*extra: str) -> tuple[str, ...]:
+    """Where a degraded run's uid may have left entries: the world-writable places, and ``extra``, the temp directory
+    its work dir was made in (``tempfile.gettempdir()``), which need not be world-writable.
+
+    That work dir is the run's own (chowned to its uid), so a worker killed before it removed it left it owned by
+    the uid; outside a world-writable place no sweep reached it, and the next run leased that uid read it."""
+    return _outermost(world_writable_dirs() + tuple(os.path.realpath(p) for p in extra))
+
+
 def _discover(max_entries: int) -> tuple[str, ...]:
     """World-writable directories on the host's writable mounts. Directories are told apart by device and inode,
     not mounts by device: a device mounted more than once (a file bind mount such as a container's /etc/hosts,

@@ -14,6 +14,8 @@ import json
 import struct
 from typing import Any
 
+from policy.scrub import scrub_text
+
 HEADER = struct.Struct(">I")
 MAX_DEPTH = 64
 PREVIEW_CHARS = 200
@@ -118,6 +120,19 @@ def safe_text(text: str, limit: int | None = None) -> str:
     if limit is not None and len(text) > limit:
         text = text[:limit] + f"…[{len(text) - limit} more characters]"
     return text
+
+
+REASON_CHARS = 300
+
+
+def scrubbed_reason(reason: str, limit: int = REASON_CHARS) -> str:
+    """A failure's reason as an audit row or a trace span may keep it: cut, scrubbed of secrets, made storable.
+
+    A reason may quote what a tool raised (``exception: <its message>``, a URL with its password) or what the child
+    sent. The audit row always held it scrubbed, while the span took it raw, and spans go to an OTLP collector or a
+    console file; so both take it from here. Cut before the scrubber reads it (4x the limit), so a reason of any
+    length costs the same."""
+    return safe_text(scrub_text(reason[: limit * 4]).text, limit)
 
 
 def quote_bytes(raw: bytes, limit: int = PREVIEW_CHARS) -> str:

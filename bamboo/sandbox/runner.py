@@ -8,7 +8,10 @@ run's files on memory). The runner serves
 on the ``done`` frame, the deadline, the output cap, the memory total, a spent call budget, a broken
 or forged frame, or cancellation — always by killing the child's whole process group (with bwrap, its
 pid namespace; in degraded mode, every process of the run's uid, and then every file that uid left in
-a world-writable place). Each child serves exactly one run.
+a world-writable place or in the temp directory its work dir was made in). Each child serves exactly one run.
+
+A degraded child starts under umask 077: it shares /tmp with every other run, and under the worker's 022 a
+report it wrote to a fixed /tmp path was readable by a concurrent run of another uid.
 """
 
 from __future__ import annotations
@@ -28,13 +31,13 @@ import weakref
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, TypeGuard, TypeVar
 
 from bamboo.sandbox.bridge import ToolBridge
 from bamboo.sandbox.errors import SandboxUnavailable
 from bamboo.sandbox.isolation import SANDBOX_WORKDIR, LaunchPlan, plan_launch
-from bamboo.sandbox.leftovers import OwnedMemoryFiles, remove_owned, world_writable_dirs
+from bamboo.sandbox.leftovers import OwnedMemoryFiles, remove_owned, sweep_roots, world_writable_dirs
 from bamboo.sandbox.memory import CgroupLeaf, CgroupParent, RssWatchdog, RunProcesses, TmpfsInNamespace, guard_kind
 from bamboo.sandbox.contract import Isolation, MemoryGuardKind
 from bamboo.sandbox.models import OutputLimits, SandboxLimits
@@ -56,6 +59,8 @@ EXIT_GRACE_S = 2.0
 ORPHAN_GRACE_S = 0.5  # a killed child's exit is seen in milliseconds; later means something holds its pipes
 DECODE_INLINE_BYTES = 64 * 1024  # a larger frame is decoded in a worker thread, off the event loop
 DEFAULT_PYTHON = "/usr/bin/python3"
+# Every file a degraded run creates is its own uid's alone: it shares /tmp, /var/tmp and /dev/shm with other runs.
+DEGRADED_UMASK = 0o077
 
 
 Ending = Literal["done", "exited", "timeout", "output_limit", "memory_limit", "call_limit", "protocol_error",
@@ -134,7 +139,10 @@ class SandboxRunner:
         uid_first: int = DEFAULT_FIRST_UID,
         uid_count: int = DEFAULT_UID_COUNT,
         max_frame_bytes: int = 1024 * 1024,
+        secret_files: Sequence[str | Path] = (),
     ) -> None:
+        """``secret_files``: the worker's files a degraded run must not be able to read (a degraded start refuses
+        while group or others may; the worker passes those its settings name, ``isolation.worker_secret_files``)."""
         if not os.access(python, os.X_OK):
             raise SandboxUnavailable(
                 f"sandbox interpreter {python!r} is not executable; install python3 or pass python=<path>"
@@ -171,6 +179,7 @@ class SandboxRunner:
                 empty_dir=str(empty_dir),
                 seccomp=seccomp,
                 probe_uid=probe_lease.uid if probe_lease is not None else None,
+                secret_files=secret_files,
             )
         except BaseException:
             self._finalizer()
@@ -260,7 +269,10 @@ class SandboxRunner:
                 except UidsUnavailable as exc:
                     raise SandboxUnavailable(str(exc)) from exc
             if self.plan.isolation == "degraded":
-                roots = await asyncio.to_thread(world_writable_dirs)  # found once, then remembered
+                # The world-writable places (found once, then remembered) and the temp directory run dirs are made in:
+                # when that is not world-writable (TMPDIR=/var/lib/bamboo/tmp, 0755), a dead worker's run dir there,
+                # owned by this uid, was never swept and the next run with the uid read it.
+                roots = await asyncio.to_thread(sweep_roots, tempfile.gettempdir())
                 # The sweep after a run never happened if its worker died: what that run left, this run (another
                 # session's, maybe) must not find. Milliseconds on a host with a tidy /tmp; refused when it cannot
                 # finish (a concurrent run can fill the shared places to make it stop short).
@@ -285,6 +297,8 @@ class SandboxRunner:
                 seccomp_fd = program_fd(self.plan.seccomp_program)
             argv = self.plan.argv(child_sock.fileno(), self.limits, seccomp_fd)
             extra: dict[str, Any] = {}
+            if self.plan.isolation == "degraded":
+                extra["umask"] = DEGRADED_UMASK  # set in the forked child before it drops to the run's uid
             if leaf is not None:
                 # The child joins its cgroup before it drops to the run's uid (then it no longer could).
                 extra["preexec_fn"] = _JoinThenDrop(leaf, lease.uid if lease else None, self._installer)
@@ -644,7 +658,8 @@ class SandboxRunner:
                 await asyncio.to_thread(_remove, child.workdir)
                 if child.isolation == "degraded" and child.lease is not None:
                     # Before the uid is leased again: what one run left, the next run with that uid must not find.
-                    roots = await asyncio.to_thread(world_writable_dirs)
+                    parent = os.path.dirname(child.workdir) if child.workdir is not None else tempfile.gettempdir()
+                    roots = await asyncio.to_thread(sweep_roots, parent)
                     await asyncio.to_thread(remove_owned, child.lease.uid, roots)
             finally:
                 try:
@@ -740,7 +755,7 @@ def _descendants(root: int) -> list[int]:
 
 def _remove(path: Path | None) -> None:
     """Remove a run's work directory (whatever depth it wrote); what cannot be removed is logged, and the uid's
-    next lease sweeps what it owns under the shared places, the temp directory included."""
+    next lease sweeps what it owns under the shared places and the temp directory (``leftovers.sweep_roots``)."""
     if path is None:
         return
     try:
