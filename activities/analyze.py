@@ -6,6 +6,7 @@ Thin by design: unpack a pydantic input, call `bamboo.analysis`, return a pydant
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable
 
 from temporalio.exceptions import ApplicationError
@@ -103,15 +104,12 @@ class AnalyzeActivities:
     async def list_tasks(self, inp: TaskListingInput) -> TaskListing:
         """List once, park the list as a blob: a batch of many files must not ride in workflow history."""
         try:
-            sources = await with_heartbeats(in_thread(list_task_files, inp.path, budget_s=LISTING_BUDGET_S,
-                                                      what="listing the tasks"))
+            sources, kept = await with_heartbeats(in_thread(_tasks_to_analyse, inp.path, inp.results_dir,
+                                                            budget_s=LISTING_BUDGET_S, what="listing the tasks"))
         except (TaskFileError, BudgetExceeded) as exc:
             raise ApplicationError(str(exc), type="TaskListingError", non_retryable=True) from None
-        skip = set(inp.skip_workflow_ids)
-        kept = [s for s in sources if s.workflow_id() not in skip]
         payload = "\n".join(s.model_dump_json() for s in kept).encode()
-        return TaskListing(ref=await self.blobs.put(payload), total=len(kept),
-                           skipped=len(sources) - len(kept))
+        return TaskListing(ref=await self.blobs.put(payload), total=len(kept), skipped=sources - len(kept))
 
     @implements(contract.read_tasks)
     async def read_tasks(self, page: TaskPageInput) -> list[TaskSource]:
@@ -126,6 +124,15 @@ class AnalyzeActivities:
             while len(self._listings) > KEPT_LISTINGS:
                 self._listings.pop(next(iter(self._listings)))
         return [TaskSource.model_validate_json(x) for x in lines[page.offset: page.offset + page.limit]]
+
+
+def _tasks_to_analyse(path: str, results_dir: str | None) -> tuple[int, list[TaskSource]]:
+    """How many tasks ``path`` holds, and those without a result in ``results_dir`` (all of them without one)."""
+    sources = list_task_files(path)
+    if results_dir is None:
+        return len(sources), sources
+    done = set(os.listdir(results_dir)) if os.path.isdir(results_dir) else set()
+    return len(sources), [s for s in sources if s.result_file_name() not in done]
 
 
 def _listed_lines(raw: bytes) -> list[str]:

@@ -47,14 +47,13 @@ class BatchAnalyze(BatchControl[BatchAnalyzeInput]):
         if inp.listing is None:
             try:
                 fetched = await workflow.execute_activity(
-                    contract.list_tasks, TaskListingInput(path=inp.path, skip_workflow_ids=inp.skip_workflow_ids),
+                    contract.list_tasks, TaskListingInput(path=inp.path, results_dir=inp.results_dir),
                     **contract.LIST_STEP.options())
             except ActivityError as exc:
                 self._finished = True
                 raise ApplicationError(f"cannot list tasks at {inp.path}: {innermost_reason(exc)}", non_retryable=True)
             inp.listing = fetched
             inp.skipped = fetched.skipped
-            inp.skip_workflow_ids = []  # applied to the listing; not carried through continue-as-new
         listing = inp.listing
 
         async def read_page(offset: int) -> list[TaskSource]:

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from bamboo.analysis.feedback import record_feedback
 from bamboo.analysis.contract import (
     AnalysisResult, AnalyzeInput, BatchAnalyzeInput, BatchAnalyzeProgress, BatchAnalyzeResult, Feedback,
-    analyze_workflow_id,
+    analyze_workflow_id, result_file_name,
 )
 from bamboo.analysis.service import AnalysisService
 from bamboo.extraction.labels import normalise_label
@@ -230,9 +230,12 @@ async def test_batch_analyze_skips_done_tasks_and_reports_progress(learned, anal
     for i in learned[:3]:
         (folder / f"{i.task_data['jediTaskID']}.json").write_text(json.dumps(i.task_data))
     done_id = analyze_workflow_id(learned[0].task_data["jediTaskID"], learned[0].task_data["status"])
+    results = tmp_path / "results"  # a result already there: the task is not analysed again
+    results.mkdir()
+    (results / result_file_name(done_id)).write_text("{}")
     bid = f"t-{uuid.uuid4().hex[:6]}"
     handle = await analysis_client.start_workflow(
-        BatchAnalyze.run, BatchAnalyzeInput(batch_id=bid, path=str(folder), skip_workflow_ids=[done_id],
+        BatchAnalyze.run, BatchAnalyzeInput(batch_id=bid, path=str(folder), results_dir=str(results),
                                             concurrency=2, continue_as_new_every=1, model_deadline_s=123.0),
         id=f"analyze-batch:{bid}", task_queue=Queue.MAIN,
     )

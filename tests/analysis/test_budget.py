@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from bamboo.analysis.contract import AnalyzeInput, BatchAnalyzeInput, BatchAnalyzeResult, analyze_workflow_id
+from bamboo.analysis.contract import AnalysisResult, AnalyzeInput, BatchAnalyzeInput, BatchAnalyzeResult, analyze_workflow_id
 from bamboo.contract import SPEND_USD, Queue
 from bamboo.models.spend import ModelPrice
 from workflows.analyze import AnalyzeTask
@@ -57,3 +57,31 @@ async def test_a_batch_starts_no_analysis_once_its_budget_is_spent(corpus, analy
         id=f"analyze-batch:{bid}", task_queue=Queue.MAIN)
     assert result.budget_spent and result.total == 3 and result.done == 1, result
     assert result.spend.calls >= 1 and result.spend.usd > 0.5
+
+
+async def test_finished_analyses_are_collected_several_at_a_time(tmp_path):
+    """One server lookup at a time, in silence: 50,000 tasks kept analyze-batch quiet for over a minute."""
+    import asyncio
+
+    from bamboo.analysis.contract import result_file_name
+    from bamboo.cli.analyze_cmd import COLLECT_AT_ONCE, collect_finished
+
+    class Server:
+        def __init__(self) -> None:
+            self.now = self.most = 0
+
+        async def finished_result(self, wid: str):
+            self.now += 1
+            self.most = max(self.most, self.now)
+            await asyncio.sleep(0.01)
+            self.now -= 1
+            done = AnalysisResult(task_id=int(wid.split(":")[1]), status="failed", root_cause="x", is_novel=False,
+                                  confidence=0.5, resolution="y", explanation="z")
+            return done if wid.endswith("failed") else None
+
+    server = Server()
+    ids = [f"analyze:{i}:{'failed' if i % 2 else 'running'}" for i in range(100)]
+    (tmp_path / result_file_name(ids[1])).write_text("{}")  # collected before: not asked again
+    assert await collect_finished(server, ids, tmp_path) == 49
+    assert 1 < server.most <= COLLECT_AT_ONCE
+    assert (tmp_path / result_file_name(ids[3])).exists() and not (tmp_path / result_file_name(ids[2])).exists()
