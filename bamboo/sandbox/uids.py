@@ -149,6 +149,8 @@ def sweep(uid: int) -> bool:
         finally:
             for process in stopped:
                 process.close()
+        if not tried:  # nothing of the uid runs: the common end of a run, with no wait (it is on every run's path)
+            return True
         time.sleep(0.01)  # killed processes are reaped asynchronously
         if not processes_of(uid):
             return True

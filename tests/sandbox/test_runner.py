@@ -125,3 +125,23 @@ async def test_a_script_that_breaks_its_own_streams_still_returns(bw):
 async def test_sys_exit_is_reported_not_hidden(bw):
     res = await bw.run("import sys\nsys.exit(3)")
     assert res.status == "error" and "SystemExit" in res.error
+
+
+def test_sweeping_a_uid_with_nothing_running_does_not_wait(monkeypatch):
+    """Every run's uid is swept at its end, bwrap's too: the sweep waited 10 ms for reaping even when it had found
+    nothing to kill, and the warm pool's trivial run went from 1.5x to 3.2x a bare interpreter start."""
+    import os
+    import subprocess
+
+    from bamboo.sandbox import uids
+
+    waits: list[float] = []
+    monkeypatch.setattr(uids.time, "sleep", waits.append)
+    assert uids.sweep(64999) and waits == []
+    if os.geteuid() == 0:  # a process of the uid is still killed, and its reaping waited for
+        child = subprocess.Popen(["sleep", "30"], user=64998)
+        try:
+            assert uids.sweep(64998) and waits
+        finally:
+            child.kill()
+            child.wait()
