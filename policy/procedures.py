@@ -132,14 +132,14 @@ def procedure_scope(
     scope: dict[str, str] = {}
     pending = list(codes)
     for name in names:
-        if name in procedure_code and name not in scope:
+        if is_procedure_name(name) and name in procedure_code and name not in scope:
             scope[name] = procedure_code[name]
             pending.append(scope[name])
     while pending:
         text = pending.pop()
         for way in ways:
             for tool in scan_code(text, way).tools:
-                if tool in procedure_code and tool not in scope:
+                if is_procedure_name(tool) and tool in procedure_code and tool not in scope:
                     scope[tool] = procedure_code[tool]
                     pending.append(scope[tool])
     return dict(sorted(scope.items()))
@@ -190,7 +190,9 @@ class _ProcedureWalk:
         prefix = f"in {via}: " if via else ""
         self.reasons.update(prefix + reason for reason in signature.opaque_reasons)
         for tool in signature.tools:
-            if tool in self.procedure_code:
+            # Only a proc__ name is a procedure: a stored row named after a raw tool (kill_task, written by anyone
+            # with the store's role) judged that tool by its harmless body, while the call went to the real tool.
+            if is_procedure_name(tool) and tool in self.procedure_code:
                 self._visit_procedure(tool)
             elif is_procedure_name(tool):
                 self.missing_procedures.add(tool)

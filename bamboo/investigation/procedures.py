@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -29,6 +30,7 @@ from pydantic import ValidationError
 
 from bamboo.investigation.provenance import Capture, ProcedureProvenance
 from policy.code_identity import code_hash, logic_hash
+from policy.procedures import is_procedure_name
 from policy.grants import (
     GrantRevocation, ProcedureGrant, covering_terms, grant_is_revoked, grant_term, revocation_of,
     revocation_of_procedures,
@@ -71,12 +73,14 @@ class ProcedureRepository:
         self._pool = pool
 
     async def approved_code(self) -> dict[str, str]:
-        """Current code of every approved procedure (what the policy judges and the bridge replays)."""
+        """Current code of every approved procedure (what the policy judges and the bridge replays). Only rows named
+        as procedures are (``proc__``): a row named after a raw tool made the policy judge that tool's calls by the
+        row's body."""
         async with self._pool.connection() as conn:
             rows = await (await conn.execute(
                 "SELECT signature, code FROM procedures WHERE status = 'approved' ORDER BY signature"
             )).fetchall()
-        return {name: code for name, code in rows}
+        return {name: code for name, code in rows if is_procedure_name(name)}
 
     async def get(self, name: str) -> StoredProcedure | None:
         async with self._pool.connection() as conn:
@@ -88,12 +92,14 @@ class ProcedureRepository:
         return StoredProcedure(name=row[0], code=row[1], code_hash=row[2], status=row[3], meta=row[4] or {})
 
     async def approved(self) -> list[StoredProcedure]:
-        """Every approved procedure with its provenance, one per signature (what the reuse step matches)."""
+        """Every approved procedure with its provenance, one per signature (what the reuse step matches): rows named
+        as procedures only, as ``approved_code``."""
         async with self._pool.connection() as conn:
             rows = await (await conn.execute(
                 "SELECT signature, code, code_hash, status, meta FROM procedures WHERE status = 'approved' "
                 "ORDER BY signature")).fetchall()
-        return [StoredProcedure(name=r[0], code=r[1], code_hash=r[2], status=r[3], meta=r[4] or {}) for r in rows]
+        return [StoredProcedure(name=r[0], code=r[1], code_hash=r[2], status=r[3], meta=r[4] or {}) for r in rows
+                if is_procedure_name(r[0])]
 
     async def save(self, name: str, code: str, status: ProcedureStatus,
                    meta: dict[str, Any] | None = None) -> ProcedureStatus:
@@ -197,16 +203,15 @@ class ProcedureRepository:
         return {term: max(until[t] for t in ways if t in until) for term, ways in covering.items()
                 if any(t in until for t in ways)}
 
-    async def revoke_whole(self, procedures: list[str], every: bool, key: str) -> bool:
+    async def revoke_whole(self, procedures: list[str], every: bool) -> bool:
         """Revoke every answer naming ``procedures`` (or, ``every``, every answer that grants anything) signed until
         now, whatever the grant rows hold, and clear their rows (``policy.grants.revocation_of_procedures``): a row
         broken before the revocation, so that no grant was in force to revoke, is revoked all the same when it is
-        written back. ``key`` names this revocation, so a retry records it once. True when something was recorded."""
-        revocations = revocation_of_procedures(procedures, every, datetime.now(UTC), key)
+        written back. True when something was recorded (a retry records it again, which changes nothing)."""
+        revocations = revocation_of_procedures(procedures, every, datetime.now(UTC), secrets.token_hex(16))
         async with self._pool.connection() as conn, conn.transaction():
             for revocation in revocations:
-                await conn.execute("INSERT INTO revoked_grants (nonce, term, through) VALUES (%s, %s, %s) "
-                                   "ON CONFLICT DO NOTHING", (revocation.nonce, revocation.term, revocation.through))
+                await _insert_revocation(conn, revocation)
             await conn.execute(
                 "UPDATE procedures SET auto_run_code_hash = NULL, auto_run_granted_by = NULL, "
                 "auto_run_granted_at = NULL, auto_run_session = NULL, auto_run_decision = NULL "
@@ -233,8 +238,7 @@ class ProcedureRepository:
         revocation = revocation_of(grant, datetime.now(UTC))
         async with self._pool.connection() as conn:
             if revocation is not None:
-                await conn.execute("INSERT INTO revoked_grants (nonce, term, through) VALUES (%s, %s, %s) "
-                                   "ON CONFLICT DO NOTHING", (revocation.nonce, revocation.term, revocation.through))
+                await _insert_revocation(conn, revocation)
             cur = await conn.execute(
                 "UPDATE procedures SET auto_run_code_hash = NULL, auto_run_granted_by = NULL, "
                 "auto_run_granted_at = NULL, auto_run_session = NULL, auto_run_decision = NULL "
@@ -242,6 +246,19 @@ class ProcedureRepository:
                 (grant.procedure,),
             )
             return revocation is not None or cur.rowcount > 0
+
+
+async def _insert_revocation(conn: Any, revocation: GrantRevocation) -> None:
+    """Record ``revocation`` in the insert-only table: its time cover under a fresh random key, and the answer it
+    names (if any) under that answer's nonce. Keyed by what a requester can know beforehand (the answer's nonce is
+    in the grant row, a revoke's name in the session's history), a row they inserted first, with no time, made the
+    revocation's own insert a no-op, and the grant written back counted again."""
+    rows = [(f"revocation:{secrets.token_hex(16)}", revocation.term, revocation.through)]
+    if not revocation.nonce.startswith("revocation:"):
+        rows.append((revocation.nonce, revocation.term, None))
+    for row in rows:
+        await conn.execute("INSERT INTO revoked_grants (nonce, term, through) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                           row)
 
 
 async def _revocations(conn: Any, terms: list[str]) -> list[GrantRevocation]:
