@@ -166,7 +166,7 @@ class InvestigationActivities:
     async def revoke_grants(self, inp: RevokeGrantsInput) -> list[str]:
         revoked = [g.procedure for g in inp.grants if await self.repository.clear_grant(g)]
         if inp.whole or inp.every:
-            await self.repository.revoke_whole(inp.whole, inp.every, inp.dedup_key)
+            await self.repository.revoke_whole(inp.whole, inp.every)
             revoked = sorted({*revoked, *inp.whole})
         await self.audit_log.append(
             AuditEvent(kind="procedure_grant_revoked", actor=inp.actor, run_id=f"investigate:{inp.session_id}",

@@ -130,7 +130,7 @@ def revocation_of(grant: ProcedureGrant, now: datetime) -> GrantRevocation | Non
 def revocation_of_procedures(procedures: Iterable[str], every: bool, now: datetime, key: str) -> list[GrantRevocation]:
     """How revoking the named procedures (or every grant) at ``now`` is recorded, whatever their grant rows hold: a
     requester who broke a row beforehand (so that no grant was in force to revoke) wrote it back afterwards, and its
-    answer counted again. ``key`` names this revocation (a retry records it once)."""
+    answer counted again. ``key`` names this revocation: a fresh random value, never one a requester could know."""
     terms = [EVERY_GRANT] if every else [procedure_terms(name) for name in sorted(set(procedures))]
     return [GrantRevocation(nonce=f"revocation:{key}", term=term, through=grant_again_after(now)) for term in terms]
 

@@ -7,7 +7,7 @@ operator never revokes more (or other) than they meant.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict
 
@@ -36,17 +36,16 @@ class RevocationPlan(BaseModel):
 
 
 def plan_revocation(
-    target: str, session_policies: Mapping[str, SessionPolicy], grants: Mapping[str, ProcedureGrant],
-    stored: Collection[str] = (),
+    target: str, session_policies: Mapping[str, SessionPolicy], grants: Mapping[str, ProcedureGrant]
 ) -> RevocationPlan:
-    """Plan ``/revoke target`` over the session's policies (by code hash), the durable grants (by name) and the
-    stored procedures (``stored``, by name).
+    """Plan ``/revoke target`` over the session's policies (by code hash) and the durable grants (by name).
 
     - ``all`` removes every session policy and every durable grant, and revokes every answer that could make one
       (``every``): a grant row broken while the revocation was made, and written back later, stays revoked.
     - a ``proc__`` name removes that procedure's grant and revokes every answer naming it whatever code it was
-      given on (``whole``), also when no grant is in force (its row may have been broken beforehand); an
-      unambiguous prefix of a granted name also works.
+      given on (``whole``), also when no grant is in force and the procedure is not stored (a requester may have
+      broken the grant row, or hidden the procedure's row, beforehand); an unambiguous prefix of a granted name
+      also works.
     - anything else is a hash prefix (at least 4 hex characters) matched against session policy hashes and
       the code hashes grants were given for; it must identify exactly one hash.
     """
@@ -57,20 +56,18 @@ def plan_revocation(
         return RevocationPlan(session_hashes=tuple(sorted(session_policies)), procedures=tuple(sorted(grants)),
                               every=True)
     if is_procedure_name(argument):
-        return _plan_procedure(argument, grants, stored)
+        return _plan_procedure(argument, grants)
     return _plan_hash_prefix(argument.lower(), session_policies, grants)
 
 
-def _plan_procedure(name: str, grants: Mapping[str, ProcedureGrant], stored: Collection[str]) -> RevocationPlan:
+def _plan_procedure(name: str, grants: Mapping[str, ProcedureGrant]) -> RevocationPlan:
     if name in grants:
         return RevocationPlan(procedures=(name,), whole=(name,))
-    if name in stored:
-        return RevocationPlan(whole=(name,))
     candidates = tuple(sorted(granted for granted in grants if granted.startswith(name)))
     if len(candidates) == 1:
         return RevocationPlan(procedures=candidates, whole=candidates)
     if not candidates:
-        return RevocationPlan(error=f"No durable grant for {name}; /approvals lists the current grants.")
+        return RevocationPlan(whole=(name,))
     return RevocationPlan(
         error=f"{name} matches several granted procedures ({', '.join(candidates)}); give the full name.",
         matches=candidates,

@@ -732,8 +732,7 @@ class Investigation:
             self._st.inbox.append(request)
             return f"queued as message {len(self._st.inbox)} in line"
         if isinstance(request, RevokeRequest):
-            stored = self._context.stored_procedures if self._context is not None else []
-            plan = plan_revocation(request.target, self._st.session_policies, self._st.grants, stored)
+            plan = plan_revocation(request.target, self._st.session_policies, self._st.grants)
             if not plan.ok:
                 raise _Refused("invalid_revoke_target", plan.error or "invalid revoke target")
             self._st.revokes.append(request)
@@ -848,7 +847,7 @@ class Investigation:
     async def _process_revoke(self, request: RevokeRequest) -> None:
         st = self._st
         context = await self._policy_context()
-        plan = plan_revocation(request.target, st.session_policies, context.grants, context.stored_procedures)
+        plan = plan_revocation(request.target, st.session_policies, context.grants)
         if not plan.ok:
             self._entry("revoke", f"nothing revoked: {plan.error}", actor=request.actor)
             self._audit("revoke_refused", request.actor, {"target": request.target, "error": plan.error})

@@ -310,3 +310,21 @@ async def test_a_grant_row_broken_before_a_revoke_stays_revoked_when_written_bac
     assert await repo.grants() == {}
     await inv.send_message(client, session, "use the stored procedure", ops.carol)
     assert (await pending_turn(client, session, 1)).reason == "new_code"
+
+
+async def test_a_row_inserted_first_under_the_answer_s_nonce_does_not_undo_a_revocation(ops, services):
+    """The revocation's row was keyed by the answer's nonce, which the grant row shows: a requester who inserted that
+    key first, with no time, made the revocation's insert a no-op, and the approver's earlier answer for the same
+    code, written into the row, counted again."""
+    repo = ProcedureRepository(services.store.pool)
+    await repo.save(READ_PROC, READ_PROC_CODE, "approved", {})
+    earlier = signed_grant(ops.bob, READ_PROC, READ_PROC_CODE, session_id="granted-first")
+    latest = signed_grant(ops.bob, READ_PROC, READ_PROC_CODE)
+    await repo.set_grant(latest)
+    checked = (await repo.grants())[READ_PROC]
+    async with services.store.pool.connection() as conn:
+        await conn.execute("INSERT INTO revoked_grants (nonce, term) VALUES (%s, %s)",
+                           (checked.decision.auth.nonce, checked.term))
+    assert await repo.clear_grant(checked)
+    await repo.set_grant(earlier)
+    assert await repo.grants() == {}
