@@ -47,9 +47,11 @@ class TestStack:
     admin: LocalKey
     admin_keys_file: Path
 
-    def registry(self, store) -> ApproverRegistry:
-        """The approver registry of ``store``, judged against the suite's pinned administrator."""
-        return ApproverRegistry(store.pool, store.audit, PinnedAdmins(self.admin_keys_file, own_deployment=True))
+    def registry(self, store, deployment: str = DEFAULT_DEPLOYMENT) -> ApproverRegistry:
+        """The approver registry of ``store`` for ``deployment``, judged against the suite's pinned administrator (a
+        registration counts in the deployment it was signed for only)."""
+        return ApproverRegistry(store.pool, store.audit,
+                                PinnedAdmins(self.admin_keys_file, own_deployment=True, deployment=deployment))
 
     def new_database(self) -> str:
         name = f"t_{uuid.uuid4().hex[:12]}"

@@ -149,7 +149,7 @@ async def measure(rounds: int, latency: float) -> list[Turn]:
             stop = asyncio.Event()
             worker = asyncio.create_task(run_worker(settings, services=services, stop=stop))
             try:
-                registry = stack.registry(services.store)
+                registry = stack.registry(services.store, settings.resolved_deployment())
                 roles = {"alice": {Role.REQUEST}, "bob": {Role.APPROVE}}
                 people = {}
                 for who, granted in roles.items():
