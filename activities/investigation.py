@@ -112,7 +112,7 @@ class InvestigationActivities:
             granted_code=await self.repository.versions(sorted({g.code_hash for n, g in grants.items() if n in code})),
             exposed_procedures=self.tools.exposed,  # judged off the loop by the refresh above
             policy=policy,
-            withheld_grants=await self.repository.withheld(list(current), datetime.now(UTC)),
+            withheld_grants=await self.repository.withheld(list(current), now),
         )
 
     @implements(contract.reuse_candidates)

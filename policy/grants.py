@@ -127,12 +127,12 @@ def revocation_of(grant: ProcedureGrant, now: datetime) -> GrantRevocation | Non
     return GrantRevocation(nonce=auth.nonce, term=grant.term, through=grant_again_after(now))
 
 
-def revocation_of_procedures(procedures: Iterable[str], every: bool, now: datetime, key: str) -> list[GrantRevocation]:
+def revocation_of_procedures(procedures: Iterable[str], every: bool, now: datetime) -> list[GrantRevocation]:
     """How revoking the named procedures (or every grant) at ``now`` is recorded, whatever their grant rows hold: a
     requester who broke a row beforehand (so that no grant was in force to revoke) wrote it back afterwards, and its
-    answer counted again. ``key`` names this revocation: a fresh random value, never one a requester could know."""
+    answer counted again. They name no answer (``nonce`` empty): they cover by time alone."""
     terms = [EVERY_GRANT] if every else [procedure_terms(name) for name in sorted(set(procedures))]
-    return [GrantRevocation(nonce=f"revocation:{key}", term=term, through=grant_again_after(now)) for term in terms]
+    return [GrantRevocation(nonce="", term=term, through=grant_again_after(now)) for term in terms]
 
 
 def grant_again_after(now: datetime) -> datetime:

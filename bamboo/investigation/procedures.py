@@ -208,14 +208,11 @@ class ProcedureRepository:
         now, whatever the grant rows hold, and clear their rows (``policy.grants.revocation_of_procedures``): a row
         broken before the revocation, so that no grant was in force to revoke, is revoked all the same when it is
         written back. True when something was recorded (a retry records it again, which changes nothing)."""
-        revocations = revocation_of_procedures(procedures, every, datetime.now(UTC), secrets.token_hex(16))
+        revocations = revocation_of_procedures(procedures, every, datetime.now(UTC))
         async with self._pool.connection() as conn, conn.transaction():
             for revocation in revocations:
                 await _insert_revocation(conn, revocation)
-            await conn.execute(
-                "UPDATE procedures SET auto_run_code_hash = NULL, auto_run_granted_by = NULL, "
-                "auto_run_granted_at = NULL, auto_run_session = NULL, auto_run_decision = NULL "
-                "WHERE (%s OR signature = ANY(%s)) AND auto_run_code_hash IS NOT NULL", (every, procedures))
+            await conn.execute(_CLEAR_GRANT_ROWS + "(%s OR signature = ANY(%s))", (every, procedures))
         return bool(revocations)
 
     async def set_grant(self, grant: ProcedureGrant) -> bool:
@@ -239,13 +236,13 @@ class ProcedureRepository:
         async with self._pool.connection() as conn:
             if revocation is not None:
                 await _insert_revocation(conn, revocation)
-            cur = await conn.execute(
-                "UPDATE procedures SET auto_run_code_hash = NULL, auto_run_granted_by = NULL, "
-                "auto_run_granted_at = NULL, auto_run_session = NULL, auto_run_decision = NULL "
-                "WHERE signature = %s AND auto_run_code_hash IS NOT NULL",
-                (grant.procedure,),
-            )
+            cur = await conn.execute(_CLEAR_GRANT_ROWS + "signature = %s", (grant.procedure,))
             return revocation is not None or cur.rowcount > 0
+
+
+# Clears the grant columns of the rows the appended condition names (that hold a grant at all).
+_CLEAR_GRANT_ROWS = ("UPDATE procedures SET auto_run_code_hash = NULL, auto_run_granted_by = NULL, auto_run_granted_at = NULL, "
+                     "auto_run_session = NULL, auto_run_decision = NULL WHERE auto_run_code_hash IS NOT NULL AND ")
 
 
 async def _insert_revocation(conn: Any, revocation: GrantRevocation) -> None:
@@ -254,7 +251,7 @@ async def _insert_revocation(conn: Any, revocation: GrantRevocation) -> None:
     in the grant row, a revoke's name in the session's history), a row they inserted first, with no time, made the
     revocation's own insert a no-op, and the grant written back counted again."""
     rows = [(f"revocation:{secrets.token_hex(16)}", revocation.term, revocation.through)]
-    if not revocation.nonce.startswith("revocation:"):
+    if revocation.nonce:
         rows.append((revocation.nonce, revocation.term, None))
     for row in rows:
         await conn.execute("INSERT INTO revoked_grants (nonce, term, through) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",

@@ -95,10 +95,10 @@ def test_a_whole_revocation_covers_every_code_of_its_procedure_and_every_covers_
         return ProcedureGrant(procedure=procedure, code_hash=code, granted_by="bob", granted_at=at, session_id="s",
                               decision=answer.model_copy(update={"auth": auth}))
 
-    whole = revocation_of_procedures(["proc__a"], False, AT, "k1")
+    whole = revocation_of_procedures(["proc__a"], False, AT)
     assert grant_is_revoked(grant("proc__a", "1" * 64, AT - timedelta(days=3)), whole)
     assert grant_is_revoked(grant("proc__a", "2" * 64, AT), whole)
     assert not grant_is_revoked(grant("proc__b", "1" * 64, AT), whole)
     assert not grant_is_revoked(grant("proc__a", "1" * 64, AT + timedelta(minutes=5)), whole)
-    every = revocation_of_procedures([], True, AT, "k2")
+    every = revocation_of_procedures([], True, AT)
     assert grant_is_revoked(grant("proc__b", "1" * 64, AT), every)

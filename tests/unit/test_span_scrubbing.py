@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from bamboo import telemetry
+from tests.support.spans import spans_in_memory
 from bamboo.audit import MemoryAuditSink
 from bamboo.panda.errors import PandaUnavailable
 from bamboo.panda.toolbox import PandaToolbox
@@ -39,17 +39,8 @@ SPEC = ToolSpec(name="get_task", description="Fetch a task.", read_only=True,
 
 @pytest.fixture(scope="module")
 def exporter():
-    """An in-memory exporter on this process's tracer provider (installed here unless one is already there: the
-    global provider can be set once per process); tracing is off again afterwards."""
-    memory = InMemorySpanExporter()
-    provider = trace.get_tracer_provider()
-    was = telemetry._configured
-    if not hasattr(provider, "add_span_processor"):
-        provider = TracerProvider()
-        telemetry.use_tracer_provider(provider)
-    provider.add_span_processor(SimpleSpanProcessor(memory))  # type: ignore[attr-defined]
-    yield memory
-    telemetry._configured = was
+    with spans_in_memory() as memory:
+        yield memory
 
 
 @pytest.fixture

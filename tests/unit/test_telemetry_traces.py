@@ -16,10 +16,6 @@ from typing import Any
 
 import httpx
 import pytest
-from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import BaseModel
 from temporalio.client import OutboundInterceptor, QueryWorkflowInput, SignalWorkflowInput
 from temporalio.contrib.opentelemetry import TracingInterceptor
@@ -28,6 +24,7 @@ from temporalio.runtime import Runtime
 from typer.testing import CliRunner
 
 from bamboo import telemetry
+from tests.support.spans import spans_in_memory
 from bamboo.cli import batch_progress
 from bamboo.devstack.ports import free_port
 from bamboo.embeddings.remote import OpenAIEmbedder
@@ -39,18 +36,8 @@ from bamboo.settings import Settings
 
 @pytest.fixture(scope="module")
 def exporter():
-    """An in-memory exporter on this process's tracer provider (installed here unless a provider is already
-    there: the global provider can be set once per process); tracing is off again afterwards."""
-    memory = InMemorySpanExporter()
-    provider = trace.get_tracer_provider()
-    was = telemetry._configured
-    if not hasattr(provider, "add_span_processor"):
-        provider = TracerProvider()
-        telemetry.use_tracer_provider(provider)
-    provider.add_span_processor(SimpleSpanProcessor(memory))  # type: ignore[attr-defined]
-    telemetry._configured = "bamboo-client"
-    yield memory
-    telemetry._configured = was
+    with spans_in_memory("bamboo-client") as memory:
+        yield memory
 
 
 @pytest.fixture
