@@ -124,9 +124,9 @@ def check_values(data, max_depth: int = MAX_DEPTH) -> None:
         raise IncidentRejected(str(exc)) from None
 
 
-def parse_incident(raw: bytes, fallback_id: str) -> Incident:
+def parse_incident(raw: bytes, fallback_id: str, *, one_line: bool = False) -> Incident:
     try:
-        data = input_files.parse_json(raw)
+        data = input_files.parse_json(raw, one_line=one_line)
     except InputRejected as exc:
         raise IncidentRejected(str(exc)) from None
     if not isinstance(data, dict):
@@ -190,7 +190,8 @@ def content_hash(source: IncidentSource) -> str:
 
 def read_incident(source: IncidentSource) -> ReadIncident:
     raw = _read_bytes(source)
-    return ReadIncident(parse_incident(raw, _fallback_id(source)), _fingerprint(source, raw))
+    return ReadIncident(parse_incident(raw, _fallback_id(source), one_line=source.line is not None),
+                        _fingerprint(source, raw))
 
 
 def load_incident(source: IncidentSource) -> Incident:

@@ -112,8 +112,9 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number (Postgres and strict JSON readers refuse it); use null or a number")
 
 
-def parse_json(raw: bytes) -> Any:
-    """The document in ``raw``, checked as the module says; `InputRejected` says what is wrong and where.
+def parse_json(raw: bytes, *, one_line: bool = False) -> Any:
+    """The document in ``raw``, checked as the module says; `InputRejected` says what is wrong and where
+    (``one_line``: ``raw`` is one line of a JSONL file, labelled by its line number, so placed by its column).
 
     A UTF-8 byte-order mark is refused, with what to do: JSON does not allow one, and Python's own message
     ("decode using utf-8-sig") told an operator nothing. It is what Windows Notepad and PowerShell 5 write."""
@@ -129,7 +130,7 @@ def parse_json(raw: bytes) -> Any:
     try:
         data = json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
-        raise InputRejected(f"invalid JSON {_position(text, exc)}: {exc.msg}") from None
+        raise InputRejected(f"invalid JSON {_position(text, exc, one_line)}: {exc.msg}") from None
     except _DuplicateKey as exc:
         raise InputRejected(f"the key {str(exc)!r} appears twice in one JSON object (the second would silently "
                             "replace the first); keep one") from None
@@ -143,13 +144,13 @@ def parse_json(raw: bytes) -> Any:
     return data
 
 
-def _position(text: str, exc: json.JSONDecodeError) -> str:
+def _position(text: str, exc: json.JSONDecodeError, one_line: bool) -> str:
     """Where the JSON went wrong, in words that agree with the reader's label. A JSONL source is one line
-    read with its line break, labelled `file:N`: JSON's own position there ("line 2 column 1" for a line cut
-    short, the break counted as a line) contradicted the label, so a text whose only break ends it is
-    placed by its column alone. Any other text keeps the line and column."""
+    read with its line break (the last one may have none), labelled `file:N`: JSON's own position there
+    ("line 2 column 1" for a line cut short, the break counted as a line; "line 1" for the last) contradicted
+    the label, so it is placed by its column alone. Any other text keeps the line and column."""
     body = text.removesuffix("\n").removesuffix("\r")
-    if len(body) == len(text) or "\n" in body or "\r" in body:
+    if not (one_line or len(body) < len(text)) or "\n" in body or "\r" in body:
         return f"at line {exc.lineno} column {exc.colno}"
     if exc.pos >= len(body):
         return f"at the end of this line (column {len(body) + 1}), which ends too early"

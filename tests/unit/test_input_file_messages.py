@@ -53,6 +53,15 @@ def test_a_jsonl_line_is_placed_by_its_column_not_by_a_line_number(tmp_path):
     ]
 
 
+def test_the_last_jsonl_line_without_a_final_break_is_placed_by_its_column(tmp_path):
+    text = json.dumps(INCIDENT, ensure_ascii=False)
+    f = tmp_path / "last.jsonl"
+    f.write_bytes((text + "\n" + text[:40]).encode())
+    with pytest.raises(IncidentRejected) as caught:
+        load_incident(list_sources(f)[1])
+    assert str(caught.value) == "invalid JSON at the end of this line (column 41), which ends too early: Expecting ':' delimiter"
+
+
 def test_a_document_of_several_lines_keeps_line_and_column():
     assert _rejected(b'{\n  "a": x\n}\n') == "invalid JSON at line 2 column 8: Expecting value"
     assert _rejected(b'{"incident_id": "x"') == "invalid JSON at line 1 column 20: Expecting ',' delimiter"
