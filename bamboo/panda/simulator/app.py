@@ -21,6 +21,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from bamboo.panda.simulator.jedi import Jedi
+from bamboo.panda.simulator.legacy import CONTAINER_ERROR, LEGACY_METHODS, LegacyCall
 from bamboo.panda.simulator.protocol import (
     MESSAGE_PROD_ROLE, MESSAGE_SSL, MESSAGE_TASK_ID, MESSAGE_TASK_OWNER, ArgumentProblem, Caller, Endpoint, Envelope,
     Param, bind, render, text,
@@ -75,6 +76,7 @@ class SimulatorState:
         self.auth = auth or SimAuth()
         self.jedi = Jedi(world, jedi_delay_s)
         self.calls: list[RecordedCall] = []
+        self.checkpoints: dict[str, bytes] = {}  # HPO checkpoints put through the legacy methods, by path
         self.lock = self.jedi.lock
         self._record_lock = threading.Lock()
 
@@ -84,6 +86,7 @@ class SimulatorState:
             self.world.__dict__.update(world.__dict__)
             self.jedi.pending.clear()
             self.jedi.registered.clear()
+            self.checkpoints.clear()
         with self._record_lock:
             self.calls.clear()
 
@@ -449,7 +452,33 @@ def build_app(state: SimulatorState) -> Starlette:
             return endpoint.handler(caller, **args)
 
     async def legacy(request: Request) -> Response:
-        return text(403, f"ERROR : method {request.path_params['method']} is forbidden")
+        """The old interface's methods, in the server's order: the name, authentication, the arguments."""
+        name = request.path_params["method"]
+        handler = LEGACY_METHODS.get(name)
+        if handler is None:
+            return text(403, f"ERROR : method {name} is forbidden")
+        caller = _caller(state, request)
+        if isinstance(caller, Response):
+            state.record(f"legacy/{name}", None, False, "token authentication failed", False)
+            return caller
+        if request.headers.get("content-type") == "application/json":
+            return text(500, CONTAINER_ERROR)  # the server gunzips a JSON body unasked; the error escapes it
+        raw = await _arguments(request) if request.method in ("GET", "HEAD") else dict((await request.form()).items())
+        length = request.headers.get("content-length")
+
+        def record(method: str, task_id: int | None, accepted: bool, message: str) -> None:
+            state.record(f"legacy/{method}", task_id, accepted, message, True)
+
+        call = LegacyCall(caller=caller, content_length=_int(length), record=record, checkpoints=state.checkpoints)
+        try:
+            with state.lock:
+                body = handler(call, **raw)
+        except Exception as exc:  # a crash is a 500 with the exception's text, as on the server
+            return text(500, str(exc))
+        return text(200, "" if request.method == "HEAD" else body)
+
+    async def legacy_path(request: Request) -> Response:
+        return text(403, "ERROR : method  is forbidden")  # the server parses no method from a deeper path
 
     async def filebrowser(request: Request) -> Response:
         panda_id = _int(request.query_params.get("pandaid"))
@@ -510,6 +539,7 @@ def build_app(state: SimulatorState) -> Starlette:
     routes = [
         Route("/api/{version}/{module}/{method}", api, methods=methods),
         Route("/server/panda/{method}", legacy, methods=methods),
+        Route("/server/panda/{rest:path}", legacy_path, methods=methods),
         Route("/filebrowser/", filebrowser),
         Route("/sim/calls", calls),
         Route("/sim/calls", reset_calls, methods=["DELETE"]),
