@@ -11,6 +11,7 @@ An incident the store refuses fails alone and is never retried.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -58,7 +59,7 @@ class AccumulateActivities:
     def __init__(self, services: Services) -> None:
         self.s = services
         self.storer = GraphStorer(services.store, services.embedder, services.settings.canonical_match_threshold)
-        self._listings: dict[str, list[str]] = {}  # listing blob ref -> its lines, oldest first
+        self._listings: dict[str, asyncio.Future[list[str]]] = {}  # listing blob ref -> its load, oldest first
 
     async def _incident(self, ref: str) -> Incident:
         raw = await self.s.store.blobs.get(ref)
@@ -214,17 +215,27 @@ class AccumulateActivities:
         return [ItemOutcome(index=i, status="skipped") for h in learned for i in fingerprints[h]]
 
     async def _sources(self, ref: str, offset: int, limit: int) -> list[IncidentSource]:
-        lines = self._listings.get(ref)
-        if lines is None:
-            # Blobs are content-addressed, so a listing never changes under its ref: keep the last few
-            # split, instead of fetching a 100k-line listing again for every slice and page. The split is
-            # sized by the batch (80 MB for 1M incidents), so it runs off the loop.
-            raw = await self.s.store.blobs.get(ref)
-            lines = await in_thread(_split, raw, budget_s=SPLIT_BUDGET_S, what="splitting the incident listing")
-            self._listings[ref] = lines
+        lines = await asyncio.shield(self._listing(ref))
+        return [IncidentSource.model_validate_json(x) for x in lines[offset: offset + limit]]
+
+    def _listing(self, ref: str) -> asyncio.Future[list[str]]:
+        """The lines of the listing at ``ref``, fetched and split once however many slices ask at the same time.
+
+        Blobs are content-addressed, so a listing never changes under its ref: the last few are kept split,
+        instead of fetching a 100k-line listing again for every slice and page. The split is sized by the batch
+        (80 MB for 1M incidents), so it runs off the loop. What is kept is the load itself, not only its result:
+        slices starting together each fetched and split the same listing, holding one copy each. A load that
+        failed is forgotten, so the next page read tries again."""
+        load = self._listings.get(ref)
+        if load is None or (load.done() and (load.cancelled() or load.exception() is not None)):
+            load = self._listings[ref] = asyncio.ensure_future(self._split_listing(ref))
             while len(self._listings) > KEPT_LISTINGS:
                 self._listings.pop(next(iter(self._listings)))
-        return [IncidentSource.model_validate_json(x) for x in lines[offset: offset + limit]]
+        return load
+
+    async def _split_listing(self, ref: str) -> list[str]:
+        raw = await self.s.store.blobs.get(ref)
+        return await in_thread(_split, raw, budget_s=SPLIT_BUDGET_S, what="splitting the incident listing")
 
     @implements(contract.load_prior_attempt)
     async def load_prior_attempt(self, ref: str) -> PriorAttempt:
