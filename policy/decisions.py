@@ -31,14 +31,23 @@ MAX_GRANTS = 64
 REVIEW_PATTERN = r"^([0-9a-f]{64})?$"  # pydantic (Rust regex): "$" is the end of the text
 
 
-def review_digest(*, code_hash: str, read_only: bool, choices: Sequence[DecisionKind], grants: Sequence[str],
+def review_digest(*, run: str, code_hash: str, read_only: bool, choices: Sequence[DecisionKind], grants: Sequence[str],
                   allow_set: Sequence[str], procedure_hashes: Mapping[str, str], read_only_tools: Sequence[str]) -> str:
-    """The identity of one published review: SHA-256 over what its approval lets run beyond the code itself —
-    the tools bridged in, the stored procedure bodies pinned by hash, the tools held read-only, the verdict,
-    the answers offered and the grants an auto-run answer leaves. An edit and its undo bring the same code
-    back in the same turn, reviewed again against procedure rows a requester may have rewritten meanwhile; a
-    decision naming only the turn and code hash then approved a review its approver never saw."""
-    subject = {"code_hash": code_hash.lower(), "read_only": read_only, "choices": sorted(c.value for c in choices),
+    """The identity of one published review: SHA-256 over the session's run and what its approval lets run
+    beyond the code itself — the tools bridged in, the stored procedure bodies pinned by hash, the tools held
+    read-only, the verdict, the answers offered and the grants an auto-run answer leaves. An edit and its undo
+    bring the same code back in the same turn, reviewed again against procedure rows a requester may have
+    rewritten meanwhile; a decision naming only the turn and code hash then approved a review its approver
+    never saw.
+
+    ``run`` is the session workflow's first run id, which the server picks when the session starts. Without it
+    the key of a review was the same in every session, so a requester could start a workflow of their own under
+    a session id nobody used yet (on a queue no worker of ours polls), publish a review of state-changing code
+    under that key as "read-only", take the approval an approver signed there, and replay it, still valid, into
+    a real session they then started under the same id with that code pending. A key that names the run holds
+    only in the run that published it."""
+    subject = {"run": run, "code_hash": code_hash.lower(), "read_only": read_only,
+               "choices": sorted(c.value for c in choices),
                "grants": sorted(grants), "allow_set": sorted(allow_set), "procedures": dict(sorted(procedure_hashes.items())),
                "read_only_tools": sorted(read_only_tools)}
     canonical = json.dumps(subject, sort_keys=True, separators=(",", ":"), ensure_ascii=True)

@@ -463,7 +463,8 @@ class Investigation:
                                                 context.grants, context.granted_code, conventions))
         grants, withheld = _offered_grants(_auto_run_grants(code, decision, reuse, catalog.procedure_code), context,
                                            workflow.now())
-        review = review_digest(code_hash=decision.code_hash, read_only=decision.read_only, choices=decision.choices,
+        review = review_digest(run=workflow.info().first_execution_run_id,
+                               code_hash=decision.code_hash, read_only=decision.read_only, choices=decision.choices,
                                grants=grants, allow_set=decision.allow_set,
                                procedure_hashes=pinned_procedures(decision.allow_set, context),
                                read_only_tools=judged_read_only(decision.allow_set, context))

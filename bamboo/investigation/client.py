@@ -40,6 +40,7 @@ from bamboo.investigation.contract import (
     TranscriptEntry,
 )
 from bamboo.settings import Settings
+from policy import code_identity
 from policy.decisions import DecisionKind, OperatorDecision
 from policy.identity import canonical_identity
 
@@ -165,8 +166,17 @@ async def _query(client: Client, session_id: str, name: Query, *args: Any, resul
 
 
 async def pending(client: Client, session_id: str, timeout_s: float | None = None) -> PendingView | None:
-    """The review waiting in the session, in full (needs a worker; ``pending_memo`` does not)."""
-    return await _query(client, session_id, Query.PENDING, result_type=PendingView | None, timeout_s=timeout_s)
+    """The review waiting in the session, in full (needs a worker; ``pending_memo`` does not). Whatever answers
+    the query is believed only as far as it can be checked: code that does not hash to the hash an answer would
+    sign is refused before anyone sees it (a worker of someone else's on a session id they started showed
+    harmless code beside the hash of other code; the review key, which names the run, keeps such an answer from
+    counting anywhere else, and this keeps it from being given)."""
+    view = await _query(client, session_id, Query.PENDING, result_type=PendingView | None, timeout_s=timeout_s)
+    if view is not None and code_identity.code_hash(view.code) != view.code_hash.lower():
+        raise InvestigationError(
+            f"session {session_id} shows code that does not hash to the hash an approval would sign: it is not run "
+            "by this deployment's worker; do not answer it, and tell the deployment's administrators")
+    return view
 
 
 async def pending_memo(client: Client, session_id: str) -> PendingMemo | None:

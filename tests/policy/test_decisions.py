@@ -289,12 +289,13 @@ def test_an_answer_runs_only_the_review_it_was_given_to() -> None:
     tools (an edit and its undo re-read rows a requester may write): the answer names the review's digest, signed."""
     from policy.decisions import review_digest
 
-    facts = {"code_hash": HASH, "read_only": True, "choices": (DecisionKind.RUN_ONCE, DecisionKind.REJECT),
+    facts = {"run": "first-run-id", "code_hash": HASH, "read_only": True, "choices": (DecisionKind.RUN_ONCE, DecisionKind.REJECT),
              "grants": (), "allow_set": ("proc__x",), "procedure_hashes": {"proc__x": "1" * 64},
              "read_only_tools": ("get_task",)}
     first = review_digest(**facts)  # type: ignore[arg-type]
     for change in ({"procedure_hashes": {"proc__x": "2" * 64}}, {"read_only": False}, {"allow_set": ("kill",)},
-                   {"read_only_tools": ()}, {"grants": ("proc__x@" + "1" * 64,)}, {"choices": (DecisionKind.REJECT,)}):
+                   {"read_only_tools": ()}, {"grants": ("proc__x@" + "1" * 64,)}, {"choices": (DecisionKind.REJECT,)},
+                   {"run": "another-run-of-the-same-session-id"}):
         assert review_digest(**{**facts, **change}) != first, change  # type: ignore[arg-type]
     again = "9" * 64
     assert refusal(pending(review=first), decision(review=first)) is None

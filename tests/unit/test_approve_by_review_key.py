@@ -22,7 +22,7 @@ KILL = "r = await tools.kill_task(task_id=task_id)\nreturn {'killed': r['accepte
 
 
 def review_of(code: str, pinned_body: str) -> str:
-    return review_digest(code_hash=code_hash(code), read_only=False, choices=[DecisionKind.RUN_ONCE], grants=[],
+    return review_digest(run="first-run", code_hash=code_hash(code), read_only=False, choices=[DecisionKind.RUN_ONCE], grants=[],
                          allow_set=["kill_task"], procedure_hashes={"proc__check": code_hash(pinned_body)},
                          read_only_tools=[])
 
