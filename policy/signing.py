@@ -71,7 +71,9 @@ class Authorization(BaseModel):
     @field_validator("issued_at", "expires_at")
     @classmethod
     def _aware(cls, value: datetime) -> datetime:
-        return utc_expiry(value)
+        """In whole seconds, as ``statement_bytes`` signs them: the fraction was carried but not signed, so
+        whoever relayed a statement could push its expiry up to a second later with the signature still valid."""
+        return utc_expiry(value).replace(microsecond=0)
 
 
 class IdentityKey(BaseModel):

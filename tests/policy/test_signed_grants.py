@@ -120,3 +120,16 @@ def test_an_unsigned_grant_has_no_revocation_record() -> None:
     unsigned = make_grant(PROC, {PROC: BODY}, "bob", NOW)
     assert revocation_of(unsigned, NOW) is None
     assert not grant_is_revoked(unsigned, [revocation_of(_grant(), NOW)])  # type: ignore[list-item]
+
+
+def test_every_part_of_a_statement_s_times_is_signed() -> None:
+    """The times are signed in whole seconds: a fraction carried beside them was not, so a relay could move an
+    expiry up to a second later with the signature still valid. A statement holds only what is signed."""
+    from policy.signing import Authorization
+
+    answer = OperatorDecision(turn=2, code_hash="a" * 64, kind=DecisionKind.RUN_ONCE, approver="bob")
+    auth = BOB.authorize(StatementKind.DECISION, "s-7", answer.signed_body(), deployment="production",
+                         now=NOW + timedelta(microseconds=250_000), ttl_s=600)
+    relayed = Authorization.model_validate(
+        {**auth.model_dump(), "expires_at": auth.expires_at + timedelta(microseconds=999_999)})
+    assert relayed.expires_at == auth.expires_at and auth.issued_at.microsecond == 0
