@@ -197,3 +197,21 @@ def test_no_template_relies_on_script_or_inline_style() -> None:
     for template in sorted(TEMPLATES.glob("*.html")):
         text = template.read_text()
         assert not re.search(r"<script|<style|\sstyle=|\son[a-z]+=|javascript:", text, re.IGNORECASE), template.name
+
+
+@pytest.mark.parametrize(("public_url", "secure", "expected"), [
+    ("https://console.example.org", None, True), ("http://127.0.0.1:8240", None, False), (None, None, False),
+    ("https://console.example.org", False, False), ("http://127.0.0.1:8240", True, True),
+])
+def test_the_session_cookie_is_https_only_where_people_reach_the_console_over_https(tmp_path, public_url, secure,
+                                                                                    expected) -> None:
+    accounts = LocalAccounts(tmp_path / "users.json")
+    accounts.add("bob", PASSWORD)
+    settings = ConsoleSettings(_env_file=None, public_url=public_url, secure_cookies=secure)
+    client = TestClient(create_app(StandInBackend(), settings, accounts, "test-cookie-secret-" + "x" * 24),
+                        base_url="https://testserver", follow_redirects=False)
+    token = re.search(r'name="csrf" value="([^"]+)"', client.get("/login").text).group(1)
+    answer = client.post("/login", data={"csrf": token, "username": "bob", "password": PASSWORD, "next": "/"},
+                         headers={"origin": "https://testserver"})
+    cookie = answer.headers["set-cookie"]
+    assert cookie.startswith("bamboo_console=") and ("; secure" in cookie.lower()) is expected

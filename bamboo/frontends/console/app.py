@@ -340,7 +340,7 @@ def create_app(backend: ConsoleBackend, settings: ConsoleSettings, accounts: Loc
     # cookie's own expiry is the backstop.
     middleware = [Middleware(SessionMiddleware, secret_key=cookie_secret, session_cookie="bamboo_console",
                              max_age=settings.session_ttl_s + 600, same_site="lax",
-                             https_only=settings.secure_cookies)]
+                             https_only=settings.cookies_https_only())]
     return ConsoleApp(routes=routes, middleware=middleware, exception_handlers={HTTPException: forbidden})
 
 

@@ -26,7 +26,8 @@ class ConsoleSettings(BaseSettings):
                                          description="signs session cookies; empty = a key kept under the data dir")
     session_ttl_s: int = Field(default=8 * 3600, ge=1, description="a sign-in lasts this long, then expires")
     refresh_s: int = Field(default=3, ge=1, le=300, description="live pages reload this often")
-    secure_cookies: bool = Field(default=False, description="send the session cookie over HTTPS only")
+    secure_cookies: bool | None = Field(
+        default=None, description="send the session cookie over HTTPS only; empty = when public_url is https")
     oidc_discovery_url: str | None = Field(default=None, description="the issuer's /.well-known/openid-configuration")
     oidc_client_id: str | None = None
     oidc_client_secret: SecretStr | None = None
@@ -45,6 +46,13 @@ class ConsoleSettings(BaseSettings):
 
     def base_url(self) -> str:
         return (self.public_url or f"http://{self.host}:{self.port}").rstrip("/")
+
+    def cookies_https_only(self) -> bool:
+        """Whether the session cookie goes over HTTPS only: as set, else when people reach the console over https
+        (off by default, a console behind an https proxy sent its sign-in cookie over plain http too)."""
+        if self.secure_cookies is not None:
+            return self.secure_cookies
+        return self.base_url().lower().startswith("https://")
 
     def resolved_users_file(self, settings: Settings) -> Path:
         return (self.users_file or settings.resolved_data_dir() / "console-users.json").expanduser()
