@@ -26,7 +26,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 from temporalio.client import (
-    Client, WorkflowHandle, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError,
+    Client, WorkflowExecutionDescription, WorkflowHandle, WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.service import RPCError
@@ -181,13 +182,36 @@ async def pending(client: Client, session_id: str, timeout_s: float | None = Non
 
 async def pending_memo(client: Client, session_id: str) -> PendingMemo | None:
     """What a decision must name (turn, full hash), as the session published it on the server: readable while
-    no worker runs. None when nothing waits."""
+    no worker runs. None when nothing waits; InvestigationError for a workflow that is not a session
+    (``genuine``)."""
+    desc = await _described(client, session_id)
+    _check_genuine(desc, session_id)
+    value = await desc.memo_value(PENDING_MEMO, None)
+    return PendingMemo.model_validate(value) if value else None
+
+
+async def genuine(client: Client, session_id: str) -> None:
+    """Raise InvestigationError unless the session's workflow is an investigation on the queue this deployment's
+    workers poll. Anyone with the access the CLI needs can start a workflow under an unused session id: of our
+    type on a queue no worker of ours polls, with a memo and search attributes of their choosing (or another
+    type, answered by a worker of their own). What it publishes is theirs, and a statement signed for it was
+    theirs to replay into a real session they then started under the same id. Nothing is signed, and no memo
+    believed, for such a run."""
+    _check_genuine(await _described(client, session_id), session_id)
+
+
+async def _described(client: Client, session_id: str) -> WorkflowExecutionDescription:
     try:
-        desc = await handle(client, session_id).describe()
-        value = await desc.memo_value(PENDING_MEMO, None)
+        return await handle(client, session_id).describe()
     except RPCError as exc:
         raise InvestigationError(f"cannot reach session {session_id}: {exc.message}") from None
-    return PendingMemo.model_validate(value) if value else None
+
+
+def _check_genuine(desc: WorkflowExecutionDescription, session_id: str) -> None:
+    if desc.workflow_type != WORKFLOW_NAME or desc.task_queue != Queue.MAIN:
+        raise InvestigationError(
+            f"{workflow_id(session_id)} is not an investigation run by this deployment's workers (its type or task "
+            "queue differs): nothing was signed or sent to it; tell the deployment's administrators who started it")
 
 
 async def transcript(client: Client, session_id: str, since: int = 0) -> list[TranscriptEntry]:
@@ -206,6 +230,7 @@ async def signal(client: Client, session_id: str, name: Message | str, request: 
     """Send a signed request as a signal (fire and forget: a refusal shows in the transcript). ``name`` must be
     one of the contract's ``Message`` names (a string that is not fails here)."""
     name = Message(name)
+    await genuine(client, session_id)
     try:
         await handle(client, session_id).signal(name, speaker.sign(name, session_id, request))
     except RPCError as exc:
@@ -217,6 +242,7 @@ async def update(client: Client, session_id: str, name: Message | str, request: 
     """Send a signed request as an update and return the session's verdict; a refusal raises
     InvestigationError with the session's reason, and no worker answering raises ``Unanswered``."""
     name = Message(name)
+    await genuine(client, session_id)
     return await _update_signed(client, session_id, name, speaker.sign(name, session_id, request), timeout_s)
 
 
@@ -260,6 +286,7 @@ async def deliver(client: Client, session_id: str, name: Message, request: BaseM
     refusal raises InvestigationError), else as a signal with the same signature, which the server keeps and
     the session judges through the same admission when a worker runs (a copy the update may have left behind
     is refused there as a replay: one signature, one effect). ``worker_up=False`` skips the update."""
+    await genuine(client, session_id)
     signed = speaker.sign(name, session_id, request)
     auth = getattr(signed, "auth", None)
     delivery = Delivery(name=name, nonce=auth.nonce if auth is not None else None)
@@ -297,6 +324,7 @@ async def send_message(client: Client, session_id: str, text: str, speaker: Spea
 
 async def send_decision(client: Client, session_id: str, decision: OperatorDecision, speaker: Speaker | None = None) -> None:
     """Send ``decision`` as a signal, signed by ``speaker`` when given (else exactly as it is)."""
+    await genuine(client, session_id)
     request = speaker.sign(Message.DECIDE, session_id, decision) if speaker else decision
     await handle(client, session_id).signal(Message.DECIDE, request)
 

@@ -1,16 +1,17 @@
-"""An approval given to a look-alike of a session counts in no real one (the review key names the session's run).
+"""A look-alike of a session gets nothing signed, and an approval given to one counts in no real session.
 
 The attack, end to end on the real server: a requester learns the review key of state-changing code in a session
 of their own; starts a workflow of the product's type under a session id nobody used, on a queue no worker of
 ours polls, with a memo saying a read-only review of that key waits; an approver answers it from the memo (no
 worker answers the query there), and the signed answer sits in that run's history. The requester ends the run,
 starts a real session under the same id with the same code pending, and sends the answer again while it is
-still valid. The review key used to be the same in every session, so the kill ran.
+still valid. The review key used to be the same in every session, so the kill ran. Our clients now refuse to
+sign for, or read the memo of, a run our workers do not run (``bamboo.investigation.client.genuine``), and the
+review key names the session's run, so an answer signed for the look-alike some other way is refused too.
 """
 
 from __future__ import annotations
 
-import json
 import uuid
 
 import pytest
@@ -19,7 +20,7 @@ from temporalio.common import WorkflowIDReusePolicy
 from bamboo.investigation import client as inv
 from bamboo.contract import Queue
 from bamboo.investigation.contract import PENDING_MEMO, WORKFLOW_NAME, Message, PendingMemo, PendingView
-from policy.decisions import DecisionKind
+from policy.decisions import DecisionKind, OperatorDecision
 from tests.investigation.conftest import KILL_CODE, READ_CODE, TASK_ID, entries, new_session, pending_turn, wait_for
 
 pytestmark = pytest.mark.usefixtures("terminate_sessions")
@@ -39,13 +40,18 @@ async def test_an_approval_given_to_a_look_alike_run_is_refused_in_the_real_sess
     look_alike = await client.start_workflow(
         WORKFLOW_NAME, inv.start_input(settings, target, "alice", task_id=TASK_ID), id=inv.workflow_id(target),
         task_queue=f"nobody-polls-{uuid.uuid4().hex[:8]}", memo={PENDING_MEMO: memo.model_dump(mode="json")})
-    delivery = await inv.decide_by_review(client, target, learned.review, DecisionKind.RUN_ONCE, ops.carol,
-                                          query_timeout_s=2.0)
-    assert delivery.durable  # sent as a signal, as to any session whose worker is down
-    signed = [e.workflow_execution_signaled_event_attributes async for e in look_alike.fetch_history_events()
-              if e.HasField("workflow_execution_signaled_event_attributes")]
-    assert [s.signal_name for s in signed] == [Message.DECIDE.value]
-    answer = signed[0].input.payloads[0].data
+    # Our clients sign nothing for a run our workers do not run, nor read its memo.
+    with pytest.raises(inv.InvestigationError, match="not an investigation run by this deployment's workers"):
+        await inv.decide_by_review(client, target, learned.review, DecisionKind.RUN_ONCE, ops.carol,
+                                   query_timeout_s=2.0)
+    with pytest.raises(inv.InvestigationError, match="not an investigation run by this deployment's workers"):
+        await inv.pending_memo(client, target)
+    assert [e async for e in look_alike.fetch_history_events()
+            if e.HasField("workflow_execution_signaled_event_attributes")] == []
+    # An answer signed some other way (`bamboo sign decide` with everything given) names the look-alike's review.
+    answer = ops.carol.sign(Message.DECIDE, target, OperatorDecision(
+        turn=1, code_hash=learned.code_hash, kind=DecisionKind.RUN_ONCE, approver="carol", review=learned.review))
+    await look_alike.signal(Message.DECIDE.value, answer)
     await look_alike.terminate("the requester ends the look-alike")
 
     brain.propose(KILL_CODE)
@@ -57,7 +63,7 @@ async def test_an_approval_given_to_a_look_alike_run_is_refused_in_the_real_sess
     await inv.send_message(client, target, "kill the task", ops.alice)
     real = await pending_turn(client, target, 1)
     assert real.code_hash == learned.code_hash
-    await client.get_workflow_handle(inv.workflow_id(target)).signal(Message.DECIDE.value, json.loads(answer))
+    await client.get_workflow_handle(inv.workflow_id(target)).signal(Message.DECIDE.value, answer)
 
     async def judged():
         return await entries(client, target, "refused_decision") or await entries(client, target, "run")
