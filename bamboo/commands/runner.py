@@ -28,6 +28,10 @@ from policy.commands import CommandDenied, CommandMatch
 from policy.scrub import scrub_text
 
 CREDENTIAL_REDACTION = "[REDACTED:credential]"
+# util-linux's setpriv arms the parent-death signal (prctl PR_SET_PDEATHSIG) and execs the command: the child is
+# killed when the process that started it dies. Without it a SIGKILLed executor left its command running in its
+# own session, unwatched, its outcome never recorded. Where setpriv is missing the command runs without it.
+SETPRIV = shutil.which("setpriv", path="/usr/bin:/bin")
 MIN_LITERAL_SECRET = 4
 EXIT_GRACE_S = 2.0
 
@@ -79,6 +83,10 @@ def scrub_output(text: str, secrets: list[str]) -> tuple[str, int]:
     return result.text, hits + len(result.findings)
 
 
+def _dies_with_its_parent(argv: list[str]) -> list[str]:
+    return [SETPRIV, "--pdeathsig", "KILL", "--", *argv] if SETPRIV else list(argv)
+
+
 def _kill_group(proc: asyncio.subprocess.Process) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
@@ -118,7 +126,7 @@ async def _execute(match: CommandMatch, env: dict[str, str], home: str | None, t
     timed_out = False
     try:
         proc = await asyncio.create_subprocess_exec(
-            *match.argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            *_dies_with_its_parent(match.argv), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, env=env, cwd=match.cwd or home or tempfile.gettempdir(),
             start_new_session=True, close_fds=True,
         )

@@ -192,3 +192,56 @@ async def test_a_root_replaced_by_a_symlink_after_load_is_refused(tmp_path):
     root.symlink_to("/etc")
     with pytest.raises(CommandDenied, match="was replaced"):
         await _run(config, match)
+
+
+def _running(argv: list[str]) -> list[int]:
+    """The pids whose command line is exactly ``argv``."""
+    wanted = "\0".join(argv).encode() + b"\0"
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                    if fh.read() == wanted:
+                        found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+def test_a_command_dies_with_the_executor_that_started_it(tools_file, tmp_path):
+    """The command runs in its own session, so a SIGKILLed executor (no chance to kill its group) left it
+    running, unwatched and unrecorded; the parent-death signal ends it with its parent."""
+    import subprocess
+    import sys
+    import time
+
+    seconds = str(3000 + os.getpid() % 1000)  # a command line no other test runs
+    script = tmp_path / "executor.py"
+    script.write_text(
+        "import asyncio, sys\n"
+        "from bamboo.commands.config import load_command_config\n"
+        "from bamboo.commands.credentials import clean_environment\n"
+        "from bamboo.commands.runner import run_command\n"
+        "from tests.commands.helpers import allow\n"
+        f"config = load_command_config({str(tools_file)!r})\n"
+        f"match = allow(config.policy, 'sleeper', ['sleep', {seconds!r}])\n"
+        "env = clean_environment(match, config.credentials, {})\n"
+        "asyncio.run(run_command(match, env, timeout_s=600, output_limit=1024))\n")
+    executor = subprocess.Popen([sys.executable, str(script)], cwd=os.getcwd(),
+                                env={**os.environ, "PYTHONPATH": os.getcwd()})
+    try:
+        deadline = time.monotonic() + 30
+        while not _running(["/usr/bin/sleep", seconds]) and not _running(["/bin/sleep", seconds]):
+            assert executor.poll() is None and time.monotonic() < deadline, "the command never started"
+            time.sleep(0.05)
+    finally:
+        executor.kill()
+        executor.wait()
+    deadline = time.monotonic() + 10
+    while (_running(["/usr/bin/sleep", seconds]) or _running(["/bin/sleep", seconds])) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = _running(["/usr/bin/sleep", seconds]) + _running(["/bin/sleep", seconds])
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert left == [], "the command outlived the executor that started it"
