@@ -12,17 +12,20 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
 from activities.heartbeat import with_heartbeats
 from activities.llm_errors import as_activity_error
 from activities.sandbox import SandboxActivities
 from bamboo.approvals.registry import ApproverRegistry
 from bamboo.audit import AuditEvent, AuditSink, BlobSink
-from bamboo.contract import implements
+from bamboo.contract import Queue, implements
 from bamboo.investigation import contract
 from bamboo.investigation.contract import (
     AuditBatch, CodegenInput, CodegenResult, FinalizeInput, FinalizeResult, GrantInput, IntentInput,
     IntentResult, PolicyContext, PolicyContextInput, ProcedureRun, ReuseCandidates, ReuseQuery, RevokeGrantsInput,
-    SummaryInput, SummaryResult, WrittenProcedures, WrittenQuery,
+    SummaryInput, SummaryResult, WrittenProcedures, WrittenQuery, workflow_id,
 )
 from bamboo.investigation.finalize import Finalizer
 from bamboo.investigation.procedure_tools import (
@@ -93,6 +96,8 @@ class InvestigationActivities:
         never the client's); the decision itself is made, deterministically, in the workflow. A grant is a row
         anyone with the store's role can write: only those an approver's signature vouches for are handed on
         (checked off the event loop)."""
+        if inp.predecessor is not None:
+            await self._check_predecessor(inp.session_id, inp.predecessor)
         session_run = await self.session_ids.claim(inp.session_id, inp.run)
         await self.tools.refresh()
         stored_code = self.tools.procedure_code
@@ -114,6 +119,19 @@ class InvestigationActivities:
             policy=policy,
             withheld_grants=await self.repository.withheld(list(current), now),
         )
+
+    async def _check_predecessor(self, session_id: str, run: str) -> None:
+        """Refuse a run continued from anything but an investigation on our queue. Any workflow can continue-as-new
+        into ours, with the memo, the carried state and the start delay it likes: a requester's own workflow handed
+        a real session an inbox of unsigned messages under another's name (she approved her own kill as "their"
+        request), or published a review key the real run then had (the key names the chain's first run). Only our
+        workers run our type on our queue, and each run checks the one it continues when it starts, so the chain
+        holds nothing but our state. The run it continues has just ended, so the server still describes it."""
+        desc = await activity.client().get_workflow_handle(workflow_id(session_id), run_id=run).describe()
+        if desc.workflow_type != contract.WORKFLOW_NAME or desc.task_queue != Queue.MAIN:
+            raise ApplicationError(f"session {session_id} continues a run that was not an investigation on this "
+                                   "deployment's queue; nothing is decided in it", type=contract.FOREIGN_PREDECESSOR,
+                                   non_retryable=True)
 
     @implements(contract.reuse_candidates)
     async def reuse_candidates(self, inp: ReuseQuery) -> ReuseCandidates:

@@ -230,6 +230,12 @@ class Investigation:
             raise ApplicationError("a session's carried state is accepted only from its own continue-as-new; start "
                                    "the session without it", type="forged_carried_state", non_retryable=True)
         st = self._st
+        predecessor = workflow.info().continued_run_id
+        if predecessor is not None:
+            # Temporal marks a run continued from any workflow's continue-as-new, not only ours: nothing of this run
+            # (its carried state, the memo it was started with, the first run its review keys name) counts until the
+            # run it continues is known to be ours.
+            await self._policy_context(predecessor=predecessor)
         attrs: list[SearchAttributeUpdate[Any]] = [KIND.value_set(Kind.INVESTIGATE.value),
                                                    AWAITING_APPROVAL.value_set(False)]
         if inp.task_id is not None:
@@ -878,14 +884,21 @@ class Investigation:
         self._audit("session_policy_revoked", request.actor,
                     {"target": request.target, "session_hashes": list(plan.session_hashes), "procedures": revoked})
 
-    async def _policy_context(self, codes: Sequence[str] = (), procedures: Sequence[str] = ()) -> PolicyContext:
+    async def _policy_context(self, codes: Sequence[str] = (), procedures: Sequence[str] = (),
+                              predecessor: str | None = None) -> PolicyContext:
         """The deployment's policy, the grants, and the stored bodies ``codes`` and ``procedures`` reach: every
         decision about code reads a context asked for that code (a body outside it counts as absent)."""
         run = workflow.info().first_execution_run_id
-        context: PolicyContext = await workflow.execute_activity(
-            contract.policy_context, PolicyContextInput(session_id=self._inp.session_id, run=run, codes=list(codes),
-                                                        procedures=list(procedures)),
-            **contract.POLICY_STEP.options())
+        try:
+            context: PolicyContext = await workflow.execute_activity(
+                contract.policy_context, PolicyContextInput(session_id=self._inp.session_id, run=run,
+                                                            codes=list(codes), procedures=list(procedures),
+                                                            predecessor=predecessor),
+                **contract.POLICY_STEP.options())
+        except ActivityError as exc:
+            if isinstance(exc.cause, ApplicationError) and exc.cause.type == contract.FOREIGN_PREDECESSOR:
+                raise ApplicationError(exc.cause.message, type=contract.FOREIGN_PREDECESSOR, non_retryable=True) from None
+            raise
         if context.session_run != run:
             # A closed session's id used again: its signed decisions name this id, turn and hash, and this run
             # has used none of their nonces, so it would accept them a second time. Nothing is decided here.

@@ -436,7 +436,11 @@ def approvals_cmd(as_json: bool = typer.Option(False, "--json", help="machine-re
                 f"them ({', '.join(unanswered[:5])}{', …' if len(unanswered) > 5 else ''}); start one (`bamboo dev "
                 "up` or `bamboo worker`) to see their code", one_line=True))
             for session in unanswered[:20]:
-                memo = await ops.pending_memo(session)
+                try:
+                    memo = await ops.pending_memo(session)
+                except inv.InvestigationError as exc:
+                    err_console.print(inert_rich(f"  {session}: {exc}", one_line=True))
+                    continue
                 if memo is not None:  # what an answer names is on the server: it can be sent now
                     # State-changing code is not offered for approval unseen: only its rejection goes now.
                     answers = "y|n" if memo.read_only else "n"

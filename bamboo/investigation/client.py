@@ -30,7 +30,7 @@ from temporalio.client import (
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from bamboo.approvals.keys import DEFAULT_TTL_S, KeyStore, LocalKey
 from bamboo.contract import AWAITING_APPROVAL, KIND, TASK_ID, Kind, Queue
@@ -151,6 +151,10 @@ def handle(client: Client, session_id: str) -> WorkflowHandle:
     return client.get_workflow_handle(workflow_id(session_id), result_type=InvestigationResult)
 
 
+class NotASession(InvestigationError):
+    """The workflow under a session's id is not an investigation run by this deployment's workers (``genuine``)."""
+
+
 class Unanswered(InvestigationError):
     """No worker answered a query or an update (none runs, or it is restarting): the session itself is fine."""
 
@@ -172,6 +176,7 @@ async def pending(client: Client, session_id: str, timeout_s: float | None = Non
     sign is refused before anyone sees it (a worker of someone else's on a session id they started showed
     harmless code beside the hash of other code; the review key, which names the run, keeps such an answer from
     counting anywhere else, and this keeps it from being given)."""
+    await genuine(client, session_id)
     view = await _query(client, session_id, Query.PENDING, result_type=PendingView | None, timeout_s=timeout_s)
     if view is not None and code_identity.code_hash(view.code) != view.code_hash.lower():
         raise InvestigationError(
@@ -184,20 +189,32 @@ async def pending_memo(client: Client, session_id: str) -> PendingMemo | None:
     """What a decision must name (turn, full hash), as the session published it on the server: readable while
     no worker runs. None when nothing waits; InvestigationError for a workflow that is not a session
     (``genuine``)."""
-    desc = await _described(client, session_id)
-    _check_genuine(desc, session_id)
+    desc = await genuine(client, session_id)
     value = await desc.memo_value(PENDING_MEMO, None)
     return PendingMemo.model_validate(value) if value else None
 
 
-async def genuine(client: Client, session_id: str) -> None:
+async def genuine(client: Client, session_id: str) -> WorkflowExecutionDescription:
     """Raise InvestigationError unless the session's workflow is an investigation on the queue this deployment's
-    workers poll. Anyone with the access the CLI needs can start a workflow under an unused session id: of our
-    type on a queue no worker of ours polls, with a memo and search attributes of their choosing (or another
-    type, answered by a worker of their own). What it publishes is theirs, and a statement signed for it was
-    theirs to replay into a real session they then started under the same id. Nothing is signed, and no memo
-    believed, for such a run."""
-    _check_genuine(await _described(client, session_id), session_id)
+    workers poll, and so was the first run of its chain. Anyone with the access the CLI needs can start a workflow
+    under an unused session id: of our type on a queue no worker of ours polls, with a memo and search attributes
+    of their choosing (or another type, answered by a worker of their own), even one that continues-as-new into a
+    run of ours with the memo it likes. What it publishes is theirs, and a statement signed for it was theirs to
+    replay into a real session they then started under the same id. Nothing is signed, and no memo believed, for
+    such a run. (A first run the server no longer keeps is not held against a session: the worker checked every
+    run of the chain against the one before it when it started.) Returns the current run's description."""
+    desc = await _described(client, session_id)
+    _check_genuine(desc, session_id)
+    first = desc.raw_description.workflow_execution_info.first_run_id
+    if first and first != desc.run_id:
+        try:
+            first_desc = await client.get_workflow_handle(workflow_id(session_id), run_id=first).describe()
+        except RPCError as exc:
+            if exc.status is RPCStatusCode.NOT_FOUND:
+                return desc
+            raise InvestigationError(f"cannot reach session {session_id}: {exc.message}") from None
+        _check_genuine(first_desc, session_id)
+    return desc
 
 
 async def _described(client: Client, session_id: str) -> WorkflowExecutionDescription:
@@ -207,9 +224,13 @@ async def _described(client: Client, session_id: str) -> WorkflowExecutionDescri
         raise InvestigationError(f"cannot reach session {session_id}: {exc.message}") from None
 
 
+# The queue this deployment's workers run sessions on (a workflow test runs its own workers on a queue of its own).
+SESSION_QUEUE: str = Queue.MAIN
+
+
 def _check_genuine(desc: WorkflowExecutionDescription, session_id: str) -> None:
-    if desc.workflow_type != WORKFLOW_NAME or desc.task_queue != Queue.MAIN:
-        raise InvestigationError(
+    if desc.workflow_type != WORKFLOW_NAME or desc.task_queue != SESSION_QUEUE:
+        raise NotASession(
             f"{workflow_id(session_id)} is not an investigation run by this deployment's workers (its type or task "
             "queue differs): nothing was signed or sent to it; tell the deployment's administrators who started it")
 
@@ -429,6 +450,8 @@ async def list_pending(client: Client, limit: int = 100, unanswered: list[str] |
         session = session_of(execution.id)
         try:
             view = await pending(client, session, timeout_s)
+        except NotASession:
+            continue  # someone else's workflow under a session's id: nothing of it is shown
         except InvestigationError:
             if unanswered is not None:
                 unanswered.append(session)

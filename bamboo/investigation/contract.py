@@ -334,6 +334,8 @@ class PolicyContextInput(BaseModel):
     codes: list[str] = Field(default_factory=list, description="the code blocks the decision judges")
     procedures: list[str] = Field(default_factory=list,
                                   description="stored procedures the decision names: a reused one, start-up replays")
+    predecessor: str | None = Field(default=None, description="the run this one continues, at its start: checked to "
+                                                              "be an investigation on our queue")
 
 
 class PolicyContext(BaseModel):
@@ -574,6 +576,10 @@ class PendingMemo(BaseModel):
 
 def workflow_id(session_id: str) -> str:
     return f"investigate:{session_id}"
+
+
+# The policy context's refusal of a run continued from one that was not an investigation on our queue.
+FOREIGN_PREDECESSOR = "foreign_predecessor"
 
 
 # ---------------------------------------------------------------------------------------------- activities

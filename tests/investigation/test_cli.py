@@ -291,15 +291,18 @@ async def test_model_text_is_inert_in_approvals_and_in_the_attached_review(ops, 
 
 async def test_approvals_says_when_no_worker_answers_for_a_waiting_session(client, settings):
     """Issue 28, item 10: with no worker running, `bamboo approvals` said no investigation was waiting while
-    one was. A session Temporal records as awaiting approval, on a queue no worker polls, is named instead."""
+    one was. A session Temporal records as awaiting approval, that no worker has run yet, is named instead (on our
+    queue: a workflow on a queue no worker of ours polls is not ours, and nothing of it is shown)."""
+    from datetime import timedelta
+
     from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-    from bamboo.contract import AWAITING_APPROVAL, KIND, Kind
+    from bamboo.contract import AWAITING_APPROVAL, KIND, Kind, Queue
     from bamboo.investigation.contract import WORKFLOW_NAME
 
     session = new_session()
     handle = await client.start_workflow(
-        WORKFLOW_NAME, id=inv.workflow_id(session), task_queue=f"nobody-polls-{session}",
+        WORKFLOW_NAME, id=inv.workflow_id(session), task_queue=Queue.MAIN, start_delay=timedelta(hours=1),
         search_attributes=TypedSearchAttributes([SearchAttributePair(KIND, Kind.INVESTIGATE.value),
                                                  SearchAttributePair(AWAITING_APPROVAL, True)]))
     try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from temporalio.client import Client
 
 from bamboo.contract import implements
@@ -45,9 +46,10 @@ class RewritableProcedures(FakeSession):
 
 
 async def test_an_answer_to_a_review_does_not_run_the_same_code_reviewed_again_with_another_body(
-        temporal: Client) -> None:
+        temporal: Client, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = RewritableProcedures(CODE)
     async with workers(temporal, [Investigation], fake.activities()) as queue:
+        monkeypatch.setattr(inv, "SESSION_QUEUE", queue)  # this test's workers are the deployment's here
         session = await open_session(temporal, queue)
         await session.ask("alice", "status please")
         shown = await session.pending(turn=1)
