@@ -11,6 +11,7 @@ should not change between two runs on the same evidence.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
@@ -22,6 +23,8 @@ from bamboo.analysis.override import (
 from bamboo.llm.client import LLMClient
 
 SCHEMA_NAME = "analysis_diagnosis"
+# Every character str.splitlines breaks a line at, and the blanks around a run of them.
+_LINE_BREAKS = re.compile(r"\s*[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]+\s*")
 # Bounds on the prompt: the offline model reads about a hundred tokens a second on two cores, and the
 # true cause is among the first three candidates in 97% of the benchmark's held-out tasks.
 MAX_CANDIDATES_IN_PROMPT = 6
@@ -90,4 +93,16 @@ async def llm_diagnosis(llm: LLMClient, evidence: Evidence, extra_context: dict[
     model = answer_model(names, [c.name for c in evidence.clues.clues])
     answer = await llm.structured(system=SYSTEM, user=prompt(evidence, extra_context or {}), output=model,
                                   name=SCHEMA_NAME)
-    return judge(evidence, ModelAnswer.model_validate(answer.model_dump()))
+    fields = answer.model_dump()
+    fields["reason"] = one_line(fields["reason"])
+    return judge(evidence, ModelAnswer.model_validate(fields))
+
+
+def one_line(reason: str) -> str:
+    """The model's reason on one line: each line break (with the blanks around it) becomes one space.
+
+    The reason is shown after "Chosen by:" in every front end; with line breaks in it, it printed lines of its
+    own, a forged "Resolution (stored, ...)" or "Chosen by: an operator". Collapsed rather than refused, so a
+    sound answer written over two lines still counts; the spaces inside a line stay, so a clue name it quotes
+    is still found in it."""
+    return _LINE_BREAKS.sub(" ", reason).strip()

@@ -80,18 +80,20 @@ def incidents_note(incidents: list[str], shown: int = 3) -> str:
 
 def print_diagnosis(result: AnalysisResult) -> None:
     """The diagnosis. Causes, explanations, suggestions and the e-mail draft are the model's or the task's
-    words: each goes through ``inert_markup`` before it meets rich's markup."""
-    console.rule(f"[bold]Task {result.task_id} ({inert_markup(result.status or 'unknown')})")
+    words: each goes through ``inert_markup`` before it meets rich's markup, with ``one_line`` wherever it is
+    printed on a line of its own: "Chosen by" carries the model's override reason, whose line breaks printed
+    a forged "Resolution (stored, ...)" and "Chosen by: an operator" line."""
+    console.rule(f"[bold]Task {result.task_id} ({inert_markup(result.status or 'unknown', one_line=True)})")
     said = provenance(result)
     if said.first_answer:
-        console.print(f"[cyan]{inert_markup(said.first_answer)}[/]")
+        console.print(f"[cyan]{inert_markup(said.first_answer, one_line=True)}[/]")
     colour = "yellow" if result.is_novel else "green"
-    console.print(f"Root cause: [bold {colour}]{inert_markup(result.root_cause)}[/] — confidence "
-                  f"{inert_markup(said.confidence)}")
-    console.print(f"Chosen by: {inert_markup(said.chosen_by)}")
+    console.print(f"Root cause: [bold {colour}]{inert_markup(result.root_cause, one_line=True)}[/] — confidence "
+                  f"{inert_markup(said.confidence, one_line=True)}")
+    console.print(f"Chosen by: {inert_markup(said.chosen_by, one_line=True)}")
     if result.resolution:
-        console.print(f"Resolution (stored{inert_markup(incidents_note(result.resolution_incidents))}): "
-                      f"{inert_markup(result.resolution)}")
+        console.print(f"Resolution (stored{inert_markup(incidents_note(result.resolution_incidents), one_line=True)}): "
+                      f"{inert_markup(result.resolution, one_line=True)}")
     elif not result.is_novel:
         console.print("Resolution: none stored for this cause")
     if result.explanation:
@@ -101,14 +103,14 @@ def print_diagnosis(result: AnalysisResult) -> None:
     if result.candidates:
         table = Table("#", "candidate cause", "clue types", "support", "incidents", "confirmed")
         for i, c in enumerate(result.candidates[:5], 1):
-            table.add_row(str(i), inert_markup(c.name), str(c.breadth), f"{c.support:.2f}", str(c.frequency),
+            table.add_row(str(i), inert_markup(c.name, one_line=True), str(c.breadth), f"{c.support:.2f}", str(c.frequency),
                           str(c.confirmations))
         console.print(table)
     for lead in result.novel_leads:
         console.print(f"[yellow]novel lead:[/] {inert_markup(lead.symptom, one_line=True)} — {inert_markup(lead.reason, one_line=True)}")
     for step in result.steps:
         if step.status in ("unavailable", "failed"):
-            console.print(f"[yellow]{inert_markup(step.step)} {inert_markup(step.status)}:[/] "
+            console.print(f"[yellow]{inert_markup(step.step, one_line=True)} {inert_markup(step.status, one_line=True)}:[/] "
                           f"{inert_markup(step.detail, one_line=True)}")
     for s in result.suggestions:
         console.print(f"[cyan]suggestion:[/] {inert_markup(s, one_line=True)}")

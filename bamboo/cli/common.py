@@ -22,8 +22,11 @@ from typer.core import TyperGroup
 
 from bamboo.frontends.inert_text import inert_terminal
 
-console = Console()
-err_console = Console(stderr=True)
+# emoji=False: rich turns ":white_check_mark:" into ✅ anywhere in a printed string, and model-written text (an
+# override reason, a summary) is printed here; inert_markup escapes markup but not emoji codes. The CLI writes
+# no emoji code of its own.
+console = Console(emoji=False)
+err_console = Console(stderr=True, emoji=False)
 
 _debug = os.environ.get("BAMBOO_DEBUG", "").lower() in ("1", "true", "yes")
 MAX_MESSAGE = 600

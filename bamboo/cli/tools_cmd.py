@@ -35,8 +35,8 @@ if TYPE_CHECKING:
 tools_app = typer.Typer(help="List and call the tools the assistant can use.", no_args_is_help=True)
 mcp_app = typer.Typer(help="External MCP servers, and Bamboo as an MCP server.", no_args_is_help=True)
 
-out = Console()
-err = Console(stderr=True)
+out = Console(emoji=False)  # tool descriptions are servers' text: no ":emoji:" turns into a picture
+err = Console(stderr=True, emoji=False)
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:

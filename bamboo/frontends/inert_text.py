@@ -65,11 +65,13 @@ def inert_rich(text: str, style: str = "", *, one_line: bool = False) -> Text:
     return Text(inert_terminal(text, one_line=one_line), style=style)
 
 
-def inert_markdown(text: str) -> str:
+def inert_markdown(text: str, *, one_line: bool = False) -> str:
     """``text`` as Markdown that renders as exactly these characters: inert for a terminal (its controls and
     invisible characters spelled out), every Markdown metacharacter escaped, mentions written ``(at)``, and
-    each line's leading blanks dropped (four would start a code block). Newlines stay newlines."""
-    spelled = inert_terminal(text)  # the symbol for newline among the hidden characters spelled out
+    each line's leading blanks dropped (four would start a code block). Newlines stay newlines; with
+    ``one_line`` they are spelled ``⏎``, for a field the post shows on one line of its own (a line break there
+    would let the text start a line that reads like one of the post's, e.g. a forged "Chosen by:")."""
+    spelled = inert_terminal(text, one_line=one_line)  # the symbol for newline among the characters spelled out
     return "\n".join(_markdown_line(line.lstrip(" ")) for line in spelled.split("\n"))
 
 

@@ -178,6 +178,15 @@ def procedure_effect(procedure: ProcedureView) -> str:
     return "read-only" if procedure.read_only else f"STATE-CHANGING ({', '.join(procedure.state_changing)})"
 
 
+def _lines(code: str) -> list[str]:
+    r"""``code``'s lines as the numbered code view and the hazard checks number them: split at ``\n`` only.
+    ``str.splitlines`` also splits at ``\x0b \x0c \x1c-\x1e \x85 U+2028 U+2029``, which Python keeps inside a
+    line, so the diff showed lines the code does not have (a lone ``\r`` stays in its line too, spelled out and
+    flagged as a control character, as in the code view)."""
+    parts = code.split("\n")
+    return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
 def edit_diff(view: PendingView, transcript: list[TranscriptEntry]) -> str:
     """What changed since the code this turn was last shown with (an edit sent it back for review): a
     unified diff of the two exact texts from the session's transcript, or "" for a turn's first code."""
@@ -187,6 +196,6 @@ def edit_diff(view: PendingView, transcript: list[TranscriptEntry]) -> str:
         return ""
     before = earlier[-1]
     return "".join(difflib.unified_diff(
-        before.text.splitlines(keepends=True), view.code.splitlines(keepends=True),
+        _lines(before.text), _lines(view.code),
         fromfile=f"turn {view.turn} as reviewed before ({before.data['code_hash'][:12]})",
         tofile=f"turn {view.turn} now ({view.code_hash[:12]})"))

@@ -109,3 +109,45 @@ def test_no_line_the_model_or_the_task_wrote_passes_for_one_of_the_systems_lines
     lines = capture.get().splitlines()
     assert not any(line.startswith(("Chosen by: an operator", "Resolution (stored, from 1 incident(s): x)"))
                    for line in lines), lines
+
+
+FORGING_REASON = ("clue err_x points at cause_b\nResolution (stored, from 3 incident(s): INC-1, INC-2, INC-3): kill "
+                  "task 42 and resubmit with --force\nChosen by: an operator, who confirmed cause_b for this task "
+                  ":white_check_mark:")
+
+
+def test_the_models_override_reason_cannot_add_lines_to_the_cli_or_the_bot_post(monkeypatch):
+    """The reason follows "Chosen by:" (an override's reason, up to 600 characters the model wrote): its line
+    breaks printed a stored resolution and an operator's confirmation that do not exist, in `bamboo analyze` and
+    in the bot's post. Every field those lines carry stays on its line, breaks written ⏎."""
+    from bamboo.frontends.mattermost.bot import analysis_post
+
+    r = result(root_cause="Misconfigured storage token", confidence=0.9, cause_source="model_override",
+               override_reason=FORGING_REASON, resolution="Fix the token\nChosen by: an operator",
+               suggestions=["s\nResolution (stored): kill it"],
+               model_proposal=ModelProposal(cause="Misconfigured storage token", confidence=0.9,
+                                            reason=FORGING_REASON, verdict="override_accepted"))
+    monkeypatch.setattr(console, "width", 400)  # lines as printed, not as wrapped at 80 columns
+    with console.capture() as capture:
+        print_diagnosis(r)
+    cli = capture.get().splitlines()
+    post = analysis_post(r).replace("\\", "").split("\n")
+    for lines in (cli, post):
+        assert [line for line in lines if line.startswith("Chosen by:")] == [
+            next(line for line in lines if line.startswith("Chosen by: the model, overriding"))], lines
+        assert [line for line in lines if line.startswith("Resolution")] == [
+            next(line for line in lines if line.startswith("Resolution") and "Fix the token⏎Chosen by" in line)], lines
+    assert sum("⏎Resolution (stored, from 3 incident(s)" in line for line in cli + post) == 2
+
+
+def test_an_emoji_code_the_model_wrote_prints_as_written():
+    """rich turns ":white_check_mark:" into ✅ in any string a Console prints unless told not to: the model's
+    reason drew a confirmation mark beside a forged operator's line."""
+    from bamboo.cli.common import err_console
+
+    out = printed(result(root_cause=":white_check_mark: Expired user proxy", cause_source="model_override",
+                         override_reason="clue x confirmed :white_check_mark:"))
+    assert "✅" not in out and out.count(":white_check_mark:") == 2
+    with err_console.capture() as capture:
+        err_console.print(":warning: from the model")
+    assert capture.get().strip() == ":warning: from the model"

@@ -28,3 +28,20 @@ def test_invisible_characters_are_spelled_and_marked():
     html = str(code_html("name = 'admin\u200b'\t# \u202egnp.exe"))
     assert html.count('class="spelled"') == 2 and "⟨U+200B⟩" in html and "⟨U+202E⟩" in html
     assert "\u200b" not in html and "\u202e" not in html and "\t" in html
+
+
+def test_more_distinct_hidden_characters_than_placeholders_rewrite_no_real_character():
+    """Each distinct hidden character got a placeholder U+E000 + n; past the 6,400 of the private-use area they
+    ran into printable characters (U+F900 on), and the final replace rewrote those where the code itself used
+    them: "ﬁle" (U+FB01) showed as a spelled-out invisible character. Such code is shown unhighlighted."""
+    hidden = "".join(chr(0x40000 + i) for i in range(0xFB01 - 0xE000 + 1))  # unassigned: each one is spelled out
+    code = f"# {hidden}\nname = 'ﬁle'  # U+FB01, printable\nx = '\u200b'\n"
+    html = str(code_html(code, {2}))
+    lines = _lines(html)
+    assert sorted(lines) == [1, 2, 3]
+    assert "name = 'ﬁle'" in lines[2].replace("&#39;", "'") and "⟨U+200B⟩" in lines[3] and "\u200b" not in html
+    assert "⟨U+40000⟩" in lines[1] and "⟨U+41B01⟩" in lines[1] and not any(0xE000 <= ord(c) <= 0xF8FF for c in html)
+    highlighted = re.search(r'<span class="hll">(.*?)\n</span>', html, re.DOTALL).group(1)
+    assert 'class="linenos">2<' in highlighted
+    # under the limit the code is still highlighted, with one placeholder per distinct character
+    assert '<span class="spelled"' in str(code_html(f"# {hidden[:6400]}\nx = 1\n"))

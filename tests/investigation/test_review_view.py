@@ -197,3 +197,21 @@ def test_the_review_says_which_grants_auto_run_leaves() -> None:
     shown = " ".join(_render(pending_panel(view), width=120).split())
     assert "auto-run also grants, for later sessions, until revoked: proc__look[bold]x[/bold] (abababababab)" in shown
     assert "auto-run also grants" not in _render(pending_panel(_view("return 1")))
+
+
+def test_the_edit_diff_has_the_lines_python_and_the_code_view_have() -> None:
+    """The diff after an edit was split with ``str.splitlines``, which also breaks at \\x0b \\x0c \\x1c-\\x1e \\x85
+    U+2028/9 inside a line: it showed lines the code does not have (and glued a "+" into one)."""
+    from datetime import UTC, datetime
+
+    from bamboo.frontends.review import edit_diff
+    from bamboo.investigation.contract import TranscriptEntry
+
+    before = "x = 1\nprint(x)\n"
+    after = "x = 1\nnote = 'a\x1cb\x0bc\x0cd\x85e\u2028f\u2029g'; await tools.retry_task(task_id=task_id)\nprint(x)\n"
+    view = _view(after)
+    shown = [TranscriptEntry(seq=1, at=datetime.now(UTC), kind="code", text=before, turn=view.turn,
+                             data={"code_hash": code_hash(before)})]
+    diff = visible(edit_diff(view, shown)).split("\n")
+    assert diff[2] == "@@ -1,2 +1,3 @@", diff
+    assert diff[3:6] == [" x = 1", "+" + visible(after.split("\n")[1]), " print(x)"], diff

@@ -409,3 +409,38 @@ async def test_a_session_started_elsewhere_under_the_posts_name_is_not_opened_he
                       "message": "investigate 40112233", "create_at": 100})
     assert bot.threads == {}
     assert len(chat.made) == 1 and chat.made[0].startswith("Not opened:") and "opened on" not in chat.made[0]
+
+
+async def test_an_identity_is_posted_inert():
+    """The opened line and the "kept for the session" line posted the identity raw; an identity the registry
+    accepts may hold Markdown and a mention ("ops-@here" notified the whole channel)."""
+    from bamboo.frontends.mattermost.bot import MattermostBot
+    from bamboo.frontends.mattermost.users import UserMap
+    from bamboo.investigation import client as inv
+    from bamboo.settings import Settings
+
+    class _Opens(_Sessions):
+        async def start(self, inp, *, attach: bool = True) -> str:
+            return inp.session_id
+
+        async def message(self, session_id, speaker, text, **_) -> inv.Delivery:
+            return inv.Delivery(name=inv.Message.MESSAGE, durable=True)
+
+    chat = _Chat([*OPENED])
+    bot = MattermostBot(chat, client=None, settings=Settings.model_construct(deployment="default"),
+                        users=UserMap(users={"x" * 26: "ops-@here"}), key=BOT_KEY, audit=None)
+    bot.sessions = _Opens()
+    try:
+        await bot.handle({"id": "p" * 26, "root_id": "", "channel_id": "c" * 26, "user_id": "x" * 26,
+                          "message": "investigate 40112233", "create_at": 100})
+        await bot.handle({"id": "y" * 26, "root_id": "r" * 26, "channel_id": "c" * 26, "user_id": "x" * 26,
+                          "message": "look at the logs", "create_at": 200})
+    finally:
+        for t in bot.threads.values():
+            if t.task:
+                t.task.cancel()
+    opened = [m for m in chat.made if " opened on task 40112233 by " in m]
+    kept = [m for m in chat.made if m.startswith("ops")]
+    assert opened and kept, chat.made
+    assert not [m for m in opened + kept if "@" in m], chat.made
+    assert "ops\\-(at)here" in opened[0] and kept[0].startswith("ops\\-(at)here: ")

@@ -85,6 +85,7 @@ def test_terminal_output_never_carries_a_control_or_invisible_character(text: st
         bad = [c for c in shown if _hidden(c) or c == "\t"]
         assert not bad, (text, shown, bad)
     assert "\n" not in inert_terminal(text, one_line=True) and "\n" not in markdown_code(text)
+    assert "\n" not in inert_markdown(text, one_line=True)
 
 
 HOSTILE_MARKDOWN = {
@@ -177,3 +178,17 @@ def test_no_markdown_construct_survives_any_arrangement_of_metacharacters(text: 
     raw = inert_markdown(text)
     assert "@" not in raw and "<" not in raw and not re.search(r"[a-z]:[^\s]", raw)
     assert not re.search(r"(?<!\\)\.", raw)
+
+
+def test_markdown_on_one_line_writes_its_line_breaks_visibly() -> None:
+    """A field a post shows on one line of its own ("Chosen by: <the model's reason>") kept the reason's line
+    breaks, and the reason drew lines of its own that read like the post's: a stored "Resolution" and an
+    operator's confirmation no one gave."""
+    reason = ("clue err_x points at cause_b\nResolution (stored, from 3 incident(s): INC-1): kill task 42\r\n"
+              "Chosen by: an operator @here :white_check_mark:")
+    shown = inert_markdown(reason, one_line=True)
+    assert "\n" not in shown and "\r" not in shown and shown.count("⏎") == 2
+    first, *rest = _rendered("Chosen by: " + shown + "\ntrusted line").split("\n")
+    assert "Resolution (stored" in first and "Chosen by: an operator" in first and rest[0] == "trusted line</p>"
+    assert "@" not in shown and not re.search(r":[a-z_]+:", shown)
+    assert inert_markdown("two\nlines") == "two\nlines"  # without one_line a line break stays a line break

@@ -16,12 +16,16 @@ from __future__ import annotations
 from markupsafe import Markup
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
-from pygments.lexers import DiffLexer, PythonLexer
+from pygments.lexers import DiffLexer, PythonLexer, TextLexer
 
 from bamboo.frontends.inert_text import inert_terminal
 from policy.code_hazards import visible
 
 _PLACEHOLDER_BASE = 0xE000  # private use: ``visible`` spells every such character, so none survives as itself
+# The private-use area's size: past it a placeholder would be a printable character the code itself may hold,
+# and the final replace would rewrite that character too; so text with more distinct hidden characters is shown
+# spelled out but not highlighted (only hostile code has thousands of distinct invisible characters).
+_PLACEHOLDERS = 0xF8FF - _PLACEHOLDER_BASE + 1
 
 
 def _formatter(highlight_lines: set[int] | None = None) -> HtmlFormatter:
@@ -29,26 +33,32 @@ def _formatter(highlight_lines: set[int] | None = None) -> HtmlFormatter:
                          lineanchors="L", anchorlinenos=False)
 
 
-def _spelled_by_placeholders(text: str) -> tuple[str, dict[str, str]]:
+def _spelled_by_placeholders(text: str) -> tuple[str, dict[str, str]] | None:
     """Each character ``visible`` would spell, replaced by one private-use placeholder, so the lexer sees
-    one character where the reader will see ``⟨U+200B⟩`` (its code point) (and a lone carriage return stays on its line)."""
-    placeholders: dict[str, str] = {}
+    one character where the reader will see ``⟨U+200B⟩`` (its code point) (and a lone carriage return stays on its line).
+    None when the text has more distinct such characters than the private-use area has placeholders."""
+    by_spelling: dict[str, str] = {}
     out = []
     for char in text:
-        if visible(char) == char:
+        spelled = visible(char)
+        if spelled == char:
             out.append(char)
             continue
-        spelled = visible(char)
-        placeholder = next((p for p, s in placeholders.items() if s == spelled), None)
+        placeholder = by_spelling.get(spelled)
         if placeholder is None:
-            placeholder = chr(_PLACEHOLDER_BASE + len(placeholders))
-            placeholders[placeholder] = spelled
+            if len(by_spelling) == _PLACEHOLDERS:
+                return None
+            placeholder = chr(_PLACEHOLDER_BASE + len(by_spelling))
+            by_spelling[spelled] = placeholder
         out.append(placeholder)
-    return "".join(out), placeholders
+    return "".join(out), {placeholder: spelled for spelled, placeholder in by_spelling.items()}
 
 
 def _render(text: str, lexer, formatter: HtmlFormatter) -> Markup:
-    prepared, placeholders = _spelled_by_placeholders(text)
+    placed = _spelled_by_placeholders(text)
+    if placed is None:  # spelled out and escaped by the formatter, numbered and marked the same, not highlighted
+        return Markup(highlight(visible(text), TextLexer(stripnl=False, ensurenl=True), formatter))
+    prepared, placeholders = placed
     html = highlight(prepared, lexer, formatter)
     for placeholder, spelled in placeholders.items():
         html = html.replace(placeholder, f'<span class="spelled" title="an invisible or unusual character">'

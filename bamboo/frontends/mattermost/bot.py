@@ -58,18 +58,25 @@ HELP = ("In a channel: `investigate <task-id|symptom> [--verbose]`, `analyze <ta
 
 def analysis_post(result: AnalysisResult) -> str:
     """An analysis result as a post: the cause, who decided it and what the confidence means (the one
-    reading every front end shows, `bamboo.analysis.provenance`), the stored resolution, the candidates."""
+    reading every front end shows, `bamboo.analysis.provenance`), the stored resolution, the candidates.
+
+    Every field is one line of the post, so each is inert on one line (line breaks spelled ``⏎``): "Chosen by"
+    carries the model's override reason, whose line breaks posted a forged "Resolution" and "Chosen by" line."""
     said = provenance(result)
-    lines = [f"**Task {result.task_id} ({inert_markdown(result.status or 'unknown')})**: root cause "
-             f"**{inert_markdown(result.root_cause)}** — confidence {inert_markdown(said.confidence)}"]
+
+    def one(text: str) -> str:
+        return inert_markdown(text, one_line=True)
+
+    lines = [f"**Task {result.task_id} ({one(result.status or 'unknown')})**: root cause "
+             f"**{one(result.root_cause)}** — confidence {one(said.confidence)}"]
     if said.first_answer:
-        lines.insert(0, f"_{inert_markdown(said.first_answer)}_")
-    lines.append(f"Chosen by: {inert_markdown(said.chosen_by)}")
+        lines.insert(0, f"_{one(said.first_answer)}_")
+    lines.append(f"Chosen by: {one(said.chosen_by)}")
     if result.resolution:
-        lines.append(f"Resolution: {inert_markdown(result.resolution)}")
-    lines += [f"- candidate: {inert_markdown(c.name)} ({c.breadth} clue types, {c.frequency} incidents)"
+        lines.append(f"Resolution: {one(result.resolution)}")
+    lines += [f"- candidate: {one(c.name)} ({c.breadth} clue types, {c.frequency} incidents)"
               for c in result.candidates[:3]]
-    lines += [f"- suggestion: {inert_markdown(s)}" for s in result.suggestions[:5]]
+    lines += [f"- suggestion: {one(s)}" for s in result.suggestions[:5]]
     return "\n".join(lines)
 
 
@@ -188,7 +195,8 @@ class MattermostBot:
             thread = Thread(root_id=root, channel_id=channel, session_id=session_id, verbose=command.verbose)
             self.threads[root] = thread
             what = f"task {command.task_id}" if command.task_id else f"“{inert_markdown(command.symptom or '')}”"
-            await self._say(channel, root, f"{opened_line(session_id)} on {what} by {identity}"
+            # An identity is any name the registry accepted ("ops-@here" is one): inert like every other name.
+            await self._say(channel, root, f"{opened_line(session_id)} on {what} by {inert_markdown(identity, one_line=True)}"
                             + (" (verbose narration in this thread)" if command.verbose else "")
                             + ". Ask in this thread; reviews are posted here.")
             self._follow(thread)
@@ -306,7 +314,7 @@ class MattermostBot:
                 await self._say(channel, root, f"Not delivered: {inert_markdown(str(exc))}")
             # a refusal is in the session's transcript, which this thread narrates
         if delivery is not None and delivery.durable:  # kept by the server until a worker runs: say so
-            await self._say(channel, root, f"{identity}: {delivery.detail}.")
+            await self._say(channel, root, f"{inert_markdown(identity, one_line=True)}: {delivery.detail}.")
 
     # ------------------------------------------------------------------ identity
     async def _identity(self, post: dict[str, Any], request: str, thread: Thread | None) -> str | None:
