@@ -444,3 +444,24 @@ async def test_an_identity_is_posted_inert():
     assert opened and kept, chat.made
     assert not [m for m in opened + kept if "@" in m], chat.made
     assert "ops\\-(at)here" in opened[0] and kept[0].startswith("ops\\-(at)here: ")
+
+
+async def test_a_post_an_integration_made_under_a_persons_id_is_not_theirs():
+    """An incoming webhook posts under the user id of whoever created it: anyone holding its URL asked for code
+    as that person (who then became the session's requester, and could no longer be its distinct approver)."""
+    import asyncio
+    import json
+
+    from bamboo.frontends.mattermost.bot import MattermostBot
+    from bamboo.frontends.mattermost.users import UserMap
+    from bamboo.settings import Settings
+
+    bot = MattermostBot(_Chat([]), client=None, settings=Settings.model_construct(deployment="default"),  # type: ignore[arg-type]
+                        users=UserMap(users={"x" * 26: "xavier"}), key=BOT_KEY, audit=None)  # type: ignore[arg-type]
+    bot.queue = asyncio.Queue()
+    base = {"id": "p" * 26, "root_id": "", "channel_id": "c" * 26, "user_id": "x" * 26, "type": "",
+            "message": "investigate 40112233", "create_at": 100}
+    for props in ({"from_webhook": "true"}, {"from_bot": "true"}, {"from_plugin": "true"},
+                  {"override_username": "xavier"}, {}):
+        await bot.on_event(json.dumps({"event": "posted", "data": {"post": json.dumps({**base, "props": props})}}))
+    assert bot.queue.qsize() == 1 and bot.queue.get_nowait()["props"] == {}

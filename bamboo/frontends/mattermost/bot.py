@@ -56,6 +56,19 @@ HELP = ("In a channel: `investigate <task-id|symptom> [--verbose]`, `analyze <ta
         "`/revoke <hash|proc|all>`, "
         "`--verbose` / `verbose off`. Only people the deployment mapped to a registered identity can act.")
 
+# What Mattermost sets on a post an integration made: an incoming webhook, a bot, a plugin, a slash command's
+# response. Such a post carries the user id of whoever created the integration, not of whoever wrote it.
+_INTEGRATION_PROPS = ("from_webhook", "from_bot", "from_plugin", "override_username")
+
+
+def not_from_a_person(post: dict[str, Any]) -> bool:
+    """Whether an integration made ``post``: anyone holding an incoming webhook's URL posts as the person who
+    created it, so a request or an answer read from such a post spoke for that person (who then became the
+    session's requester, and so could not be its distinct approver)."""
+    props = post.get("props")
+    return isinstance(props, dict) and any(props.get(name) not in (None, "", False, "false") for name in _INTEGRATION_PROPS)
+
+
 def analysis_post(result: AnalysisResult) -> str:
     """An analysis result as a post: the cause, who decided it and what the confidence means (the one
     reading every front end shows, `bamboo.analysis.provenance`), the stored resolution, the candidates.
@@ -143,8 +156,8 @@ class MattermostBot:
             post = json.loads(event["data"]["post"])
         except (ValueError, KeyError, TypeError):
             return
-        if post.get("user_id") == self.chat.me.get("id") or post.get("type"):
-            return  # its own posts and system messages
+        if post.get("user_id") == self.chat.me.get("id") or post.get("type") or not_from_a_person(post):
+            return  # its own posts, system messages, and what integrations post under a person's id
         self.queue.put_nowait(post)
 
     async def _work(self) -> None:
