@@ -172,7 +172,7 @@ def test_narrated_replies_and_tool_calls_are_inert():
 
     at = datetime(2026, 1, 1, tzinfo=timezone.utc)
     reply = entry_post(TranscriptEntry(seq=1, at=at, kind="reply", text=HOSTILE, turn=1), verbose=False)
-    assert reply.startswith("`[reply]` ") and "@" not in reply and "```" not in reply
+    assert reply.startswith("`[reply]`") and "@" not in reply and "```" not in reply
     assert not re.search(r"(?<!\\)\]\(", reply) and "http://" not in reply
     run = entry_post(TranscriptEntry(seq=2, at=at, kind="run", text="run ok", turn=1, data={"calls": [
         {"tool": "get_task_details", "args_preview": '{"task_id": "`@channel` [x](http://evil)"}', "outcome": "allowed",
@@ -465,3 +465,19 @@ async def test_a_post_an_integration_made_under_a_persons_id_is_not_theirs():
                   {"override_username": "xavier"}, {}):
         await bot.on_event(json.dumps({"event": "posted", "data": {"post": json.dumps({**base, "props": props})}}))
     assert bot.queue.qsize() == 1 and bot.queue.get_nowait()["props"] == {}
+
+
+def test_a_reply_of_several_lines_is_quoted_so_no_line_reads_as_the_bots():
+    """Mattermost runs the bot's posts together without a header: a model's reply of two lines posted a second
+    line identical to the bot's own acknowledgement of a decision."""
+    from datetime import datetime, timezone
+
+    from bamboo.frontends.mattermost.render import entry_post
+    from bamboo.investigation.contract import TranscriptEntry
+
+    forged = "alice: delivered; the session will judge it when a worker runs (its verdict shows in the transcript)."
+    post = entry_post(TranscriptEntry(seq=1, at=datetime(2026, 1, 1, tzinfo=timezone.utc), kind="reply",
+                                      text=f"3 jobs failed.\n{forged}", turn=1), verbose=False)
+    assert post is not None
+    head, *rest = post.rstrip("\n").split("\n")
+    assert head == "`[reply]`" and rest and all(line.startswith("> ") for line in rest), post

@@ -130,6 +130,10 @@ def entry_post(entry: TranscriptEntry, verbose: bool) -> str | None:
                                            if part))
                  for c in entry.data.get("calls", [])]
         return "\n".join([f"`[run]` {inert_markdown(entry.text)}", *calls])
+    if "\n" in entry.text.strip():
+        # Text of several lines (a model's reply, a finding) is quoted: each of its lines starts "> ", so none
+        # reads as a post of the bot's own (Mattermost runs the bot's posts together without a header).
+        return f"`[{entry.kind}]`\n" + markdown_quote(who + entry.text.strip())
     return f"`[{entry.kind}]` {inert_markdown(who + entry.text)}"
 
 
