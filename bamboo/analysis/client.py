@@ -101,13 +101,29 @@ class AnalysisClient:
 
     # ---------------------------------------------------------------- one task
     async def start(self, task: dict[str, Any], *, exploration_threshold: float, model_deadline_s: float) -> str:
-        """Start the task's analysis, or use the one of the same task and status that runs; returns its id."""
+        """Start the task's analysis, or use the one of the same task and status that runs; returns its id.
+
+        The id is predictable (task and status), so whoever can start workflows could start one first: with
+        task data of their own (an errorDialog steering the diagnosis and the drafted e-mail) or on a queue their
+        own worker answers, and we reported its answer as this task's. A running analysis is used only when it is
+        ours (our type, our queue) and read the same task data as we did."""
         handle = await self.client.start_workflow(
             ANALYZE_WORKFLOW,
             AnalyzeInput(task_data=task, exploration_threshold=exploration_threshold, model_deadline_s=model_deadline_s),
             id=analysis_id(task), task_queue=Queue.MAIN,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING, result_type=AnalysisResult,
         )
+        try:
+            desc = await handle.describe()
+            history = await self.client.get_workflow_handle(handle.id, run_id=desc.run_id).fetch_history()
+        except RPCError as exc:
+            raise AnalysisError(exc.message) from None
+        started = history.events[0].workflow_execution_started_event_attributes
+        [inp] = await self.client.data_converter.decode(started.input.payloads, [AnalyzeInput])
+        if desc.workflow_type != ANALYZE_WORKFLOW or desc.task_queue != Queue.MAIN or inp.task_data != task:
+            raise AnalysisError(
+                f"{handle.id} already runs, but not as this deployment's analysis of the task as read now (another "
+                "workflow, queue or task data); wait for it to end, or ask an administrator who started it")
         return handle.id
 
     async def follow(self, workflow_id: str, on_first: OnFirst | None = None) -> AnalysisResult:

@@ -18,7 +18,7 @@ from rich.padding import Padding
 from rich.table import Table
 from temporalio.client import Client
 
-from bamboo.analysis.client import AnalysisBatch, AnalysisClient
+from bamboo.analysis.client import AnalysisBatch, AnalysisClient, AnalysisError
 from bamboo.analysis.contract import BATCH_PREFIX
 from bamboo.analysis.contract import AnalysisResult, BatchAnalyzeInput, BatchAnalyzeResult, result_file_name
 from bamboo.analysis.provenance import provenance
@@ -159,8 +159,11 @@ def analyze(
             print_diagnosis(first)
             console.print("[dim]Waiting for the model's second opinion (Ctrl-C detaches; the analysis goes on)…[/]")
 
-        return await analyze_once(client, task, settings.exploratory_investigation_threshold,
-                                  settings.llm_timeout_s, None if as_json else show_first)
+        try:
+            return await analyze_once(client, task, settings.exploratory_investigation_threshold,
+                                      settings.llm_timeout_s, None if as_json else show_first)
+        except AnalysisError as exc:
+            fail(str(exc))
 
     result = run(go())
     if out:

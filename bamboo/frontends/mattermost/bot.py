@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from bamboo.analysis.client import AnalysisClient, analysis_id
+from bamboo.analysis.client import AnalysisClient, AnalysisError, analysis_id
 from bamboo.analysis.contract import AnalysisResult
 from bamboo.analysis.provenance import provenance
 from bamboo.approvals.keys import LocalKey
@@ -235,9 +235,12 @@ class MattermostBot:
         async def say_first(first: AnalysisResult) -> None:
             await self._say(channel, root, analysis_post(first))
 
-        result = await self.analyses.analyze(
-            task, exploration_threshold=self.settings.exploratory_investigation_threshold,
-            model_deadline_s=self.settings.llm_timeout_s, on_first=say_first)
+        try:
+            result = await self.analyses.analyze(
+                task, exploration_threshold=self.settings.exploratory_investigation_threshold,
+                model_deadline_s=self.settings.llm_timeout_s, on_first=say_first)
+        except AnalysisError as exc:
+            return await self._say(channel, root, f"Not analysed: {inert_markdown(str(exc), one_line=True)}")
         await self._say(channel, root, analysis_post(result))
 
     # ------------------------------------------------------------------ thread commands
