@@ -7,9 +7,12 @@ import keyword
 from hypothesis import strategies as st
 
 # Line content: no line breaks, no control characters, no surrounding whitespace, never empty.
+# A line of a program: never one holding only a continuation backslash, which is no line of its own to Python
+# (the normal form joins it with the next, test_runs_of_continuation_backslashes_keep_the_blocks_python_reads), so
+# its indentation and its presence are not the program's to the properties that draw these.
 line_content = st.text(
     alphabet=st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp")), min_size=1, max_size=30
-).filter(lambda text: text == text.strip() and bool(text))
+).filter(lambda text: text == text.strip() and bool(text) and text != "\\")
 
 indentation = st.text(alphabet=" \t", max_size=8)
 

@@ -88,9 +88,7 @@ def test_changing_a_line_indentation_changes_the_hash(lines, data) -> None:
 @given(lines=source_lines, data=st.data())
 def test_adding_or_removing_a_non_blank_line_changes_the_hash(lines, data) -> None:
     position = data.draw(st.integers(0, len(lines)))
-    # A line holding only a continuation backslash is no line of its own to Python: the normal form joins it with
-    # the next (test_runs_of_continuation_backslashes_keep_the_blocks_python_reads), so it is not drawn as an added line.
-    extra = (data.draw(indentation), data.draw(line_content.filter(lambda text: text != "\\")))
+    extra = (data.draw(indentation), data.draw(line_content))
     added = [*lines[:position], extra, *lines[position:]]
     assert code_hash(_render(added)) != code_hash(_render(lines))
 
