@@ -115,11 +115,9 @@ class AnalysisClient:
         )
         try:
             desc = await handle.describe()
-            history = await self.client.get_workflow_handle(handle.id, run_id=desc.run_id).fetch_history()
+            inp = await self._started_with(self.client.get_workflow_handle(handle.id, run_id=desc.run_id))
         except RPCError as exc:
             raise AnalysisError(exc.message) from None
-        started = history.events[0].workflow_execution_started_event_attributes
-        [inp] = await self.client.data_converter.decode(started.input.payloads, [AnalyzeInput])
         if desc.workflow_type != ANALYZE_WORKFLOW or desc.task_queue != Queue.MAIN or inp.task_data != task:
             raise AnalysisError(
                 f"{handle.id} already runs, but not as this deployment's analysis of the task as read now (another "
@@ -163,13 +161,18 @@ class AnalysisClient:
             if latest is None:
                 return None
             handle = self.client.get_workflow_handle(latest.id, run_id=latest.run_id, result_type=AnalysisResult)
-            history = await handle.fetch_history()
+            inp = await self._started_with(handle)
             result = await handle.result() if latest.status == WorkflowExecutionStatus.COMPLETED else None
         except RPCError as exc:
             raise AnalysisError(exc.message) from None
+        return AnalysisRecord(workflow_id=latest.id, input=inp, result=result)
+
+    async def _started_with(self, handle: WorkflowHandle[Any, Any]) -> AnalyzeInput:
+        """What the run of ``handle`` was started with: exactly what it read (its first history event)."""
+        history = await handle.fetch_history()
         started = history.events[0].workflow_execution_started_event_attributes
         [inp] = await self.client.data_converter.decode(started.input.payloads, [AnalyzeInput])
-        return AnalysisRecord(workflow_id=latest.id, input=inp, result=result)
+        return inp
 
     def _handle(self, workflow_id: str) -> WorkflowHandle[Any, AnalysisResult]:
         return self.client.get_workflow_handle(workflow_id, result_type=AnalysisResult)

@@ -117,8 +117,7 @@ class HandsOver:
 
     @workflow.run
     async def run(self, start: InvestigationStart, memo: dict) -> None:
-        workflow.continue_as_new(start, workflow=WORKFLOW_NAME, task_queue=Queue.MAIN, memo=memo,
-                                 retry_policy=None)
+        workflow.continue_as_new(start, workflow=WORKFLOW_NAME, task_queue=Queue.MAIN, memo=memo)
 
 
 async def _handed_over(client, start: InvestigationStart, memo: dict | None = None):

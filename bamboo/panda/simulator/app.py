@@ -463,13 +463,13 @@ def build_app(state: SimulatorState) -> Starlette:
             return caller
         if request.headers.get("content-type") == "application/json":
             return text(500, CONTAINER_ERROR)  # the server gunzips a JSON body unasked; the error escapes it
-        raw = await _arguments(request) if request.method in ("GET", "HEAD") else dict((await request.form()).items())
-        length = request.headers.get("content-length")
+        raw = await _arguments(request)
 
-        def record(method: str, task_id: int | None, accepted: bool, message: str) -> None:
-            state.record(f"legacy/{method}", task_id, accepted, message, True)
+        def record(task_id: int | None, accepted: bool, message: str) -> None:
+            state.record(f"legacy/{name}", task_id, accepted, message, True)
 
-        call = LegacyCall(caller=caller, content_length=_int(length), record=record, checkpoints=state.checkpoints)
+        call = LegacyCall(caller=caller, content_length=_int(request.headers.get("content-length")), record=record,
+                          checkpoints=state.checkpoints)
         try:
             with state.lock:
                 body = handler(call, **raw)

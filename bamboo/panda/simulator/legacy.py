@@ -38,11 +38,12 @@ CONTAINER_ERROR = "A server error occurred.  Please contact the administrator."
 
 @dataclass
 class LegacyCall:
-    """What a handler sees of the request: the caller, its Content-Length, and where writes are recorded."""
+    """What a handler sees of the request: the caller, its Content-Length, and where its call is recorded
+    (``record(task_id, accepted, message)``, under the method called)."""
 
     caller: Caller
     content_length: int | None
-    record: Callable[[str, int | None, bool, str], None]
+    record: Callable[[int | None, bool, str], None]
     checkpoints: dict[str, bytes] = field(default_factory=dict)
 
 
@@ -64,7 +65,7 @@ def put_file_recovery_request(panda_request: LegacyCall, jediTaskID: str, dryRun
         task_id = int(jediTaskID)
     except Exception as exc:  # the server's own wording, trailing space included
         return _pair(False, f"cannot put request due to {exc} ")
-    panda_request.record("put_file_recovery_request", task_id, True, ACCEPTED + (" (dry run)" if dryRun else ""))
+    panda_request.record(task_id, True, ACCEPTED + (" (dry run)" if dryRun else ""))
     return _pair(True, ACCEPTED)
 
 
@@ -78,9 +79,9 @@ def put_workflow_request(panda_request: LegacyCall, data: str, check: bool = Fal
     if check in ("True", True) or sync in ("True", True):
         # The request file is written, then the server's workflow processor fails on a name it never set.
         failure = "cannot put request due to cannot access local variable 'tmpLog' where it is not associated with a value "
-        panda_request.record("put_workflow_request", None, False, failure)
+        panda_request.record(None, False, failure)
         return _pair(False, failure)
-    panda_request.record("put_workflow_request", None, True, ACCEPTED)
+    panda_request.record(None, True, ACCEPTED)
     return _pair(True, ACCEPTED)
 
 
@@ -99,7 +100,7 @@ def put_checkpoint(panda_request: LegacyCall, file: UploadFile) -> str:
         return json.dumps({"status": False, "message": f"exceeded size limit {size}>{CHECKPOINT_LIMIT}"})
     path = _checkpoint_path(task_id, sub_id)
     panda_request.checkpoints[path] = file.file.read()
-    panda_request.record("put_checkpoint", _task_id(task_id), True, f"placed {path}")
+    panda_request.record(_task_id(task_id), True, f"placed {path}")
     return json.dumps({"status": True, "message": f"successfully placed at {path}"})
 
 
@@ -109,7 +110,7 @@ def delete_checkpoint(panda_request: LegacyCall, task_id: str, sub_id: str) -> s
     path = _checkpoint_path(task_id, sub_id)
     deleted = panda_request.checkpoints.pop(path, None) is not None
     message = "done" if deleted else f"failed to delete file due to [Errno 2] No such file or directory: '{path}'"
-    panda_request.record("delete_checkpoint", _task_id(task_id), deleted, message)
+    panda_request.record(_task_id(task_id), deleted, message)
     return json.dumps({"status": deleted, "message": message})
 
 
@@ -130,7 +131,7 @@ def putEventPickingRequest(  # noqa: N802 - the server's name
         return "ERROR : cannot get content-length from HTTP request."
     if size > EVENT_PICKING_LIMIT:
         return f"ERROR : Run/event list is too large. Exceeded size limit {size}>{EVENT_PICKING_LIMIT}."
-    panda_request.record("putEventPickingRequest", None, True, f"event picking for {eventPickDS or 'no dataset'}")
+    panda_request.record(None, True, f"event picking for {eventPickDS or 'no dataset'}")
     return "True"
 
 
@@ -139,7 +140,7 @@ def relay_idds_command(req: LegacyCall, command_name: str, args: str | None = No
     if not req.caller.secure:
         return _pair(False, MESSAGE_SSL)
     failure = f"failed to execute command with {IDDS_UNREACHABLE if '+' in command_name else NO_IDDS}"
-    req.record("relay_idds_command", None, False, failure)
+    req.record(None, False, failure)
     return _pair(False, failure)
 
 
@@ -167,7 +168,7 @@ def execute_idds_workflow_command(panda_request: LegacyCall, command_name: str, 
 
 
 def _refused(panda_request: LegacyCall, message: str) -> str:
-    panda_request.record("execute_idds_workflow_command", None, False, message)
+    panda_request.record(None, False, message)
     return _pair(False, message)
 
 
