@@ -294,7 +294,12 @@ class Investigation:
             proposal, reuse = await self._propose(msg, turn)
             request = msg.text
         if proposal.code is None:
-            self._entry("reply", f"No code to review: {proposal.reason or 'no reason given'}", turn=turn)
+            if proposal.reason_by_model:  # the model's words stay a reply; the notice is the workflow's own
+                if proposal.reason.strip():
+                    self._entry("reply", proposal.reason, turn=turn)
+                self._entry("notice", "No code to review: the model wrote none this turn.", turn=turn)
+            else:
+                self._entry("notice", f"No code to review: {proposal.reason or 'no reason given'}", turn=turn)
             return False
         code = normalize_code(proposal.code)  # the text the sandbox runs is the one shown and judged
         requester = msg.author
@@ -333,7 +338,7 @@ class Investigation:
                 return expired
             if answer.kind is DecisionKind.REJECT:
                 hint = " Send /new with the request for newly written code." if reuse is not None else ""
-                self._entry("reply", f"Rejected by {answer.approver}; the code did not run.{hint}", turn=turn)
+                self._entry("notice", f"Rejected by {answer.approver}; the code did not run.{hint}", turn=turn)
                 return False
             if answer.kind is DecisionKind.EDIT:
                 # The edited code is new code (new hash, reviewed again), and its author is now one of those
@@ -374,7 +379,7 @@ class Investigation:
                              hint=(self._inp.symptom or first_request)[:2000]),
                 **contract.REUSE_STEP.options())
         except ActivityError as exc:
-            self._entry("reply", f"The written procedures could not be read ({_cause(exc)}); try /codify again.",
+            self._entry("notice", f"The written procedures could not be read ({_cause(exc)}); try /codify again.",
                         turn=turn)
             return None
         chosen = found.pick(wanted)
@@ -384,7 +389,7 @@ class Investigation:
                         turn=turn, data={"written": chosen.model_dump(), "chosen": True})
             return chosen
         if chosen is not None:
-            self._entry("reply", f"{chosen.name!r} was turned into code already: {chosen.codified_as}. Ask for it "
+            self._entry("notice", f"{chosen.name!r} was turned into code already: {chosen.codified_as}. Ask for it "
                         "in your own words and the stored procedure is proposed.", turn=turn)
             return None
         listing = "; ".join(f"{i}. {w.name}" + (f" (code: {w.codified_as})" if w.codified_as else "")
@@ -987,7 +992,7 @@ class Investigation:
             st.dropped_entries += drop
 
     def _recent(self) -> list[str]:
-        wanted = ("operator", "finding", "reply", "hypothesis")
+        wanted = ("operator", "finding", "reply", "notice", "hypothesis")
         return [f"{e.kind}: {e.text[:500]}" for e in self._st.transcript if e.kind in wanted][-8:]
 
 

@@ -134,7 +134,7 @@ async def _review(client: inv.InvestigationClient, session_id: str, turn: int, s
         if view is not None and view.turn == turn:
             return view
         said = [e for e in await client.transcript(session_id, seen)
-                if (e.turn == turn and e.kind in ("reply", "refused_run", "system")) or e.kind == "refused_request"]
+                if (e.turn == turn and e.kind in ("reply", "notice", "refused_run", "system")) or e.kind == "refused_request"]
         return said[-1] if said else None
 
     found = await inv.wait_until(probe, timeout_s=TURN_TIMEOUT_S)
@@ -160,7 +160,7 @@ async def _approve(client: inv.InvestigationClient, session_id: str, view: Pendi
 async def _show_run(client: inv.InvestigationClient, session_id: str, turn: int) -> None:
     """The run's outcome and result, then the model's reading of it (labelled as the model's)."""
     async def replied():
-        return await _turn_entries(client, session_id, turn, "reply", "refused_run")
+        return await _turn_entries(client, session_id, turn, "reply", "notice", "refused_run")
 
     await inv.wait_until(replied, timeout_s=TURN_TIMEOUT_S)
     for entry in await _turn_entries(client, session_id, turn, "run", "refused_run"):
@@ -174,8 +174,11 @@ async def _show_run(client: inv.InvestigationClient, session_id: str, turn: int)
         console.print(inert_rich(f"result:\n{result}"))
         if entry.data.get("error"):
             console.print(inert_rich(f"error: {entry.data['error']}", "red"))
-    for entry in await _turn_entries(client, session_id, turn, "reply"):
-        console.print(inert_rich(f"The model says (unverified): {entry.text}", "yellow"))
+    for entry in await _turn_entries(client, session_id, turn, "reply", "notice"):
+        if entry.kind == "notice":
+            console.print(inert_rich(f"[notice] {entry.text}"))
+        else:
+            console.print(inert_rich(f"The model says (unverified): {entry.text}", "yellow"))
 
 
 async def _show_audit(settings: Settings, session_id: str) -> None:

@@ -44,7 +44,7 @@ from policy.identity import IdentityError
 
 POLL_S = 0.4
 MIN_KEY = inv.MIN_HASH_PREFIX
-TERMINAL_KINDS = {"reply", "finding", "refused_run", "refused_request"}
+TERMINAL_KINDS = {"reply", "notice", "finding", "refused_run", "refused_request"}
 QUIET_KINDS = {"intent", "code", "policy", "run", "operator", "decision"}
 QUIT_WORDS = ("/quit", "/exit", "/detach")
 
@@ -384,7 +384,7 @@ def print_entry(entry: TranscriptEntry, verbose: bool) -> None:
             shape = f" → {call['result_shape']}" if call.get("result_shape") else ""
             console.print(inert_rich(f"  tool {call['tool']}{args} → {call['outcome']}{shape} ({call['bytes']} bytes)"
                                      f"{reason}", "dim", one_line=True))
-    style = {"reply": "bold", "refused_run": "red", "refused_decision": "red", "refused_request": "red",
+    style = {"reply": "bold", "notice": "bold blue", "refused_run": "red", "refused_decision": "red", "refused_request": "red",
              "suggestion": "yellow", "hypothesis": "cyan", "grant": "magenta", "revoke": "magenta",
              "reuse": "cyan"}.get(entry.kind, "dim")
     who = f"{entry.actor}: " if entry.actor and entry.kind in ("decision", "refused_decision", "operator") else ""

@@ -136,10 +136,12 @@ class Ack(BaseModel):
     refusal: str | None = None
 
 
+# ``reply`` and ``hypothesis`` hold the model's words; ``notice`` is the workflow's own word that a turn ended
+# without a run (rejected, no code, nothing to codify), a kind of its own so no reply can pass for one.
 EntryKind = Literal[
     "operator", "intent", "finding", "code", "review", "decision", "refused_decision", "run", "reply", "policy",
     "revoke", "grant", "hypothesis", "suggestion", "refused_run", "refused_request", "system", "budget", "reuse",
-    "written", "codify",
+    "written", "codify", "notice",
 ]
 
 
@@ -391,6 +393,7 @@ class CodegenResult(BaseModel):
     strategy: str = ""
     trigger_signals: list[str] = Field(default_factory=list)
     reason: str = Field(default="", description="why no code, when code is None")
+    reason_by_model: bool = Field(default=False, description="the reason is the model's own words, not the workflow's")
     tools_shown: list[str] = Field(default_factory=list)
     tools_omitted: list[str] = Field(default_factory=list)
     spend: Spend | None = None

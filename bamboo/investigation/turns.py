@@ -146,6 +146,7 @@ class TurnModel:
         return CodegenResult(
             code=code, summary=proposal.summary, strategy=proposal.strategy,
             trigger_signals=list(proposal.trigger_signals), reason=proposal.reason if code is None else "",
+            reason_by_model=code is None,
             tools_shown=[*block.full, *block.compact], tools_omitted=list(block.omitted),
         )
 

@@ -80,7 +80,7 @@ async def test_a_rejection_is_still_written_on_its_own(ops, client, settings, se
     await inv.send_message(client, session, "what is the task status?", ops.alice)
     view = await pending_turn(client, session, 1)
     await inv.decide_by_review(client, session, view.review, DecisionKind.REJECT, ops.bob)
-    await wait_for(lambda: entries(client, session, "reply"))
+    await wait_for(lambda: entries(client, session, "notice"))
 
     async def audited():
         return await _rows(services, "SELECT kind FROM audit WHERE kind = 'decision_accepted' AND "

@@ -109,7 +109,7 @@ async def test_a_written_procedure_becomes_code_once_under_review(
     await _codify(client, later, ops.alice, "1")
 
     async def refused():
-        return [e for e in await entries(client, later, "reply") if e.turn == 2]
+        return [e for e in await entries(client, later, "notice") if e.turn == 2]
     [said] = await wait_for(refused)
     assert "turned into code already" in said.text and READ_PROC in said.text
     assert await inv.pending(client, later) is None and _codegen_calls(llm_server) == 1

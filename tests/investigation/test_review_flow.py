@@ -75,7 +75,7 @@ async def test_stale_hash_and_self_approval_are_refused(new_kills, ops, client, 
     ack = await inv.update(client, session, "decide", OperatorDecision(
         turn=1, code_hash=view.code_hash, kind=DecisionKind.REJECT, approver="bob"), ops.bob)
     assert ack.accepted
-    await wait_for(lambda: entries(client, session, "reply"))
+    await wait_for(lambda: entries(client, session, "notice"))
     assert new_kills() == []
 
     async def audited():
@@ -128,9 +128,9 @@ async def test_code_no_one_could_judge_is_never_put_before_a_reviewer(ops, clien
     brain.propose(GARBAGE, "{'memory': 'high'}")
     await inv.start(client, inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False))
     await inv.send_message(client, session, "what do the scouts say about memory?", ops.alice)
-    replies = await wait_for(lambda: entries(client, session, "reply"))
-    assert "No code to review: the model wrote no code a person could review, twice" in replies[0].text
-    assert "calls no tool" in replies[0].text
+    notices = await wait_for(lambda: entries(client, session, "notice"))
+    assert "No code to review: the model wrote no code a person could review, twice" in notices[0].text
+    assert "calls no tool" in notices[0].text
     assert await inv.pending(client, session) is None
     assert not await entries(client, session, "code"), "nothing unusable reached the transcript as code"
 

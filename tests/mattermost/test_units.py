@@ -481,3 +481,15 @@ def test_a_reply_of_several_lines_is_quoted_so_no_line_reads_as_the_bots():
     assert post is not None
     head, *rest = post.rstrip("\n").split("\n")
     assert head == "`[reply]`" and rest and all(line.startswith("> ") for line in rest), post
+
+
+def test_the_workflow_s_notice_is_posted_under_its_own_label():
+    """A rejection is the workflow's notice; the thread shows it at any verbosity, labelled apart from replies."""
+    from datetime import datetime, timezone
+
+    from bamboo.frontends.mattermost.render import entry_post
+    from bamboo.investigation.contract import TranscriptEntry
+
+    notice = TranscriptEntry(seq=1, at=datetime(2026, 1, 1, tzinfo=timezone.utc), kind="notice",
+                             text="Rejected by bob; the code did not run.", turn=1)
+    assert entry_post(notice, verbose=False).startswith("`[notice]` Rejected by bob; the code did not run")

@@ -86,3 +86,10 @@ def test_unsigned_the_refusal_is_mine_when_it_names_me() -> None:
     mine = _entry(2, "refused_request", "message from alice refused", actor="alice",
                   data={"refusal": "closed", "nonce": None})
     assert _followed([theirs, mine, *_answered()], nonce=None) == 2
+
+
+def test_a_turn_that_ends_in_the_workflow_s_notice_ends_it() -> None:
+    """A rejection or "no code to review" is the workflow's notice, not a reply: the terminal stops on it too."""
+    said = [_entry(1, "operator", "status?", turn=1, actor="alice"),
+            _entry(2, "notice", "No code to review: the model wrote none this turn.", turn=1)]
+    assert _followed(said) == 2

@@ -48,6 +48,7 @@ class FakeSession:
         self.runs: list[ExecuteCodeInput] = []
         self.finalized: list[FinalizeInput] = []
         self.session_ids: dict[str, str] = {}
+        self.declined = ""  # the model's own reason when it writes no code (else the workflow's "nothing scripted")
 
     @implements(contract.policy_context)
     async def policy_context(self, inp: PolicyContextInput) -> PolicyContext:
@@ -70,6 +71,8 @@ class FakeSession:
     @implements(contract.codegen)
     async def codegen(self, inp: CodegenInput) -> CodegenResult:
         if not self.codes:
+            if self.declined:
+                return CodegenResult(code=None, reason=self.declined, reason_by_model=True)
             return CodegenResult(code=None, reason="nothing scripted")
         return CodegenResult(code=self.codes.popleft(), summary="scripted step")
 
@@ -214,6 +217,24 @@ async def test_the_review_shows_the_text_the_sandbox_runs(temporal: Client) -> N
     assert review.code in ran.code
 
 
+async def test_no_model_reply_reads_as_one_of_the_workflow_s_notices(temporal: Client) -> None:
+    """Notices are the workflow's own word that a turn ended without a run; the model's words, even word for word
+    the same, are a reply. Each front end labels an entry by its kind, so the kind is what tells them apart."""
+    forged = "Rejected by bob; the code did not run."
+    fake = FakeSession(KILL_CODE)
+    fake.declined = forged
+    async with workers(temporal, [Investigation], fake.activities()) as queue:
+        session = await open_session(temporal, queue)
+        await session.ask("alice", "kill the task")
+        await session.decide("bob", await session.pending(turn=1), DecisionKind.REJECT)
+        await session.ask("alice", "and now?")  # the model writes no code, and says why in the notice's words
+        notices = await session.entries("notice", count=2)
+        assert [(n.turn, n.text) for n in notices] == [
+            (1, forged), (2, "No code to review: the model wrote none this turn.")]
+        assert [(r.turn, r.text) for r in await session.entries("reply")] == [(2, forged)]
+    assert not fake.runs
+
+
 async def test_a_rejected_block_never_reaches_the_sandbox(temporal: Client) -> None:
     fake = FakeSession(KILL_CODE)
     async with workers(temporal, [Investigation], fake.activities()) as queue:
@@ -221,8 +242,8 @@ async def test_a_rejected_block_never_reaches_the_sandbox(temporal: Client) -> N
         await session.ask("alice", "kill the task")
         review = await session.pending(turn=1)
         await session.decide("bob", review, DecisionKind.REJECT)
-        [reply] = await session.entries("reply")
-        assert "did not run" in reply.text
+        [notice] = await session.entries("notice")
+        assert "did not run" in notice.text
         await session.send(Message.FINALIZE, FinalizeRequest(cause="a cause", resolution="none", actor="alice"),
                            "alice")
         result: InvestigationResult = await session.handle.result()

@@ -34,7 +34,7 @@ MAX_MODEL_WORDS = 4000
 # A review post's first line: what a reply in the thread answers is read back from it after a restart.
 REVIEW_HEADER = "#### Review · turn {turn} · `{code_hash}` · review `{review}`"
 _REVIEW_HEADER = re.compile(r"#### Review · turn (\d+) · `([0-9a-f]{64})` · review `([0-9a-f]{64})`(?:\n|$)")
-ALWAYS = {"reply", "finding", "refused_run", "refused_request", "refused_decision", "suggestion", "hypothesis",
+ALWAYS = {"reply", "notice", "finding", "refused_run", "refused_request", "refused_decision", "suggestion", "hypothesis",
           "grant", "revoke", "system", "decision"}
 VERBOSE_ONLY = {"intent", "code", "policy", "run", "operator"}
 
