@@ -112,6 +112,10 @@ class KeyStore:
             ) from None
         except OSError as exc:
             raise SigningKeyError(f"cannot read the signing key {path}: {exc.strerror}") from None
+        if os.stat(path).st_mode & 0o077:
+            # A key others can read signs for whoever reads it (a degraded sandbox run shares this host's files).
+            raise SigningKeyError(f"the signing key {path} is readable or writable by group or others; run chmod 600 "
+                                  f"{path}")
         try:
             key = serialization.load_pem_private_key(data, password=None)
         except (ValueError, TypeError) as exc:

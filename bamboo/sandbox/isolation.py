@@ -21,7 +21,8 @@ host's files and network:
 * the seccomp filter off (``BAMBOO_SANDBOX_SECCOMP=false``): it is degraded mode's only barrier to the network (no
   network namespace), so a run without it reached Temporal, Postgres and the LLM endpoint directly. Refused.
 * a worker secret file readable by group or others (``worker_secret_files``: the ``.env`` settings file the worker
-  loaded, which holds the LLM key, the database URL and the PanDA token, and the files the settings name as keys):
+  loaded, which holds the LLM key, the database URL and the PanDA token, the files the settings name as keys, the
+  MCP servers' file, and the private keys in the keys directory, the command agent's among them):
   a run walked the filesystem and read it. Refused, with the ``chmod 600`` to run.
 * ``fs.protected_regular``, ``fs.protected_fifos`` or ``fs.protected_symlinks`` below 1. Every run's files are
   created under umask 077 (``runner``), so what a run writes in /tmp is its own; but with these at 0 a run can
@@ -109,7 +110,11 @@ def find_bwrap() -> str | None:
 @functools.lru_cache(maxsize=4)
 def ffi_modules(roots: tuple[str, ...]) -> tuple[str, ...]:
     """Every ``_ctypes``/``_cffi_backend`` extension under the trees bound into the sandbox: with either, a
-    script calls arbitrary C functions. Found once per process (a walk of /usr/lib takes ~0.2 s warm)."""
+    script calls arbitrary C functions. Found once per process (a walk of /usr/lib takes ~0.2 s warm).
+
+    Hiding them is not the boundary: a script can write an extension of its own to /tmp or its work dir (both
+    writable and executable; bwrap cannot mount a tmpfs noexec) and load it, so native code runs. What holds
+    native code is what holds Python: the namespaces, the leased uid and the seccomp filter."""
     found: set[str] = set()
     for root in roots:
         for folder, dirs, files in os.walk(root):
@@ -214,11 +219,19 @@ def readable_by_others(paths: Iterable[str | Path]) -> list[str]:
 def worker_secret_files(settings: Any) -> tuple[Path, ...]:
     """The worker's own files that hold its secrets, as its ``settings`` (``bamboo.settings.Settings``) name them:
     the settings file (``.env``, read from the worker's working directory, holding the LLM key, the database URL
-    and the PanDA token) and the key files the settings point at (the audit signing key, the PanDA X.509 proxy)."""
+    and the PanDA token), the key files the settings point at (the audit signing key, the PanDA X.509 proxy), the
+    MCP servers' file (its ``headers`` and ``env`` may hold tokens), and every private key in the keys directory
+    (the command agent's signs the envelopes executors honour; a console's or a bot's may sit beside it)."""
     env_files = type(settings).model_config.get("env_file")
     names = [env_files] if isinstance(env_files, (str, Path)) else list(env_files or ())
     found = [Path(name).expanduser().absolute() for name in names]
-    found += [p.expanduser().absolute() for p in (settings.audit_signing_key, settings.panda_x509_proxy) if p is not None]
+    named = (settings.audit_signing_key, settings.panda_x509_proxy, settings.mcp_servers_config)
+    found += [p.expanduser().absolute() for p in named if p is not None]
+    keys = settings.resolved_keys_dir().absolute()
+    try:
+        found += sorted(keys.glob("*.pem"))
+    except OSError:  # no keys directory: no key to protect
+        pass
     return tuple(found)
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 import bamboo.sandbox.runner as runner_mod
+from bamboo.approvals.keys import KeyStore, SigningKeyError
 from bamboo.sandbox import isolation as isolation_mod
 from bamboo.sandbox.errors import SandboxUnavailable
 from bamboo.settings import Settings
@@ -249,6 +250,39 @@ async def test_a_key_file_the_settings_name_must_be_closed_too(shared_dir, monke
     proxy.chmod(0o600)
     runner = runner_from_settings(Settings(sandbox_isolation="degraded"))
     await runner.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="degraded isolation needs a root worker (a uid per run)")
+@pytest.mark.parametrize("which", ["agent_key", "mcp_config"])
+async def test_the_command_agents_key_and_the_mcp_servers_file_must_be_closed_too(which, shared_dir, monkeypatch):
+    """The command agent's key signs the envelopes executors honour, and the MCP servers' file may hold tokens: a
+    degraded run read a 0644 agent key whole (review). Neither is named by a secret setting of its own."""
+    keys = shared_dir / "keys"
+    KeyStore(keys).create("agent")
+    secret = keys / "agent.pem"
+    if which == "mcp_config":
+        secret = shared_dir / "mcp.json"
+        secret.write_text('{"servers": {}}')
+        monkeypatch.setenv("BAMBOO_MCP_SERVERS_CONFIG", str(secret))
+    secret.chmod(0o644)
+    monkeypatch.chdir(shared_dir)
+    monkeypatch.setenv("BAMBOO_KEYS_DIR", str(keys))
+    with pytest.raises(SandboxUnavailable, match=f"chmod 600 {secret}"):
+        runner_from_settings(Settings(sandbox_isolation="degraded"))
+    secret.chmod(0o600)
+    runner = runner_from_settings(Settings(sandbox_isolation="degraded"))
+    await runner.close()
+
+
+def test_a_signing_key_others_can_read_is_not_used(tmp_path):
+    """A key group or others can read signs for whoever reads it: it is refused with the chmod to run."""
+    store = KeyStore(tmp_path)
+    store.create("agent")
+    store.path("agent").chmod(0o640)
+    with pytest.raises(SigningKeyError, match=f"chmod 600 {store.path('agent')}$"):
+        store.load("agent")
+    store.path("agent").chmod(0o600)
+    assert store.load("agent").identity == "agent"
 
 
 # --- Finding 2 (review): a dead worker's run dir in a TMPDIR that is not world-writable -------------------------
