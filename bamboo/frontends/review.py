@@ -130,7 +130,7 @@ def reuse_change(view: PendingView) -> str | None:
     if view.reuse is None or not view.reuse.diff_from_previous:
         return None
     return (f"{view.reuse.procedure} changed under its signature ({view.reuse.versions} versions); "
-            "the diff from the version before:")
+            "the diff from the version the store records before it (unsigned: the whole code above is what runs):")
 
 
 class Effect(BaseModel):

@@ -176,14 +176,17 @@ class ReuseView(BaseModel):
     summary: str = ""
 
     def provenance_line(self) -> str:
-        """The one line a transcript and a review say about it (no model text in it)."""
+        """The one line a transcript and a review say about it (no model text in it). Its history is the store's
+        record, which whoever can write the procedure rows can write: said as the store's, so the code is judged
+        as it reads, not by a history that vouches for it."""
         shown = ", ".join(self.incidents[-5:]) or "no recorded incident"
         more = f" and {len(self.incidents) - 5} more" if len(self.incidents) > 5 else ""
         last = (f"last run {self.last_run_at.isoformat(timespec='seconds')} ({self.last_run_status or 'unknown'})"
                 if self.last_run_at else "never run here before")
         bound = ", ".join(f"{k}={v!r}" for k, v in self.parameters.items()) or "nothing"
-        return (f"reusing procedure {self.procedure}, captured from {shown}{more} ({self.frequency} time(s)); "
-                f"{last}; bound for this task: {bound}; no model call wrote this code")
+        return (f"reusing procedure {self.procedure}; the store records it captured from {shown}{more} "
+                f"({self.frequency} time(s)), {last} (unsigned records: judge the code); bound for this task: {bound}; "
+                "no model call wrote this code")
 
 
 class PendingView(BaseModel):

@@ -34,7 +34,7 @@ async def _answer(view):
 
 def test_a_reused_procedure_shows_where_it_came_from_and_whose_summary_it_is(tmp_path) -> None:
     page = _page(tmp_path, VIEW.model_copy(update={"reuse": REUSE}))
-    assert "reusing procedure proc__get_task_details, captured from inc-1, inc-2 (2 time(s)); last run " \
+    assert "reusing procedure proc__get_task_details; the store records it captured from inc-1, inc-2 (2 time(s)), last run " \
            "2026-11-30T09:00:00+00:00 (ok)" in page
     assert STORED_SAYS.rstrip(":").replace("'", "&#39;") in page and MODEL_SAYS.rstrip(":") not in page
     assert "near what it was captured for: what state is the task in" in page

@@ -117,7 +117,7 @@ async def test_demo_step_walks_the_review_loop_without_a_model_writing_code(
     text = " ".join(out.stdout.split())
     assert out.returncode == 0, out.stdout + out.stderr
     assert llm_server.counts_by_schema().get("InvestigationCode", 0) == 0
-    assert "reusing procedure proc__get_task_details__get_task_jobs_summary, captured from ex-001" in text
+    assert "reusing procedure proc__get_task_details__get_task_jobs_summary; the store records it captured from ex-001" in text
     assert "reuses proc__get_task_details__retry_task" in text and "STATE-CHANGING (retry_task)" in text
     assert "demo-requester approves" in text and "REFUSED (approver_is_requester)" in text
     me = text.split("you approve as ")[1].split(",")[0]

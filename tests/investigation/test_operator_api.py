@@ -74,7 +74,7 @@ def test_a_reused_procedures_summary_is_labelled_as_stored_not_as_the_models() -
     assert reused.label == STORED_SAYS and "captured" in STORED_SAYS
     assert "near what it was captured for: what state is the task in" in reused.words
     assert notes(_view(REUSE))[0] == REUSE.provenance_line()
-    assert notes(_view(REUSE))[0].startswith("reusing procedure proc__get_task_details, captured from inc-1, inc-2")
+    assert notes(_view(REUSE))[0].startswith("reusing procedure proc__get_task_details; the store records it captured from inc-1, inc-2")
     assert CHOICE_WORDS[DecisionKind.RUN_ONCE] == "run once"
 
 
@@ -95,7 +95,7 @@ def test_the_terminal_shows_where_a_reused_procedure_came_from(monkeypatch) -> N
     investigate_cmd.show_pending(_view(REUSE))
     shown = out.getvalue()
     assert STORED_SAYS in shown and MODEL_SAYS not in shown
-    assert "reusing procedure proc__get_task_details, captured from inc-1, inc-2" in shown
+    assert "reusing procedure proc__get_task_details; the store records it captured from inc-1, inc-2" in shown
     assert "y = run once" in shown
 
 

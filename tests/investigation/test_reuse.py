@@ -84,8 +84,8 @@ async def test_a_fitting_procedure_is_proposed_without_a_model_call_and_runs_onl
     assert view.reuse.parameters == {"task_id": TASK_ID} and view.reuse.matched == ASK_JOBS
     assert [p.name for p in view.procedures] == [READ_PROC]
     [said] = [e for e in await entries(client, session, "reuse") if e.turn == 1]
-    assert said.text.startswith(f"reusing procedure {READ_PROC}, captured from ex-004-memory-simul, "
-                                "ex-001-memory-deriv-ramcount (2 time(s)); never run here before")
+    assert said.text.startswith(f"reusing procedure {READ_PROC}; the store records it captured from ex-004-memory-simul, "
+                                "ex-001-memory-deriv-ramcount (2 time(s)), never run here before")
     await asyncio.sleep(1.0)
     assert await entries(client, session, "run") == []  # nothing runs before a person approves it
 
