@@ -219,6 +219,9 @@ class ProcedureToolCaller:
             allowed_tools=allowed,
             timeout_s=REPLAY_TIMEOUT_S,
             actor=f"procedure:{name}",
+            # No person approved this body for this call: the replay runs as an unattended run does, every
+            # allowed tool held read-only now (and a degraded sandbox, which runs nothing unattended, refuses it).
+            phase="automatic",
             tool_names={py: real for py, real in mapping.items() if real in allowed},
             caller=PinnedProcedures(self, pins, names) if pins is not None else None,
         )
