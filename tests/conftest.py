@@ -124,6 +124,17 @@ def require_tier(request: pytest.FixtureRequest, tier: str, what: str) -> None:
                     f"fixtures'), so it is not in the {tier!r} tier; name it there", pytrace=False)
 
 
+@pytest.fixture(autouse=True)
+def _settings_read_afresh():
+    """The CLI reads its settings once per process (``get_settings`` is cached): a test that sets ``BAMBOO_*``
+    variables saw the settings an earlier test in the same process had read, so it passed or failed by order."""
+    from bamboo.settings import get_settings
+
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
+
+
 @pytest.fixture(scope="session")
 def stack(request: pytest.FixtureRequest) -> TestStack:
     require_tier(request, "postgres", "the shared Temporal and Postgres stack")
