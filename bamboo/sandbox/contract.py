@@ -16,7 +16,7 @@ from temporalio.common import RetryPolicy
 from bamboo.contract import HEARTBEAT, ActivityOptions, Queue, activity_stub
 
 Isolation = Literal["bwrap", "degraded"]
-RunStatus = Literal["ok", "error", "timeout", "output_limit", "memory_limit", "call_limit", "crashed"]
+RunStatus = Literal["ok", "error", "timeout", "output_limit", "memory_limit", "disk_limit", "call_limit", "crashed"]
 CallOutcome = Literal["allowed", "denied", "error"]
 Phase = Literal["automatic", "interactive"]
 MemoryGuardKind = Literal["cgroup", "watchdog"]

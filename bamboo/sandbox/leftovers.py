@@ -9,10 +9,11 @@ create entries only where "other" may write: the world-writable directories — 
   before a run starts: a worker that died mid-run never swept, and the uid comes back to another session. A
   sweep that stops short (more entries of others than it may look at) refuses the run: it cannot say the
   uid is clean;
-* while it runs, the bytes its files hold on memory-backed filesystems (tmpfs, ramfs, hugetlbfs) count
-  against the run's memory total (``OwnedMemoryFiles``): those pages are in no process's resident set, so
-  the RSS watchdog never saw them. Files unlinked but still open or mapped are found through the run's
-  processes' descriptors and mappings.
+* while it runs, the bytes its files hold count (``OwnedFiles``): on every filesystem against its disk cap
+  (``SandboxLimits.disk_total_bytes``: RLIMIT_FSIZE bounds one file, and a loop of 15 MiB files took 6 GiB of the
+  host's disk in 22 ms), and on memory-backed ones (tmpfs, ramfs, hugetlbfs) against its memory total too
+  (``OwnedMemoryFiles``): those pages are in no process's resident set, so the RSS watchdog never saw them.
+  Files unlinked but still open or mapped are found through the run's processes' descriptors and mappings.
 
 Finding the world-writable directories means walking the host's writable local filesystems once
 (``world_writable_dirs``): bounded in entries and depth, run off the event loop, remembered for
@@ -51,7 +52,10 @@ DISCOVERY_MAX_ENTRIES = 400_000
 DISCOVERY_TTL_S = 600.0
 MAX_DEPTH = 16
 SWEEP_MAX_FOREIGN = 50_000  # others' entries looked at per sweep (the run's own are removed whatever their number)
-COUNT_MAX_OWNED = 20_000  # a run with more files than this on memory is over its total: it cannot be counted cheaply
+COUNT_MAX_OWNED = 20_000  # a run with more entries than this is over its totals: it cannot be counted cheaply
+# Lines of the run's processes' /proc/<pid>/maps read per count: a process may make 65,530 mappings and 128 processes,
+# and a count slowed to seconds let a run write for seconds before it was stopped. A stdlib Python maps ~100.
+COUNT_MAX_MAPPINGS = 50_000
 OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -193,16 +197,24 @@ def _walk(uid: int, roots: Iterable[str], owned: Visit, *, max_foreign: int, des
 
     Others' directories are entered when "other" may search them (a world-writable one may sit below);
     ``uid``'s own are entered only when ``descend_owned`` (the sweep removes them whole instead), and
-    ``too_deep`` is called for one of them below MAX_DEPTH, which is not entered (what it holds is not seen)."""
+    ``too_deep`` is called for one of them below MAX_DEPTH, which is not entered (what it holds is not seen).
+
+    No symlink is followed: entries are looked at with ``lstat``, a directory is opened with O_NOFOLLOW and entered
+    only when it is still the directory its ``lstat`` found (a parent swapped for a symlink meanwhile would lead
+    the path elsewhere)."""
     budget = max_foreign
-    stack = [(root, 0) for root in roots]
+    stack: list[tuple[str, int, tuple[int, int] | None]] = [(root, 0, None) for root in roots]
     while stack:
-        folder, depth = stack.pop()
+        folder, depth, expected = stack.pop()
         try:
             dir_fd = os.open(folder, OPEN_DIR)
         except OSError:
             continue
         try:
+            if expected is not None:
+                opened = os.fstat(dir_fd)
+                if (opened.st_dev, opened.st_ino) != expected:
+                    continue
             with os.scandir(dir_fd) as entries:
                 names = [entry.name for entry in entries]
             for name in names:
@@ -222,7 +234,7 @@ def _walk(uid: int, roots: Iterable[str], owned: Visit, *, max_foreign: int, des
                     if not is_dir or not info.st_mode & 0o001:
                         continue
                 if depth < MAX_DEPTH:
-                    stack.append((os.path.join(folder, name), depth + 1))
+                    stack.append((os.path.join(folder, name), depth + 1, (info.st_dev, info.st_ino)))
                 elif info.st_uid == uid and too_deep is not None:
                     too_deep()
         except OSError:
@@ -253,71 +265,121 @@ def remove_owned(uid: int, roots: Iterable[str], *, max_foreign: int | None = No
     return False
 
 
-# -- counting what a run holds on memory ----------------------------------------------------------------
-class OwnedMemoryFiles:
-    """Bytes a degraded run's uid holds in files on memory-backed filesystems: the files it owns under the
-    world-writable places on such filesystems, and the ones its processes keep open or mapped (unlinked ones
-    included). Each file counted once (by device and inode), by its allocated blocks.
+# -- counting what a run holds ------------------------------------------------------------------------
+class _Uncountable(Exception):
+    """The count stopped: the run holds more entries, or deeper ones, than a poll may read."""
 
-    Called from the watchdog's thread with the run's live pids. More than ``COUNT_MAX_OWNED`` files is
-    reported as ``OVER``: a run cannot make the count arbitrarily slow; so is a directory of its own deeper than
-    the count reads (MAX_DEPTH): 300 MiB written 18 levels down passed a 64 MiB limit uncounted."""
+
+class OwnedFiles:
+    """Bytes a degraded run's uid holds in files: the entries it owns under ``roots`` (the places it can write, as
+    ``sweep_roots`` names them), and the files its processes keep open or mapped (unlinked ones included). Each
+    file counted once (by device and inode), by its allocated blocks, not its size: a sparse file holds what it
+    wrote, a preallocated one all it reserved. On every filesystem, or with ``memory_only`` on memory-backed ones.
+
+    Called from the watchdog's thread with the run's live pids, every few polls, so its work is bounded, and a
+    count that would pass the bound is ``OVER``: more than ``COUNT_MAX_OWNED`` entries of the run's own (a run
+    cannot make the count arbitrarily slow, nor take the host's inodes), a directory of its own deeper than the count
+    reads (MAX_DEPTH: 300 MiB written 18 levels down passed a 64 MiB limit uncounted), more than
+    ``COUNT_MAX_MAPPINGS`` mappings of its processes, or more than ``SWEEP_MAX_FOREIGN`` entries of others looked
+    at. The last is over the cap rather than a reason to count again: other runs can make those entries, and runs
+    that filled the shared places together would otherwise leave each other's files uncounted for ever; and a host
+    that holds that many before a run starts refuses the run (``remove_owned``), so a run stopped this way saw the
+    places filled while it ran.
+
+    Entries are looked at with ``lstat`` and directories opened with O_NOFOLLOW (``_walk``): a symlink is counted as
+    itself, never followed. The walk is a snapshot, not atomic: a run renaming its files while it is read can
+    keep them out of one count, not out of every one."""
 
     OVER = 1 << 62
 
-    def __init__(self, uid: int, roots: Iterable[str], extra: Iterable[str] = ()) -> None:
+    def __init__(self, uid: int, roots: Iterable[str], extra: Iterable[str] = (), *, memory_only: bool = False) -> None:
         table = mounts()
         self.uid = uid
-        self.devices = frozenset(m.dev for m in table if m.fstype in MEMORY_FILESYSTEMS)
-        candidates = [*roots, *extra]
+        memory = frozenset(m.dev for m in table if m.fstype in MEMORY_FILESYSTEMS)
+        self.devices: frozenset[int] | None = memory if memory_only else None
+        candidates = (*roots, *extra)
         self.roots = _outermost(tuple(
-            p for p in candidates if (m := mount_of(p, table)) is not None and m.fstype in MEMORY_FILESYSTEMS))
+            p for p in candidates
+            if not memory_only or ((m := mount_of(p, table)) is not None and m.fstype in MEMORY_FILESYSTEMS)))
+
+    def _counts(self, device: int) -> bool:
+        return self.devices is None or device in self.devices
 
     def __call__(self, pids: list[int]) -> int:
         files: dict[tuple[int, int], int] = {}
         owned = 0
-        deep = False
 
         def too_deep() -> None:
-            nonlocal deep
-            deep = True
+            raise _Uncountable
 
         def add(dir_fd: int, name: str, info: os.stat_result) -> None:
             nonlocal owned
             owned += 1
-            if stat.S_ISREG(info.st_mode) and info.st_dev in self.devices:
+            if owned > COUNT_MAX_OWNED:
+                raise _Uncountable
+            if stat.S_ISREG(info.st_mode) and self._counts(info.st_dev):
                 files[(info.st_dev, info.st_ino)] = info.st_blocks * 512
 
         if self.roots:
-            _walk(self.uid, self.roots, add, max_foreign=SWEEP_MAX_FOREIGN, descend_owned=True, too_deep=too_deep)
-        if owned > COUNT_MAX_OWNED or deep:  # files hidden below the depth the count reads are not let pass
-            return self.OVER
+            try:
+                complete = _walk(self.uid, self.roots, add, max_foreign=SWEEP_MAX_FOREIGN, descend_owned=True,
+                                 too_deep=too_deep)
+            except _Uncountable:
+                return self.OVER
+            if not complete:
+                log.warning("counting uid %d's files looked at %d entries of others and stopped; the run is stopped",
+                            self.uid, SWEEP_MAX_FOREIGN)
+                return self.OVER
+        looked: set[bytes] = set()
+        mappings = 0
         for pid in pids:
-            for info in _open_and_mapped(pid, self.devices):
+            found, lines = _open_and_mapped(pid, self.devices, looked, COUNT_MAX_MAPPINGS - mappings)
+            mappings += lines
+            if mappings > COUNT_MAX_MAPPINGS:
+                return self.OVER
+            for info in found:
                 if info.st_uid == self.uid:
                     files[(info.st_dev, info.st_ino)] = info.st_blocks * 512
         return sum(files.values())
 
 
-def _open_and_mapped(pid: int, devices: frozenset[int]) -> list[os.stat_result]:
-    """The files on ``devices`` that process ``pid`` holds open or mapped."""
+class OwnedMemoryFiles(OwnedFiles):
+    """What a degraded run's uid holds in files on memory-backed filesystems: it counts against the memory total."""
+
+    def __init__(self, uid: int, roots: Iterable[str], extra: Iterable[str] = ()) -> None:
+        super().__init__(uid, roots, extra, memory_only=True)
+
+
+def _open_and_mapped(pid: int, devices: frozenset[int] | None, looked: set[bytes],
+                     allowance: int) -> tuple[list[os.stat_result], int]:
+    """The regular files on ``devices`` (None: on any) that process ``pid`` holds open or mapped, and how many
+    mappings it has; more than ``allowance`` are not read. A mapping whose device and inode are in ``looked`` is not
+    looked at again: every process maps the interpreter's libraries, each in several pieces, and on every filesystem
+    that was a stat per piece, per process, per count."""
     found = []
+    lines: list[bytes] = []
     with contextlib.suppress(OSError):
         for fd in os.listdir(f"/proc/{pid}/fd"):
             with contextlib.suppress(OSError):
                 info = os.stat(f"/proc/{pid}/fd/{fd}")
-                if stat.S_ISREG(info.st_mode) and info.st_dev in devices:
+                if stat.S_ISREG(info.st_mode) and (devices is None or info.st_dev in devices):
                     found.append(info)
     with contextlib.suppress(OSError):
         with open(f"/proc/{pid}/maps", "rb") as fh:
-            maps = fh.read()
-        for line in maps.splitlines():
+            lines = fh.read().splitlines()
+        for line in lines if len(lines) <= allowance else ():
             fields = line.split(None, 5)
-            if len(fields) < 5 or fields[4] == b"0" or _device(fields[3]) not in devices:
+            if len(fields) < 5 or fields[4] == b"0":
                 continue
+            if devices is not None and _device(fields[3]) not in devices:
+                continue
+            key = fields[3] + b" " + fields[4]
+            if key in looked:
+                continue
+            looked.add(key)
             with contextlib.suppress(OSError):  # map_files gives the mapped file itself, unlinked or not
                 found.append(os.stat(f"/proc/{pid}/map_files/{fields[0].decode()}"))
-    return found
+    return found, len(lines)
 
 
 def _device(field: bytes) -> int | None:

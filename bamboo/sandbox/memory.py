@@ -17,6 +17,11 @@ RLIMIT_AS). So every run also gets a total:
   each process meanwhile.
 
 The run's result says which of the two applied (``memory_guard``).
+
+In degraded mode the same watchdog also holds the run to its disk cap (``disk``, ``leftovers.OwnedFiles``: what
+its uid holds in files on every filesystem), with or without a cgroup: the run writes to the host's own
+filesystems, which no memory total covers. Under bubblewrap the run's writable places are its size-capped tmpfs
+mounts.
 """
 
 from __future__ import annotations
@@ -148,18 +153,29 @@ class CgroupLeaf:
 
 class RssWatchdog:
     """Polls the run's processes' resident memory, and what the run holds in files on memory (``held``, given
-    the live pids), from a thread; over the total it kills them all."""
+    the live pids), from a thread; over the total it kills them all. ``limit_bytes`` None: a cgroup holds the
+    memory total, and only the disk is watched.
 
-    def __init__(self, *, limit_bytes: int, members: Callable[[], list[int]], interval_s: float = WATCHDOG_INTERVAL_S,
-                 held: Callable[[list[int]], int] | None = None, held_interval_s: float = HELD_INTERVAL_S) -> None:
+    With ``disk`` (degraded mode), what the run holds in files anywhere is counted on the same cadence as
+    ``held`` (a directory walk: every ``held_interval_s``, not every poll) and held to ``disk_limit_bytes``.
+    Memory is looked at first: a file on /dev/shm counts against both, and the memory total is the one reported."""
+
+    def __init__(self, *, limit_bytes: int | None, members: Callable[[], list[int]],
+                 interval_s: float = WATCHDOG_INTERVAL_S, held: Callable[[list[int]], int] | None = None,
+                 held_interval_s: float = HELD_INTERVAL_S, disk: Callable[[list[int]], int] | None = None,
+                 disk_limit_bytes: int = 0) -> None:
         self.limit_bytes = limit_bytes
         self._members = members
         self._interval = interval_s
         self._held = held
         self._held_every = max(1, round(held_interval_s / interval_s))
+        self._disk = disk
+        self.disk_limit_bytes = disk_limit_bytes
         self._stop = threading.Event()
         self.tripped = False
+        self.over_disk = False
         self.peak_bytes = 0
+        self.disk_peak_bytes = 0
         self._thread = threading.Thread(target=self._loop, name="sandbox-rss-watchdog", daemon=True)
 
     def start(self) -> None:
@@ -175,28 +191,40 @@ class RssWatchdog:
         held = 0
         while not self._stop.is_set():
             pids = self._members()
-            if self._held is not None and looks % self._held_every == 0:
-                held = self._held_bytes(pids)
+            counting = looks % self._held_every == 0
             looks += 1
-            total = sum(resident_bytes(pid) for pid in pids) + held
-            self.peak_bytes = max(self.peak_bytes, total)
-            if total > self.limit_bytes:
-                self.tripped = True
-                for pid in pids:
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.kill(pid, signal.SIGKILL)
-                return
+            if self.limit_bytes is not None:
+                if counting and self._held is not None:
+                    held = self._counted(self._held, pids, self.limit_bytes, "files on memory")
+                total = sum(resident_bytes(pid) for pid in pids) + held
+                self.peak_bytes = max(self.peak_bytes, total)
+                if total > self.limit_bytes:
+                    self.tripped = True
+                    _kill(pids)
+                    return
+            if counting and self._disk is not None:
+                on_disk = self._counted(self._disk, pids, self.disk_limit_bytes, "files")
+                self.disk_peak_bytes = max(self.disk_peak_bytes, on_disk)
+                if on_disk > self.disk_limit_bytes:
+                    self.over_disk = True
+                    _kill(pids)
+                    return
             self._stop.wait(self._interval)
 
-    def _held_bytes(self, pids: list[int]) -> int:
-        """What ``held`` counts; over the total when it fails (a run that cannot be counted is not let run)."""
-        if self._held is None:
-            return 0
+    @staticmethod
+    def _counted(count: Callable[[list[int]], int], pids: list[int], limit: int, what: str) -> int:
+        """What ``count`` counts; over ``limit`` when it fails (a run that cannot be counted is not let run)."""
         try:
-            return self._held(pids)
+            return count(pids)
         except Exception:
-            log.exception("sandbox watchdog: counting the run's files on memory failed; the run is stopped")
-            return self.limit_bytes + 1
+            log.exception("sandbox watchdog: counting the run's %s failed; the run is stopped", what)
+            return limit + 1
+
+
+def _kill(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
 class TmpfsInNamespace:

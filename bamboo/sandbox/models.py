@@ -24,10 +24,21 @@ class SandboxLimits(BaseModel):
     max_file_bytes: int = Field(default=16 * 1024 * 1024, ge=0, description="RLIMIT_FSIZE")
     max_open_files: int = Field(default=64, ge=8, description="RLIMIT_NOFILE")
     tmpfs_bytes: int = Field(default=64 * 1024 * 1024, ge=1024 * 1024, description="size of /tmp and the work dir (bwrap)")
+    run_disk_bytes: int | None = Field(
+        default=None, ge=1024 * 1024,
+        description="bytes a degraded run may hold in files at once, wherever it can write them (its work dir, /tmp, "
+                    "/var/tmp, /dev/shm...; the watchdog counts them and kills the run past it); None = twice "
+                    "tmpfs_bytes, what a bwrap run can write (its /tmp and its work dir, tmpfs_bytes each)")
 
     @property
     def run_total_bytes(self) -> int:
         return self.run_memory_bytes if self.run_memory_bytes is not None else self.memory_bytes
+
+    @property
+    def disk_total_bytes(self) -> int:
+        """The degraded run's disk cap: as much as a bwrap run may write unless set. RLIMIT_FSIZE bounds one file only,
+        and a run that looped over 15 MiB files took 6 GiB of the host's disk in 22 ms."""
+        return self.run_disk_bytes if self.run_disk_bytes is not None else 2 * self.tmpfs_bytes
 
     def child_view(self) -> dict[str, int]:
         return {

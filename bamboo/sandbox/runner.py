@@ -3,10 +3,11 @@
 A child is started (cold, or ahead of time in the warm pool) under a uid of its own (root worker),
 sends ``ready``, and waits for the ``start`` frame. From that moment the run's wall-clock deadline
 counts and its memory total is guarded (a cgroup leaf, else the RSS watchdog, which also counts the
-run's files on memory). The runner serves
+run's files on memory); in degraded mode the watchdog also holds what its uid keeps in files, on any of the
+host's filesystems, to the run's disk cap. The runner serves
 ``call`` frames through the run's ``ToolBridge``, captures stdout/stderr with a cap, and ends the run
-on the ``done`` frame, the deadline, the output cap, the memory total, a spent call budget, a broken
-or forged frame, or cancellation — always by killing the child's whole process group (with bwrap, its
+on the ``done`` frame, the deadline, the output cap, the memory total, the disk cap, a spent call budget, a
+broken or forged frame, or cancellation — always by killing the child's whole process group (with bwrap, its
 pid namespace; in degraded mode, every process of the run's uid, and then every file that uid left in
 a world-writable place or in the temp directory its work dir was made in). Each child serves exactly one run.
 
@@ -37,7 +38,7 @@ from typing import Any, Literal, TypeGuard, TypeVar
 from bamboo.sandbox.bridge import ToolBridge
 from bamboo.sandbox.errors import SandboxUnavailable
 from bamboo.sandbox.isolation import SANDBOX_WORKDIR, LaunchPlan, plan_launch
-from bamboo.sandbox.leftovers import OwnedMemoryFiles, remove_owned, sweep_roots, world_writable_dirs
+from bamboo.sandbox.leftovers import OwnedFiles, OwnedMemoryFiles, remove_owned, sweep_roots
 from bamboo.sandbox.memory import CgroupLeaf, CgroupParent, RssWatchdog, RunProcesses, TmpfsInNamespace, guard_kind
 from bamboo.sandbox.contract import Isolation, MemoryGuardKind
 from bamboo.sandbox.models import OutputLimits, SandboxLimits
@@ -63,8 +64,8 @@ DEFAULT_PYTHON = "/usr/bin/python3"
 DEGRADED_UMASK = 0o077
 
 
-Ending = Literal["done", "exited", "timeout", "output_limit", "memory_limit", "call_limit", "protocol_error",
-                 "audit_failed"]
+Ending = Literal["done", "exited", "timeout", "output_limit", "memory_limit", "disk_limit", "call_limit",
+                 "protocol_error", "audit_failed"]
 __all__ = ["ChildOutcome", "SandboxRunner", "SandboxUnavailable"]
 
 T = TypeVar("T")
@@ -412,11 +413,12 @@ class SandboxRunner:
         tasks: list[asyncio.Task[Any]] = []
         watchdog: RssWatchdog | None = None
         try:
-            if child.leaf is None:
+            held, disk = await asyncio.to_thread(self._counters, child)
+            if child.leaf is None or disk is not None:
                 watchdog = RssWatchdog(
-                    limit_bytes=self.limits.run_total_bytes,
+                    limit_bytes=self.limits.run_total_bytes if child.leaf is None else None,
                     members=RunProcesses(root_pid=child.proc.pid, uid=child.lease.uid if child.lease else None),
-                    held=await asyncio.to_thread(self._held_counter, child),
+                    held=held, disk=disk, disk_limit_bytes=self.limits.disk_total_bytes,
                 )
                 watchdog.start()
             deadline = time.monotonic() + timeout_s
@@ -479,7 +481,7 @@ class SandboxRunner:
                 watchdog.stop()
             bridge.close("the run has ended")
             try:
-                out_of_memory = await _to_the_end(self._end_run(child, tasks, watchdog))
+                guard_stop = await _to_the_end(self._end_run(child, tasks, watchdog))
             finally:
                 # Every frame read has its row before the run reports: those cut off by the end of the run too.
                 await _to_the_end(bridge.settle())
@@ -487,8 +489,8 @@ class SandboxRunner:
                 self._schedule_refill()
         if ending == "exited" and done:  # the done frame's row was still being written when the child exited
             ending = "done"
-        if out_of_memory and ending not in ("timeout", "output_limit"):
-            ending = "memory_limit"
+        if guard_stop is not None and ending not in ("timeout", "output_limit"):
+            ending = guard_stop
         if bridge.audit_failed:  # fail closed: whatever the script did, its result is not taken
             ending = "audit_failed"
             stop["detail"] = "an audit write failed"
@@ -507,14 +509,16 @@ class SandboxRunner:
         )
 
     @staticmethod
-    def _held_counter(child: _Child) -> Callable[[list[int]], int] | None:
-        """What the watchdog adds to the resident size: the run's files on memory (see ``bamboo.sandbox.memory``)."""
+    def _counters(child: _Child) -> tuple[Callable[[list[int]], int] | None, Callable[[list[int]], int] | None]:
+        """What the watchdog counts besides the resident size: the run's files on memory (added to it, see
+        ``bamboo.sandbox.memory``), and in degraded mode its files anywhere (held to the disk cap). Both look where
+        the sweep after the run looks (``sweep_roots``): every place the run's uid can write, its work dir included."""
         if child.isolation == "bwrap":
-            return TmpfsInNamespace(("/tmp", SANDBOX_WORKDIR))
-        if child.lease is not None:
-            extra = (str(child.workdir),) if child.workdir is not None else ()
-            return OwnedMemoryFiles(child.lease.uid, world_writable_dirs(), extra)
-        return None
+            return TmpfsInNamespace(("/tmp", SANDBOX_WORKDIR)), None
+        if child.lease is None:
+            return None, None
+        roots = sweep_roots(os.path.dirname(child.workdir) if child.workdir is not None else tempfile.gettempdir())
+        return OwnedMemoryFiles(child.lease.uid, roots), OwnedFiles(child.lease.uid, roots)
 
     async def _serve(self, child: _Child, bridge: ToolBridge, done: dict[str, Any], stop: dict[str, str]) -> str:
         """Answer call frames until the child says done, the stream ends, or a frame ends the run.
@@ -579,8 +583,9 @@ class SandboxRunner:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
 
-    async def _end_run(self, child: _Child, tasks: list[asyncio.Task[Any]], watchdog: RssWatchdog | None) -> bool:
-        """Kill and dispose of the run's child, collect its streams; True when it ran out of memory."""
+    async def _end_run(self, child: _Child, tasks: list[asyncio.Task[Any]],
+                       watchdog: RssWatchdog | None) -> Literal["memory_limit", "disk_limit"] | None:
+        """Kill and dispose of the run's child, collect its streams; the total a guard stopped it at, if one did."""
         await self._kill(child)
         await self._finish_streams(child, tasks[:2])
         for task in tasks[2:]:
@@ -589,8 +594,9 @@ class SandboxRunner:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         out_of_memory = (watchdog is not None and watchdog.tripped) or (child.leaf is not None and child.leaf.oom_killed())
+        over_disk = watchdog is not None and watchdog.over_disk
         await self._dispose(child)
-        return out_of_memory
+        return "memory_limit" if out_of_memory else "disk_limit" if over_disk else None
 
     async def _finish_streams(self, child: _Child, readers: list[asyncio.Task[Any]]) -> None:
         if not readers:

@@ -25,6 +25,7 @@ from bamboo.output_scrub import scrub_output, scrub_returned
 from bamboo.sandbox.bridge import ToolBridge
 from bamboo.sandbox.errors import SandboxRefused
 from bamboo.sandbox.models import BridgeLimits
+from bamboo.sandbox.leftovers import COUNT_MAX_OWNED, MAX_DEPTH
 from bamboo.sandbox.contract import CallRecord, Phase, SandboxRunResult, StreamCapture
 from bamboo.sandbox.output import CappedStream, preview
 from bamboo.sandbox.protocol import safe_text, value_problem
@@ -217,6 +218,12 @@ class CodeExecutor:
             return "memory_limit", None, (
                 f"the script's processes together used more than {cap // (1024 * 1024)} MiB of memory and were killed "
                 f"({outcome.memory_guard})")
+        if outcome.ending == "disk_limit":
+            return "disk_limit", None, (
+                f"the script's files took more than {self.runner.limits.disk_total_bytes // (1024 * 1024)} MiB of disk "
+                f"in its work dir and the host's shared temp dirs (or more than {COUNT_MAX_OWNED} entries, or "
+                f"directories more than {MAX_DEPTH} deep) and it was killed; write less, or delete each file once it "
+                "is no longer needed")
         if outcome.ending == "call_limit":
             return "call_limit", None, (
                 f"the script sent more than {bridge.limits.max_calls} tool calls (denied ones count too) and was stopped")

@@ -407,10 +407,14 @@ return {{"patched": hex(pc)}}
 
 async def test_a_tree_deeper_than_a_recursive_removal_goes_and_its_uid_is_given_back(degraded):
     """shutil.rmtree recursed once per level: a tree 1,500 deep made it raise RecursionError, so the run's files
-    outlived it (a later run of another uid read them), its uid stayed leased, and every start under it failed."""
+    outlived it (a later run of another uid read them), its uid stayed leased, and every start under it failed.
+
+    The disk cap's count reads MAX_DEPTH levels, so a tree deeper than that stops the run (what it holds below
+    cannot be counted); the run holds it until then, and what it left is removed all the same."""
     code = """
-import os
+import os, time
 top = os.getcwd()
+print("RUN", os.getuid(), top, flush=True)
 for where in (top, "/tmp"):
     os.chdir(where)
     name = "deep-%d" % os.getuid()
@@ -420,11 +424,13 @@ for where in (top, "/tmp"):
         os.mkdir("d")
         os.chdir("d")
     open("payload", "w").write("left by uid %d" % os.getuid())
+time.sleep(5)  # holding the trees: the guard's count looks many times meanwhile
 return {"uid": os.getuid(), "top": top}
 """
     res = await degraded.run(code)
-    assert res.status == "ok", res.error
-    uid, top = res.return_value["uid"], res.return_value["top"]
+    assert res.status == "disk_limit" and "MiB of disk" in (res.error or ""), (res.status, res.error)
+    _, printed_uid, top = next(line for line in res.stdout.preview.splitlines() if line.startswith("RUN ")).split(" ", 2)
+    uid = int(printed_uid)
     assert not os.path.exists(top) and not os.path.exists(f"/tmp/deep-{uid}")
     with open(f"/run/bamboo-sandbox-uids/{uid}", "rb") as lock:  # the uid was given back: its lock is free
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
