@@ -1,0 +1,65 @@
+"""Patterns that read untrusted text read it in time linear in its length.
+
+A JWT pattern starting at every "-" of a long run, and a line-break pattern starting at every blank of a long run
+of spaces, each scanned the rest of the run from every start: "eyJ-" repeated over a 512 KiB tool result held the
+worker's loop for 144 s (``re`` keeps the GIL, so the thread it ran in did not help), and 16,000 spaces in a
+request took 4 s on each render of the approvals page. Measured as a ratio of two sizes in one run (best of
+three each), so a loaded machine slows both alike: eight times the input costs about eight times the time when
+linear, sixty-four when quadratic."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bamboo.analysis.diagnosis import one_line as one_line_reason
+from bamboo.frontends.review import one_line
+from policy.scrub import _RULES, scrub_text
+
+GROWTH = 8
+LINEAR_ENOUGH = 24  # between linear (8) and quadratic (64)
+
+
+def _growth(work: Callable[[int], object], size: int) -> float:
+    def best(n: int) -> float:
+        times = []
+        for _ in range(3):
+            started = time.perf_counter()
+            work(n)
+            times.append(time.perf_counter() - started)
+        return min(times)
+
+    return best(size * GROWTH) / max(best(size), 1e-6)
+
+
+def test_scrubbing_runs_of_jwt_starts_is_linear():
+    assert _growth(lambda n: scrub_text("eyJ-" * (n // 4)), 8192) < LINEAR_ENOUGH
+
+
+def test_collapsing_a_long_run_of_blanks_is_linear():
+    assert _growth(lambda n: one_line("a" + " " * n + "b"), 4096) < LINEAR_ENOUGH
+    assert _growth(lambda n: one_line_reason("a" + " " * n + "b"), 4096) < LINEAR_ENOUGH
+
+
+# The single patterns they replace, as the reference for what is found.
+_OLD_JWT = re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")
+_OLD_BREAKS = re.compile(r"\s*[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]+\s*")
+_PIECES = st.sampled_from(["eyJ", "eyJhbGci", "-", "_", ".", "a", "Z", "9", "é", " ", "e", "J"])
+_BLANK_PIECES = st.sampled_from(["a", " ", "\t", "\n", "\r", "\x1c", "\x1f", "\x85", "\u2028", "\xa0", "\v", "\u3000"])
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(_PIECES, max_size=40).map("".join))
+def test_the_jwt_rule_finds_what_the_single_pattern_found(text):
+    [jwt] = [rule for rule in _RULES if rule.kind == "jwt"]
+    assert list(jwt.spans(text)) == [m.span() for m in _OLD_JWT.finditer(text)]
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(_BLANK_PIECES, max_size=30).map("".join))
+def test_one_line_collapses_what_the_single_pattern_collapsed(text):
+    assert one_line(text) == _OLD_BREAKS.sub(" ⏎ ", text.strip())
