@@ -4,7 +4,7 @@ A JWT pattern starting at every "-" of a long run, and a line-break pattern star
 of spaces, each scanned the rest of the run from every start: "eyJ-" repeated over a 512 KiB tool result held the
 worker's loop for 144 s (``re`` keeps the GIL, so the thread it ran in did not help), and 16,000 spaces in a
 request took 4 s on each render of the approvals page. Measured as a ratio of two sizes in one run (best of
-three each), so a loaded machine slows both alike: eight times the input costs about eight times the time when
+five each), so a loaded machine slows both alike: eight times the input costs about eight times the time when
 linear, sixty-four when quadratic."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ LINEAR_ENOUGH = 24  # between linear (8) and quadratic (64)
 def _growth(work: Callable[[int], object], size: int) -> float:
     def best(n: int) -> float:
         times = []
-        for _ in range(3):
+        for _ in range(5):
             started = time.perf_counter()
             work(n)
             times.append(time.perf_counter() - started)
