@@ -3,9 +3,10 @@
 An executor runs commands with infrastructure credentials the agent never holds, so it must not trust the
 request it is handed. The agent side signs a short-lived Ed25519 envelope naming the run and tool call, the
 environment and channel it is meant for, the executable, the digest of the exact argv, the target set, the
-phase it was produced in, an expiry, a nonce and the key id; a production write also carries the signed
-operator decision that approved it. The executor verifies the signature against its own configured keys
-and asserts every claim against its fixed environment and channel and the request before anything runs.
+rule with its credential family and declared secrets, the phase it was produced in, an expiry, a nonce and
+the key id; a production write also carries the signed operator decision that approved it. The executor
+verifies the signature against its own configured keys and asserts every claim against its fixed environment
+and channel and the request before anything runs.
 
 Every configured key names whose it is and what kind (``VerificationKey``), because the claims a key may make
 differ. The agent's key signs for generated code in a session whose requester the worker knows, so it may
@@ -55,7 +56,9 @@ class VerificationKey(IdentityKey):
 
 class EnvelopeClaims(BaseModel):
     """Everything the signature covers. ``argv_digest`` is ``policy.commands.argv_digest`` of the normalised
-    argv the executor will run; ``targets`` is the canonical target set the policy extracted from it."""
+    argv the executor will run; ``targets`` is the canonical target set the policy extracted from it; ``rule``,
+    ``credential`` and ``secrets`` are the winning rule, its credential family and the sorted names declared
+    with ``{{secret:NAME}}``, which the normalised argv does not carry (a declaration is taken out of it)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -72,6 +75,12 @@ class EnvelopeClaims(BaseModel):
     executable: str = Field(min_length=1, max_length=4096)
     argv_digest: str = Field(pattern=DIGEST_PATTERN)
     targets: tuple[str, ...] = ()
+    # The argv's digest alone left these open: `{{secret:NAME}}` is removed before the digest is taken, so adding
+    # one to the unsigned request argv picked another rule of the tool, with another credential family, under
+    # an envelope signed for the first.
+    rule: str = Field(min_length=1, max_length=200)
+    credential: str | None = Field(default=None, max_length=200)
+    secrets: tuple[str, ...] = ()
     requester: Identity
     expires_at: datetime
     nonce: str = Field(pattern=NONCE_PATTERN)
@@ -84,7 +93,7 @@ class EnvelopeClaims(BaseModel):
     def _aware_whole_seconds(cls, value: datetime) -> datetime:
         return utc_expiry(value).replace(microsecond=0)
 
-    @field_validator("targets")
+    @field_validator("targets", "secrets")
     @classmethod
     def _sorted_unique(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(sorted(set(value)))
@@ -119,6 +128,8 @@ class EnvelopeRefusal(str, Enum):
     ARGV_MISMATCH = "argv_mismatch"
     EXECUTABLE_MISMATCH = "executable_mismatch"
     TARGET_MISMATCH = "target_mismatch"
+    RULE_MISMATCH = "rule_mismatch"
+    CREDENTIAL_MISMATCH = "credential_mismatch"
     REPLAYED = "replayed"
 
 
@@ -220,8 +231,11 @@ def verify_envelope(
 
 def verify_request(
     claims: EnvelopeClaims, *, tool: str, executable: str, argv_digest: str, targets: list[str] | tuple[str, ...],
+    rule: str, credential: str | None, secrets: list[str] | tuple[str, ...],
 ) -> EnvelopeVerdict:
-    """The command claims against what the executor itself derived from the request it will run."""
+    """The command claims against what the executor itself derived from the request it will run: the tool, the
+    argv's digest, the executable, the targets, and the rule that matched with its credential family and the
+    secrets the request declared."""
     if claims.tool != tool:
         return EnvelopeVerdict.refuse(
             EnvelopeRefusal.TOOL_MISMATCH, f"the envelope approves tool {claims.tool!r}, the request asks for {tool!r}")
@@ -237,17 +251,29 @@ def verify_request(
         return EnvelopeVerdict.refuse(
             EnvelopeRefusal.TARGET_MISMATCH,
             f"the envelope names targets {list(claims.targets)}, the command acts on {sorted(set(targets))}")
+    if claims.rule != rule:
+        return EnvelopeVerdict.refuse(
+            EnvelopeRefusal.RULE_MISMATCH,
+            f"the envelope approves rule {claims.rule!r}, the request matches rule {rule!r}; sign the exact command "
+            "with its {{secret:NAME}} declarations")
+    if claims.credential != credential or claims.secrets != tuple(sorted(set(secrets))):
+        return EnvelopeVerdict.refuse(
+            EnvelopeRefusal.CREDENTIAL_MISMATCH,
+            f"the envelope names credential {claims.credential!r} with secrets {list(claims.secrets)}, the request "
+            f"runs with {credential!r} and {sorted(set(secrets))}; sign the exact command")
     return EnvelopeVerdict(ok=True)
 
 
 def command_review_hash(claims: EnvelopeClaims) -> str:
     """What an operator's decision on a command names as its ``code_hash``: a SHA-256 over the environment,
-    channel, tool, executable, argv digest, targets and requester, so a signed approval covers exactly one
-    normalised command line in one environment asked for by one person, and cannot be carried over to another
-    (without the requester, anyone holding a trusted key attached an approval of someone else's command, copied
-    from the workflow's input, to an envelope of their own: the write ran as theirs)."""
+    channel, tool, executable, argv digest, targets, rule, credential family, declared secrets and requester, so
+    a signed approval covers exactly one normalised command line under one rule and credential in one environment
+    asked for by one person, and cannot be carried over to another (without the requester, anyone holding a
+    trusted key attached an approval of someone else's command, copied from the workflow's input, to an envelope
+    of their own: the write ran as theirs)."""
     subject = {"environment": claims.environment, "channel": claims.channel, "tool": claims.tool,
                "executable": claims.executable, "argv_digest": claims.argv_digest, "targets": list(claims.targets),
+               "rule": claims.rule, "credential": claims.credential, "secrets": list(claims.secrets),
                "requester": claims.requester}
     canonical = json.dumps(subject, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(canonical.encode("ascii")).hexdigest()

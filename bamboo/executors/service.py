@@ -7,7 +7,8 @@ Order matters, and each step refuses with an ``ExecRefusal`` whose type names it
    ``operator``), freshness, environment and channel (``envelope.<reason>``), then its nonces are recorded so
    the same envelope or approval is never accepted twice (``envelope.replayed``);
 2. the command policy evaluates the argv (``policy.denied``), and the envelope's tool, executable, argv
-   digest and targets are compared with what the executor itself derived (``envelope.<reason>``);
+   digest, targets, rule, credential family and declared secrets are compared with what the executor itself
+   derived (``envelope.<reason>``);
 3. a state-changing command in an automatic phase is refused (``phase.automatic_write``);
 4. in a gated environment (production), the seven write gates (``gate.<name>``), the dry run, and the
    atomic spending of the grant's capacity; grants and approvers count only when an administrator whose key
@@ -95,7 +96,8 @@ class CommandExecutor:
                 await self._refuse(request, f"{contract.ExecRefusalType.GATE}.{Gate.WRITE_RULE.value}", refusal.message)
             await self._refuse(request, contract.ExecRefusalType.POLICY, f"command refused: {denied.reason}")
         checked = verify_request(claims, tool=match.tool, executable=match.executable,
-                                 argv_digest=argv_digest(match.argv), targets=match.targets)
+                                 argv_digest=argv_digest(match.argv), targets=match.targets, rule=match.rule,
+                                 credential=match.credential, secrets=match.secrets)
         if not checked.ok:
             assert checked.refusal is not None  # a failed check names its refusal
             await self._refuse(request, f"{contract.ExecRefusalType.ENVELOPE}.{checked.refusal.value}",

@@ -45,7 +45,8 @@ def claims_of(match: CommandMatch, *, run_id: str, tool_call_id: str, deployment
     return EnvelopeClaims(run_id=run_id, tool_call_id=tool_call_id, deployment=deployment, environment=environment,
                           channel=channel,
                           phase=phase, tool=match.tool, executable=match.executable,
-                          argv_digest=argv_digest(match.argv), targets=tuple(match.targets), requester=requester,
+                          argv_digest=argv_digest(match.argv), targets=tuple(match.targets), rule=match.rule,
+                          credential=match.credential, secrets=tuple(match.secrets), requester=requester,
                           expires_at=expires, nonce=secrets.token_hex(16), key_id=key.key_id)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from bamboo.executors.contract import executor_queue
-from tests.executors.conftest import TASK, kill_target
+from tests.executors.conftest import SOURCE_ENV, TASK, kill_target
 from tests.panda.incidents import MEMORY_TASK
 
 
@@ -182,3 +182,26 @@ async def test_an_envelope_for_one_tool_does_not_run_another(harness):
     async with h.executor(h.config("prod", "ro")):
         err = await h.refusal("prod", "ro", "config_git", git_log, envelope)
     assert err.type == "envelope.tool_mismatch"
+
+
+async def test_a_secret_declaration_added_to_the_request_cannot_pick_another_rule(harness):
+    """`{{secret:NAME}}` is outside the argv's digest: added to the unsigned request argv, it made the executor
+    match another rule of the tool, with the credential family this executor holds, under an envelope signed for
+    a rule without one. The envelope names its rule, family and secrets; the executor compares them."""
+    from bamboo.commands.credentials import CredentialFamily
+
+    h = harness
+    power = next(r for r in h.policy.rules if r.name == "panda_get_status").model_copy(
+        update={"name": "panda_get_status_power", "credential": "panda_power"})
+    policy = h.policy.model_copy(update={"rules": [*h.policy.rules, power],
+                                         "credentials": {**h.policy.credentials, "panda_power": ["PANDA_POWER_TOKEN"]}})
+    family = CredentialFamily(name="panda_power", env={"PANDA_POWER_TOKEN": "EXEC_PANDA_POWER"})
+    config = h.config("staging", "ro", policy=policy, credentials={"panda_power": family}, held_credential="panda_power")
+    argv = h.status_argv()
+    claims = h.claims("staging", "ro", argv, policy=policy)
+    relayed = [argv[0], "{{secret:PANDA_POWER_TOKEN}}", *argv[1:]]
+    async with h.executor(config, source={**SOURCE_ENV, "EXEC_PANDA_POWER": "panda-power-value"}):
+        err = await h.refusal("staging", "ro", "panda_curl", relayed, h.sign(claims))
+    assert err.type == "envelope.rule_mismatch", err
+    assert "panda_get_status_power" in str(err)
+    assert claims.rule == "panda_get_status" and claims.credential is None

@@ -49,7 +49,7 @@ def _verdict(keys, signer_name: str, *, phase: str, requester: str):
     key = keys[signer_name]
     claims = EnvelopeClaims(run_id="run-1", tool_call_id="call-1", deployment="default", environment="prod", channel="rw", phase=phase,
                             tool="panda_curl", executable="/usr/bin/curl", argv_digest="a" * 64,
-                            targets=("panda:task:1",), requester=requester, expires_at=NOW + timedelta(seconds=60),
+                            targets=("panda:task:1",), rule="panda_task_kill", requester=requester, expires_at=NOW + timedelta(seconds=60),
                             nonce="0" * 32, key_id=key.key_id)
     return verify_envelope(signer.sign(claims, key), keys=parsed, deployment="default", environment="prod", channel="rw",
                            now=NOW)

@@ -295,6 +295,7 @@ async def test_gate_6_an_approval_of_reviewed_code_is_not_an_approval_of_a_comma
     claims = h.claims("prod", "rw", h.kill_argv())
     subject = {"environment": claims.environment, "channel": claims.channel, "tool": claims.tool,
                "executable": claims.executable, "argv_digest": claims.argv_digest, "targets": list(claims.targets),
+               "rule": claims.rule, "credential": claims.credential, "secrets": list(claims.secrets),
                "requester": claims.requester}
     code = json.dumps(subject, sort_keys=True, separators=(",", ":"))
     assert code_hash(code) == command_review_hash(claims)
