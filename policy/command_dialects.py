@@ -56,7 +56,10 @@ for _why, _spellings in {
         "-x", "--proxy", "--preproxy", "-U", "--proxy-user", "--socks4", "--socks4a", "--socks5",
         "--socks5-hostname", "--resolve", "--connect-to", "--dns-servers", "--doh-url", "--interface",
         "--unix-socket", "--abstract-unix-socket", "-L", "--location", "--location-trusted", "--haproxy-protocol",
-        "--noproxy", "-p", "--proxytunnel"),
+        "--noproxy", "-p", "--proxytunnel",
+        # the request line names another target than the URL (an absolute form reaches any path on the host);
+        # --path-as-is keeps the '.' and '..' segments curl would otherwise resolve before url_paths saw them
+        "--request-target", "--path-as-is"),
     "starts a second request with fresh options": ("-:", "--next"),
     "disables transport security": ("-k", "--insecure", "--proxy-insecure", "--doh-insecure"),
 }.items():
@@ -128,6 +131,26 @@ CURL_URL_OPTIONS = frozenset({"--url"})
 CURL_BODY_OPTIONS = frozenset({"--data", "--data-raw", "--data-ascii", "--data-binary", "--data-urlencode",
                                "--json"})
 
+# curl options that add to the URL's query string (curl 7.87+), with --data-urlencode's syntax.
+CURL_QUERY_OPTIONS = frozenset({"--url-query"})
+
+# The value kinds a rule may declare for curl's body, query and URL options. curl reads a file for a leading '@'
+# of --data, --data-ascii, --data-binary and --json, and for 'name@file' anywhere in --data-urlencode and
+# --url-query (the first '=' or, without one, the first '@' splits name from content): as `text`, which refuses
+# only a leading '@', `--url-query x@/proc/self/environ` sent a local file to the allow-listed host.
+CURL_VALUE_KINDS: dict[str, tuple[str, ...]] = {
+    "--data": ("form", "json"), "--data-ascii": ("form", "json"), "--data-binary": ("form", "json"),
+    "--data-raw": ("form", "json"), "--data-urlencode": ("form",), "--url-query": ("form",), "--json": ("json",),
+    "--url": ("url",),
+}
+
+# Whatever their declared kind, the values of these options may hold no '@' at all (checked at evaluation).
+CURL_NO_AT_OPTIONS = CURL_BODY_OPTIONS | CURL_QUERY_OPTIONS
+
+# In a --write-out format, '%output{name}' (curl 8.3+) sends the rest of the output to a file: refused in every
+# curl value, whatever the executor's curl version (the option table above is 7.88's and is not checked against it).
+CURL_WRITE_OUT_FILE = "%output{"
+
 # The long option each short spelling is to curl, for the options that decide the HTTP method. A rule may emit
 # an option by either spelling (``OptionSpec.name``); the method is judged by what curl does with it, so a read
 # rule that names ``--data`` as ``-d`` or ``--request`` as ``-X`` still reads as the POST it sends.
@@ -166,11 +189,25 @@ GIT_LEADING = ("--no-pager", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmon
                "-c", "protocol.ext.allow=never", "-c", "protocol.fd.allow=never", "-c", "core.sshCommand=false",
                "-c", "gpg.program=false")
 
-# The git environment: no system or global configuration, no prompts.
-GIT_ENVIRONMENT = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_TERMINAL_PROMPT": "0"}
+# The git environment: no system or global configuration, no prompts, and no optional locks: without
+# GIT_OPTIONAL_LOCKS=0 a `git status` refreshes the stat data and rewrites .git/index (taking index.lock), so a
+# read wrote the repository and could make a concurrent write fail.
+GIT_ENVIRONMENT = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_TERMINAL_PROMPT": "0",
+                   "GIT_OPTIONAL_LOCKS": "0"}
 
 # git options whose values are paths and must therefore be declared as root-bounded paths.
 GIT_PATH_OPTIONS = frozenset({"-C", "--git-dir", "--work-tree"})
+
+# The dialect a program's basename calls for: a tool running curl or git always gets its dialect's bans and
+# fixed hardening (without a dialect, `executable = "curl"` loaded as generic and took file:// and gopher://).
+DIALECT_PROGRAMS = {"curl": "curl", "git": "git"}
+
+# PanDA's legacy API, /server/panda/<method>: the server still routes seven methods there (its allowed_methods,
+# bamboo/panda/simulator/legacy.py) and every one of them writes, taking its parameters from the query string of
+# a GET or HEAD. A path under it is never a read, whatever a rule says. The names are the load-time probes.
+PANDA_LEGACY_SEGMENTS = ("server", "panda")
+PANDA_LEGACY_METHODS = ("relay_idds_command", "execute_idds_workflow_command", "putEventPickingRequest",
+                        "put_checkpoint", "delete_checkpoint", "put_file_recovery_request", "put_workflow_request")
 
 
 # Variables that make a dynamic loader, a shell or an interpreter run code of their choosing: never in a tool's

@@ -21,8 +21,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from policy.command_dialects import (
-    COMMAND_BUILDERS, CURL_URL_OPTIONS, GIT_PATH_OPTIONS, RUNTIME_VARIABLES, denied_environment, denied_option,
-    is_model_provider_variable,
+    COMMAND_BUILDERS, CURL_LONG_NAMES, CURL_VALUE_KINDS, DIALECT_PROGRAMS, GIT_PATH_OPTIONS, PANDA_LEGACY_METHODS,
+    PANDA_LEGACY_SEGMENTS, RUNTIME_VARIABLES, denied_environment, denied_option, is_model_provider_variable,
 )
 from policy.scrub import find_secrets
 
@@ -141,7 +141,8 @@ class CommandTool(_Strict):
     executable: str = Field(description="absolute path, resolved once when the configuration loads")
     description: str = ""
     root: str | None = Field(default=None, description="the only directory path arguments may resolve into")
-    dialect: Dialect = Field(default="generic", description="built-in hardening for curl or git")
+    dialect: Dialect = Field(default="generic", description="built-in hardening for curl or git; when not given, "
+                                                            "taken from the executable's name (curl, git)")
     leading_args: list[str] = Field(
         default_factory=list, description="fixed arguments placed right after the executable, before the request's")
     environment: dict[str, str] = Field(
@@ -171,6 +172,15 @@ class CommandTool(_Strict):
             if not _ENV_NAME.fullmatch(name):
                 raise ValueError(f"environment name {name!r} is not a variable name")
         return value
+
+    @model_validator(mode="after")
+    def _dialect_of_the_program(self) -> CommandTool:
+        """Without a ``dialect``, the executable's name decides it: curl and git are never generic."""
+        if "dialect" not in self.model_fields_set:
+            program = program_dialect(self.executable)
+            if program is not None:
+                object.__setattr__(self, "dialect", program)
+        return self
 
 
 class CommandRule(_Strict):
@@ -300,11 +310,31 @@ class CommandDenied(Exception):
         self.reason = reason
 
 
+def program_dialect(executable: str) -> Dialect | None:
+    """The dialect a program's basename calls for (``/usr/bin/curl`` -> curl), or None for any other program."""
+    found = DIALECT_PROGRAMS.get(executable.rsplit("/", 1)[-1])
+    return "curl" if found == "curl" else "git" if found == "git" else None
+
+
+def dialect_problem(executable: str, dialect: str, program: Dialect | None = None) -> str | None:
+    """Why ``dialect`` is wrong for ``executable`` (whose program is ``program``, by default the one its name
+    says): curl runs only as dialect curl, git only as git."""
+    program = program or program_dialect(executable)
+    if program is not None and dialect != program:
+        return (f"executable {executable} is {program}, which runs only with its dialect's bans and fixed hardening; "
+                f'write dialect = "{program}" or leave dialect out')
+    return None
+
+
 def tool_problem(tool: CommandTool) -> str | None:
-    """Why a tool declaration is unsafe, or None: a shell or command builder is never a command tool."""
+    """Why a tool declaration is unsafe, or None: a shell or command builder is never a command tool, and curl or
+    git never runs without its dialect."""
     base = tool.executable.rsplit("/", 1)[-1]
     if base in COMMAND_BUILDERS:
         return f"{base} is a shell or command builder and cannot be a command tool"
+    mismatch = dialect_problem(tool.executable, tool.dialect)
+    if mismatch:
+        return mismatch
     for arg in tool.leading_args:
         why = denied_option(tool.dialect, arg.split("=", 1)[0])
         if why:
@@ -321,8 +351,24 @@ def tool_problem(tool: CommandTool) -> str | None:
     return None
 
 
+# URL paths a read rule's url_paths may not match: PanDA's legacy methods (every one writes on a GET) and a few
+# names of other shapes, so a pattern such as '/server/panda/get[A-Za-z]+' is caught too. Evaluation refuses
+# every /server/panda/ path for a read whatever the patterns say; this is the early, load-time error.
+_LEGACY_PROBES = tuple("/" + "/".join(PANDA_LEGACY_SEGMENTS) + suffix for suffix in (
+    "", "/", *(f"/{m}" for m in PANDA_LEGACY_METHODS), "/getJobStatus", "/getTaskStatus", "/get_status",
+    "/getStatus", "/killTask", "/x", "/X", "/0", "/a-b.c_d"))
+
+
+def legacy_path_pattern(url_paths: list[str]) -> str | None:
+    """The first of ``url_paths`` that matches a path of PanDA's legacy API, or None."""
+    return next((p for p in url_paths if any(re.fullmatch(p, probe) for probe in _LEGACY_PROBES)), None)
+
+
 def rule_problem(tool: CommandTool, rule: CommandRule) -> str | None:
     """Why a rule cannot be loaded for its tool, or None (never-allowed flags, unbounded paths, loose URLs)."""
+    if tool.dialect == "git" and not rule.subcommand:
+        return ('a git rule names its sub-command (subcommand = ["log"]); without one, its first positional could '
+                "be any sub-command, those that run programs included")
     for option in [*rule.global_options, *rule.options]:
         for spelling in option.spellings:
             why = denied_option(tool.dialect, spelling, tuple(rule.subcommand))
@@ -330,8 +376,12 @@ def rule_problem(tool: CommandTool, rule: CommandRule) -> str | None:
                 return f"option {spelling} {why} and is never allowed for {tool.dialect}"
         if option.value == "path" and tool.root is None:
             return f"option {option.name} takes a path but tool {tool.name} declares no root"
-        if tool.dialect == "curl" and option.name in CURL_URL_OPTIONS and option.value != "url":
-            return f"option {option.name} must be declared with value kind url"
+        if tool.dialect == "curl":
+            for spelling in option.spellings:
+                allowed = CURL_VALUE_KINDS.get(CURL_LONG_NAMES.get(spelling, spelling))
+                if allowed is not None and option.value not in allowed:
+                    why = "" if allowed == ("url",) else " (curl reads a local file named after '@' in its value)"
+                    return f"option {option.name} must be declared with value kind {' or '.join(allowed)}{why}"
         if tool.dialect == "git" and set(option.spellings) & GIT_PATH_OPTIONS and option.value != "path":
             return f"option {option.name} must be declared with value kind path"
     for positional in rule.positionals:
@@ -342,4 +392,8 @@ def rule_problem(tool: CommandTool, rule: CommandRule) -> str | None:
     kinds = [o.value for o in [*rule.global_options, *rule.options]] + [p.value for p in rule.positionals]
     if "url" in kinds and not rule.allowed_hosts:
         return "URL arguments need allowed_hosts"
+    legacy = legacy_path_pattern(rule.url_paths) if rule.access == "read" else None
+    if legacy is not None:
+        return (f"url_paths pattern {legacy!r} matches PanDA's legacy /server/panda/<method> paths, whose methods "
+                "write on a GET; a read rule never covers them: narrow the pattern (e.g. '/api/v1/task/[a-z_]+')")
     return None

@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable
 from urllib.parse import unquote
 
+from policy.command_dialects import PANDA_LEGACY_SEGMENTS
 from policy.command_models import CommandDenied, ValueKind
 
 _INTEGER = re.compile(r"[0-9]{1,18}")
@@ -47,7 +48,7 @@ def check_text(what: str, value: str, pattern: str | None) -> str:
     for marker in _SUBSTITUTION:
         if marker in value:
             raise CommandDenied(f"{what} {value!r} contains command substitution {marker!r}; remove it")
-    if value.startswith(("/", "~")) or "../" in value or value == "..":
+    if value.startswith(("/", "~")) or ".." in value.split("/"):  # a '..' segment anywhere: 'x/..', './/..'
         raise CommandDenied(f"{what} {value!r} looks like a path; declare it as a root-bounded path")
     if pattern is not None and not re.fullmatch(pattern, value):
         raise CommandDenied(f"{what} {value!r} does not match the allowed pattern {pattern!r}")
@@ -176,6 +177,22 @@ def _moved_path(path: str) -> str:
             return ""
         seen = decoded
     return "it is percent-encoded too many times over"
+
+
+def is_panda_legacy_path(path: str) -> bool:
+    """Whether a URL path reaches PanDA's legacy API (``/server/panda/<method>``), whose methods write on a GET.
+
+    Read the way a server could route it: percent-encoding decoded level by level, backslashes as slashes, dot
+    segments resolved, repeated slashes merged (Apache merges them), ``;parameters`` dropped, any letter case."""
+    seen = path
+    for _ in range(8):
+        decoded = unquote(seen)
+        if decoded == seen:
+            break
+        seen = decoded
+    normal = posixpath.normpath("/" + seen.replace("\\", "/").lower())
+    segments = [s.split(";", 1)[0] for s in normal.split("/") if s]
+    return tuple(segments[: len(PANDA_LEGACY_SEGMENTS)]) == PANDA_LEGACY_SEGMENTS
 
 
 def check_path(what: str, value: str, root: str | None, resolve: Resolver | None) -> str:

@@ -31,14 +31,14 @@ from dataclasses import dataclass, field
 from urllib.parse import parse_qsl
 
 from policy.command_dialects import (
-    COMMAND_BUILDERS, CURL_BODY_OPTIONS, CURL_LEADING, CURL_LONG_NAMES, GIT_CONFIG_SECTIONS,
-    GIT_DENIED_SUBCOMMANDS, GIT_ENVIRONMENT, GIT_LEADING, denied_option,
+    COMMAND_BUILDERS, CURL_BODY_OPTIONS, CURL_LEADING, CURL_LONG_NAMES, CURL_NO_AT_OPTIONS, CURL_WRITE_OUT_FILE,
+    GIT_CONFIG_SECTIONS, GIT_DENIED_SUBCOMMANDS, GIT_ENVIRONMENT, GIT_LEADING, denied_option,
 )
 from policy.command_models import (
     Access, CommandDenied, CommandMatch, CommandPolicy, CommandRule, CommandTool, OptionSpec, PositionalSpec,
     TargetSpec, ValueKind,
 )
-from policy.command_values import Resolver, check_value, parse_url
+from policy.command_values import Resolver, check_value, is_panda_legacy_path, parse_url
 
 __all__ = [
     "Access", "CommandDenied", "CommandMatch", "CommandPolicy", "CommandRule", "CommandTool", "OptionSpec",
@@ -193,11 +193,18 @@ class _Parsed:
 def _match(policy: CommandPolicy, tool: CommandTool, rule: CommandRule, args: list[str], secrets: list[str],
            resolve: Resolver | None) -> CommandMatch:
     _check_secrets(policy, rule, secrets)
+    if tool.dialect == "git" and not rule.subcommand:  # load refuses such a rule; one built without validation
+        raise _Mismatch("a git rule must name its sub-command; this one names none", 0)
     parsed = _tokenise(tool, rule, args, resolve)
     if tool.dialect == "curl":
         _check_curl(rule, parsed)
     elif tool.dialect == "git":
         _check_git(parsed)
+    if rule.access == "read":
+        for url in parsed.urls:
+            if is_panda_legacy_path(parse_url(url)[3]):
+                raise _Mismatch(f"URL {url!r} is on PanDA's legacy API (/server/panda/), whose methods write on a "
+                                "GET; it is never a read", 5)
     targets = _targets(rule, parsed)
     if rule.access == "write" and not targets:
         raise _Mismatch("a write must name its target; the request names none this rule can extract", 3)
@@ -402,6 +409,15 @@ def _value(tool: CommandTool, rule: CommandRule, kind: ValueKind, what: str, val
 def _check_curl(rule: CommandRule, parsed: _Parsed) -> None:
     # What curl makes of each option as emitted (its canonical spelling may be the short one).
     names = [CURL_LONG_NAMES.get(spec.name, spec.name) for spec, _ in parsed.options]
+    for name, (_, value) in zip(names, parsed.options):
+        if value is None:
+            continue
+        if name in CURL_NO_AT_OPTIONS and "@" in value:  # whatever the rule declared: '@file', 'name@file'
+            raise CommandDenied(f"curl {name} value {value!r} contains '@', with which curl reads a local file "
+                                "(@file, name@file); pass the content without '@'")
+        if CURL_WRITE_OUT_FILE in value.lower():
+            raise CommandDenied(f"curl {name} value {value!r} contains {CURL_WRITE_OUT_FILE}...}}, with which "
+                                "--write-out writes a file (curl 8.3+); remove it")
     # curl sends the last --request it is given; the first was judged once, and "-X GET -X POST" read as GET
     method = next((v for name, (_, v) in reversed(list(zip(names, parsed.options))) if name == "--request"), None)
     if method is None:

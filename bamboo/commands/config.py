@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bamboo.commands.credentials import SAFE_PATH, CredentialFamily
 from bamboo.settings import Settings
-from policy.command_models import CommandTool, tool_problem
+from policy.command_models import CommandTool, dialect_problem, program_dialect, tool_problem
 from policy.commands import CommandPolicy
 
 TOP_LEVEL = frozenset({"tools", "rules", "credentials"})
@@ -71,6 +71,22 @@ def _resolve_root(file: Path, index: int, value: Any) -> str | None:
     return real
 
 
+def _dialect(file: Path, index: int, tool: dict[str, Any], real: str) -> Any:
+    """The tool's dialect: as declared, else the one its program calls for (curl, git; through a symlink too),
+    else generic. curl or git declared as another dialect (generic included) is a load error."""
+    declared = tool.get("dialect")
+    programs = {d for d in (program_dialect(tool["executable"]), program_dialect(real)) if d is not None}
+    if len(programs) > 1:
+        raise CommandConfigError(f"{file}: tools[{index}].executable: {tool['executable']} resolves to {real}, "
+                                 "another program; name the program itself")
+    if not programs:
+        return "generic" if declared is None else declared
+    program = programs.pop()
+    if declared is not None and declared != program:
+        raise CommandConfigError(f"{file}: tools[{index}].dialect: {dialect_problem(real, str(declared), program)}")
+    return program
+
+
 def load_command_config(path: str | Path) -> CommandConfig:
     """Parse and check the tools file; raises ``CommandConfigError`` with one line on any problem."""
     file = Path(path)
@@ -97,6 +113,7 @@ def load_command_config(path: str | Path) -> CommandConfig:
         problem = tool_problem(CommandTool(name="resolved", executable=real))  # a symlink to a shell is a shell
         if problem:
             raise CommandConfigError(f"{file}: tools[{i}].executable: {problem}")
+        tool["dialect"] = _dialect(file, i, tool, real)
         resolved.append(tool)
     families_raw = raw.get("credentials", {})
     if not isinstance(families_raw, dict):

@@ -4,8 +4,8 @@ The argv comes from ``policy.commands.evaluate`` and runs exactly as matched. Ri
 root-bounded paths are resolved once more on the file system, so a symlink planted after the policy decision
 still cannot carry a path out of the root. The child gets its own process group so a deadline or the output
 cap kills everything it started. What it printed is scrubbed before it is returned: first every credential
-value the child was given, literally (short or low-entropy values have no recognisable shape), then the
-project's token-pattern and high-entropy scrubber.
+value the child was given, literally and percent-encoded (short or low-entropy values have no recognisable
+shape), then the project's token-pattern and high-entropy scrubber.
 """
 
 from __future__ import annotations
@@ -13,11 +13,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import shutil
 import signal
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import quote, quote_plus
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,6 +35,7 @@ CREDENTIAL_REDACTION = "[REDACTED:credential]"
 # own session, unwatched, its outcome never recorded. Where setpriv is missing the command runs without it.
 SETPRIV = shutil.which("setpriv", path="/usr/bin:/bin")
 MIN_LITERAL_SECRET = 4
+_HEX_ESCAPE = re.compile(r"%[0-9A-F]{2}")
 EXIT_GRACE_S = 2.0
 
 
@@ -66,9 +69,21 @@ def confine_paths(match: CommandMatch) -> None:
             raise CommandDenied(f"path {path} resolves through a symlink to {real}, outside the root {match.root}")
 
 
+def literal_forms(value: str) -> set[str]:
+    """A credential value as a child may print it: literally, and percent-encoded as it appears in a URL
+    (curl's ``%{url_effective}`` printed a secret as ``TOKEN%3dvalue``, which no token pattern recognised): every
+    byte but the unreserved ones encoded or '/' kept, '+' for a space, in upper- and lower-case hex."""
+    forms = {value}
+    for encoded in (quote(value, safe=""), quote(value), quote_plus(value, safe="")):
+        forms |= {encoded, _HEX_ESCAPE.sub(lambda m: m.group(0).lower(), encoded)}
+    return forms
+
+
 def scrub_output(text: str, secrets: list[str]) -> tuple[str, int]:
-    """Credential values replaced literally (longest first), then the project's scrubber over the rest."""
+    """Credential values replaced literally, raw and percent-encoded (longest first), then the project's
+    scrubber over the rest."""
     hits = 0
+    secrets = sorted({form for s in secrets for form in literal_forms(s)})
     for value in sorted({s for s in secrets if len(s) >= MIN_LITERAL_SECRET}, key=len, reverse=True):
         count = text.count(value)
         if count:

@@ -184,3 +184,67 @@ def test_a_git_rule_cannot_abbreviate_a_banned_option(tmp_path):
     rule = ('[[rules]]\nname = "r"\ntool = "g"\naccess = "read"\nenvironments = ["staging"]\nchannel = "ro"\n'
             'subcommand = ["ls-remote"]\noptions = [{ name = "--upload-pa", value = "text" }]\n')
     assert "abbreviates --upload-pack" in _load(tmp_path, tool + rule)
+
+
+@pytest.mark.parametrize("option, because", [
+    ('{ name = "--url-query", value = "text" }', "value kind form"),
+    ('{ name = "--data-urlencode", value = "text" }', "value kind form"),
+    ('{ name = "--data-urlencode", value = "json" }', "value kind form"),
+    ('{ name = "-d", aliases = ["--data"], value = "text" }', "value kind form or json"),
+    ('{ name = "--data-binary", value = "text" }', "value kind form or json"),
+    ('{ name = "--json", value = "text" }', "value kind json"),
+])
+def test_a_curl_body_or_query_option_is_a_form_or_json(tmp_path, option, because):
+    """curl reads 'name@file' anywhere in --data-urlencode and --url-query: declared as text (which refuses only
+    a leading '@'), a read rule sent any executor file, /proc/<executor>/environ included, to the allowed host."""
+    message = _load(tmp_path, GOOD_TOOL + GOOD_RULE + f"options = [{option}]\n")
+    assert because in message and "reads a local file" in message, message
+
+
+def test_the_request_target_cannot_be_allowed(tmp_path):
+    for option in ('{ name = "--request-target", value = "text" }', '{ name = "--path-as-is" }'):
+        assert "another endpoint" in _load(tmp_path, GOOD_TOOL + GOOD_RULE + f"options = [{option}]\n")
+
+
+@pytest.mark.parametrize("pattern", ["/server/panda/[A-Za-z_]+", "/server/panda/get[A-Za-z]+", "/server/.*", ".*",
+                                     "/[a-z]+/[a-z]+/[A-Za-z_]+", "/server/panda/put_file_recovery_request"])
+def test_a_read_rule_cannot_cover_pandas_legacy_api(tmp_path, pattern):
+    """Every method PanDA still runs under /server/panda/ writes on a GET (a recovery request, a workflow, a
+    checkpoint): a read rule over them loaded, and its 'read' registered a recovery of any task."""
+    message = _load(tmp_path, GOOD_TOOL + GOOD_RULE + f"url_paths = ['{pattern}']\n")
+    assert "legacy /server/panda/" in message and "never covers them" in message, message
+    write = GOOD_RULE.replace('access = "read"', 'access = "write"').replace('channel = "ro"', 'channel = "rw"')
+    path = tmp_path / "write.toml"
+    path.write_text(GOOD_TOOL + write + 'method = "POST"\n' + f"url_paths = ['{pattern}']\n"
+                    'targets = [{ source = "query", field = "jediTaskID" }]\n')
+    load_command_config(path)  # a write rule may: it needs the write gates
+
+
+@pytest.mark.parametrize("program", ["curl", "git"])
+def test_curl_and_git_always_run_with_their_dialect(tmp_path, program):
+    """`dialect` defaulted to generic: `executable = "curl"` without it lost every curl ban and --disable,
+    --globoff and --proto, and a text positional fetched file:// and wrote raw bytes with gopher://."""
+    tool = f'[[tools]]\nname = "t"\nexecutable = "{program}"\n'
+    path = tmp_path / "tools.toml"
+    path.write_text(tool)
+    assert load_command_config(path).policy.tools[0].dialect == program
+    link = tmp_path / f"my-{program}"  # a symlink named otherwise is still the program
+    link.symlink_to(os.path.realpath(f"/usr/bin/{program}"))
+    path.write_text(tool.replace(f'"{program}"', f'"{link}"'))
+    assert load_command_config(path).policy.tools[0].dialect == program
+    for other in ("generic", "curl" if program == "git" else "git"):
+        message = _load(tmp_path, tool + f'dialect = "{other}"\n')
+        assert "tools[0].dialect" in message and f'write dialect = "{program}"' in message, message
+    rule = ('[[rules]]\nname = "r"\ntool = "t"\naccess = "read"\nenvironments = ["staging"]\nchannel = "ro"\n'
+            'positionals = [{ name = "u", value = "text" }]\n')
+    if program == "curl":  # the PoC's rule: a text positional, which took file:// and gopher://
+        assert "value kind url" in _load(tmp_path, tool + rule)
+
+
+def test_a_git_rule_names_its_sub_command(tmp_path):
+    """Without a sub-command, a git rule's positional could be any sub-command: `git submodule foreach touch`
+    passed although `submodule` is refused wherever it is declared."""
+    tool = '[[tools]]\nname = "g"\nexecutable = "git"\ndialect = "git"\n'
+    rule = ('[[rules]]\nname = "r"\ntool = "g"\naccess = "read"\nenvironments = ["staging"]\nchannel = "ro"\n'
+            "positionals = [{ name = \"word\", value = \"text\", pattern = '[a-z-]+', repeat = true }]\n")
+    assert "names its sub-command" in _load(tmp_path, tool + rule)

@@ -3,6 +3,8 @@ file:// and hosts that are not allow-listed. Each request would do harm if curl 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from policy.commands import CommandPolicy, CommandRule, OptionSpec, PositionalSpec
@@ -221,3 +223,78 @@ def test_a_path_that_moves_once_sent_is_refused(path):
         check_url("url", f"http://127.0.0.1:25080{path}?jediTaskID=1", ["127.0.0.1"], ["/api/v1/task/get_.*"])
     assert check_url("url", "http://127.0.0.1:25080/api/v1/task/get_x/..x/a.b", ["127.0.0.1"],
                      ["/api/v1/task/get_.*"])
+
+
+def _unvalidated(policy, **changes):
+    """The template's read rule changed as a tools file could not load it (built without validation): the fixed
+    checks at evaluation must hold on their own."""
+    rule = CommandRule.model_construct(**{**dict(policy.rules[0]), "name": "unvalidated", **changes})
+    return CommandPolicy.model_construct(tools=policy.tools, rules=[rule], credentials=policy.credentials)
+
+
+@pytest.mark.parametrize("kind", ["text", "form"])
+@pytest.mark.parametrize("argv", [
+    ["--url-query", "x@/proc/self/environ"], ["--url-query", "+x@/etc/passwd"], ["--url-query=x@/etc/passwd"],
+    ["-G", "--data-urlencode", "task_id@/proc/self/environ"], ["-G", "--data-urlencode", "task_id=1@/etc/x"],
+    ["-G", "--data-urlencode=a=b&c@/etc/passwd"], ["-G", "-d", "task_id=1@x"],
+])
+def test_a_body_or_query_value_never_names_a_file(policy, api, kind, argv):
+    """curl reads 'name@file' anywhere in --data-urlencode and --url-query, not only a leading '@': declared as
+    text, `--url-query x@/proc/<executor>/environ` sent the executor's environment to the allow-listed host,
+    whose type error echoed it back to the model. Whatever a rule declares, no '@' reaches these options."""
+    options = [OptionSpec(name="--silent", aliases=["-s"]), OptionSpec(name="--get", aliases=["-G"]),
+               OptionSpec.model_construct(name="--url-query", aliases=[], value=kind, choices=[], pattern=None,
+                                          max_count=1, joined=False),
+               OptionSpec.model_construct(name="--data-urlencode", aliases=[], value=kind, choices=[], pattern=None,
+                                          max_count=1, joined=False),
+               OptionSpec.model_construct(name="-d", aliases=["--data"], value=kind, choices=[], pattern=None,
+                                          max_count=1, joined=False)]
+    loose = _unvalidated(policy, options=options)
+    deny(loose, "panda_curl", ["curl", "-s", *argv, f"{api}/get_status"], "file")
+    allow(loose, "panda_curl", ["curl", "-s", "--url-query", "task_id=1", f"{api}/get_status"])
+
+
+@pytest.mark.parametrize("argv", [
+    ["curl", "--request-target", "http://HOST/server/panda/put_file_recovery_request?jediTaskID=1", "URL"],
+    ["curl", "--request-target=/server/panda/put_file_recovery_request", "URL"],
+    ["curl", "--path-as-is", "URL"],
+])
+def test_the_request_target_is_the_url(policy, simulator, api, argv):
+    """--request-target sends a request line url_paths never checked (the absolute form passes the text check's
+    refusal of a leading '/'), and --path-as-is keeps the dot segments curl would resolve: both are bans, also for
+    a rule that lists them."""
+    argv = [a.replace("URL", f"{api}/get_status").replace("HOST", f"127.0.0.1:{simulator.port}") for a in argv]
+    options = [OptionSpec(name="--silent", aliases=["-s"]),
+               *(OptionSpec.model_construct(name=name, aliases=[], value=kind, choices=[], pattern=None, max_count=1,
+                                            joined=False)
+                 for name, kind in (("--request-target", "text"), ("--path-as-is", "switch")))]
+    deny(policy, "panda_curl", argv, "another endpoint")
+    deny(_unvalidated(policy, options=options), "panda_curl", argv, "another endpoint")
+
+
+@pytest.mark.parametrize("path", [
+    "/server/panda/put_file_recovery_request?jediTaskID=4242", "/server/panda/getJobStatus?ids=1",
+    "/server//panda/put_file_recovery_request", "/SERVER/Panda/put_file_recovery_request",
+    "/server/p%61nda/put_file_recovery_request", "/server/panda;x=1/put_file_recovery_request", "/server/panda",
+])
+def test_a_read_never_reaches_pandas_legacy_api(policy, simulator, path):
+    """Every method PanDA still runs under /server/panda/ writes, from the query of a GET: a read rule whose
+    url_paths covered them (or any path) judged `GET .../put_file_recovery_request?jediTaskID=N` a read, and the
+    server registered a recovery of task N. However the path is spelled, it is never a read."""
+    loose = _unvalidated(policy, url_paths=[".*"])
+    url = f"http://127.0.0.1:{simulator.port}{path}"
+    deny(loose, "panda_curl", ["curl", "-s", url], "PanDA's legacy API")
+    deny(loose, "panda_curl", ["curl", "-s", "--url", url], "PanDA's legacy API")
+    allow(loose, "panda_curl", ["curl", "-s", f"http://127.0.0.1:{simulator.port}/api/v1/task/get_status"])
+
+
+@pytest.mark.parametrize("format_", ["%output{x}%{url}", "%output{>>x}%{http_code}", "%{http_code}%OUTPUT{x}"])
+def test_write_out_never_names_a_file(policy, api, format_):
+    """curl 8.3+ sends the rest of a --write-out format to the file '%output{name}' names; the template's own -w
+    pattern ('[%{}a-z_\\n ]+') admits it. Refused in any curl value, whatever the executor's curl version."""
+    free = _unvalidated(policy, options=[OptionSpec(name="--write-out", aliases=["-w"], value="text")])
+    deny(free, "panda_curl", ["curl", "-w", format_, f"{api}/get_status"], "writes a file")
+    template = next(o.pattern for o in policy.rules[0].options if o.name == "--write-out")
+    if re.fullmatch(template, format_):  # the template's own rule admits it
+        deny(policy, "panda_curl", ["curl", "-s", "-w", format_, f"{api}/get_status"], "writes a file")
+    allow(policy, "panda_curl", ["curl", "-s", "-w", "%{http_code}", f"{api}/get_status"])

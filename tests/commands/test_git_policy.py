@@ -73,3 +73,17 @@ def test_subcommands_that_run_programs(policy, subcommand):
 def test_subcommands_without_a_rule(policy):
     deny(policy, "config_git", ["git", "push", "origin", "main"], "no rule allows")
     deny(policy, "config_git", ["git", "-C", "config", "commit", "-m", "x"], "no rule allows")
+
+
+def test_a_git_rule_without_a_sub_command_allows_nothing(policy):
+    """Load refuses such a rule; one built without validation matches nothing either. Its positional took any
+    sub-command: `git submodule foreach touch` passed, `submodule` refused only where it was declared."""
+    from policy.commands import CommandPolicy, CommandRule, PositionalSpec
+
+    status = next(r for r in policy.rules if r.name == "git_status")
+    rule = CommandRule.model_construct(**{**dict(status), "name": "words", "subcommand": [], "global_options": [],
+                                          "options": [], "positionals": [
+                                              PositionalSpec(name="word", pattern="[a-z-]+", repeat=True)]})
+    loose = CommandPolicy.model_construct(tools=policy.tools, rules=[rule], credentials=policy.credentials)
+    deny(loose, "config_git", ["git", "submodule", "foreach", "touch"], "must name its sub-command")
+    deny(loose, "config_git", ["git", "status"], "must name its sub-command")

@@ -245,3 +245,47 @@ def test_a_command_dies_with_the_executor_that_started_it(tools_file, tmp_path):
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert left == [], "the command outlived the executor that started it"
+
+
+async def test_git_status_leaves_the_index_alone(tmp_path):
+    """`git status` refreshes stale stat data and rewrites .git/index under index.lock: the template's read rule
+    wrote the repository (and could make a concurrent write fail on the lock). GIT_OPTIONAL_LOCKS=0 keeps it a read."""
+    import subprocess
+
+    from bamboo.commands.config import load_command_config
+
+    root = (tmp_path / "root").resolve()
+    work = root / "config"
+    work.mkdir(parents=True)
+    env = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    for args in (["init", "-q", "-b", "main"], ["add", "queues.yaml"],
+                 ["-c", "user.name=o", "-c", "user.email=o@example.org", "commit", "-q", "-m", "c"]):
+        (work / "queues.yaml").write_text("queues: {}\n")
+        subprocess.run(["git", *args], cwd=work, env=env, check=True, capture_output=True)
+    os.utime(work / "queues.yaml", (1_000_000_000, 1_000_000_000))  # same content, other stat: the index is stale
+    path = tmp_path / "tools.toml"
+    path.write_text(f'[[tools]]\nname = "config_git"\nexecutable = "git"\nroot = "{root}"\n'
+                    '[[rules]]\nname = "git_status"\ntool = "config_git"\naccess = "read"\nenvironments = ["staging"]\n'
+                    'channel = "ro"\nsubcommand = ["status"]\nglobal_options = [{ name = "-C", value = "path" }]\n'
+                    'options = [{ name = "--short", aliases = ["-s"] }]\n')
+    config = load_command_config(path)
+    match = allow(config.policy, "config_git", ["git", "-C", "config", "status", "-s"])
+    index = work / ".git" / "index"
+    before = (index.stat().st_mtime_ns, index.read_bytes())
+    outcome = await _run(config, match)
+    assert outcome.exit_code == 0, outcome.stderr
+    assert (index.stat().st_mtime_ns, index.read_bytes()) == before, "a read rewrote .git/index"
+    assert match.environment["GIT_OPTIONAL_LOCKS"] == "0"
+
+
+@pytest.mark.parametrize("shown", [
+    "https://h/x?q=ro%20token%3Dvalue%2Fpart&y=1", "https://h/x?q=ro%20token%3dvalue%2fpart",
+    "q=ro+token%3Dvalue%2Fpart", "path ro%20token%3Dvalue/part",
+])
+def test_a_percent_encoded_credential_is_scrubbed(shown):
+    """curl's %{url_effective} printed a value percent-encoded (TOKEN%3dvalue), which the literal redaction and
+    the token patterns both missed: the literal redaction covers the encoded forms too."""
+    from bamboo.commands.runner import CREDENTIAL_REDACTION, scrub_output
+
+    text, hits = scrub_output(shown, ["ro token=value/part"])
+    assert "value" not in text and CREDENTIAL_REDACTION in text and hits >= 1, text

@@ -139,3 +139,21 @@ def test_control_characters_and_oversize(policy, api):
 def test_free_text_cannot_carry_an_unbounded_path(policy, value):
     """A path must be declared as a root-bounded path; free text that looks like one is refused."""
     deny(policy, "config_git", ["git", "-C", "config.git", "log", "--", value], "looks like a path")
+
+
+@pytest.mark.parametrize("value", ["..", "x/..", ".//..", "a/../b", "../x", "./..", "x//../.."])
+def test_text_has_no_dotdot_segment_anywhere(tmp_path, value):
+    """A text value ending in a '..' segment ('x/..', './/..') passed the check for '../', and `ls .//..`
+    under a text positional listed the parent of the tool's root."""
+    from bamboo.commands.config import load_command_config
+
+    root = (tmp_path / "root").resolve()
+    root.mkdir()
+    path = tmp_path / "tools.toml"
+    path.write_text(f'[[tools]]\nname = "lister"\nexecutable = "ls"\nroot = "{root}"\n'
+                    '[[rules]]\nname = "ls_ro"\ntool = "lister"\naccess = "read"\nenvironments = ["staging"]\n'
+                    'channel = "ro"\npositionals = [{ name = "name", value = "text" }]\n')
+    policy = load_command_config(path).policy
+    deny(policy, "lister", ["ls", value], "looks like a path")
+    for fine in ("..x", "a..b", "x/...", "x.."):
+        allow(policy, "lister", ["ls", fine])
