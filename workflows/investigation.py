@@ -242,7 +242,10 @@ class Investigation:
             attrs.append(TASK_ID.value_set(inp.task_id))
         workflow.upsert_search_attributes(attrs)
         if inp.carried is None:
-            self._entry("system", f"session {inp.session_id} opened by {inp.requester}", actor=inp.requester)
+            # The start names its requester unsigned (whoever may start workflows may name anyone); each request in
+            # the session is signed, and it is those that say who asked for what.
+            self._entry("system", f"session {inp.session_id} opened, naming {inp.requester} as its requester (the "
+                        "start is not signed; every request in it is)", actor=inp.requester)
             self._audit("investigation_started", inp.requester,
                         {"task_id": inp.task_id, "symptom": inp.symptom})
         else:

@@ -235,6 +235,17 @@ async def test_no_model_reply_reads_as_one_of_the_workflow_s_notices(temporal: C
     assert not fake.runs
 
 
+async def test_the_session_s_opening_line_says_its_requester_is_named_unsigned(temporal: Client) -> None:
+    """Whoever may start workflows may name anyone as a session's requester: the transcript's first line, which the
+    console shows on the session's page, says the name is the start's, unsigned (review: it read as fact)."""
+    fake = FakeSession()
+    async with workers(temporal, [Investigation], fake.activities()) as queue:
+        session = await open_session(temporal, queue, requester="bob")
+        [opened] = await session.entries("system")
+    assert opened.text == (f"session {session.id} opened, naming bob as its requester (the start is not signed; "
+                           "every request in it is)")
+
+
 async def test_a_rejected_block_never_reaches_the_sandbox(temporal: Client) -> None:
     fake = FakeSession(KILL_CODE)
     async with workers(temporal, [Investigation], fake.activities()) as queue:
