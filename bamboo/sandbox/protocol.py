@@ -5,6 +5,10 @@ Everything the child sends is hostile input: a frame that does not decode become
 carrying a quoted preview of its bytes (so it can be audited), and a decoded value is checked for
 what Python's JSON accepts but nothing downstream can carry — lone surrogates (not valid Unicode,
 unencodable as UTF-8), NaN and infinities, and nesting deep enough to exhaust the recursion of a serialiser or a scrubber.
+
+A ``done`` frame also carries its own size (`FRAME_SIZE`, put there by ``decode_frame``), because its value is
+walked and measured later, away from the bytes: a return value far over its cap is refused by the size of the
+frame that brought it, before anything walks it on the event loop.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import struct
+from dataclasses import dataclass
 from typing import Any
 
 from policy.scrub import scrub_text
@@ -19,6 +24,28 @@ from policy.scrub import scrub_text
 HEADER = struct.Struct(">I")
 MAX_DEPTH = 64
 PREVIEW_CHARS = 200
+
+
+# The key under which ``decode_frame`` puts a done frame's `FrameSize` (replacing anything the child sent by that name).
+FRAME_SIZE = "frame_size"
+
+
+@dataclass(frozen=True)
+class FrameSize:
+    """How large a frame's body was on the wire: its bytes, and how many ``\\u`` escapes it held."""
+
+    body_bytes: int
+    escapes: int
+
+    def least_json_bytes(self) -> int:
+        """The fewest bytes the frame's content can take written again as JSON without ASCII escapes
+        (``json.dumps(..., ensure_ascii=False)``, how a return value is measured against its cap), when the body
+        was written as the child runner writes it (compact separators; every non-ASCII character as a ``\\u``
+        escape). Each escape is six bytes on the wire and at least one as UTF-8; nothing else shrinks, and the
+        default separators only add. An over-count of escapes makes this smaller, never wrong. A body the script
+        wrote itself (padded with blanks, numbers spelled long) can measure more than its content: it is then
+        refused for the size it chose to send."""
+        return max(0, self.body_bytes - 5 * self.escapes)
 
 
 class ProtocolError(Exception):
@@ -52,7 +79,8 @@ async def read_raw_frame(reader: asyncio.StreamReader, max_bytes: int) -> bytes 
 
 
 def decode_frame(body: bytes) -> dict[str, Any]:
-    """One JSON object of valid Unicode, nested at most ``MAX_DEPTH`` deep, or ProtocolError."""
+    """One JSON object of valid Unicode, nested at most ``MAX_DEPTH`` deep, or ProtocolError. A ``done`` frame
+    gets its `FrameSize` under `FRAME_SIZE` (whatever the child sent under that name is replaced)."""
     try:
         message = json.loads(body.decode("utf-8"))
     except UnicodeDecodeError as exc:
@@ -66,6 +94,8 @@ def decode_frame(body: bytes) -> dict[str, Any]:
                             preview=quote_bytes(body)) from None
     if not isinstance(message, dict):
         raise ProtocolError("frame is not a JSON object", preview=quote_bytes(body))
+    if message.get("type") == "done":
+        message[FRAME_SIZE] = FrameSize(body_bytes=len(body), escapes=body.count(b"\\u"))
     return message
 
 

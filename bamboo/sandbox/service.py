@@ -9,6 +9,11 @@ Whatever the child sent, ``execute`` returns a report and never raises for it: a
 cannot be carried (a lone surrogate, absurd nesting, an undecodable frame) is the script's error,
 reported once, so Temporal has nothing to retry. The report stays small — previews, a capped call log
 (the whole log goes to a blob), bounded error text — far under Temporal's payload limit.
+
+Nothing sized by what the script sent runs on the event loop (the worker's loop belongs to Temporal): a return
+value far over its cap is refused by the size of the done frame, before it is walked; the checks of the rest
+(a walk, one encoding bounded by the cap) run in the offload pool; the transcript blob (two captures of up to
+``capture_bytes``, six times that once control characters are escaped) is encoded there a chunk at a time.
 """
 
 from __future__ import annotations
@@ -28,10 +33,10 @@ from bamboo.sandbox.models import BridgeLimits
 from bamboo.sandbox.leftovers import COUNT_MAX_OWNED, MAX_DEPTH
 from bamboo.sandbox.contract import CallRecord, Phase, SandboxRunResult, StreamCapture
 from bamboo.sandbox.output import CappedStream, preview
-from bamboo.sandbox.protocol import safe_text, value_problem
+from bamboo.sandbox.protocol import FRAME_SIZE, FrameSize, safe_text, value_problem
 from bamboo.sandbox.runner import ChildOutcome, SandboxRunner
 from bamboo.tools.model import ToolCaller, ToolOrigin, ToolSpec
-from bamboo.offload import in_thread
+from bamboo.offload import BudgetExceeded, in_thread
 from policy.code_identity import normalize_code
 from policy.scrub import scrub_text
 
@@ -42,6 +47,17 @@ MAX_ERROR_CHARS = 8000
 MAX_REPORT_BYTES = 1024 * 1024  # Temporal refuses payloads over 2 MiB
 # Normalising a 64 KB block with a docstring takes ~40 ms; only a stuck worker takes this long.
 NORMALIZE_BUDGET_S = 30.0
+# What a done frame holds besides its value (type, token, ok): a frame whose value must be over the return cap even
+# without this much is refused by its size, unwalked.
+FRAME_ENVELOPE_BYTES = 4096
+# Checking a return value no larger than the frame's size allows (tens of milliseconds) and encoding the
+# transcript blob (two 4 MiB captures of control characters: 0.1-0.2 s); only a stuck worker takes this long.
+VALUE_CHECK_BUDGET_S = 30.0
+TRANSCRIPT_BUDGET_S = 60.0
+# Characters of a capture encoded per step: each step is one short C call (a few milliseconds at most), and the
+# offload thread hands the GIL back to the event loop between steps; the whole transcript in one call held it for
+# 0.2-0.4 s.
+TRANSCRIPT_CHUNK_CHARS = 64 * 1024
 
 _SIGNALS = {9: "SIGKILL (memory, process or output limit, or the run was stopped)", 24: "SIGXCPU (CPU time limit)",
             25: "SIGXFSZ (file size limit)", 11: "SIGSEGV", 6: "SIGABRT"}
@@ -150,7 +166,7 @@ class CodeExecutor:
         # Off the event loop: a script decides how much it prints and how costly it is to scrub.
         (out_text, out_hits), (err_text, err_hits) = await asyncio.gather(
             scrub_output(outcome.stdout.text()), scrub_output(outcome.stderr.text()))
-        status, value, error = self._interpret(outcome, timeout_s, bridge)
+        status, value, error = await self._interpret(outcome, timeout_s, bridge)
         if value is not None:
             value, _ = await scrub_returned(value)
         if error is not None:
@@ -165,9 +181,16 @@ class CodeExecutor:
             "error": error,
         }
         ref = None
-        if out_text or err_text or error:
-            ref = await self.blobs.put(json.dumps(transcript, ensure_ascii=False, sort_keys=True).encode("utf-8"))
         warnings = list(outcome.warnings)
+        if out_text or err_text or error:
+            try:
+                blob = await in_thread(transcript_blob, transcript, budget_s=TRANSCRIPT_BUDGET_S,
+                                       what="encoding the run's transcript")
+            except BudgetExceeded as exc:  # the worker is stuck: the run's result stands, without its full transcript
+                log.warning("sandbox run %s: its transcript was not stored: %s", run_id, exc)
+                warnings.append(f"the full transcript was not stored: {exc}")
+            else:  # the sink hashes it on the loop: hashlib, ~35 ms for the largest transcript (2 x 24 MB of escapes)
+                ref = await self.blobs.put(blob)
         if outcome.isolation == "degraded":
             log.warning("sandbox run %s ran DEGRADED (no bwrap namespaces)", run_id)
         calls, calls_ref = await self._call_log(bridge.calls)
@@ -207,7 +230,8 @@ class CodeExecutor:
         shown, cut = preview(text, self.runner.output.preview_bytes)
         return StreamCapture(preview=shown, total_bytes=stream.total, truncated=cut or stream.overflowed, redactions=hits)
 
-    def _interpret(self, outcome: ChildOutcome, timeout_s: float, bridge: ToolBridge) -> tuple[Any, dict[str, Any] | None, str | None]:
+    async def _interpret(self, outcome: ChildOutcome, timeout_s: float,
+                         bridge: ToolBridge) -> tuple[Any, dict[str, Any] | None, str | None]:
         if outcome.ending == "timeout":
             return "timeout", None, f"the script exceeded its {timeout_s:g} s wall-clock limit and was killed"
         if outcome.ending == "output_limit":
@@ -242,16 +266,57 @@ class CodeExecutor:
         value = done.get("value")
         if not isinstance(value, dict):
             return "error", None, "the script must return a JSON-serialisable dict"
-        problem = value_problem(value)
+        cap = self.runner.output.max_return_bytes
+        frame = done.get(FRAME_SIZE)
+        if isinstance(frame, FrameSize):  # every done frame the runner read has it (protocol.decode_frame)
+            least = frame.least_json_bytes() - FRAME_ENVELOPE_BYTES
+            if least > cap:  # refused by the frame's size: a value of up to max_frame_bytes is never walked
+                return "error", None, _over_cap(f"at least {least}", cap)
+        try:
+            problem = await in_thread(_value_error, value, cap, budget_s=VALUE_CHECK_BUDGET_S,
+                                      what="checking the return value")
+        except BudgetExceeded as exc:
+            return "error", None, f"the return value could not be checked: {exc}"
         if problem is not None:
-            return "error", None, f"the return value cannot be reported: {problem}; return plain data"
-        size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
-        if size > self.runner.output.max_return_bytes:
-            return "error", None, (
-                f"the return value is {size} bytes, over the {self.runner.output.max_return_bytes}-byte cap; "
-                "return a summary and print details instead"
-            )
+            return "error", None, problem
         return "ok", value, None
+
+
+def _over_cap(size: str, cap: int) -> str:
+    return f"the return value is {size} bytes, over the {cap}-byte cap; return a summary and print details instead"
+
+
+def _value_error(value: dict[str, Any], cap: int) -> str | None:
+    """Why the return value cannot be reported (text not valid Unicode, too deep, over ``cap`` as UTF-8 JSON), or
+    None. Sized by the value (bounded by the done frame's size): the service runs it in the offload pool."""
+    problem = value_problem(value)
+    if problem is not None:
+        return f"the return value cannot be reported: {problem}; return plain data"
+    size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+    if size > cap:
+        return _over_cap(str(size), cap)
+    return None
+
+
+def transcript_blob(transcript: Mapping[str, Any]) -> bytes:
+    """``json.dumps(transcript, ensure_ascii=False, sort_keys=True).encode("utf-8")``, byte for byte (the blob's
+    format), built in short steps: a long text is escaped ``TRANSCRIPT_CHUNK_CHARS`` at a time (JSON escapes each
+    character alone, so the pieces join to the same string), so the thread running this hands the GIL back to the
+    event loop between steps. Raises as ``json.dumps`` and ``encode`` would (text that is not valid Unicode)."""
+    parts = [b"{"]
+    for n, key in enumerate(sorted(transcript)):
+        value = transcript[key]
+        parts.append((b", " if n else b"") + json.dumps(key, ensure_ascii=False).encode("utf-8") + b": ")
+        if isinstance(value, str) and len(value) > TRANSCRIPT_CHUNK_CHARS:
+            parts.append(b'"')
+            for start in range(0, len(value), TRANSCRIPT_CHUNK_CHARS):
+                piece = json.dumps(value[start:start + TRANSCRIPT_CHUNK_CHARS], ensure_ascii=False)
+                parts.append(piece[1:-1].encode("utf-8"))
+            parts.append(b'"')
+        else:
+            parts.append(json.dumps(value, ensure_ascii=False, sort_keys=True).encode("utf-8"))
+    parts.append(b"}")
+    return b"".join(parts)
 
 
 def _describe_exit(outcome: ChildOutcome) -> str:
