@@ -44,6 +44,11 @@ from bamboo.store.blobs import BlobNotFound
 
 INCIDENT_REJECTED = "IncidentRejected"
 # Validating or encoding a parked incident (at most 8 MiB) in the offload pool; only a stuck worker exceeds it.
+# Known limit: each is one pydantic-core call that keeps the GIL, so the thread does not free the event loop
+# meanwhile (8 MiB of dense arrays in external_data: ~0.3 s to validate, ~0.16-0.2 s to encode, and the read in
+# bamboo.ingest ~0.4 s). A child process would not help: this process needs the Incident itself (the strategy's
+# hints and extraction use it, with the worker's pseudonym key), and handing it back costs what parsing it does.
+# What frees the loop is a smaller bound on what an incident may hold (bamboo.ingest).
 CODEC_BUDGET_S = 120.0
 # Listing reads the directory or every line of the JSONL (1M lines: about 5 s) and encodes the list;
 # within the listing step's 5 minutes.

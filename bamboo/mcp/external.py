@@ -30,7 +30,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 from pydantic import BaseModel, Field
 
-from bamboo.offload import BudgetExceeded, in_thread
+from bamboo.offload import BudgetExceeded, ChildFailed, in_child, in_thread, load_plain
 from bamboo.tools.arguments import ArgumentError, validate_arguments
 from bamboo.mcp.config import McpConfigError, McpServerConfig
 from bamboo.tools.model import ToolOrigin, ToolResult, ToolSpec
@@ -78,11 +78,17 @@ def _describe_exception(exc: BaseException) -> str:
 
 # The most text one tool answer may carry (its text blocks together, an error's included). A server decides
 # how much it sends, and its one text block is decoded as JSON: 63 MB of it took 0.6 s of the worker's
-# event loop. No consumer carries that much (the sandbox bridge forwards 256 KiB of a result, a prompt far
-# less), and 4 MiB decodes in some tens of milliseconds, so a larger answer is refused, not decoded.
-MAX_RESULT_TEXT_CHARS = 4 * 1024 * 1024
-# Up to this much text is decoded at once on the loop (cheaper than the hand-off); more in the offload pool.
+# event loop. No consumer carries that much (the sandbox bridge forwards 256 KiB of a result and refuses,
+# unread, one whose plain form passes 512 KiB; a prompt takes far less), so a larger answer is refused, not
+# decoded. It was 4 MiB, which is 0.35-0.6 s of JSON decoding when the text is a dense array of numbers.
+MAX_RESULT_TEXT_CHARS = 1024 * 1024
+# Up to this much text is decoded at once on the loop (cheaper than the hand-off); more off it.
 DECODE_INLINE_CHARS = 64 * 1024
+# Decoding JSON is one C call that keeps the GIL however it is sized, so a thread does not free the loop from it:
+# up to this much (at most ~25 ms of dense numbers) is decoded in the offload pool; more in a child process, which
+# hands the value back pickled (`bamboo.offload.load_plain`: 1 MiB of numbers loads in ~10-20 ms, against ~0.1 s
+# to decode).
+DECODE_THREAD_CHARS = 256 * 1024
 DECODE_BUDGET_S = 30.0
 
 
@@ -100,7 +106,7 @@ def convert_result(result: mt.CallToolResult) -> ToolResult:
         return ToolResult.failure(" ".join(texts).strip() or "the server reported an error without a message")
     if result.structured_content is not None:
         return ToolResult.success(result.structured_content)
-    if len(texts) == 1:
+    if _one_text_to_decode(result, texts):
         try:
             return ToolResult.success(json.loads(texts[0]))
         except (ValueError, RecursionError):  # not JSON, or nested deeper than the decoder goes: kept as text
@@ -111,14 +117,27 @@ def convert_result(result: mt.CallToolResult) -> ToolResult:
     return ToolResult.success(other)
 
 
+def _one_text_to_decode(result: mt.CallToolResult, texts: list[str]) -> bool:
+    """Whether `convert_result` decodes the answer's one text block as JSON (the step sized by the answer)."""
+    return not result.is_error and result.structured_content is None and len(texts) == 1
+
+
 async def read_result(result: mt.CallToolResult, *, budget_s: float = DECODE_BUDGET_S) -> ToolResult:
-    """`convert_result` for the event loop: an answer past `DECODE_INLINE_CHARS` of text is read in the offload
-    pool within ``budget_s`` (its size capped by `convert_result`)."""
-    if sum(len(c.text) for c in result.content if isinstance(c, mt.TextContent)) <= DECODE_INLINE_CHARS:
+    """`convert_result` for the event loop, within ``budget_s``: an answer past `DECODE_INLINE_CHARS` of text is
+    read in the offload pool, and one text block past `DECODE_THREAD_CHARS` to decode as JSON in a child process
+    (sizes capped by `convert_result`, which refuses a larger answer without decoding it)."""
+    texts = [c.text for c in result.content if isinstance(c, mt.TextContent)]
+    size = sum(len(t) for t in texts)
+    if size <= DECODE_INLINE_CHARS or size > MAX_RESULT_TEXT_CHARS:  # small, or refused unread
         return convert_result(result)
     try:
+        if size > DECODE_THREAD_CHARS and _one_text_to_decode(result, texts):
+            answer = await in_child("decode_json", texts[0].encode("utf-8", "surrogatepass"), budget_s=budget_s,
+                                    what="decoding the tool's answer")
+            # "T": not JSON (or nested deeper than the decoder goes), kept as text, as `convert_result` keeps it
+            return ToolResult.success(load_plain(answer[1:]) if answer[:1] == b"J" else texts[0])
         return await in_thread(convert_result, result, budget_s=budget_s, what="reading the tool's answer")
-    except BudgetExceeded as exc:
+    except (BudgetExceeded, ChildFailed) as exc:
         return ToolResult.failure(f"the tool's answer could not be read: {exc}")
 
 

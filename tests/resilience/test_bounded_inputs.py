@@ -2,7 +2,7 @@
 
 A tool's error reaches a sandboxed script cut to a few KB, and the cut never shows part of a secret; an
 errorDialog is classified and scanned only up to `MAX_DIALOG_SCAN`; an MCP answer's text is refused past
-its cap and, when large, decoded in the offload pool. Structural checks only (sizes, what a spy saw), never
+its cap and, when large, decoded off the loop. Structural checks only (sizes, what a spy saw), never
 wall time.
 """
 
@@ -222,7 +222,8 @@ async def test_a_large_answer_is_decoded_in_the_offload_pool(monkeypatch):
         return await in_thread(fn, *args, budget_s=budget_s, what=what)
 
     monkeypatch.setattr(external, "in_thread", spy, raising=False)
-    rows = [{"PandaID": i, "jobStatus": "failed", "computingSite": f"SITE_{i % 97}"} for i in range(20_000)]
+    # Between DECODE_INLINE_CHARS and DECODE_THREAD_CHARS: larger ones go to a child (tests/mcp/test_answer_decoding.py)
+    rows = [{"PandaID": i, "jobStatus": "failed", "computingSite": f"SITE_{i % 97}"} for i in range(2_000)]
     result = await _call_through_client(_answer(json.dumps(rows)))
     assert result.ok and result.data == rows
     assert len(offloaded) == 1 and "reading the tool's answer" in offloaded[0]
