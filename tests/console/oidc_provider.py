@@ -4,12 +4,14 @@ It does what an issuer does for a confidential client: a discovery document, a s
 authorization endpoint that sends the browser back with a one-time code and the client's ``state``, a token
 endpoint that checks the client's secret (HTTP Basic or form), the code and the redirect URI, and answers
 with an RS256 ID token carrying the ``nonce``, and its JWKS. ``forge`` makes it sign ID tokens with a key its
-JWKS does not publish, as an impostor would.
+JWKS does not publish, as an impostor would. PKCE as RFC 7636 has it: a code asked for with an S256 challenge is
+exchanged only with the verifier that hashes to it; ``require_pkce`` refuses a code asked for without one.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 import json
 import secrets
@@ -28,7 +30,10 @@ KEY_ID = "console-sso-1"
 
 
 class OidcProvider:
-    def __init__(self, forge: bool = False) -> None:
+    def __init__(self, forge: bool = False, require_pkce: bool = False) -> None:
+        self.require_pkce = require_pkce
+        self.challenges: list[tuple[str | None, str | None]] = []  # (code_challenge, method) of each code asked for
+        self.verified: list[bool] = []  # each token request's PKCE verifier, checked against its code's challenge
         self._key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self._signing = rsa.generate_private_key(public_exponent=65537, key_size=2048) if forge else self._key
         self._codes: dict[str, dict] = {}
@@ -105,8 +110,12 @@ class OidcProvider:
                 form = {k: v[0] for k, v in parse_qs(self.rfile.read(length).decode()).items()}
                 if self.path == "/authorize":
                     code = secrets.token_urlsafe(24)
+                    challenge, method = form.get("code_challenge"), form.get("code_challenge_method")
+                    provider.challenges.append((challenge, method))
+                    if challenge is None and provider.require_pkce or challenge is not None and method != "S256":
+                        return self._send(400, b"this issuer requires PKCE with S256", "text/plain")
                     provider._codes[code] = {"username": form.get("username", ""), "nonce": form.get("nonce"),
-                                             "redirect_uri": form.get("redirect_uri")}
+                                             "redirect_uri": form.get("redirect_uri"), "code_challenge": challenge}
                     target = f"{form['redirect_uri']}?{urlencode({'code': code, 'state': form.get('state', '')})}"
                     return self._send(302, b"", "text/plain", headers=[("Location", target)])
                 if self.path == "/token":
@@ -119,6 +128,12 @@ class OidcProvider:
                     grant = provider._codes.pop(form.get("code", ""), None)
                     if grant is None or grant["redirect_uri"] != form.get("redirect_uri"):
                         return self._json(400, {"error": "invalid_grant"})
+                    if grant["code_challenge"] is not None:
+                        verifier = form.get("code_verifier", "")
+                        hashed = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=")
+                        provider.verified.append(hashed.decode() == grant["code_challenge"])
+                        if not provider.verified[-1]:
+                            return self._json(400, {"error": "invalid_grant", "error_description": "PKCE verifier"})
                     return self._json(200, {"access_token": secrets.token_urlsafe(24), "token_type": "Bearer",
                                             "expires_in": 300, "scope": "openid profile email",
                                             "id_token": provider._id_token(grant)})

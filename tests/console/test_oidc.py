@@ -1,6 +1,7 @@
 """Single sign-on: a person signs in to the console through an OpenID Connect issuer on loopback (in the
-browser, code flow, ID token verified by Authlib) and approves as the identity the issuer named; an
-impostor issuer whose ID token is signed with a key it does not publish gets nobody signed in.
+browser, code flow with PKCE, ID token verified by Authlib) and approves as the identity the issuer named; an
+impostor issuer whose ID token is signed with a key it does not publish gets nobody signed in. The claim is
+taken exactly as spelled: ``Carol`` at the issuer is not ``carol`` (tests/console/test_sign_ins.py).
 """
 
 from __future__ import annotations
@@ -32,13 +33,14 @@ async def test_a_person_signs_in_through_the_issuer_and_approves_as_that_identit
     await inv.start(client, inv.start_input(settings, session, "alice", task_id=TASK_ID, startup_hypothesis=False))
     await inv.send_message(client, session, "status please", ops.alice, force_tool=True)
     await pending_turn(client, session, 1)
-    with OidcProvider() as issuer:
+    with OidcProvider(require_pkce=True) as issuer:
         console = console_factory(**issuer.console_env())
         carol = Browser(console.url, tmp_path / "shots")
         try:
-            await _sso(carol, "Carol")
+            await _sso(carol, "carol")
             await carol.wait_text("signed in as carol", "#who")
-            assert issuer.issued and issuer.issued[0]["preferred_username"] == "Carol"
+            assert issuer.issued and issuer.issued[0]["preferred_username"] == "carol"
+            assert issuer.challenges[0][1] == "S256" and issuer.verified == [True]
             await carol.get(f"/sessions/{session}/review")
             await carol.click("#choose-run_once")
             await carol.wait_text("run ok", ".kind-reply")

@@ -14,11 +14,11 @@ its id, never by its name.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
+import asyncio
 import json
 import uuid
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -52,6 +52,9 @@ from policy.decisions import DecisionKind
 from policy.identity import IdentityError, canonical_identity
 
 HERE = Path(__file__).parent
+# Password checks (Argon2id, ~0.1 s of CPU and 64 MiB each) run in threads, at most this many at once: off the
+# event loop that serves every page, and bounded, so a flood of sign-ins cannot take every core either.
+PASSWORD_CHECKS = 2
 Handler = Callable[[Request], Awaitable[Response]]
 
 
@@ -70,10 +73,13 @@ def create_app(backend: ConsoleBackend, settings: ConsoleSettings, accounts: Loc
     templates.env.globals.update(code_html=code_html, diff_html=diff_html, choice_words=CHOICE_WORDS,
                                  choice_keys=CHOICE_KEYS, oidc_label=settings.oidc_label)
     code_css = pygments_css()
+    throttle = auth.LoginThrottle(settings.login_failure_window_s, settings.login_failures_per_name,
+                                  settings.login_failures_per_address)
+    password_checks = asyncio.Semaphore(PASSWORD_CHECKS)
 
     async def render(request: Request, name: str, status_code: int = 200, refresh: bool = False,
                      **context: Any) -> Response:
-        user = auth.current_user(request)
+        user = auth.current_user(request, accounts)
         roles = await backend.roles(user.identity) if user else None
         return templates.TemplateResponse(request, name, {
             "user": user, "roles": roles, "csrf": auth.csrf_token(request), "flashes": auth.take_flashes(request),
@@ -82,7 +88,7 @@ def create_app(backend: ConsoleBackend, settings: ConsoleSettings, accounts: Loc
 
     def page(handler: Callable[[Request, auth.SignedIn], Awaitable[Response]]) -> Handler:
         async def wrapped(request: Request) -> Response:
-            user = auth.current_user(request)
+            user = auth.current_user(request, accounts)
             if user is None:
                 return RedirectResponse(f"/login?next={quote(request.url.path)}", status_code=303)
             try:
@@ -99,21 +105,33 @@ def create_app(backend: ConsoleBackend, settings: ConsoleSettings, accounts: Loc
         if request.method == "GET":
             return await render(request, "login.html", next=request.query_params.get("next", "/"))
         form = await auth.checked_form(request)
-        account = accounts.verify(str(form.get("username", "")), str(form.get("password", "")))
+        name, password, after = str(form.get("username", "")), str(form.get("password", "")), str(form.get("next", "/"))
+        address = request.client.host if request.client else "unknown"
+        wait = throttle.retry_after(address, name)
+        if wait is not None:
+            auth.flash(request, "error", f"Too many failed sign-ins for this name or from this address; try again in "
+                                         f"{wait} s.")
+            refused = await render(request, "login.html", status_code=429, next=after)
+            refused.headers["Retry-After"] = str(wait)
+            return refused
+        attempt = throttle.begin(address, name)
+        async with password_checks:
+            account = await asyncio.to_thread(accounts.verify, name, password)
         if account is None:
             auth.flash(request, "error", "Wrong user name or password.")
-            return await render(request, "login.html", status_code=401, next=str(form.get("next", "/")))
+            return await render(request, "login.html", status_code=401, next=after)
+        throttle.succeeded(attempt)
         identity = await backend.account_identity(account)
         if identity is None:
             auth.flash(request, "error", f"The account {account} is not bound to an identity by an administrator; "
                                          f"ask one to run: bamboo console add-user {account} --identity YOU --admin ADMIN")
-            return await render(request, "login.html", status_code=403, next=str(form.get("next", "/")))
-        auth.sign_in(request, identity, "local", settings.session_ttl_s)
-        return back(_local_path(str(form.get("next", "/"))))
+            return await render(request, "login.html", status_code=403, next=after)
+        auth.sign_in(request, identity, "local", settings.session_ttl_s, accounts, account)
+        return back(_local_path(after))
 
     async def logout(request: Request) -> Response:
         await auth.checked_form(request)
-        auth.sign_out(request)
+        auth.sign_out(request, accounts)
         return back("/login")
 
     async def oidc_login(request: Request) -> Response:
@@ -134,18 +152,12 @@ def create_app(backend: ConsoleBackend, settings: ConsoleSettings, accounts: Loc
             auth.flash(request, "error", f"Single sign-on failed: {why}; try again.")
             return back("/login")
         claims = token.get("userinfo") or {}
-        value = claims.get(settings.oidc_identity_claim) if settings.oidc_identity_claim else None
-        try:
-            identity = canonical_identity(str(value)) if value else None
-        except IdentityError as exc:
-            identity = None
-            auth.flash(request, "error", f"The sign-on's {settings.oidc_identity_claim} is not an identity: {exc}")
+        claim = settings.oidc_identity_claim
+        identity, why = _claimed_identity(claim, claims.get(claim) if claim else None)
         if identity is None:
-            if value is None:
-                auth.flash(request, "error", f"The sign-on gave no {settings.oidc_identity_claim} claim; ask the "
-                                             "deployment to configure BAMBOO_CONSOLE_OIDC_IDENTITY_CLAIM.")
+            auth.flash(request, "error", why)
             return back("/login")
-        auth.sign_in(request, identity, "oidc", settings.session_ttl_s)
+        auth.sign_in(request, identity, "oidc", settings.session_ttl_s, accounts, identity)
         return back("/")
 
     # ------------------------------------------------------------------ reviews
@@ -342,6 +354,29 @@ def create_app(backend: ConsoleBackend, settings: ConsoleSettings, accounts: Loc
                              max_age=settings.session_ttl_s + 600, same_site="lax",
                              https_only=settings.cookies_https_only())]
     return ConsoleApp(routes=routes, middleware=middleware, exception_handlers={HTTPException: forbidden})
+
+
+def _claimed_identity(claim: str | None, value: object) -> tuple[str | None, str]:
+    """The identity a single sign-on names, or None and the one-line reason it names none.
+
+    The claim must already be an identity exactly as spelled. ``canonical_identity`` folds case and strips blanks,
+    which is right for what a person types, but an issuer's ``sub`` is case-sensitive: its distinct subjects
+    ``Alice``, ``ALICE`` and `` alice`` would all have signed in as the registered ``alice``."""
+    if value is None or value == "":
+        return None, (f"The sign-on gave no {claim} claim; ask the deployment to configure "
+                      "BAMBOO_CONSOLE_OIDC_IDENTITY_CLAIM.")
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return None, f"The sign-on's {claim} is not text, so it names no identity."
+    text = str(value)
+    try:
+        identity = canonical_identity(text)
+    except IdentityError as exc:
+        return None, f"The sign-on's {claim} is not an identity: {exc}"
+    if identity != text:
+        return None, (f"The sign-on's {claim} {text[:80]!r} is not an identity as spelled (lower-case, nothing "
+                      f"around it), and the console does not fold it into {identity!r}; ask the deployment for a "
+                      "claim the issuer spells that way.")
+    return identity, ""
 
 
 def _local_path(target: str) -> str:

@@ -26,6 +26,11 @@ class ConsoleSettings(BaseSettings):
                                          description="signs session cookies; empty = a key kept under the data dir")
     session_ttl_s: int = Field(default=8 * 3600, ge=1, description="a sign-in lasts this long, then expires")
     refresh_s: int = Field(default=3, ge=1, le=300, description="live pages reload this often")
+    login_failure_window_s: int = Field(default=300, ge=1, description="failed sign-ins are counted over this long")
+    login_failures_per_name: int = Field(
+        default=5, ge=1, description="failed sign-ins for one account name within the window before it is refused")
+    login_failures_per_address: int = Field(
+        default=20, ge=1, description="failed sign-ins from one client address within the window before it is refused")
     secure_cookies: bool | None = Field(
         default=None, description="send the session cookie over HTTPS only; empty = when public_url is https")
     oidc_discovery_url: str | None = Field(default=None, description="the issuer's /.well-known/openid-configuration")
