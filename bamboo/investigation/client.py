@@ -45,9 +45,17 @@ from policy import code_identity
 from policy.decisions import DecisionKind, OperatorDecision
 from policy.identity import canonical_identity
 
-# Built from the contract's search attributes, so a rename there reaches every front end's query.
-SESSIONS_QUERY = f"{KIND.name} = '{Kind.INVESTIGATE}'"
-PENDING_QUERY = f"{KIND.name} = '{Kind.INVESTIGATE}' AND {AWAITING_APPROVAL.name} = true AND ExecutionStatus = 'Running'"
+# Built from the contract's search attributes, so a rename there reaches every front end's query. The search
+# attributes are the starter's to choose, so every list also names the workflow type and the queue our workers poll
+# (read when called: a workflow test runs its workers on a queue of its own): a requester's own workflows marked as
+# investigations awaiting approval were listed as sessions, and a hundred of them pushed every real review off the
+# approvals list.
+def sessions_query() -> str:
+    return f"WorkflowType = '{WORKFLOW_NAME}' AND TaskQueue = '{SESSION_QUEUE}' AND {KIND.name} = '{Kind.INVESTIGATE}'"
+
+
+def pending_query() -> str:
+    return f"{sessions_query()} AND {AWAITING_APPROVAL.name} = true AND ExecutionStatus = 'Running'"
 
 DECISION_ALIASES: dict[str, DecisionKind] = {
     "y": DecisionKind.RUN_ONCE, "yes": DecisionKind.RUN_ONCE, "run": DecisionKind.RUN_ONCE,
@@ -147,12 +155,17 @@ async def start(client: Client, inp: InvestigationStart, *, attach: bool = True)
         return handle(client, inp.session_id)
 
 
-def handle(client: Client, session_id: str) -> WorkflowHandle:
-    return client.get_workflow_handle(workflow_id(session_id), result_type=InvestigationResult)
+def handle(client: Client, session_id: str, run_id: str | None = None) -> WorkflowHandle:
+    return client.get_workflow_handle(workflow_id(session_id), run_id=run_id, result_type=InvestigationResult)
 
 
 class NotASession(InvestigationError):
     """The workflow under a session's id is not an investigation run by this deployment's workers (``genuine``)."""
+
+
+class NotThisSession(NotASession):
+    """The session's id is held by another run chain than the one a front end opened (``genuine(first_run=…)``):
+    the session that was there ended and its id was taken again."""
 
 
 class Unanswered(InvestigationError):
@@ -160,24 +173,27 @@ class Unanswered(InvestigationError):
 
 
 async def _query(client: Client, session_id: str, name: Query, *args: Any, result_type: Any,
-                 timeout_s: float | None = None) -> Any:
-    """``timeout_s`` bounds the wait for a worker (None: the server's own bound)."""
+                 timeout_s: float | None = None, run_id: str | None = None) -> Any:
+    """``timeout_s`` bounds the wait for a worker (None: the server's own bound); ``run_id`` names the run asked
+    (None: whichever holds the id now)."""
     try:
-        return await handle(client, session_id).query(
+        return await handle(client, session_id, run_id).query(
             name, *args, result_type=result_type,
             rpc_timeout=timedelta(seconds=timeout_s) if timeout_s is not None else None)
     except RPCError as exc:
         raise Unanswered(f"cannot reach session {session_id}: {exc.message}") from exc
 
 
-async def pending(client: Client, session_id: str, timeout_s: float | None = None) -> PendingView | None:
+async def pending(client: Client, session_id: str, timeout_s: float | None = None,
+                  first_run: str | None = None) -> PendingView | None:
     """The review waiting in the session, in full (needs a worker; ``pending_memo`` does not). Whatever answers
     the query is believed only as far as it can be checked: code that does not hash to the hash an answer would
     sign is refused before anyone sees it (a worker of someone else's on a session id they started showed
     harmless code beside the hash of other code; the review key, which names the run, keeps such an answer from
     counting anywhere else, and this keeps it from being given)."""
-    await genuine(client, session_id)
-    view = await _query(client, session_id, Query.PENDING, result_type=PendingView | None, timeout_s=timeout_s)
+    desc = await genuine(client, session_id, first_run)
+    view = await _query(client, session_id, Query.PENDING, result_type=PendingView | None, timeout_s=timeout_s,
+                        run_id=desc.run_id)
     if view is not None and code_identity.code_hash(view.code) != view.code_hash.lower():
         raise InvestigationError(
             f"session {session_id} shows code that does not hash to the hash an approval would sign: it is not run "
@@ -185,16 +201,16 @@ async def pending(client: Client, session_id: str, timeout_s: float | None = Non
     return view
 
 
-async def pending_memo(client: Client, session_id: str) -> PendingMemo | None:
+async def pending_memo(client: Client, session_id: str, first_run: str | None = None) -> PendingMemo | None:
     """What a decision must name (turn, full hash), as the session published it on the server: readable while
     no worker runs. None when nothing waits; InvestigationError for a workflow that is not a session
     (``genuine``)."""
-    desc = await genuine(client, session_id)
+    desc = await genuine(client, session_id, first_run)
     value = await desc.memo_value(PENDING_MEMO, None)
     return PendingMemo.model_validate(value) if value else None
 
 
-async def genuine(client: Client, session_id: str) -> WorkflowExecutionDescription:
+async def genuine(client: Client, session_id: str, first_run: str | None = None) -> WorkflowExecutionDescription:
     """Raise InvestigationError unless the session's workflow is an investigation on the queue this deployment's
     workers poll, and so was the first run of its chain. Anyone with the access the CLI needs can start a workflow
     under an unused session id: of our type on a queue no worker of ours polls, with a memo and search attributes
@@ -202,19 +218,57 @@ async def genuine(client: Client, session_id: str) -> WorkflowExecutionDescripti
     run of ours with the memo it likes. What it publishes is theirs, and a statement signed for it was theirs to
     replay into a real session they then started under the same id. Nothing is signed, and no memo believed, for
     such a run. (A first run the server no longer keeps is not held against a session: the worker checked every
-    run of the chain against the one before it when it started.) Returns the current run's description."""
+    run of the chain against the one before it when it started.) Returns the current run's description.
+
+    Every read a front end shows goes through here too (transcript, standing approvals, status, the pending
+    review): a requester's own workflow under an unused id, or under a closed session's id taken again, had its
+    worker's story ("bob chose run_once", an auto-run approval by bob) shown and narrated as the session's record.
+    ``first_run``, when given, is the first run of the chain a front end opened or showed (``first_run_of``): a
+    session whose id now holds another chain, even a real investigation, is ``NotThisSession``."""
     desc = await _described(client, session_id)
-    _check_genuine(desc, session_id)
-    first = desc.raw_description.workflow_execution_info.first_run_id
-    if first and first != desc.run_id:
-        try:
-            first_desc = await client.get_workflow_handle(workflow_id(session_id), run_id=first).describe()
-        except RPCError as exc:
-            if exc.status is RPCStatusCode.NOT_FOUND:
-                return desc
-            raise InvestigationError(f"cannot reach session {session_id}: {exc.message}") from None
-        _check_genuine(first_desc, session_id)
+    await _check_chain(client, session_id, desc, first_run)
     return desc
+
+
+def first_run_of(desc: WorkflowExecutionDescription) -> str:
+    """The first run of the chain ``desc`` belongs to: the server's name for one session, through continue-as-new."""
+    return desc.raw_description.workflow_execution_info.first_run_id or desc.run_id
+
+
+# First runs already found to be investigations on our queue, per (workflow id, first run, queue): what type and
+# queue a run has never changes, so a chain that continued as new costs one more describe per process, not per read.
+_CHECKED_FIRST_RUNS: dict[tuple[str, str, str], None] = {}
+_CHECKED_FIRST_RUNS_MAX = 4096
+
+
+async def _check_chain(client: Client, session_id: str, desc: WorkflowExecutionDescription,
+                       first_run: str | None) -> None:
+    _check_genuine(desc, session_id)
+    first = first_run_of(desc)
+    if first_run is not None and first != first_run:
+        raise NotThisSession(
+            f"{workflow_id(session_id)} is now another run chain (first run {first}) than the session shown here (first "
+            f"run {first_run or 'not recorded'}): that session ended and its id was taken again; nothing of the new "
+            "one is shown, signed or sent from here")
+    if first != desc.run_id:
+        await _check_first_run(client, session_id, first)
+
+
+async def _check_first_run(client: Client, session_id: str, first: str) -> None:
+    """NotASession unless the chain's first run ``first`` was an investigation on our queue (or is no longer kept)."""
+    key = (workflow_id(session_id), first, SESSION_QUEUE)
+    if key in _CHECKED_FIRST_RUNS:
+        return
+    try:
+        first_desc = await client.get_workflow_handle(workflow_id(session_id), run_id=first).describe()
+    except RPCError as exc:
+        if exc.status is RPCStatusCode.NOT_FOUND:
+            return
+        raise InvestigationError(f"cannot reach session {session_id}: {exc.message}") from None
+    _check_genuine(first_desc, session_id)
+    if len(_CHECKED_FIRST_RUNS) >= _CHECKED_FIRST_RUNS_MAX:
+        _CHECKED_FIRST_RUNS.clear()
+    _CHECKED_FIRST_RUNS[key] = None
 
 
 async def _described(client: Client, session_id: str) -> WorkflowExecutionDescription:
@@ -226,6 +280,9 @@ async def _described(client: Client, session_id: str) -> WorkflowExecutionDescri
 
 # The queue this deployment's workers run sessions on (a workflow test runs its own workers on a queue of its own).
 SESSION_QUEUE: str = Queue.MAIN
+# The lists as a deployment runs them (scripts count with these; the client builds them when it lists).
+SESSIONS_QUERY = sessions_query()
+PENDING_QUERY = pending_query()
 
 
 def _check_genuine(desc: WorkflowExecutionDescription, session_id: str) -> None:
@@ -235,16 +292,30 @@ def _check_genuine(desc: WorkflowExecutionDescription, session_id: str) -> None:
             "queue differs): nothing was signed or sent to it; tell the deployment's administrators who started it")
 
 
-async def transcript(client: Client, session_id: str, since: int = 0) -> list[TranscriptEntry]:
-    return await _query(client, session_id, Query.TRANSCRIPT, since, result_type=list[TranscriptEntry])
+async def _read(client: Client, session_id: str, name: Query, *args: Any, result_type: Any,
+                timeout_s: float | None, first_run: str | None) -> Any:
+    """A query of the session's run, once ``genuine`` (NotASession otherwise), asked of that very run."""
+    desc = await genuine(client, session_id, first_run)
+    return await _query(client, session_id, name, *args, result_type=result_type, timeout_s=timeout_s,
+                        run_id=desc.run_id)
 
 
-async def approvals(client: Client, session_id: str) -> ApprovalsView:
-    return await _query(client, session_id, Query.APPROVALS, result_type=ApprovalsView)
+async def transcript(client: Client, session_id: str, since: int = 0, *, timeout_s: float | None = None,
+                     first_run: str | None = None) -> list[TranscriptEntry]:
+    return await _read(client, session_id, Query.TRANSCRIPT, since, result_type=list[TranscriptEntry],
+                       timeout_s=timeout_s, first_run=first_run)
 
 
-async def status(client: Client, session_id: str) -> SessionStatus:
-    return await _query(client, session_id, Query.STATUS, result_type=SessionStatus)
+async def approvals(client: Client, session_id: str, *, timeout_s: float | None = None,
+                    first_run: str | None = None) -> ApprovalsView:
+    return await _read(client, session_id, Query.APPROVALS, result_type=ApprovalsView, timeout_s=timeout_s,
+                       first_run=first_run)
+
+
+async def status(client: Client, session_id: str, *, timeout_s: float | None = None,
+                 first_run: str | None = None) -> SessionStatus:
+    return await _read(client, session_id, Query.STATUS, result_type=SessionStatus, timeout_s=timeout_s,
+                       first_run=first_run)
 
 
 async def signal(client: Client, session_id: str, name: Message | str, request: BaseModel, speaker: Speaker) -> None:
@@ -302,12 +373,13 @@ class Delivery(BaseModel):
 
 
 async def deliver(client: Client, session_id: str, name: Message, request: BaseModel, speaker: Speaker, *,
-                  worker_up: bool = True, timeout_s: float = UPDATE_TIMEOUT_S) -> Delivery:
+                  worker_up: bool = True, timeout_s: float = UPDATE_TIMEOUT_S, first_run: str | None = None) -> Delivery:
     """Sign ``request`` once and deliver it: as an update while a worker answers (the verdict comes back, a
     refusal raises InvestigationError), else as a signal with the same signature, which the server keeps and
     the session judges through the same admission when a worker runs (a copy the update may have left behind
-    is refused there as a replay: one signature, one effect). ``worker_up=False`` skips the update."""
-    await genuine(client, session_id)
+    is refused there as a replay: one signature, one effect). ``worker_up=False`` skips the update; with
+    ``first_run`` (``genuine``) it goes only to the chain a front end showed."""
+    await genuine(client, session_id, first_run)
     signed = speaker.sign(name, session_id, request)
     auth = getattr(signed, "auth", None)
     delivery = Delivery(name=name, nonce=auth.nonce if auth is not None else None)
@@ -328,9 +400,10 @@ async def deliver(client: Client, session_id: str, name: Message, request: BaseM
 
 
 async def deliver_decision(client: Client, session_id: str, decision: OperatorDecision, speaker: Speaker, *,
-                           worker_up: bool = True, timeout_s: float = UPDATE_TIMEOUT_S) -> Delivery:
+                           worker_up: bool = True, timeout_s: float = UPDATE_TIMEOUT_S,
+                           first_run: str | None = None) -> Delivery:
     return await deliver(client, session_id, Message.DECIDE, decision, speaker, worker_up=worker_up,
-                         timeout_s=timeout_s)
+                         timeout_s=timeout_s, first_run=first_run)
 
 
 async def send_message(client: Client, session_id: str, text: str, speaker: Speaker, force_tool: bool = False,
@@ -405,22 +478,24 @@ def grants_answered(review: PendingView | PendingMemo | None, kind: DecisionKind
 
 
 async def pending_review_of(client: Client, session_id: str, turn: int, code_hash: str,
-                            query_timeout_s: float = QUERY_TIMEOUT_S) -> PendingView | PendingMemo | None:
+                            query_timeout_s: float = QUERY_TIMEOUT_S,
+                            first_run: str | None = None) -> PendingView | PendingMemo | None:
     """The review of (turn, code_hash) waiting now, read from the session (its memo when no worker answers);
     None when that review no longer waits (an answer to it is then refused as stale)."""
-    found, _ = await _pending_anywhere(client, session_id, query_timeout_s)
+    found, _ = await _pending_anywhere(client, session_id, query_timeout_s, first_run)
     if found is None or found.turn != turn or found.code_hash != code_hash:
         return None
     return found
 
 
-async def _pending_anywhere(client: Client, session_id: str,
-                            query_timeout_s: float) -> tuple[PendingView | PendingMemo | None, bool]:
+async def _pending_anywhere(client: Client, session_id: str, query_timeout_s: float,
+                            first_run: str | None = None) -> tuple[PendingView | PendingMemo | None, bool]:
     """The pending review from the session, or from its memo when no worker answers; and whether one answered."""
+    pinned = {} if first_run is None else {"first_run": first_run}
     try:
-        return await pending(client, session_id, query_timeout_s), True
+        return await pending(client, session_id, query_timeout_s, **pinned), True
     except Unanswered:
-        return await pending_memo(client, session_id), False
+        return await pending_memo(client, session_id, **pinned), False
 
 
 async def revoke(client: Client, session_id: str, target: str, speaker: Speaker) -> None:
@@ -443,10 +518,11 @@ class PendingApproval(BaseModel):
 
 async def list_pending(client: Client, limit: int = 100, unanswered: list[str] | None = None,
                        timeout_s: float | None = None) -> list[PendingApproval]:
-    """Pending reviews across sessions: the search attribute finds candidates, the query confirms each. A
-    session whose query no worker answers is added to ``unanswered`` when given (it may well be waiting)."""
+    """Pending reviews across sessions: the search attribute finds candidates among investigations on our queue
+    (``pending_query``), the query confirms each (``pending``, which checks the chain's first run too). A session
+    whose query no worker answers is added to ``unanswered`` when given (it may well be waiting)."""
     found: list[PendingApproval] = []
-    async for execution in client.list_workflows(PENDING_QUERY, limit=limit):
+    async for execution in client.list_workflows(pending_query(), limit=limit):
         session = session_of(execution.id)
         try:
             view = await pending(client, session, timeout_s)
@@ -502,18 +578,33 @@ class InvestigationClient:
         await start(self.client, inp, attach=attach)
         return inp.session_id
 
-    async def execution_status(self, session_id: str) -> str | None:
-        """Temporal's word for the session's run ("running", "completed", …); None when there is no such session.
-        Answered by the server, without a worker."""
+    async def execution_status(self, session_id: str, *, first_run: str | None = None) -> str | None:
+        """Temporal's word for the session's run ("running", "completed", …); None when there is no such session,
+        NotASession when the workflow under its id is not one (``genuine``; with ``first_run``, not the chain
+        shown). Answered by the server, without a worker."""
         try:
             desc = await handle(self.client, session_id).describe()
         except RPCError:
             return None
+        await _check_chain(self.client, session_id, desc, first_run)
         return desc.status.name.lower() if desc.status else "unknown"
 
+    async def first_run(self, session_id: str) -> str:
+        """The first run of the session's chain (``first_run_of``), once ``genuine``: what a front end records when
+        it opens a session, and passes as ``first_run`` to every later read and request."""
+        return first_run_of(await genuine(self.client, session_id))
+
     async def sessions(self, limit: int = 100) -> list[SessionSummary]:
+        """Investigations on our queue (``sessions_query``); a chain continued from a run that was not one is left
+        out (``genuine``'s first-run check, once per chain)."""
         rows = []
-        async for execution in self.client.list_workflows(SESSIONS_QUERY, limit=limit):
+        async for execution in self.client.list_workflows(sessions_query(), limit=limit):
+            first = execution.raw_info.first_run_id
+            if first and first != execution.run_id:
+                try:
+                    await _check_first_run(self.client, session_of(execution.id), first)
+                except InvestigationError:
+                    continue
             attrs = execution.typed_search_attributes
             rows.append(SessionSummary(
                 session_id=session_of(execution.id),
@@ -526,37 +617,38 @@ class InvestigationClient:
         return await handle(self.client, session_id).result()
 
     # ---------------------------------------------------------------- reading
-    async def pending(self, session_id: str) -> PendingView | None:
-        return await pending(self.client, session_id, self.query_timeout_s)
+    async def pending(self, session_id: str, *, first_run: str | None = None) -> PendingView | None:
+        return await pending(self.client, session_id, self.query_timeout_s, first_run)
 
-    async def pending_memo(self, session_id: str) -> PendingMemo | None:
-        return await pending_memo(self.client, session_id)
+    async def pending_memo(self, session_id: str, *, first_run: str | None = None) -> PendingMemo | None:
+        return await pending_memo(self.client, session_id, first_run)
 
     async def list_pending(self, limit: int = 100, unanswered: list[str] | None = None) -> list[PendingApproval]:
         return await list_pending(self.client, limit, unanswered, self.query_timeout_s)
 
-    async def transcript(self, session_id: str, since: int = 0) -> list[TranscriptEntry]:
-        return await transcript(self.client, session_id, since)
+    async def transcript(self, session_id: str, since: int = 0, *, first_run: str | None = None) -> list[TranscriptEntry]:
+        """The session's record from ``since``; NotASession for a workflow that is not one (nothing of it is shown)."""
+        return await transcript(self.client, session_id, since, timeout_s=self.query_timeout_s, first_run=first_run)
 
-    async def approvals(self, session_id: str) -> ApprovalsView:
-        return await approvals(self.client, session_id)
+    async def approvals(self, session_id: str, *, first_run: str | None = None) -> ApprovalsView:
+        return await approvals(self.client, session_id, timeout_s=self.query_timeout_s, first_run=first_run)
 
     # ---------------------------------------------------------------- requests
     async def message(self, session_id: str, speaker: Speaker, text: str, *, force_tool: bool = False,
-                      fresh_code: bool = False, codify: str | None = None) -> Delivery:
+                      fresh_code: bool = False, codify: str | None = None, first_run: str | None = None) -> Delivery:
         request = OperatorMessage(text=text, author=speaker.identity, force_tool=force_tool, fresh_code=fresh_code,
                                   codify=codify)
-        return await self._deliver(session_id, Message.MESSAGE, request, speaker)
+        return await self._deliver(session_id, Message.MESSAGE, request, speaker, first_run)
 
     async def decide(self, session_id: str, speaker: Speaker, turn: int, code_hash: str, kind: DecisionKind,
                      replacement_code: str | None = None, grants: Sequence[str] | None = None,
-                     review: str | None = None) -> Delivery:
+                     review: str | None = None, *, first_run: str | None = None) -> Delivery:
         """Answer exactly the review a person saw: its turn, full hash and ``review`` (the view's digest, as
         shown); one that moved on, or was reviewed again since, is refused. An auto-run answer names the durable
         grants the review offers (``grants``, as shown). A front end passes both as it showed them; left out,
         they are read again from what waits now under (turn, code_hash)."""
         if review is None or (kind is DecisionKind.AUTO_RUN and grants is None):
-            found = await pending_review_of(self.client, session_id, turn, code_hash, self.query_timeout_s)
+            found = await pending_review_of(self.client, session_id, turn, code_hash, self.query_timeout_s, first_run)
             if review is None:
                 review = found.review if found is not None else ""
             if grants is None:
@@ -564,16 +656,16 @@ class InvestigationClient:
         decision = OperatorDecision(turn=turn, code_hash=code_hash, kind=kind, approver=speaker.identity,
                                     replacement_code=replacement_code,
                                     grants=tuple(grants or ()) if kind is DecisionKind.AUTO_RUN else (), review=review)
-        return await self._deliver(session_id, Message.DECIDE, decision, speaker)
+        return await self._deliver(session_id, Message.DECIDE, decision, speaker, first_run)
 
     async def decide_by_review(self, session_id: str, speaker: Speaker, review_key: str, kind: DecisionKind,
                                replacement_code: str | None = None) -> Delivery:
         return await decide_by_review(self.client, session_id, review_key, kind, speaker, replacement_code,
                                       query_timeout_s=self.query_timeout_s, update_timeout_s=self.update_timeout_s)
 
-    async def revoke(self, session_id: str, speaker: Speaker, target: str) -> Delivery:
+    async def revoke(self, session_id: str, speaker: Speaker, target: str, *, first_run: str | None = None) -> Delivery:
         return await self._deliver(session_id, Message.REVOKE, RevokeRequest(target=target, actor=speaker.identity),
-                                   speaker)
+                                   speaker, first_run)
 
     async def finalize(self, session_id: str, speaker: Speaker, cause: str, resolution: str) -> Delivery:
         request = FinalizeRequest(cause=cause, resolution=resolution, actor=speaker.identity)
@@ -583,5 +675,7 @@ class InvestigationClient:
         return await self._deliver(session_id, Message.ABANDON, AbandonRequest(actor=speaker.identity, reason=reason),
                                    speaker)
 
-    async def _deliver(self, session_id: str, name: Message, request: BaseModel, speaker: Speaker) -> Delivery:
-        return await deliver(self.client, session_id, name, request, speaker, timeout_s=self.update_timeout_s)
+    async def _deliver(self, session_id: str, name: Message, request: BaseModel, speaker: Speaker,
+                       first_run: str | None = None) -> Delivery:
+        return await deliver(self.client, session_id, name, request, speaker, timeout_s=self.update_timeout_s,
+                             first_run=first_run)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from types import SimpleNamespace
 
 import pytest
 from temporalio import workflow
@@ -50,8 +51,10 @@ async def test_an_approval_given_to_a_look_alike_run_is_refused_in_the_real_sess
         search_attributes=TypedSearchAttributes([SearchAttributePair(KIND, Kind.INVESTIGATE.value),
                                                  SearchAttributePair(AWAITING_APPROVAL, True)]))
 
-    async def visible():  # the listing reads the server's visibility store, which lags a start
-        return [e async for e in client.list_workflows(f"{inv.PENDING_QUERY} AND WorkflowId = '{look_alike.id}'")]
+    async def visible():  # the listing reads the server's visibility store, which lags a start (by attributes
+        # alone: the client's own list also names our type and queue, so it never finds the look-alike)
+        return [e async for e in client.list_workflows(
+            f"{KIND.name} = '{Kind.INVESTIGATE}' AND {AWAITING_APPROVAL.name} = true AND WorkflowId = '{look_alike.id}'")]
     await wait_for(visible)
     unanswered: list[str] = []
     listed = await inv.list_pending(client, unanswered=unanswered, timeout_s=2.0)
@@ -104,7 +107,7 @@ async def test_a_review_whose_code_does_not_hash_to_its_hash_is_never_shown(monk
         return forged
 
     async def ours(*args, **kwargs):  # the workflow is an investigation on our queue: a worker of someone else's
-        return None                   # answers its queries (the rogue worker the trust model names)
+        return SimpleNamespace(run_id="r")  # answers its queries (the rogue worker the trust model names)
     monkeypatch.setattr(inv, "_query", answer)
     monkeypatch.setattr(inv, "genuine", ours)
     with pytest.raises(inv.InvestigationError, match="does not hash to the hash an approval would sign"):

@@ -12,6 +12,7 @@ person must be registered with the role the request needs. Nothing here decides 
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 
 from pydantic import BaseModel, Field, ValidationError
@@ -39,6 +40,8 @@ from policy.decisions import DecisionKind
 # How the page names each batch kind, and the progress model each answers with.
 BATCH_KINDS = {Kind.POPULATE.value: "populate", Kind.ANALYZE_BATCH.value: "analyze"}
 BATCH_PROGRESS = {Kind.POPULATE.value: PopulateProgress, Kind.ANALYZE_BATCH.value: BatchAnalyzeProgress}
+# How many sessions the grants page asks at once (each query waits at most the client's query timeout).
+GRANTS_CONCURRENCY = 8
 
 
 class ConsoleError(RuntimeError):
@@ -120,7 +123,12 @@ class ConsoleBackend:
         return await self.sessions_api.sessions(limit)
 
     async def session_status(self, session_id: str) -> str:
-        status = await self.sessions_api.execution_status(session_id)
+        """The session's run status; ConsoleError when there is none, or the workflow under its id is not a session
+        (``genuine``: then nothing of it is shown; the page reads this first)."""
+        try:
+            status = await self.sessions_api.execution_status(session_id)
+        except inv.InvestigationError as exc:
+            raise ConsoleError(f"cannot read session {session_id}: {exc}") from None
         if status is None:
             raise ConsoleError(f"no session {session_id}")
         return status
@@ -138,20 +146,29 @@ class ConsoleBackend:
             raise ConsoleError(f"cannot read session {session_id}: {exc}") from None
 
     async def grants(self) -> list[GrantRow]:
-        """Standing permissions of every running session: session policies and durable procedure grants."""
+        """Standing permissions of every running session: session policies and durable procedure grants. The
+        sessions are asked at most ``GRANTS_CONCURRENCY`` at a time, each for at most the client's query timeout:
+        asked one after another with no bound, one workflow no worker answered held the page 30 s, and each more
+        another 30 s. A session that does not answer, or is not one (``genuine``), is left out."""
+        running = [s.session_id for s in await self.sessions() if s.status == "running"]
+        bound = asyncio.Semaphore(GRANTS_CONCURRENCY)
+
+        async def standing(session_id: str) -> ApprovalsView | None:
+            async with bound:
+                try:
+                    return await self.approvals(session_id)
+                except ConsoleError:
+                    return None
+
         rows = []
-        for session in await self.sessions():
-            if session.status != "running":
-                continue
-            try:
-                view = await self.approvals(session.session_id)
-            except ConsoleError:
+        for session_id, view in zip(running, await asyncio.gather(*(standing(s) for s in running))):
+            if view is None:
                 continue
             for hash_, policy in sorted(view.session_policies.items()):
-                rows.append(GrantRow(session_id=session.session_id, kind="session", key=hash_,
+                rows.append(GrantRow(session_id=session_id, kind="session", key=hash_,
                                      what=policy.policy.value, by=policy.approved_by))
             for name, grant in sorted(view.grants.items()):
-                rows.append(GrantRow(session_id=session.session_id, kind="durable", key=name,
+                rows.append(GrantRow(session_id=session_id, kind="durable", key=name,
                                      what=f"auto-run of {name} at {grant.code_hash}", by=grant.granted_by,
                                      since=grant.granted_at.isoformat()))
         return rows
