@@ -3,7 +3,10 @@
 No Mattermost server runs here, so the bot's unchanged production client (``mattermostdriver``) talks to
 this one on loopback. What it keeps from Mattermost: personal access tokens as ``Authorization: Bearer``,
 ``GET /users/me`` and ``/users/{id}``, ``POST /posts`` (only members of a channel may post in it; a reply's
-``root_id`` must be a post of the same channel), ``GET /posts/{id}`` and ``/posts/{id}/thread``, errors as
+``root_id`` must be a post of the same channel), ``GET /posts/{id}`` and ``/posts/{id}/thread``,
+``PUT /posts/{id}/patch`` (its author, or a system admin, who holds ``edit_others_posts``: a new message, with
+``edit_at`` set to now; ``update_at`` set; a ``post_edited`` event) and ``DELETE /posts/{id}`` (its author or a system
+admin: ``delete_at`` set, and the post no longer returned by either GET; a ``post_deleted`` event), errors as
 ``{"id", "message", "detailed_error", "request_id", "status_code"}`` with ``application/json``; and on
 ``/api/v4/websocket`` the ``authentication_challenge`` (answered ``{"status": "OK", "seq_reply": 1}``), the
 ``hello`` event with ``seq`` 0, and a ``posted`` event per new post to every member of its channel, with
@@ -47,10 +50,12 @@ class User:
     id: str
     username: str
     token: str
+    admin: bool = False  # a system admin: may edit and delete others' posts
 
     def json(self) -> dict[str, Any]:
         return {"id": self.id, "username": self.username, "email": f"{self.username}@example.org", "nickname": "",
-                "first_name": "", "last_name": "", "roles": "system_user", "locale": "en", "create_at": 0,
+                "first_name": "", "last_name": "", "roles": "system_user system_admin" if self.admin else "system_user",
+                "locale": "en", "create_at": 0,
                 "update_at": 0, "delete_at": 0, "is_bot": False}
 
 
@@ -78,7 +83,10 @@ class MattermostStandIn:
         app = Starlette(routes=[
             Route("/api/v4/users/me", self._me), Route("/api/v4/users/{user_id}", self._user),
             Route("/api/v4/posts", self._create_post, methods=["POST"]),
-            Route("/api/v4/posts/{post_id}", self._get_post), Route("/api/v4/posts/{post_id}/thread", self._thread),
+            Route("/api/v4/posts/{post_id}", self._get_post, methods=["GET"]),
+            Route("/api/v4/posts/{post_id}", self._delete_post, methods=["DELETE"]),
+            Route("/api/v4/posts/{post_id}/patch", self._patch_post, methods=["PUT"]),
+            Route("/api/v4/posts/{post_id}/thread", self._thread),
             Route("/api/v4/channels/{channel_id}", self._channel),
             WebSocketRoute("/api/v4/websocket", self._websocket),
         ])
@@ -87,8 +95,8 @@ class MattermostStandIn:
         self._thread = threading.Thread(target=self._server.run, name="mattermost-standin", daemon=True)
 
     # ------------------------------------------------------------------ setup, used by tests
-    def add_user(self, username: str) -> User:
-        user = User(id=new_id(), username=username, token=secrets.token_hex(13))
+    def add_user(self, username: str, *, admin: bool = False) -> User:
+        user = User(id=new_id(), username=username, token=secrets.token_hex(13), admin=admin)
         self.users[user.id] = user
         return user
 
@@ -100,7 +108,8 @@ class MattermostStandIn:
     def thread(self, root_id: str) -> list[dict[str, Any]]:
         """The root post and its replies, oldest first."""
         with self._lock:
-            found = [p for p in self.posts.values() if p["id"] == root_id or p["root_id"] == root_id]
+            found = [p for p in self.posts.values()
+                     if (p["id"] == root_id or p["root_id"] == root_id) and not p["delete_at"]]
         return sorted(found, key=lambda p: (p["create_at"], p["id"]))
 
     @property
@@ -188,9 +197,48 @@ class MattermostStandIn:
         post = self.posts.get(request.path_params["post_id"])
         if caller is None:
             return self._error(401, "api.context.session_expired.app_error", "Invalid or expired session, please login again.")
-        if post is None or caller.id not in self.channels[post["channel_id"]].members:
+        if post is None or post["delete_at"] or caller.id not in self.channels[post["channel_id"]].members:
             return self._error(404, "app.post.get.app_error", "Unable to get the post.")
         return JSONResponse(post)
+
+    def _changeable(self, request: Request) -> tuple[User, dict[str, Any]] | JSONResponse:
+        """The caller and the post, when the caller may change it (its author, or a system admin)."""
+        caller = self._caller(request)
+        if caller is None:
+            return self._error(401, "api.context.session_expired.app_error", "Invalid or expired session, please login again.")
+        post = self.posts.get(request.path_params["post_id"])
+        if post is None or post["delete_at"] or caller.id not in self.channels[post["channel_id"]].members:
+            return self._error(404, "app.post.get.app_error", "Unable to get the post.")
+        if post["user_id"] != caller.id and not caller.admin:
+            return self._error(403, "api.context.permissions.app_error", "You do not have the appropriate permissions.")
+        return caller, post
+
+    async def _patch_post(self, request: Request) -> JSONResponse:
+        found = self._changeable(request)
+        if isinstance(found, JSONResponse):
+            return found
+        _, post = found
+        body = await request.json()
+        at = now_ms()
+        with self._lock:
+            if "message" in body and body["message"] != post["message"]:  # as Mattermost's UpdatePost: only a new
+                post["message"] = body["message"]                          # message marks the post edited
+                post["edit_at"] = at
+            post["update_at"] = at
+        channel = self.channels[post["channel_id"]]
+        await self._broadcast(channel, "post_edited", {"post": json.dumps(post)})
+        return JSONResponse(post)
+
+    async def _delete_post(self, request: Request) -> JSONResponse:
+        found = self._changeable(request)
+        if isinstance(found, JSONResponse):
+            return found
+        _, post = found
+        with self._lock:
+            post["delete_at"] = post["update_at"] = now_ms()
+        channel = self.channels[post["channel_id"]]
+        await self._broadcast(channel, "post_deleted", {"post": json.dumps(post), "delete_by": ""})
+        return JSONResponse({"status": "OK"})
 
     async def _thread(self, request: Request) -> JSONResponse:
         caller = self._caller(request)

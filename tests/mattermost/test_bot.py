@@ -33,9 +33,11 @@ async def test_a_review_in_a_thread_counts_only_a_registered_approvers_answer(
         room, ops, client, services, running_worker, brain, new_kills):
     bot = room.bot_user.id
     root = await room.say("alice", f"investigate {TASK}")
-    opened = await wait_for_post(room.standin, root["id"], "opened on task", by=bot)
+    opened = await wait_for_post(room.standin, root["id"], "`) on task", by=bot)
     session = "mm-" + root["id"]
     assert session in opened["message"] and "by alice" in opened["message"]
+    # the thread is bound to the session's run chain, named in the opening post
+    assert f"opened (run `{await inv.InvestigationClient(client).first_run(session)}`)" in opened["message"]
     await wait_for_post(room.standin, root["id"], "[hypothesis]", by=bot)  # the start-up probe has run
 
     brain.propose(KILL)
@@ -87,7 +89,7 @@ async def test_verbose_narration_shows_only_in_the_thread_that_asked(room, ops, 
     bot = room.bot_user.id
     quiet = await room.say("alice", f"investigate {TASK} --no-hypothesis")
     loud = await room.say("bob", f"investigate {TASK} --verbose --no-hypothesis")
-    await wait_for_post(room.standin, quiet["id"], "opened on task", by=bot)
+    await wait_for_post(room.standin, quiet["id"], "`) on task", by=bot)
     await wait_for_post(room.standin, loud["id"], "verbose narration in this thread", by=bot)
 
     for thread, who in ((quiet, "alice"), (loud, "bob")):
@@ -136,7 +138,7 @@ async def test_a_hostile_summary_is_posted_inert_and_apart_from_the_verdict(room
 
     bot = room.bot_user.id
     root = await room.say("alice", f"investigate {TASK} --no-hypothesis")
-    await wait_for_post(room.standin, root["id"], "opened on task", by=bot)
+    await wait_for_post(room.standin, root["id"], "`) on task", by=bot)
     brain.code_summary = ("[click](http://evil.example/) ![x](http://evil.example/i.png)\n```\n"
                           "@channel @bob <http://evil.example/>\n# HEADING \x1bc\u202eevil")
     brain.propose(KILL)

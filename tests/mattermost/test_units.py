@@ -195,7 +195,8 @@ def test_task_ids_in_commands_are_plain_bounded_integers():
 
 
 class _Chat:
-    """The bot's chat client, holding one thread: the posts it returns and the ones the bot makes."""
+    """The bot's chat client, holding one thread: the posts it returns and the ones the bot makes (a review's posts
+    join the thread, as Mattermost keeps them)."""
 
     def __init__(self, thread: list[dict]) -> None:
         self.me = {"id": "bot" + "0" * 23}
@@ -208,27 +209,49 @@ class _Chat:
         self.made.append(message)
         return {"create_at": 10**13}
 
+    async def post_parts(self, channel_id: str, parts: list[str], root_id: str = "") -> list[dict]:
+        made = []
+        for part in parts:
+            self.made.append(part)
+            self.posted = getattr(self, "posted", 0) + 1
+            made.append({"id": f"p{self.posted:025d}", "user_id": self.me["id"], "create_at": 10**13 + self.posted,
+                         "edit_at": 0, "delete_at": 0, "message": part})
+            self.thread.append(made[-1])
+        return made
+
+
+FIRST_RUN = "0190e7a2-5b1c-7d3e-9f00-1234567890ab"  # the session's chain, as the bot's opening post names it
+
 
 class _Sessions:
-    """A session whose current review (turn 5, code C) was asked for while the bot was down and never posted."""
+    """A session whose current review (turn 5, code C) was asked for while the bot was down and never posted. Every
+    read and request names the chain the thread opened (``first_run``)."""
 
     def __init__(self) -> None:
         self.decided: list[tuple] = []
 
-    async def execution_status(self, session_id: str) -> str:
+    async def execution_status(self, session_id: str, *, first_run: str | None = None) -> str:
+        assert first_run in (None, FIRST_RUN)
         return "running"
 
-    async def transcript(self, session_id: str, since: int = 0) -> list:
+    async def first_run(self, session_id: str) -> str:
+        return FIRST_RUN
+
+    async def transcript(self, session_id: str, since: int = 0, *, first_run: str | None = None) -> list:
+        assert first_run == FIRST_RUN, "the thread reads only the chain it opened"
         return []
 
-    async def pending_memo(self, session_id: str):
+    async def pending_memo(self, session_id: str, *, first_run: str | None = None):
         return type("Memo", (), {"turn": 5, "code_hash": "c" * 64})()
 
-    async def pending(self, session_id: str):
+    async def pending(self, session_id: str, *, first_run: str | None = None):
+        assert first_run == FIRST_RUN
         return None
 
-    async def decide(self, session_id, speaker, turn, code_hash, kind, replacement_code=None, *, review):
+    async def decide(self, session_id, speaker, turn, code_hash, kind, replacement_code=None, *, review,
+                     first_run=None):
         assert review == SHOWN_REVIEW, "the answer names the review the thread showed"
+        assert first_run == FIRST_RUN, "the answer goes only to the chain the thread opened"
         self.decided.append((speaker.identity, turn, code_hash, kind))
         return None
 
@@ -264,12 +287,13 @@ async def _reply_after_restart(thread: list[dict], message: str) -> tuple[list[t
 
 BOT_ID = "bot" + "0" * 23
 ASKED = {"user_id": "alice", "create_at": 1, "message": "investigate 1"}
-BOT_OPENED = {"user_id": BOT_ID, "create_at": 2, "message": f"Session `mm-{'r' * 26}` opened on task 1 by alice."}
+BOT_OPENED = {"user_id": BOT_ID, "create_at": 2,
+              "message": f"Session `mm-{'r' * 26}` opened (run `{FIRST_RUN}`) on task 1 by alice."}
 OPENED = [ASKED, BOT_OPENED]
 
 
 def _posted_review(turn: int, code_hash: str, at: int, by: str = BOT_ID, review: str = SHOWN_REVIEW) -> dict:
-    return {"user_id": by, "create_at": at,
+    return {"id": f"review{turn}{code_hash[:4]}{at:016d}", "user_id": by, "create_at": at, "edit_at": 0,
             "message": f"#### Review · turn {turn} · `{code_hash}` · review `{review}`\n**READ-ONLY**"}
 
 
@@ -439,7 +463,7 @@ async def test_an_identity_is_posted_inert():
         for t in bot.threads.values():
             if t.task:
                 t.task.cancel()
-    opened = [m for m in chat.made if " opened on task 40112233 by " in m]
+    opened = [m for m in chat.made if " opened (run `" in m and " on task 40112233 by " in m]
     kept = [m for m in chat.made if m.startswith("ops")]
     assert opened and kept, chat.made
     assert not [m for m in opened + kept if "@" in m], chat.made

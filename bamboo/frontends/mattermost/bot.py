@@ -11,8 +11,16 @@ answer to a review the session has moved past is refused as stale by the session
 
 A thread is one session (``mm-<root post id>``), so a restarted bot finds its sessions again from the thread
 it is asked in, and the reviews it posted there from the thread's posts: a reply still answers the review shown
-before it, never one the thread did not show. ``--verbose`` narrates intent, code, policy and each tool call in
-that thread only; it changes what is shown, never what may run.
+before it, never one the thread did not show. The thread is bound to the session's run chain: the bot's opening
+post names the chain's first run, and every read and request of the thread names it too (``first_run``), so a
+workflow that takes the session's id after it ended (a requester's own, or another investigation) is neither
+narrated nor answered here. ``--verbose`` narrates intent, code, policy and each tool call in that thread only;
+it changes what is shown, never what may run.
+
+An answer that runs code is sent only while every post of the review it names still says what the bot posted
+(not edited, not deleted, the same text: ``posted_digest``); whoever Mattermost lets edit others' posts could
+otherwise show harmless code under the header and tag of a kill. Posts an integration makes in a followed thread
+(a webhook can take the bot's name and icon) get a warning under them: they are not the bot's.
 
 Whatever the bot posts that it did not write itself (a symptom, an analysis's causes and suggestions, an
 error's message) goes through ``inert_markdown``, as the session's narration does in ``render``.
@@ -23,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +47,9 @@ from bamboo.audit import AuditEvent, AuditSink
 from bamboo.frontends.inert_text import inert_markdown
 from bamboo.frontends.mattermost.chat import MattermostChat
 from bamboo.frontends.mattermost.commands import Command, parse_root, parse_thread
-from bamboo.frontends.mattermost.render import approvals_post, entry_post, pending_list, review_post, reviewed_in
+from bamboo.frontends.mattermost.render import (
+    approvals_post, entry_post, pending_list, posted_digest, review_part, review_parts, review_post, reviewed_in,
+)
 from bamboo.frontends.mattermost.review_tags import review_tag
 from bamboo.frontends.mattermost.users import UserMap
 from bamboo.frontends.review import edit_diff
@@ -59,6 +70,8 @@ HELP = ("In a channel: `investigate <task-id|symptom> [--verbose]`, `analyze <ta
 # What Mattermost sets on a post an integration made: an incoming webhook, a bot, a plugin, a slash command's
 # response. Such a post carries the user id of whoever created the integration, not of whoever wrote it.
 _INTEGRATION_PROPS = ("from_webhook", "from_bot", "from_plugin", "override_username")
+# The bot's own mark on a queued integration post (handled only to warn under it).
+_INTEGRATION = "_bamboo_integration_post"
 
 
 def not_from_a_person(post: dict[str, Any]) -> bool:
@@ -98,12 +111,36 @@ def opened_line(session_id: str) -> str:
     return f"Session `{session_id}` opened"
 
 
+def opened_post(session_id: str, first_run: str) -> str:
+    """The start of the opening post: the session and the first run of its chain (what the thread is bound to)."""
+    return f"{opened_line(session_id)} (run `{first_run}`)"
+
+
+_OPENED_RUN = re.compile(r" \(run `([0-9A-Za-z-]{1,64})`\)")
+
+
+def opened_run(own_posts: list[dict[str, Any]], session_id: str) -> str | None:
+    """The first run named by this bot's post that opened ``session_id`` in a thread (its own posts only); "" when
+    that post names none (a bot from before runs were recorded), None when the bot opened no session there."""
+    for post in own_posts:
+        message = post.get("message") or ""
+        if message.startswith(opened_line(session_id)):
+            found = _OPENED_RUN.match(message, len(opened_line(session_id)))
+            return found[1] if found else ""
+    return None
+
+
 @dataclass
 class Prompt:
     create_at: int
     turn: int
     code_hash: str
     review: str
+    # The ids of the posts that showed it (several when split) and a hash of what they said (``posted_digest``);
+    # ``intact`` is False when a restarted bot found one of them edited or missing.
+    posts: tuple[str, ...] = ()
+    digest: str = ""
+    intact: bool = True
 
 
 @dataclass
@@ -111,6 +148,7 @@ class Thread:
     root_id: str
     channel_id: str
     session_id: str
+    first_run: str = ""  # the first run of the session's chain, as the opening post names it
     verbose: bool = False
     seen: int = 0
     prompts: list[Prompt] = field(default_factory=list)
@@ -135,6 +173,7 @@ class MattermostBot:
         self.analyses = AnalysisClient(client)  # and every analysis through its own
         self.audit, self.poll_s = audit, poll_s
         self.threads: dict[str, Thread] = {}
+        self.unfollowed: set[str] = set()  # threads the bot opened and said it no longer follows
         self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.background: set[asyncio.Task] = set()
 
@@ -156,8 +195,12 @@ class MattermostBot:
             post = json.loads(event["data"]["post"])
         except (ValueError, KeyError, TypeError):
             return
-        if post.get("user_id") == self.chat.me.get("id") or post.get("type") or not_from_a_person(post):
-            return  # its own posts, system messages, and what integrations post under a person's id
+        if post.get("user_id") == self.chat.me.get("id") or post.get("type"):
+            return  # its own posts and system messages
+        if not_from_a_person(post):  # what integrations post under a person's id is never read as input; in a
+            if post.get("root_id"):  # session's thread it is flagged as not the bot's
+                self.queue.put_nowait({**post, _INTEGRATION: True})
+            return
         self.queue.put_nowait(post)
 
     async def _work(self) -> None:
@@ -172,6 +215,8 @@ class MattermostBot:
                                 "Something went wrong handling that; the bot's log has the details.")
 
     async def handle(self, post: dict[str, Any]) -> None:
+        if post.get(_INTEGRATION):
+            return await self._flag_integration_post(post)
         if not post.get("root_id"):
             command = parse_root(post.get("message", ""))
             if command is not None:
@@ -201,15 +246,18 @@ class MattermostBot:
                 await self.sessions.start(inv.start_input(self.settings, session_id, identity, task_id=command.task_id,
                                                           symptom=command.symptom, startup_hypothesis=command.hypothesis),
                                           attach=False)
+                first_run = await self.sessions.first_run(session_id)  # the chain this thread is bound to
             except inv.InvestigationError as exc:
                 log.warning("not opening %s: %s", session_id, exc)
                 return await self._say(channel, root, f"Not opened: {inert_markdown(str(exc))}; this thread is not "
                                                       "followed. Post the request again as a new message.")
-            thread = Thread(root_id=root, channel_id=channel, session_id=session_id, verbose=command.verbose)
+            thread = Thread(root_id=root, channel_id=channel, session_id=session_id, first_run=first_run,
+                            verbose=command.verbose)
             self.threads[root] = thread
             what = f"task {command.task_id}" if command.task_id else f"“{inert_markdown(command.symptom or '')}”"
             # An identity is any name the registry accepted ("ops-@here" is one): inert like every other name.
-            await self._say(channel, root, f"{opened_line(session_id)} on {what} by {inert_markdown(identity, one_line=True)}"
+            await self._say(channel, root, f"{opened_post(session_id, first_run)} on {what} by "
+                                           f"{inert_markdown(identity, one_line=True)}"
                             + (" (verbose narration in this thread)" if command.verbose else "")
                             + ". Ask in this thread; reviews are posted here.")
             self._follow(thread)
@@ -245,22 +293,41 @@ class MattermostBot:
 
     # ------------------------------------------------------------------ thread commands
     async def _thread_for(self, root_id: str, channel_id: str) -> Thread | None:
-        """The session of this thread; a thread from before a restart is picked up again from Temporal."""
+        """The session of this thread; a thread from before a restart is picked up again from Temporal, only when the
+        bot opened it and the session's id still holds the run chain its opening post names."""
         if root_id in self.threads:
             return self.threads[root_id]
         session_id = SESSION_PREFIX + root_id
-        if await self.sessions.execution_status(session_id) is None:
-            return None  # not a session thread
+        refused: inv.NotASession | None = None
+        try:
+            if await self.sessions.execution_status(session_id) is None:
+                return None  # not a session thread
+        except inv.NotASession as exc:
+            refused = exc
         posts = await self._own_posts(root_id)
-        if not any((p.get("message") or "").startswith(opened_line(session_id)) for p in posts):
+        first_run = opened_run(posts, session_id)
+        if first_run is None:
             # A session of this name the bot did not open here: anyone may start one named after any post
             # (`bamboo investigate --session mm-<post id>`), and adopting its thread signed every mapped member's
             # reply in it as a request to that session, in their name.
             log.warning("thread %s names session %s, which this bot did not open there: not followed",
                         root_id, session_id)
             return None
-        entries = await self.sessions.transcript(session_id)
-        thread = Thread(root_id=root_id, channel_id=channel_id, session_id=session_id,
+        if refused is None and not first_run:
+            refused = inv.NotThisSession(f"the post that opened {session_id} here names no run (an earlier version "
+                                         "of this bot), so whether the session now under that id is the one it "
+                                         "opened cannot be told")
+        try:
+            if refused is not None:
+                raise refused
+            # A closed session's id can be taken again, by a workflow of a requester's own or by another
+            # investigation: narrated, its worker's story ("bob chose run_once") was posted in the bot's voice.
+            entries = await self.sessions.transcript(session_id, first_run=first_run)
+        except inv.NotASession as exc:
+            log.warning("thread %s: %s; not followed", root_id, exc)
+            await self._unfollow(root_id, channel_id, exc)
+            return None
+        thread = Thread(root_id=root_id, channel_id=channel_id, session_id=session_id, first_run=first_run,
                         seen=max((e.seq for e in entries), default=0), prompts=self._reviews_in(posts))
         self.threads[root_id] = thread
         self._follow(thread)
@@ -271,19 +338,70 @@ class MattermostBot:
         mine = self.chat.me.get("id")
         return [p for p in await self.chat.thread_posts(root_id) if mine and p.get("user_id") == mine]
 
+    async def _unfollow(self, root_id: str, channel_id: str, why: Exception) -> None:
+        """Say once in a thread the bot opened that it no longer follows its session, and why."""
+        if root_id in self.unfollowed:
+            return
+        self.unfollowed.add(root_id)
+        await self._say(channel_id, root_id, f"This thread no longer follows a session: {inert_markdown(str(why))}. "
+                                             "Nothing posted here is sent anywhere; open a new session in the channel.")
+
     @staticmethod
     def _reviews_in(own_posts: list[dict[str, Any]]) -> list[Prompt]:
         """The reviews among this bot's posts in a thread, oldest first.
 
         After a restart a reply answers the review shown before it, as before the restart; never the session's
         current review, which the thread may not have shown (an edit or a new turn asked for elsewhere while the
-        bot was down: a `y` typed under turn 4 approved turn 5's code). Only this bot's own posts count."""
+        bot was down: a `y` typed under turn 4 approved turn 5's code). Only this bot's own posts count. Each review
+        keeps the posts that showed it (a split one's later posts by their part line) and a hash of what they say
+        now; one found edited, or with a post missing, is not ``intact``: no answer that runs code is taken for it."""
         prompts = []
-        for post in own_posts:
+        for index, post in enumerate(own_posts):
             shown = reviewed_in(post.get("message") or "")
-            if shown is not None:
-                prompts.append(Prompt(int(post.get("create_at") or 0), *shown))
+            if shown is None:
+                continue
+            parts = [post]
+            first = review_part(post.get("message") or "")
+            if first is not None:
+                tag, _, count = first
+                for later in own_posts[index + 1:]:
+                    if len(parts) == count:
+                        break
+                    if review_part(later.get("message") or "") == (tag, len(parts) + 1, count):
+                        parts.append(later)
+                complete = first[1] == 1 and len(parts) == count
+            else:
+                complete = True
+            edited = any(p.get("edit_at") or p.get("delete_at") for p in parts)
+            prompts.append(Prompt(int(post.get("create_at") or 0), *shown,
+                                  posts=tuple(str(p.get("id") or "") for p in parts),
+                                  digest=posted_digest([p.get("message") or "" for p in parts]),
+                                  intact=complete and not edited))
         return prompts
+
+    async def _still_as_posted(self, thread: Thread, prompt: Prompt) -> bool:
+        """Whether every post of the review ``prompt`` still says what the bot posted: none edited (``edit_at``),
+        none deleted, the same text (``posted_digest``). Read back from Mattermost when an answer names it."""
+        if not prompt.intact or not prompt.posts or not all(prompt.posts):
+            return False
+        mine = self.chat.me.get("id")
+        now = {p.get("id"): p for p in await self.chat.thread_posts(thread.root_id)}
+        found = [now.get(post_id) for post_id in prompt.posts]
+        if any(p is None or p.get("user_id") != mine or p.get("edit_at") or p.get("delete_at") for p in found):
+            return False
+        return posted_digest([(p or {}).get("message") or "" for p in found]) == prompt.digest
+
+    async def _flag_integration_post(self, post: dict[str, Any]) -> None:
+        """An integration's post in a followed session thread: a webhook may take the bot's name and icon and show
+        a review's real tag beside other code. Warn right under it; it is never read as input."""
+        thread = await self._thread_for(post["root_id"], post["channel_id"])
+        if thread is None:
+            return
+        me = inert_markdown(str(self.chat.me.get("username") or "?"), one_line=True)
+        await self._say(thread.channel_id, thread.root_id,
+                        f"⚠ The post above was made by an integration (a webhook, a bot or a plugin), not by this bot "
+                        f"(user {me}), whatever name and picture it shows: reviews here come only from this bot's own "
+                        "posts. Do not answer it.")
 
     async def _thread_command(self, post: dict[str, Any], thread: Thread, command: Command) -> None:
         channel, root = thread.channel_id, thread.root_id
@@ -299,7 +417,11 @@ class MattermostBot:
             return await self._say(channel, root, f"Verbose narration {'on' if command.verbose else 'off'} in this "
                                                   "thread (it changes what is shown, never what may run).")
         if command.kind == "approvals":
-            return await self._say(channel, root, approvals_post(await self.sessions.approvals(thread.session_id)))
+            try:
+                standing = await self.sessions.approvals(thread.session_id, first_run=thread.first_run)
+            except inv.InvestigationError as exc:
+                return await self._say(channel, root, f"Not read: {inert_markdown(str(exc))}")
+            return await self._say(channel, root, approvals_post(standing))
         speaker = inv.Speaker(identity, self.key, deployment=self.settings.resolved_deployment())
         delivery: inv.Delivery | None = None
         try:
@@ -315,14 +437,24 @@ class MattermostBot:
                 if prompt is None:
                     return await self._say(channel, root, "No review was posted in this thread before your reply.")
                 assert command.decision is not None  # the parser sets it for every decision command
+                if command.decision.runs_code and not await self._still_as_posted(thread, prompt):
+                    # Someone Mattermost lets edit others' posts (an admin, the bot's token) swapped the code the
+                    # approver read; the tag and header stayed. Posted again by the narration while it waits.
+                    thread.prompts = [p for p in thread.prompts if p is not prompt]
+                    return await self._say(channel, root, f"Not sent: the review post for `{command.tag}` was changed "
+                                                          "(edited or deleted) after this bot posted it, so it may not "
+                                                          "show what you would approve; ask for the review again (it is "
+                                                          "posted again while it waits) and answer the new post.")
                 delivery = await self.sessions.decide(thread.session_id, speaker, prompt.turn, prompt.code_hash,
-                                                      command.decision, command.replacement_code, review=prompt.review)
+                                                      command.decision, command.replacement_code, review=prompt.review,
+                                                      first_run=thread.first_run)
             elif command.kind == "revoke":
-                delivery = await self.sessions.revoke(thread.session_id, speaker, command.target or "")
+                delivery = await self.sessions.revoke(thread.session_id, speaker, command.target or "",
+                                                      first_run=thread.first_run)
             elif command.kind == "message":
                 delivery = await self.sessions.message(thread.session_id, speaker, command.text,
                                                        force_tool=command.force_tool, fresh_code=command.fresh_code,
-                                                       codify=command.codify)
+                                                       codify=command.codify, first_run=thread.first_run)
         except ValidationError as exc:
             await self._say(channel, root, f"Not sent: {inert_markdown(exc.errors()[0]['msg'])}")
         except inv.InvestigationError as exc:
@@ -356,29 +488,35 @@ class MattermostBot:
         polls = 0
         while True:
             try:
-                entries = await self.sessions.transcript(thread.session_id, thread.seen)
+                entries = await self.sessions.transcript(thread.session_id, thread.seen, first_run=thread.first_run)
                 for entry in entries:
                     thread.seen = max(thread.seen, entry.seq)
                     text = entry_post(entry, thread.verbose)
                     if text:
                         await self._say(thread.channel_id, thread.root_id, text)
-                view = await self.sessions.pending(thread.session_id)
-                if view is not None and not any((p.turn, p.code_hash, p.review) == view.shown_as
+                view = await self.sessions.pending(thread.session_id, first_run=thread.first_run)
+                if view is not None and not any((p.turn, p.code_hash, p.review) == view.shown_as and p.intact
                                                 for p in thread.prompts):
-                    # A review not shown yet, or the same code reviewed again with another verdict: posted anew.
-                    transcript = await self.sessions.transcript(thread.session_id)
+                    # A review not shown yet, the same code reviewed again with another verdict, or a review whose
+                    # post was found changed: posted anew.
+                    transcript = await self.sessions.transcript(thread.session_id, first_run=thread.first_run)
                     tag = review_tag(self.key, thread.session_id, view.turn, view.code_hash, view.review)
-                    posted = await self.chat.post(thread.channel_id,
-                                                  review_post(view, edit_diff(view, transcript), tag=tag),
-                                                  thread.root_id)
-                    thread.prompts.append(Prompt(int(posted.get("create_at") or 0), view.turn, view.code_hash,
-                                                 view.review))
+                    posted = await self.chat.post_parts(
+                        thread.channel_id, review_parts(review_post(view, edit_diff(view, transcript), tag=tag), tag),
+                        thread.root_id)
+                    thread.prompts.append(Prompt(int(posted[0].get("create_at") or 0), view.turn, view.code_hash,
+                                                 view.review, posts=tuple(str(p.get("id") or "") for p in posted),
+                                                 digest=posted_digest([p.get("message") or "" for p in posted])))
                 polls += 1
                 if polls % STATUS_EVERY == 0 and not entries:
-                    status = await self.sessions.execution_status(thread.session_id)
+                    status = await self.sessions.execution_status(thread.session_id, first_run=thread.first_run)
                     if status is not None and status != "running":
                         await self._say(thread.channel_id, thread.root_id, f"Session `{thread.session_id}` is {status}.")
                         return
+            except inv.NotASession as exc:  # the id now holds another chain: nothing of it is narrated here
+                log.warning("following %s: %s", thread.session_id, exc)
+                await self._unfollow(thread.root_id, thread.channel_id, exc)
+                return
             except (RPCError, inv.InvestigationError) as exc:
                 log.warning("following %s: %s", thread.session_id, exc)
             await asyncio.sleep(self.poll_s)

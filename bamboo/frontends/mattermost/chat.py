@@ -82,6 +82,11 @@ class MattermostChat:
             first = first or created
         return first or {}
 
+    async def post_parts(self, channel_id: str, parts: list[str], root_id: str = "") -> list[dict[str, Any]]:
+        """Post each of ``parts`` (each within the limit, as ``split_message`` makes them) as it is; their records."""
+        return [await asyncio.to_thread(self.driver.posts.create_post, {
+            "channel_id": channel_id, "message": part, "root_id": root_id}) for part in parts]
+
     async def get_post(self, post_id: str) -> dict[str, Any]:
         return await asyncio.to_thread(self.driver.posts.get_post, post_id)
 

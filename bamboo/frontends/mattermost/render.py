@@ -14,10 +14,12 @@ anything nor take the lines around it in.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from datetime import UTC, datetime
 
 from bamboo.frontends.inert_text import inert_markdown, markdown_code, markdown_quote
+from bamboo.frontends.mattermost.chat import split_message
 from bamboo.frontends.review import (
     CHOICE_KEYS, CHOICE_WORDS, MODEL_SAYS, context, effect, flagged_lines, grants_line, notes, procedure_effect,
     procedure_notes, reuse_change, said,
@@ -34,6 +36,10 @@ MAX_MODEL_WORDS = 4000
 # A review post's first line: what a reply in the thread answers is read back from it after a restart.
 REVIEW_HEADER = "#### Review · turn {turn} · `{code_hash}` · review `{review}`"
 _REVIEW_HEADER = re.compile(r"#### Review · turn (\d+) · `([0-9a-f]{64})` · review `([0-9a-f]{64})`(?:\n|$)")
+# The last line of each post of a review split over several: which review (its tag) and which post of how many, so
+# a restarted bot finds every post of a review again (a later post edited or deleted is then noticed).
+REVIEW_PART = "_review `{tag}`, post {part} of {parts}_"
+_REVIEW_PART = re.compile(r"\n\n_review `([a-z2-7]+)`, post (\d+) of (\d+)_$")
 ALWAYS = {"reply", "notice", "finding", "refused_run", "refused_request", "refused_decision", "suggestion", "hypothesis",
           "grant", "revoke", "system", "decision"}
 VERBOSE_ONLY = {"intent", "code", "policy", "run", "operator"}
@@ -77,6 +83,31 @@ def reviewed_in(message: str) -> tuple[int, str, str] | None:
     starts so: model text is escaped, code is numbered."""
     found = _REVIEW_HEADER.match(message)
     return (int(found[1]), found[2], found[3]) if found else None
+
+
+def review_parts(text: str, tag: str) -> list[str]:
+    """A review post's text as the posts it goes out in: one, or several (``split_message``) each ending with its
+    part line (``REVIEW_PART``), after a blank line so it joins no quote or list."""
+    parts = split_message(text)
+    if len(parts) == 1:
+        return parts
+    return [f"{part}\n\n{REVIEW_PART.format(tag=tag, part=number, parts=len(parts))}"
+            for number, part in enumerate(parts, start=1)]
+
+
+def review_part(message: str) -> tuple[str, int, int] | None:
+    """(tag, part, parts) of a post of this bot that is one of a split review's posts; None for any other post."""
+    found = _REVIEW_PART.search(message)
+    return (found[1], int(found[2]), int(found[3])) if found else None
+
+
+def posted_digest(messages: list[str]) -> str:
+    """What a review's posts said, as one hash: an answer is taken only while its posts still say it."""
+    digest = hashlib.sha256()
+    for message in messages:
+        encoded = message.encode("utf-8", "surrogatepass")
+        digest.update(len(encoded).to_bytes(8, "big") + encoded)
+    return digest.hexdigest()
 
 
 def review_post(view: PendingView, changed: str = "", *, tag: str) -> str:
