@@ -181,6 +181,10 @@ class RssWatchdog:
     def start(self) -> None:
         self._thread.start()
 
+    def signal_stop(self) -> None:
+        """Tell the thread to stop, without waiting for it (it may be counting): it kills nothing after this."""
+        self._stop.set()
+
     def stop(self) -> None:
         self._stop.set()
         if self._thread.is_alive():
@@ -191,21 +195,23 @@ class RssWatchdog:
         held = 0
         while not self._stop.is_set():
             pids = self._members()
-            counting = looks % self._held_every == 0
+            # Not at the start: a run has written nothing yet, and a run shorter than one interval is not made to
+            # wait for a walk of the shared temp dirs (what it wrote is removed with it all the same).
+            counting = looks > 0 and looks % self._held_every == 0
             looks += 1
             if self.limit_bytes is not None:
                 if counting and self._held is not None:
                     held = self._counted(self._held, pids, self.limit_bytes, "files on memory")
                 total = sum(resident_bytes(pid) for pid in pids) + held
                 self.peak_bytes = max(self.peak_bytes, total)
-                if total > self.limit_bytes:
+                if total > self.limit_bytes and not self._stop.is_set():  # once stopped, its pids may be others'
                     self.tripped = True
                     _kill(pids)
                     return
             if counting and self._disk is not None:
                 on_disk = self._counted(self._disk, pids, self.disk_limit_bytes, "files")
                 self.disk_peak_bytes = max(self.disk_peak_bytes, on_disk)
-                if on_disk > self.disk_limit_bytes:
+                if on_disk > self.disk_limit_bytes and not self._stop.is_set():
                     self.over_disk = True
                     _kill(pids)
                     return

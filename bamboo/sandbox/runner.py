@@ -477,8 +477,8 @@ class SandboxRunner:
                         ending = "done" if done else "exited"
                     break
         finally:
-            if watchdog is not None:
-                watchdog.stop()
+            if watchdog is not None:  # told now, waited for in _end_run, off the loop (a count may be under way)
+                watchdog.signal_stop()
             bridge.close("the run has ended")
             try:
                 guard_stop = await _to_the_end(self._end_run(child, tasks, watchdog))
@@ -593,6 +593,8 @@ class SandboxRunner:
         for task in tasks[2:]:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        if watchdog is not None:
+            await asyncio.to_thread(watchdog.stop)
         out_of_memory = (watchdog is not None and watchdog.tripped) or (child.leaf is not None and child.leaf.oom_killed())
         over_disk = watchdog is not None and watchdog.over_disk
         await self._dispose(child)
