@@ -491,11 +491,10 @@ async def pending_review_of(client: Client, session_id: str, turn: int, code_has
 async def _pending_anywhere(client: Client, session_id: str, query_timeout_s: float,
                             first_run: str | None = None) -> tuple[PendingView | PendingMemo | None, bool]:
     """The pending review from the session, or from its memo when no worker answers; and whether one answered."""
-    pinned = {} if first_run is None else {"first_run": first_run}
     try:
-        return await pending(client, session_id, query_timeout_s, **pinned), True
+        return await pending(client, session_id, query_timeout_s, first_run), True
     except Unanswered:
-        return await pending_memo(client, session_id, **pinned), False
+        return await pending_memo(client, session_id, first_run), False
 
 
 async def revoke(client: Client, session_id: str, target: str, speaker: Speaker) -> None:

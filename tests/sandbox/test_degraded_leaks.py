@@ -239,24 +239,11 @@ async def test_a_run_cannot_read_the_workers_settings_file(mode, shared_dir, mon
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="degraded isolation needs a root worker (a uid per run)")
-async def test_a_key_file_the_settings_name_must_be_closed_too(shared_dir, monkeypatch):
-    proxy = shared_dir / "x509up"
-    proxy.write_text("-----BEGIN RSA PRIVATE KEY-----\nnot-a-real-key\n-----END RSA PRIVATE KEY-----\n")
-    proxy.chmod(0o640)  # group-readable: not for runs either
-    monkeypatch.chdir(shared_dir)
-    monkeypatch.setenv("BAMBOO_PANDA_X509_PROXY", str(proxy))
-    with pytest.raises(SandboxUnavailable, match=f"chmod 600 {proxy}"):
-        runner_from_settings(Settings(sandbox_isolation="degraded"))
-    proxy.chmod(0o600)
-    runner = runner_from_settings(Settings(sandbox_isolation="degraded"))
-    await runner.close()
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="degraded isolation needs a root worker (a uid per run)")
-@pytest.mark.parametrize("which", ["agent_key", "mcp_config"])
-async def test_the_command_agents_key_and_the_mcp_servers_file_must_be_closed_too(which, shared_dir, monkeypatch):
-    """The command agent's key signs the envelopes executors honour, and the MCP servers' file may hold tokens: a
-    degraded run read a 0644 agent key whole (review). Neither is named by a secret setting of its own."""
+@pytest.mark.parametrize(("which", "mode"), [("x509_proxy", 0o640), ("agent_key", 0o644), ("mcp_config", 0o644)])
+async def test_a_key_file_the_settings_name_must_be_closed_too(which, mode, shared_dir, monkeypatch):
+    """The PanDA proxy the settings name (group-readable: not for runs either), the command agent's key (it signs
+    the envelopes executors honour) and the MCP servers' file (it may hold tokens): a degraded run read a 0644 agent
+    key whole (review). The last two are named by no secret setting of their own."""
     keys = shared_dir / "keys"
     KeyStore(keys).create("agent")
     secret = keys / "agent.pem"
@@ -264,7 +251,11 @@ async def test_the_command_agents_key_and_the_mcp_servers_file_must_be_closed_to
         secret = shared_dir / "mcp.json"
         secret.write_text('{"servers": {}}')
         monkeypatch.setenv("BAMBOO_MCP_SERVERS_CONFIG", str(secret))
-    secret.chmod(0o644)
+    elif which == "x509_proxy":
+        secret = shared_dir / "x509up"
+        secret.write_text("-----BEGIN RSA PRIVATE KEY-----\nnot-a-real-key\n-----END RSA PRIVATE KEY-----\n")
+        monkeypatch.setenv("BAMBOO_PANDA_X509_PROXY", str(secret))
+    secret.chmod(mode)
     monkeypatch.chdir(shared_dir)
     monkeypatch.setenv("BAMBOO_KEYS_DIR", str(keys))
     with pytest.raises(SandboxUnavailable, match=f"chmod 600 {secret}"):

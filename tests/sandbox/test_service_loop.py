@@ -81,6 +81,22 @@ async def _execute(outcome: ChildOutcome, blobs: MemoryBlobSink | None = None) -
 
 
 @pytest.fixture
+def encoded_on_loop(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The lengths of the JSON texts the service encodes while on the event loop."""
+    found: list[int] = []
+    real_dumps = json.dumps
+
+    def dumps(value: Any, **kw: Any) -> str:
+        text = real_dumps(value, **kw)
+        if _on_loop():
+            found.append(len(text))
+        return text
+
+    monkeypatch.setattr(service, "json", types.SimpleNamespace(dumps=dumps, loads=json.loads))
+    return found
+
+
+@pytest.fixture
 def walks(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Every walk of a return value, as whether it ran on the event loop."""
     seen: list[bool] = []
@@ -106,17 +122,7 @@ async def test_a_value_far_over_the_cap_is_refused_by_its_frame_size_unwalked(wa
     assert walks == [], "the value was walked although its frame alone was over the cap"
 
 
-async def test_the_checks_of_a_value_within_the_frame_bound_run_off_the_loop(walks, monkeypatch):
-    encoded_on_loop: list[int] = []
-    real_dumps = json.dumps
-
-    def dumps(value: Any, **kw: Any) -> str:
-        text = real_dumps(value, **kw)
-        if _on_loop():
-            encoded_on_loop.append(len(text))
-        return text
-
-    monkeypatch.setattr(service, "json", types.SimpleNamespace(dumps=dumps, loads=json.loads))
+async def test_the_checks_of_a_value_within_the_frame_bound_run_off_the_loop(walks, encoded_on_loop):
     value = {"v": list(range(20_000)), "note": "ok"}
     result = await _execute(_outcome(_done_frame(value)))
     assert result.status == "ok", result.error
@@ -189,17 +195,7 @@ def test_text_that_is_not_unicode_still_raises_as_before():
         service.transcript_blob(transcript)
 
 
-async def test_the_transcript_is_encoded_off_the_event_loop(monkeypatch):
-    encoded_on_loop: list[int] = []
-    real_dumps = json.dumps
-
-    def dumps(value: Any, **kw: Any) -> str:
-        text = real_dumps(value, **kw)
-        if _on_loop():
-            encoded_on_loop.append(len(text))
-        return text
-
-    monkeypatch.setattr(service, "json", types.SimpleNamespace(dumps=dumps, loads=json.loads))
+async def test_the_transcript_is_encoded_off_the_event_loop(encoded_on_loop):
     out = b"\x01" * (512 * 1024) + b"\nend\n"
     blobs = MemoryBlobSink()
     result = await _execute(_outcome(_done_frame({"n": 1}), stdout=out, stderr=b"warning\n"), blobs)

@@ -45,7 +45,7 @@ def signed(monkeypatch) -> tuple[list, list]:
     pending_now: list[PendingMemo] = []
     sent: list = []
 
-    async def pending(client, session_id, timeout_s=None):
+    async def pending(client, session_id, timeout_s=None, first_run=None):
         return pending_now[-1]
 
     async def deliver_decision(client, session_id, decision, speaker, **_):
