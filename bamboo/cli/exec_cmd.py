@@ -137,8 +137,8 @@ def exec_run(
     except ExecRefused as refused:
         fail(refused.message)
         return
-    if as_json:
-        print(result.model_dump_json())
+    if as_json:  # ASCII JSON: the command's output is the server's text, its C1 and bidi characters as \u escapes
+        print(json.dumps(result.model_dump(mode="json"), ensure_ascii=True))
         return
     show_result(result)
     if result.outcome.exit_code != 0:
@@ -188,7 +188,7 @@ def exec_approve(
     print(f"approving on exec.{environment}.{channel} for {inert_terminal(asker, one_line=True)}: "
           f"{json.dumps(claims.targets and list(claims.targets))} digest {claims.argv_digest[:16]}\n"
           f"the executor runs: {inert_terminal(shlex.join(runs), one_line=True)}", file=sys.stderr)
-    print(decision.model_dump_json())
+    print(json.dumps(decision.model_dump(mode="json"), ensure_ascii=True))
 
 
 @exec_app.command("grant")

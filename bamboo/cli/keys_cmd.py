@@ -14,15 +14,16 @@ leaves its owner's keys directory (BAMBOO_KEYS_DIR, default <data dir>/keys).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import typer
 from pydantic import ValidationError
-from rich.markup import escape
 from rich.table import Table
 
 from bamboo.approvals.keys import DEFAULT_TTL_S, KeyStore, SigningKeyError
 from bamboo.cli.common import console, fail, run, verdict
+from bamboo.frontends.inert_text import inert_markup
 from bamboo.investigation.contract import Message
 from bamboo.settings import get_settings
 from policy.approvers import Role
@@ -195,7 +196,11 @@ def keys_list(
     history: bool = typer.Option(False, "--history", help="every signed statement, oldest first"),
 ) -> None:
     """The registry as the pinned administrators signed it, the console bindings, and rows that count for
-    nothing (not signed by a pinned administrator)."""
+    nothing (not signed by a pinned administrator).
+
+    A stored row's subject, kind, reason and account are written by whoever holds the app role's database password
+    (docs/trust-model.md): printed inert and on one line (rich's ``escape`` left escape sequences that redrew the
+    warning above them), and as ASCII JSON with ``--json`` (C1 controls and bidi overrides as ``\\u`` escapes)."""
     from bamboo.cli.store_access import opened_store
 
     async def go():
@@ -208,7 +213,8 @@ def keys_list(
         fail(str(exc))
         return
     if as_json:
-        print(registry.model_dump_json(include={"keys", "bindings", "ignored"} | ({"history"} if history else set())))
+        shown = {"keys", "bindings", "ignored"} | ({"history"} if history else set())
+        print(json.dumps(registry.model_dump(mode="json", include=shown), ensure_ascii=True))
         return
     if not registry.keys:
         console.print("no approvers registered (with signatures required, nobody can ask for code or approve it)")
@@ -221,17 +227,19 @@ def keys_list(
                           ", ".join(sorted(k.speaks_for)), ", ".join(sorted(k.front_ends)))
         console.print(table)
     for b in registry.bindings:
-        console.print(f"console binding: {b.front_end} account {escape(b.account)} signs in as {b.identity}")
+        console.print(f"console binding: {b.front_end} account {inert_markup(b.account, one_line=True)} signs in as "
+                      f"{b.identity}")
     if history:
         for s in registry.history:
             st = s.statement
-            console.print(f"{st.issued_at.isoformat()} {st.kind.value} {escape(st.subject)} by {st.signer} "
-                          f"(key {st.key_id}, statement {st.statement_id[:12]})")
+            console.print(f"{st.issued_at.isoformat()} {st.kind.value} {inert_markup(st.subject, one_line=True)} by "
+                          f"{st.signer} (key {st.key_id}, statement {st.statement_id[:12]})")
     if registry.ignored:
         console.print(f"[yellow]{len(registry.ignored)} stored statement(s) count for nothing[/] (not signed by a "
                       "pinned administrator):")
         for row in registry.ignored[:20]:
-            console.print(f"  {escape(row.kind)} {escape(row.subject)}: {escape(row.reason)}")
+            console.print(f"  {inert_markup(row.kind, one_line=True)} {inert_markup(row.subject, one_line=True)}: "
+                          f"{inert_markup(row.reason, one_line=True)}")
 
 
 @keys_app.command("revoke")
@@ -273,7 +281,9 @@ def _signed_json(session: str, name: Message, request, identity: str | None, ttl
     except SigningKeyError as exc:
         fail(str(exc))
         return
-    print(speaker.sign(name, session, request).model_dump_json(exclude_none=True))
+    # ASCII JSON: the request quotes what a requester typed, so a C1 control or bidi override is a \u escape here.
+    signed = speaker.sign(name, session, request)
+    print(json.dumps(signed.model_dump(mode="json", exclude_none=True), ensure_ascii=True))
 
 
 @sign_app.command("decide")

@@ -261,7 +261,7 @@ def audit_verify(as_json: bool = typer.Option(
 
     report = _with_store_errors(go)
     if as_json:
-        print(report.model_dump_json(indent=2))
+        print(json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=True))  # warnings quote stored text
         raise typer.Exit(0 if report.ok else 1)
     for warning in report.warnings:
         console.print(Text.assemble(("warning:", "yellow"), " ", warning), soft_wrap=True)

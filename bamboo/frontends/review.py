@@ -114,7 +114,8 @@ def choices_line(view: PendingView, separator: str = "  ") -> str:
 
 def grants_line(view: PendingView) -> str | None:
     """What an auto-run answer signs beside the code: the grants it leaves for later sessions (procedure names
-    are stored text: render inert). None when it leaves none."""
+    are stored text: render inert, and on one line, so a name cannot start a line of its own). None when it leaves
+    none."""
     said = []
     if view.grants:
         said.append(f"auto-run also grants, for later sessions, until revoked: {_terms(view.grants)}")
@@ -122,7 +123,7 @@ def grants_line(view: PendingView) -> str | None:
         again = max(view.grants_withheld.values()).astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         said.append(f"auto-run leaves no grant of {_terms(view.grants_withheld)}: revoked recently, it may be granted "
                     f"again after {again}")
-    return "; ".join(said) or None
+    return one_line("; ".join(said)) if said else None
 
 
 def _terms(terms: Iterable[str]) -> str:
@@ -130,11 +131,13 @@ def _terms(terms: Iterable[str]) -> str:
 
 
 def reuse_change(view: PendingView) -> str | None:
-    """The line above the diff when a reused procedure's body changed under its signature; None otherwise."""
+    """The line above the diff when a reused procedure's body changed under its signature; None otherwise. One
+    line: the procedure's name is the store's text."""
     if view.reuse is None or not view.reuse.diff_from_previous:
         return None
-    return (f"{view.reuse.procedure} changed under its signature ({view.reuse.versions} versions); "
-            "the diff from the version the store records before it (unsigned: the whole code above is what runs):")
+    return one_line(f"{view.reuse.procedure} changed under its signature ({view.reuse.versions} versions); "
+                    "the diff from the version the store records before it (unsigned: the whole code above is what "
+                    "runs):")
 
 
 class Effect(BaseModel):
@@ -160,22 +163,27 @@ def flagged_lines(view: PendingView) -> set[int]:
 
 def notes(view: PendingView) -> list[str]:
     """Everything a reader of the code could miss: where a reused procedure came from (which one, the incidents
-    it was captured from, its last run, the values bound into it), then the code's warnings."""
+    it was captured from, its last run, the values bound into it), then the code's warnings.
+
+    Each note is one line (``one_line``), in every front end: the provenance joins the store's record (incident ids,
+    the last run's status), which whoever can write the procedure rows writes, and a line break in it drew lines
+    inside the review that read as the review's own (a forged "dry-run verified" line above the warnings)."""
     found = [view.reuse.provenance_line()] if view.reuse is not None else []
     for tool, lines in sorted(view.state_changing_lines.items()):
         found.append(f"state-changing: {tool} on line {', '.join(str(n) for n in lines)}")
     for reason in view.opaque_reasons:
         found.append(f"cannot be analysed: {reason}")
     found += [f"look closely: {hazard.detail}" for hazard in view.hazards]
-    return found
+    return [one_line(note) for note in found]
 
 
 def procedure_notes(procedure: ProcedureView) -> list[str]:
+    """A replayed procedure's warnings and who granted it (the store's text): each on one line, as ``notes``."""
     found = [f"look closely: {hazard.detail}" for hazard in procedure.hazards]
     if procedure.granted_to:
         found.append(f"auto-run granted by {procedure.granted_to}"
                      + (" for an earlier version: it changed since" if procedure.changed_since_grant else ""))
-    return found
+    return [one_line(note) for note in found]
 
 
 def procedure_effect(procedure: ProcedureView) -> str:

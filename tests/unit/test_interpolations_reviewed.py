@@ -7,7 +7,8 @@ structure: it reads every module under `bamboo/` and finds each value interpolat
 what reaches a terminal — `print`, `log`, `rule`, `status`, `add_row`, `echo`, `secho`, `Panel` — and each bare
 variable given to a table cell. A value passes when it cannot carry text: a constant, an UPPER_CASE name, a
 number formatted as one (`{x:.2f}`), `len(...)` and the like; or when it is made inert (`inert_markup`,
-`inert_rich`, `inert_terminal`, `escape`, `rich.text.Text`). Anything else must be listed below, by module, as
+`inert_rich`, `inert_terminal`, `rich.text.Text`; not rich's `escape`, which neutralises markup but passes escape
+sequences, C1 controls and bidi overrides through). Anything else must be listed below, by module, as
 a value the operator or the project wrote (ids, counts, paths, configured names, enums). A new interpolation of
 anything else fails here: make it inert, or list it with the reason it is the operator's.
 
@@ -23,9 +24,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2] / "bamboo"
 
-# Calls whose result holds no markup and no terminal control: the inert helpers, rich's own escaping and Text
-# (it never parses markup and strips control codes), and numbers.
-INERT_CALLS = frozenset({"inert_markup", "inert_rich", "inert_terminal", "escape", "_inert", "Text", "assemble",
+# Calls whose result holds no markup and no terminal control: the inert helpers, Text (it never parses markup and
+# strips control codes), and numbers. Not rich's `escape`: it escapes markup only, and `bamboo keys list` printed a
+# stored row's escape sequences through it, redrawing the warning above them.
+INERT_CALLS = frozenset({"inert_markup", "inert_rich", "inert_terminal", "_inert", "Text", "assemble",
                          "len", "sum", "int", "float", "round"})
 SINK_METHODS = frozenset({"print", "log", "rule", "status", "add_row", "echo", "secho"})
 SINK_FUNCTIONS = frozenset({"print", "echo", "secho", "Panel"})
@@ -183,3 +185,32 @@ def test_json_printed_to_a_terminal_escapes_every_character_a_terminal_acts_on()
                                 for k in call.keywords)):
                 raw.append(f"{path.relative_to(ROOT)}:{call.lineno}")
     assert not raw, f"print_json without ensure_ascii=True: {raw}"
+
+
+def model_json_printed(tree: ast.AST) -> list[int]:
+    """Lines that ``print(...)`` a pydantic model's ``model_dump_json(...)``: pydantic writes C1 controls, bidi
+    overrides and zero-width characters raw (`exec run --json` printed a server's U+009B, the one-character CSI)."""
+    return [call.lineno for call in ast.walk(tree)
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "print"
+            and any(isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute)
+                    and inner.func.attr == "model_dump_json" for arg in call.args for inner in ast.walk(arg))]
+
+
+# Modules allowed to print a model's JSON raw, each with how many times (none).
+RAW_JSON_PENDING: dict[str, int] = {}
+
+
+def test_no_command_prints_a_models_json_with_characters_a_terminal_acts_on():
+    """A command's JSON goes out ASCII-escaped (``json.dumps(..., ensure_ascii=True)``, or rich's print_json with
+    ``ensure_ascii=True``), never as ``print(model.model_dump_json())``."""
+    found = {str(path.relative_to(ROOT)): len(model_json_printed(ast.parse(path.read_text(encoding="utf-8"))))
+             for path in sorted((ROOT / "cli").rglob("*.py"))}
+    raw = {module: count for module, count in found.items() if count}
+    assert raw == RAW_JSON_PENDING, (f"print(...model_dump_json(...)) writes C1 and bidi characters raw: {raw} "
+                                     f"(pending, listed: {RAW_JSON_PENDING})")
+
+
+def test_the_json_check_finds_a_model_printed_raw():
+    assert model_json_printed(ast.parse("print(result.model_dump_json())")) == [1]
+    assert model_json_printed(ast.parse("print(r.model_dump_json(include={'keys'}), file=sys.stderr)")) == [1]
+    assert model_json_printed(ast.parse("print(json.dumps(r.model_dump(mode='json'), ensure_ascii=True))")) == []

@@ -122,21 +122,23 @@ def review_post(view: PendingView, changed: str = "", *, tag: str) -> str:
              model_block(said(view).words, label=said(view).label), numbered(view.code, flagged_lines(view))]
     if changed:
         lines.append("changed since this turn was last reviewed:\n" + numbered(changed))
-    # A reused procedure's line carries values bound from the task (PanDA's words): every note is inert.
-    lines += [f"- {inert_markdown(note)}" for note in notes(view)]
+    # A reused procedure's line carries values bound from the task (PanDA's words) and the store's record of where
+    # it came from (whoever writes the procedure rows writes it): every note is inert and on one line, so none
+    # starts a line of the post's own.
+    lines += [f"- {inert_markdown(note, one_line=True)}" for note in notes(view)]
     stored_change = reuse_change(view)
     if stored_change is not None and view.reuse is not None:
-        lines.append(inert_markdown(stored_change) + "\n" + numbered(view.reuse.diff_from_previous))
+        lines.append(inert_markdown(stored_change, one_line=True) + "\n" + numbered(view.reuse.diff_from_previous))
     for procedure in view.procedures:
-        lines.append(f"replays **{inert_markdown(procedure.name)}** · `{short_hash(procedure.code_hash)}` · "
-                     f"{inert_markdown(procedure_effect(procedure))}")
+        lines.append(f"replays **{inert_markdown(procedure.name, one_line=True)}** · "
+                     f"`{short_hash(procedure.code_hash)}` · {inert_markdown(procedure_effect(procedure), one_line=True)}")
         lines.append(numbered(procedure.code))
-        lines += [f"- {inert_markdown(note)}" for note in procedure_notes(procedure)]
+        lines += [f"- {inert_markdown(note, one_line=True)}" for note in procedure_notes(procedure)]
         if procedure.diff_from_granted:
             lines.append("changed since it was granted:\n" + numbered(procedure.diff_from_granted))
     granted = grants_line(view)
     if granted is not None:
-        lines.append(inert_markdown(granted))
+        lines.append(inert_markdown(granted, one_line=True))
     offered = " · ".join(f"`{CHOICE_KEYS[c]} {tag}`" if c.runs_code else f"`{CHOICE_KEYS[c]}`" for c in view.choices)
     words = " · ".join(f"{CHOICE_KEYS[c]} {CHOICE_WORDS[c]}" for c in view.choices)
     edit = " (`e` then the replacement code in a ``` block)" if any(c.value == "edit" for c in view.choices) else ""
@@ -152,20 +154,24 @@ def entry_post(entry: TranscriptEntry, verbose: bool) -> str | None:
     who = f"{entry.actor}: " if entry.actor and entry.kind in ("operator", "finding") else ""
     if entry.kind == "code":
         tools = ", ".join(entry.data.get("tools") or [])
-        return (f"`[code]` strategy {inert_markdown(str(entry.data.get('strategy') or '-'))} · tools "
-                f"{inert_markdown(tools or '-')}\n" + numbered(entry.text))
+        # The strategy is the model's words: on one line, or it drew lines under the label that read as the bot's.
+        return (f"`[code]` strategy {inert_markdown(str(entry.data.get('strategy') or '-'), one_line=True)} · tools "
+                f"{inert_markdown(tools or '-', one_line=True)}\n" + numbered(entry.text))
     if entry.kind == "run":
         calls = [f"- tool {markdown_code(str(c['tool']) + '(' + str(c.get('args_preview') or '') + ')')} → "
                  + inert_markdown(" ".join(str(part) for part in (c["outcome"], c.get("result_shape") or "",
                                                                   f"({c['bytes']} bytes)", c.get("reason") or "")
-                                           if part))
+                                           if part), one_line=True)
                  for c in entry.data.get("calls", [])]
-        return "\n".join([f"`[run]` {inert_markdown(entry.text)}", *calls])
-    if "\n" in entry.text.strip():
+        return "\n".join([f"`[run]` {inert_markdown(entry.text, one_line=True)}", *calls])
+    text = who + entry.text.strip()
+    if len(text.splitlines()) > 1:
         # Text of several lines (a model's reply, a finding) is quoted: each of its lines starts "> ", so none
-        # reads as a post of the bot's own (Mattermost runs the bot's posts together without a header).
-        return f"`[{entry.kind}]`\n" + markdown_quote(who + entry.text.strip())
-    return f"`[{entry.kind}]` {inert_markdown(who + entry.text)}"
+        # reads as a post of the bot's own (Mattermost runs the bot's posts together without a header). Decided on
+        # the text as it is shown: the check read the stripped text and the line showed it unstripped, so leading
+        # breaks put a line of the model's after the label, at the start of a line.
+        return f"`[{entry.kind}]`\n" + markdown_quote(text)
+    return f"`[{entry.kind}]` {inert_markdown(text, one_line=True)}"
 
 
 def pending_list(found: list[PendingApproval]) -> str:
