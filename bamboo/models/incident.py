@@ -8,6 +8,7 @@ for Cause / Resolution / Procedure, so a knowledge base can be built without a c
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -55,15 +56,61 @@ def status_problem(value: Any) -> str | None:
     return None
 
 
+def canonical_status(value: str) -> str:
+    """The one spelling of a task status that names anything: lower case, letters only. "finished", "Finished",
+    "FINISHED", "finished_" and "fin-ished" are one status, so one incident's graph (`panda:<id>:<status>`), its
+    analysis's workflow id and its `TaskStatus` clue are each built once, not once per spelling. PanDA's statuses
+    are lower-case words; the project keeps no full list of them, so none is refused for missing from one (what
+    may be a status at all is `status_problem`'s)."""
+    return re.sub(r"[^a-z]", "", value.lower())
+
+
 def task_problem(task: dict[str, Any]) -> str | None:
     """The one check of a task's identifying fields wherever a task enters (an incident, `bamboo analyze`,
-    the bot, the console): `field problem`, or None when the task can be named and routed."""
+    the bot, the console): `field problem`, or None when the task can be named and routed.
+
+    A usable status is written back into ``task`` in its canonical form (`canonical_status`): this check is
+    where every task enters, so every name built from the task after it (graph id, analysis workflow id,
+    result file, clue) is built from one spelling."""
     problem = task_id_problem(task.get("jediTaskID"))
     if problem:
         return f"jediTaskID {problem}"
-    problem = status_problem(task.get("status"))
+    status = task.get("status")
+    problem = status_problem(status)
     if problem:
         return f"status {problem}"
+    if isinstance(status, str) and status and canonical_status(status) != status:
+        task["status"] = canonical_status(status)
+    return None
+
+
+# Labels become node names (Cause, Resolution, Procedure), and two labels that differ in one look-alike letter
+# are two nodes a reader cannot tell apart: "Wаlltime request too short" with a Cyrillic "а" stood beside the
+# real cause, with its own resolution, in every front end. A word is one script; these are the scripts whose
+# letters pass for each other.
+_LOOKALIKE_SCRIPTS = ("LATIN", "CYRILLIC", "GREEK")
+_WORD = re.compile(r"\w+")
+
+
+def fold_label(text: str) -> str:
+    """``text`` in Unicode's compatibility form (NFKC: a full-width "Ｗ" is "W") without format characters
+    (category Cf: zero-width spaces and joiners, direction marks), which print as nothing."""
+    return "".join(ch for ch in unicodedata.normalize("NFKC", text) if unicodedata.category(ch) != "Cf")
+
+
+def label_script_problem(text: str) -> str | None:
+    """Why ``text`` cannot be a label, or None: a word of it mixes Latin, Cyrillic or Greek letters (read
+    after `fold_label`), which is how a look-alike of a stored label is spelled."""
+    for word in _WORD.findall(fold_label(text)):
+        scripts: dict[str, str] = {}
+        for ch in word:
+            script = unicodedata.name(ch, "").split(" ")[0]
+            if ch.isalpha() and script in _LOOKALIKE_SCRIPTS:
+                scripts.setdefault(script, ch)
+        if len(scripts) > 1:
+            odd = ", ".join(f"U+{ord(ch):04X} {unicodedata.name(ch)}" for s, ch in scripts.items() if s != "LATIN")
+            return (f"the word {word[:40]!r} mixes {' and '.join(sorted(scripts)).lower()} letters ({odd}); "
+                    "retype it in one script")
     return None
 
 
@@ -76,6 +123,25 @@ class ResolutionRecord(BaseModel):
     resolution_steps: list[str] = Field(default_factory=list)
     procedure: list[str] = Field(default_factory=list, description="Investigation steps, in order")
     reviewed_by: str | None = None
+
+    @field_validator("cause", "resolution")
+    @classmethod
+    def _one_script_a_word(cls, v: str) -> str:
+        """The cause and resolution become nodes by their wording: a look-alike letter would make a second node
+        (`label_script_problem`)."""
+        problem = label_script_problem(v)
+        if problem:
+            raise ValueError(problem)
+        return v
+
+    @field_validator("procedure")
+    @classmethod
+    def _steps_one_script_a_word(cls, v: list[str]) -> list[str]:
+        for i, step in enumerate(v):
+            problem = label_script_problem(step)
+            if problem:
+                raise ValueError(f"step {i + 1}: {problem}")
+        return v
 
 
 class Incident(BaseModel):
@@ -96,7 +162,8 @@ class Incident(BaseModel):
     @classmethod
     def _task_fields_are_usable(cls, v: dict[str, Any]) -> dict[str, Any]:
         """The task id and status name the incident's graph (`panda:<id>:<status>`), its search
-        attribute and its status clue, so they must be what PanDA would send (`task_problem`)."""
+        attribute and its status clue, so they must be what PanDA would send (`task_problem`, which also puts
+        the status in its canonical form)."""
         problem = task_problem(v)
         if problem:
             raise ValueError(f"task_data.{problem}")
@@ -116,7 +183,7 @@ class Incident(BaseModel):
         tid = self.task_data.get("jediTaskID")
         status = self.task_data.get("status")
         if tid is not None:
-            return f"panda:{tid}:{status or 'unknown'}"
+            return f"panda:{tid}:{canonical_status(status) if isinstance(status, str) and status else 'unknown'}"
         return f"incident:{self.incident_id}"
 
 

@@ -11,19 +11,22 @@ import hashlib
 import hmac
 import html
 import re
+from collections import Counter
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from bamboo.extraction.panda.error_classes import classify_error_dialog
 from bamboo.models.graph import MAX_NAME, GraphNode
-from bamboo.models.incident import status_problem
+from bamboo.models.incident import canonical_status, status_problem
 
 # The version of the clues this routing names. It is part of every incident's fingerprint
 # (bamboo.ingest), so graphs learned under another version are learned again by the next populate
 # instead of being skipped as "already learned" with clue names analysis no longer produces.
 # Bump it with any change to a clue's name or to which clues a task yields.
-ROUTING_VERSION = 2
+# 3: a status clue is named from the canonical status (`canonical_status`), and an incident links at most
+# `MAX_JOB_CODES` pilot codes and `MAX_JOB_SITES` sites from its job records.
+ROUTING_VERSION = 3
 
 DISCRETE_TASK_KEYS = (
     "prodSourceLabel", "vo", "coreCount", "taskType", "processingType", "taskPriority", "architecture",
@@ -157,6 +160,12 @@ class TaskClues(BaseModel):
 # the pilot's own error code and the site that ran the job are what tell causes of one symptom apart.
 JOB_RECORDS_KEY = "failedJobs"
 MAX_JOB_RECORDS = 50
+# How many pilot error codes and computing sites one task contributes (each a feature linked to its cause): those
+# the most job records carry, ties by first seen, the error dialog's own code always among the codes. Up to 50 made
+# one crafted incident link every code and site of the store to a cause of its choosing. The generated corpora
+# (bamboo/samples/generator.py, bench/diagnosis/corpus.py) carry at most 3 of each per task, dialog code included.
+MAX_JOB_CODES = 3
+MAX_JOB_SITES = 3
 
 
 def retry_bucket(raw: Any) -> str | None:
@@ -196,6 +205,15 @@ def _feature(attribute: str, value: Any, **props: Any) -> GraphNode:
                      props={"attribute": attribute, "value": text, **props})
 
 
+def most_carried(values: list[str], limit: int, first: str | None = None) -> list[str]:
+    """At most ``limit`` distinct values: ``first`` (when given), then those ``values`` holds most often, ties by
+    first seen; in the order first seen (``first`` ahead), so a task with no more than ``limit`` keeps its
+    features as they were."""
+    ranked = [v for v, _ in Counter(v for v in values if v != first).most_common()]  # stable: ties by first seen
+    chosen = set(([first] if first is not None else []) + ranked[: limit - (first is not None)])
+    return [v for v in dict.fromkeys(([first] if first is not None else []) + values) if v in chosen]
+
+
 def route_task_data(task: dict[str, Any], pseudonym_key: bytes) -> TaskClues:
     clues = TaskClues()
     raw_dialog = task.get("errorDialog")
@@ -207,9 +225,9 @@ def route_task_data(task: dict[str, Any], pseudonym_key: bytes) -> TaskClues:
             props={"raw_description": dialog, "matched_rule": klass.matched_rule,
                    "pilot_error_code": klass.pilot_error_code, "classifier_confidence": klass.confidence},
         ))
-    codes: list[str] = []
+    dialog_code: str | None = None
     if isinstance(dialog, str) and dialog.strip() and klass.pilot_error_code is not None:
-        codes.append(str(klass.pilot_error_code))
+        dialog_code = str(klass.pilot_error_code)
     peak = dialog_peak_memory(dialog) if isinstance(dialog, str) else None
     if peak is not None:
         clues.features.append(_feature("maxPSS", _bucket(peak, _MEMORY_EDGES_MB, "MB"), concept="continuous",
@@ -221,8 +239,10 @@ def route_task_data(task: dict[str, Any], pseudonym_key: bytes) -> TaskClues:
     if status_refused:
         clues.skipped.append(f"status: {_short(status_refused)}")
     elif isinstance(status, str) and status.strip():
-        clean = re.sub(r"[^A-Za-z0-9]", "", status.strip().title())
-        clues.symptoms.append(GraphNode(kind="Symptom", name=f"TaskStatus{clean}", description=f"task status {status}"))
+        # The graph id and the analysis workflow id are named from the same canonical form.
+        canonical = canonical_status(status)
+        clues.symptoms.append(GraphNode(kind="Symptom", name=f"TaskStatus{canonical.capitalize()}",
+                                        description=f"task status {canonical}"))
 
     for key in DISCRETE_TASK_KEYS:
         value = task.get(key)
@@ -247,6 +267,7 @@ def route_task_data(task: dict[str, Any], pseudonym_key: bytes) -> TaskClues:
     if share is not None:
         clues.features.append(_feature("failedJobs", share, concept="count"))
     jobs = task.get(JOB_RECORDS_KEY)
+    codes: list[str] = []
     sites: list[str] = []
     if isinstance(jobs, list):
         for job in jobs[:MAX_JOB_RECORDS]:
@@ -257,10 +278,16 @@ def route_task_data(task: dict[str, Any], pseudonym_key: bytes) -> TaskClues:
                 codes.append(str(code))
             if isinstance(site, str) and site.strip():
                 sites.append(site.strip())
-    for code in dict.fromkeys(codes):
+    for code in most_carried(codes, MAX_JOB_CODES, first=dialog_code):
         clues.features.append(_feature("pilotErrorCode", code, concept="discrete"))
-    for site in dict.fromkeys(sites):
+    for site in most_carried(sites, MAX_JOB_SITES):
         clues.features.append(_feature("computingSite", site, concept="discrete"))
+    if (left := len(set(codes) | ({dialog_code} if dialog_code else set())) - MAX_JOB_CODES) > 0:
+        clues.skipped.append(f"{JOB_RECORDS_KEY}: {left} more pilot error code(s) not linked: only the {MAX_JOB_CODES} "
+                             "the most job records carry are")
+    if (left := len(set(sites)) - MAX_JOB_SITES) > 0:
+        clues.skipped.append(f"{JOB_RECORDS_KEY}: {left} more computing site(s) not linked: only the {MAX_JOB_SITES} "
+                             "the most job records carry are")
     split_rule = task.get("splitRule")
     if isinstance(split_rule, str):
         parts, unread = split_rule_parts(split_rule)
