@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -64,6 +65,30 @@ async def fetch_task(settings: Settings, task_id: int) -> dict:
     if note:  # it quotes PanDA's error, text from a remote service: shown inert
         typer.echo(f"note: {inert_terminal(note, one_line=True)}", err=True)
     return task
+
+
+def out_problem(path: Path, *, directory: bool = False) -> str | None:
+    """Why ``--out PATH`` cannot be written, or None; asked before anything starts, so an analysis (or a batch)
+    does not run only to fail at the end ("Is a directory", "File exists" when its parent is a file). A result
+    file (``directory`` False) needs an existing writable directory to go in, and PATH must not be a directory;
+    a results directory (analyze-batch) is PATH itself when it exists, else made in an existing writable parent."""
+    if directory and path.is_dir():
+        if not os.access(path, os.W_OK | os.X_OK):
+            return f"--out {path}: the directory is not writable; pass a directory you can write to"
+        return None
+    if directory and path.exists():
+        return f"--out {path}: not a directory; pass a directory for the results (it is made if missing)"
+    if not directory and path.is_dir():
+        return f"--out {path}: is a directory; pass a file path for the result, such as {path / 'result.json'}"
+    parent = path.parent
+    if not parent.is_dir():
+        what = "is not a directory" if parent.exists() else "does not exist"
+        return f"--out {path}: {parent} {what}; create the directory first or pass a path in an existing one"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"--out {path}: {parent} is not writable; pass a path in a directory you can write to"
+    if not directory and path.exists() and not os.access(path, os.W_OK):
+        return f"--out {path}: the file is not writable; pass another path or make it writable"
+    return None
 
 
 def write_result(result: AnalysisResult, path: Path) -> None:
@@ -141,6 +166,8 @@ def analyze(
     """Diagnose one problem task as a durable AnalyzeTask workflow (read-only on the knowledge base)."""
     if (task_id is None) == (task_data is None):
         fail("give exactly one of --task-id N or --task-data FILE")
+    if out is not None and (problem := out_problem(out)):
+        fail(problem)
     settings = get_settings()
 
     async def go() -> AnalysisResult:
@@ -222,6 +249,8 @@ def analyze_batch(
 ) -> None:
     """Diagnose every task of a directory as a durable BatchAnalyze; tasks already analysed are skipped
     unless --reanalyse is given."""
+    if problem := out_problem(out, directory=True):
+        fail(problem)
     settings = get_settings()
     threshold = get_settings().exploratory_investigation_threshold
 
@@ -232,6 +261,10 @@ def analyze_batch(
             fail(str(exc))
         client = await _client(settings)
         analyses = AnalysisClient(client)
+        # Attaching is to a batch that exists (as `bamboo populate --attach`): a mistyped id started a new batch
+        # under that id. The server answers whether it exists, without a worker.
+        if attach and await analyses.batch(attach).status() is None:
+            fail(f"no batch {attach}; run without --attach to start one")
         ids = [s.workflow_id() for s in sources]
         out.mkdir(parents=True, exist_ok=True)
         if reanalyse:  # the old results go; each task's analysis runs again and sees the feedback given since
