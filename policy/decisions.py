@@ -83,6 +83,7 @@ class DecisionRefusal(str, Enum):
     REVIEW_CHANGED = "review_changed"
     APPROVER_NOT_AUTHORISED = "approver_not_authorised"
     APPROVER_IS_REQUESTER = "approver_is_requester"
+    REQUESTER_NOT_ACCEPTED = "requester_not_accepted"
     MALFORMED = "malformed"
     # Authentication failures keep the names policy.approvers gives them.
     UNSIGNED = AuthRefusal.UNSIGNED.value
@@ -114,10 +115,21 @@ class PendingReview(BaseModel):
     grants: tuple[str, ...] = ()
     # What the review showed that the run depends on, beyond the code (review_digest): the answer must name it.
     review: str = ""
+    # Code the store proposed for the request (reuse), not code written for it. Nobody asked for that body: an
+    # approver who may write the store planted a kill under a harmless question's words, and, not being its
+    # requester, approved it alone. State-changing such code runs only after its requester accepted it.
+    from_store: bool = False
+    # The review key (``review``) its requester accepted: an acceptance holds for the review it answered only.
+    accepted: str = ""
 
     @property
     def askers(self) -> frozenset[str]:
         return frozenset({self.requester, *self.requesters})
+
+    @property
+    def awaits_acceptance(self) -> bool:
+        """State-changing code from the store that its requester has not accepted for this review yet."""
+        return self.from_store and not self.read_only and not (self.accepted and self.accepted == self.review)
 
 
 class OperatorDecision(BaseModel):
@@ -172,10 +184,13 @@ class DecisionVerdict(BaseModel):
     refusal: DecisionRefusal | None = None
     detail: str = ""
     signed: bool = False
+    # The requester's run answer to state-changing code the store proposed: taken as their acceptance of it for
+    # their request (``PendingReview.accepted``); it runs nothing, the review still waits for an approver.
+    acceptance: bool = False
 
     @classmethod
-    def accept(cls, signed: bool = False) -> "DecisionVerdict":
-        return cls(accepted=True, signed=signed)
+    def accept(cls, signed: bool = False, acceptance: bool = False) -> "DecisionVerdict":
+        return cls(accepted=True, signed=signed, acceptance=acceptance)
 
     @classmethod
     def refuse(cls, refusal: DecisionRefusal, detail: str, signed: bool = False) -> "DecisionVerdict":
@@ -205,7 +220,9 @@ def validate_decision(
     pending" and "is it really from this person" to "may this person give it". Rejecting or editing is open
     to the requester as well as to approvers (withdrawing one's own request, or sending changed code back
     through review, never runs anything); running code needs the approver role for its class, and for
-    state-changing code someone other than the requester when the deployment says so. ``statement`` is the kind
+    state-changing code someone other than the requester when the deployment says so. State-changing code the
+    store proposed (``PendingReview.from_store``) first needs its requester: their run answer is their acceptance
+    (``DecisionVerdict.acceptance``), and before it nobody else's run answer counts. ``statement`` is the kind
     of signed statement that answers ``pending`` (an executor's command approvals are not code decisions).
     """
     if decision.auth is not None and decision.auth.nonce in seen_nonces:
@@ -263,6 +280,10 @@ def validate_decision(
             DecisionRefusal.APPROVER_NOT_AUTHORISED,
             f"{approver} is not registered to take part in investigations here.", auth.signed,
         )
+    asker = approver in pending.askers
+    distinct = policy.rules.require_distinct_approver
+    if pending.awaits_acceptance and asker and (distinct or not _may_approve(policy, approver, state_changing)):
+        return DecisionVerdict.accept(auth.signed, acceptance=True)
     if not _may_approve(policy, approver, state_changing):
         role = Role.APPROVE_STATE_CHANGING if state_changing else Role.APPROVE
         who = ", ".join(policy.holders(role)) or "nobody is registered with that role yet"
@@ -271,8 +292,14 @@ def validate_decision(
             DecisionRefusal.APPROVER_NOT_AUTHORISED,
             f"{approver} may not approve {what} (role {role.value} needed); ask one of: {who}.", auth.signed,
         )
-    if state_changing and policy.rules.require_distinct_approver and (
-            approver in pending.askers or _shares_a_key(policy, approver, pending.askers)):
+    if pending.awaits_acceptance and not asker:
+        return DecisionVerdict.refuse(
+            DecisionRefusal.REQUESTER_NOT_ACCEPTED,
+            "The requester has not accepted this stored procedure yet: it changes PanDA and was proposed from the "
+            f"store, not written for this request; ask {pending.requester} to accept it first (their own run "
+            "answer accepts it).", auth.signed,
+        )
+    if state_changing and distinct and (asker or _shares_a_key(policy, approver, pending.askers)):
         return DecisionVerdict.refuse(
             DecisionRefusal.APPROVER_IS_REQUESTER,
             "State-changing code needs approval from someone other than the person who asked for it (one key "

@@ -197,6 +197,14 @@ def signed_grants(answer: OperatorDecision, session_id: str, granted_at: datetim
     return out
 
 
+def session_approver_stands(entry: SessionPolicy, policy: DeploymentPolicy) -> bool:
+    """Whether the person who chose ``entry`` may still approve the read-only code it covers under ``policy`` (the
+    deployment's registry now). A durable grant lapses with its approver (``grant_is_signed``); a session auto-run
+    kept running code its approver, key revoked or role removed, could no longer approve."""
+    who = entry.approved_by
+    return bool(who) and (policy.may(who, Role.APPROVE) or policy.may(who, Role.APPROVE_STATE_CHANGING))
+
+
 def session_policy_still_valid(
     entry: SessionPolicy, procedure_code: Mapping[str, str], reached: tuple[str, ...]
 ) -> bool:

@@ -14,8 +14,8 @@ Interactive phase:
    exactly those procedures. Likewise a turn that reuses a stored procedure (``policy.reuse``) and is exactly
    that procedure's current body as bound for this task, the procedure (and any it reaches) durably granted
    for that body and read-only: run with no prompt, allow-set = the tools the body reaches.
-3. auto-run for this exact code hash, with the procedures it reaches unchanged since approval and the whole
-   code read-only as recomputed now: run with no prompt.
+3. auto-run for this exact code hash, with the procedures it reaches unchanged since approval, the whole
+   code read-only as recomputed now, and whoever chose it still allowed to approve it: run with no prompt.
 4. otherwise ask (new code is always reviewed), with the reason that explains why no standing permission
    applied.
 
@@ -37,10 +37,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from policy.approvers import DeploymentPolicy
 from policy.catalog import ToolCatalog
 from policy.code_identity import hash_of_normal_form, normalize_code
 from policy.decisions import ALL_CHOICES, ALWAYS_ASK_CHOICES, STATE_CHANGING_CHOICES, DecisionKind
-from policy.grants import CodePolicy, ProcedureGrant, SessionPolicy, grant_matches, session_policy_still_valid
+from policy.grants import (
+    CodePolicy, ProcedureGrant, SessionPolicy, grant_matches, session_approver_stands, session_policy_still_valid,
+)
 from policy.phases import Phase, approved_allow_set, automatic_allow_set, granted_allow_set
 from policy.procedures import ReadOnlyAssessment, assess_read_only
 from policy.reuse import ReusedCode, is_bound_body
@@ -66,6 +69,7 @@ class ReviewReason(str, Enum):
     SESSION_AUTO_RUN = "session_auto_run"
     SESSION_AUTO_RUN_PROCEDURE_CHANGED = "session_auto_run_procedure_changed"
     SESSION_AUTO_RUN_STATE_CHANGING = "session_auto_run_state_changing"
+    SESSION_AUTO_RUN_APPROVER_GONE = "session_auto_run_approver_gone"
     DURABLE_GRANT = "durable_grant"
     DURABLE_GRANT_CODE_CHANGED = "durable_grant_code_changed"
     DURABLE_GRANT_STATE_CHANGING = "durable_grant_state_changing"
@@ -89,6 +93,9 @@ class ReviewRequest(BaseModel):
     grants: Mapping[str, ProcedureGrant] = Field(default_factory=dict)
     source: CodeSource = "generated"
     reused: ReusedCode | None = Field(default=None, description="the stored procedure this code reuses, if any")
+    # The deployment's rules and registry now: a session auto-run counts only while the person who chose it may
+    # still approve the code (``session_approver_stands``). Without it no session auto-run counts.
+    policy: DeploymentPolicy | None = None
 
     @property
     def conventions(self) -> ScanConventions:
@@ -250,6 +257,12 @@ def _decide_interactive(facts: _Facts) -> ReviewDecision:
                 ReviewReason.SESSION_AUTO_RUN_STATE_CHANGING,
                 f"This code changes state or cannot be analysed ({what}); auto-run never covers such code, "
                 "so every run needs a fresh approval.",
+            )
+        if request.policy is None or not session_approver_stands(entry, request.policy):
+            return facts.ask(
+                ReviewReason.SESSION_AUTO_RUN_APPROVER_GONE,
+                f"{entry.approved_by or 'Nobody named'} chose auto-run for this code, but may no longer approve it "
+                "here (key revoked or role removed); review it again.",
             )
         return facts.decision(
             CodeVerdict.RUN,

@@ -226,6 +226,14 @@ class Investigation:
     # ------------------------------------------------------------------ run
     @workflow.run
     async def run(self, inp: InvestigationStart) -> InvestigationResult:
+        if not handed_over(workflow.info()):
+            # The memo a session starts with is its starter's, any keys and values: Temporal Web showed them as the
+            # session's, and `bamboo approvals` a forged pending review, until a worker ran. The session's memo
+            # holds only what the session publishes (``_publish_pending``), which its continue-as-new carries on;
+            # a retry's or a schedule's run starts with the starter's memo again.
+            started_with = workflow.memo()
+            if started_with:
+                workflow.upsert_memo({key: None for key in started_with})
         if self._forged_carry:
             raise ApplicationError("a session's carried state is accepted only from its own continue-as-new; start "
                                    "the session without it", type="forged_carried_state", non_retryable=True)
@@ -308,11 +316,11 @@ class Investigation:
         requester = msg.author
         askers = [msg.author]
         while True:
-            context = await self._policy_context([code], [reuse.reused.procedure] if reuse is not None else [])
+            context = await self._decision_context([code], [reuse.reused.procedure] if reuse is not None else [])
             decision = decide_review(ReviewRequest(
                 phase=Phase.INTERACTIVE, code=code, catalog=context.catalog,
                 session_policies=st.session_policies, grants=context.grants,
-                reused=reuse.reused if reuse is not None else None,
+                reused=reuse.reused if reuse is not None else None, policy=context.policy,
             ))
             self._entry("code", code, turn=turn, data={
                 "code_hash": decision.code_hash, "summary": proposal.summary, "tools": list(decision.tools),
@@ -498,12 +506,14 @@ class Investigation:
         )
         self._review = PendingReview(session_id=self._inp.session_id, turn=turn, code_hash=decision.code_hash,
                                      requester=requester, requesters=tuple(askers), read_only=decision.read_only,
-                                     choices=decision.choices, grants=grants, review=review)
+                                     choices=decision.choices, grants=grants, review=review,
+                                     from_store=reuse is not None)
         self._answer = None
         self._entry("review", f"waiting for a decision on {short_hash(decision.code_hash)}: {decision.detail}",
                     turn=turn, data={"code_hash": decision.code_hash, "choices": [c.value for c in decision.choices]})
         pending = self._pending
-        _publish_pending(PendingMemo(turn=turn, code_hash=decision.code_hash, requester=requester,
+        _publish_pending(PendingMemo(run=workflow.info().first_execution_run_id, turn=turn,
+                                     code_hash=decision.code_hash, requester=requester,
                                      read_only=decision.read_only, choices=list(decision.choices),
                                      task_id=pending.task_id, task_status=pending.task_status,
                                      task_owner=pending.task_owner, request=request[:MEMO_REQUEST_CHARS],
@@ -780,6 +790,14 @@ class Investigation:
                 "policy_version": policy.version, "signed": verdict.signed,
                 "signer": auth.signer if auth else None, "key_id": auth.key_id if auth else None,
                 "nonce": auth.nonce if auth else None, "signature": auth.signature if auth else None}
+        if verdict.accepted and verdict.acceptance and self._review is not None:
+            # The requester takes the stored procedure for their request; the review waits on, for an approver.
+            self._review = self._review.model_copy(update={"accepted": self._review.review})
+            said = (f"{decision.approver} accepts the stored procedure proposed for their request; it still needs "
+                    "approval by someone else")
+            self._entry("notice", said, turn=decision.turn, actor=decision.approver, data=body)
+            self._audit("stored_procedure_accepted", decision.approver, body)
+            return Ack(accepted=True, detail=said)
         if verdict.accepted:
             self._answer = decision
             self._review = None  # answered: a second decision for the same prompt finds nothing pending
@@ -915,6 +933,17 @@ class Investigation:
         self._st.grants = dict(context.grants)
         self._context, self._context_at = context, workflow.now()
         return context
+
+    async def _decision_context(self, codes: Sequence[str], procedures: Sequence[str]) -> PolicyContext:
+        """The context a turn's code is decided against, every revoke accepted so far applied first. Revokes were
+        served only while a review waited (``_wait``): one acknowledged while the turn was prepared (the model
+        writing its code) was applied after the turn had run, unprompted, on the standing approval it ended."""
+        while True:
+            while self._st.revokes:
+                await self._process_revoke(self._st.revokes.pop(0))
+            context = await self._policy_context(codes, procedures)
+            if not self._st.revokes:  # none arrived while the context was read: the decision follows at once
+                return context
 
     async def _codegen(self, phase: contract.Phase, request: str) -> CodegenResult:
         return await self._llm(contract.codegen, CodegenInput(

@@ -3,9 +3,10 @@
 ``bamboo demo`` stores the reviewed code procedures bundled with the examples (``examples/procedures``), opens a
 session on a bundled task as ``demo-requester`` and walks two turns. The first question is answered by reusing a
 stored read-only procedure: proposed without a model call, shown for review, approved by the operator, run in
-the sandbox, its result printed. The second reuses a state-changing one (a retry): the requester's own approval
-is refused by the distinct-approver rule, the operator's is accepted, and it runs. The session's audit rows
-close the tour. The session stays open for ``bamboo investigate --attach``.
+the sandbox, its result printed. The second reuses a state-changing one (a retry). Proposed from the store, not
+written for this request, it first needs its requester's acceptance: the requester's own answer is taken as that
+(never as an approval: the distinct-approver rule still holds), then the operator's approval runs it. The
+session's audit rows close the tour. The session stays open for ``bamboo investigate --attach``.
 
 PanDA is the simulator: when nothing answers at the configured API address on this machine, the demo serves the
 bundled tasks there itself for as long as it runs (``bamboo panda-sim`` serves them for longer).
@@ -99,9 +100,10 @@ async def _walk(settings: Settings, task_id: int, me: str, admin: LocalKey | Non
             console.print(inert_rich(f"[reuse] {line.text}", "cyan"))
         show_pending(view)
         if not view.read_only:
-            await _approve(client, session_id, view, requester)
+            await _accept(client, session_id, view, requester)
+        approved = max((e.seq for e in await client.transcript(session_id)), default=0)
         await _approve(client, session_id, view, operator)
-        await _show_run(client, session_id, turn)
+        await _show_run(client, session_id, turn, approved)
     await _show_audit(settings, session_id)
     return session_id
 
@@ -157,10 +159,26 @@ async def _approve(client: inv.InvestigationClient, session_id: str, view: Pendi
     console.print(inert_rich(f"{speaker.identity} approves {short_hash(view.code_hash)}: {outcome}", "green"))
 
 
-async def _show_run(client: inv.InvestigationClient, session_id: str, turn: int) -> None:
-    """The run's outcome and result, then the model's reading of it (labelled as the model's)."""
+async def _accept(client: inv.InvestigationClient, session_id: str, view: PendingView, speaker: inv.Speaker) -> None:
+    """The requester answers the state-changing procedure the store proposed for their request: the session takes
+    the answer as their acceptance of it (it runs nothing; someone else must still approve it), and says so."""
+    try:
+        delivery = await client.decide(session_id, speaker, view.turn, view.code_hash, DecisionKind.RUN_ONCE,
+                                       review=view.review)
+    except inv.InvestigationError as exc:
+        console.print(inert_rich(f"{speaker.identity} accepts {short_hash(view.code_hash)}: REFUSED "
+                                 f"({exc.refusal}): {exc}", "red"))
+        return
+    console.print(inert_rich(f"{speaker.identity} answers {short_hash(view.code_hash)} with run once: {delivery.detail}",
+                             "green"))
+
+
+async def _show_run(client: inv.InvestigationClient, session_id: str, turn: int, approved: int) -> None:
+    """The run's outcome and result, then the model's reading of it (labelled as the model's), once the session
+    said how the approval given after entry ``approved`` ended (the requester's acceptance is a notice before it)."""
     async def replied():
-        return await _turn_entries(client, session_id, turn, "reply", "notice", "refused_run")
+        return [e for e in await _turn_entries(client, session_id, turn, "reply", "notice", "refused_run")
+                if e.seq > approved]
 
     await inv.wait_until(replied, timeout_s=TURN_TIMEOUT_S)
     for entry in await _turn_entries(client, session_id, turn, "run", "refused_run"):

@@ -531,8 +531,9 @@ DEMO_REQUESTER = "demo-requester"
 async def provision_demo_identities(settings: Settings, operator: str, admin: LocalKey | None = None) -> None:
     """The embedded demo's two people, with keys in the local keys directory and registry entries signed by
     the embedded stack's administrator (``demo-admin``, pinned in <data dir>/admin-keys): both may ask and
-    approve, but, as everywhere, not state-changing code they asked for themselves, so the demo's requester is
-    refused on its own retry by that rule and the operator running the demo approves it. Idempotent. On the demo
+    approve, but, as everywhere, not state-changing code they asked for themselves, so the demo's requester's
+    answer to its own retry only accepts the stored procedure and the operator running the demo approves it.
+    Idempotent. On the demo
     one person holds all three keys, and the demo says so. ``admin`` signs instead of the embedded
     administrator (a stack of one's own)."""
     from bamboo.approvals.admin import PinnedAdmins, embedded_admin

@@ -204,10 +204,20 @@ async def pending(client: Client, session_id: str, timeout_s: float | None = Non
 async def pending_memo(client: Client, session_id: str, first_run: str | None = None) -> PendingMemo | None:
     """What a decision must name (turn, full hash), as the session published it on the server: readable while
     no worker runs. None when nothing waits; InvestigationError for a workflow that is not a session
-    (``genuine``)."""
+    (``genuine``), or for a memo the session did not publish: the memo a session starts with is its starter's
+    (the workflow clears it once a worker runs it), and until then `bamboo approvals` showed a requester's forged
+    review as the session's. The session's own names the chain's first run, which a starter cannot know."""
     desc = await genuine(client, session_id, first_run)
     value = await desc.memo_value(PENDING_MEMO, None)
-    return PendingMemo.model_validate(value) if value else None
+    if not value:
+        return None
+    memo = PendingMemo.model_validate(value)
+    if memo.run != first_run_of(desc):
+        raise InvestigationError(
+            f"the pending review in session {session_id}'s memo names another run than the session's first: the "
+            "session did not publish it (whoever starts a session writes its first memo); nothing of it is shown "
+            "or answered here until a worker runs the session")
+    return memo
 
 
 async def genuine(client: Client, session_id: str, first_run: str | None = None) -> WorkflowExecutionDescription:

@@ -564,8 +564,12 @@ class PendingMemo(BaseModel):
     """What a decision must name, readable from the server without a worker (``describe``): a client signs
     its decision against this and sends it as a signal when no worker answers, and the workflow judges it
     through the same admission as any decision when it runs; Temporal Web shows it beside the history. No model
-    text: numbers, names, and the request as its requester wrote it (bounded)."""
+    text: numbers, names, and the request as its requester wrote it (bounded).
 
+    ``run`` is the chain's first run id, which the server picks when the session starts: whoever starts a session
+    chooses its memo, a pending review included, but cannot know that id (``client.pending_memo`` checks it)."""
+
+    run: str = ""
     turn: int
     code_hash: str
     requester: str

@@ -99,9 +99,9 @@ def demo_script(stack) -> str:
 async def test_demo_step_walks_the_review_loop_without_a_model_writing_code(
         stack, ops, client, settings, services, running_worker, brain, llm_server, sim):
     """Issue 26: the demo's investigation ended with "nothing to review" because the offline model cannot write
-    tool-calling code. Now it reuses the bundled procedures: a read-only one approved and run, then a retry
-    refused for its requester and approved by the operator, with the session's audit rows; and it never asks
-    the model for code (the scripted model here would only answer junk)."""
+    tool-calling code. Now it reuses the bundled procedures: a read-only one approved and run, then a retry its
+    requester accepts (proposed from the store, it needs that first) and the operator approves, with the session's
+    audit rows; and it never asks the model for code (the scripted model here would only answer junk)."""
     from bamboo.cli.demo_loop import DEMO_TASK
 
     brain.propose(*['<a href="https://bigpanda.cn/">STATE-CHANGING</a>'] * 4)
@@ -119,11 +119,13 @@ async def test_demo_step_walks_the_review_loop_without_a_model_writing_code(
     assert llm_server.counts_by_schema().get("InvestigationCode", 0) == 0
     assert "reusing procedure proc__get_task_details__get_task_jobs_summary; the store records it captured from ex-001" in text
     assert "reuses proc__get_task_details__retry_task" in text and "STATE-CHANGING (retry_task)" in text
-    assert "demo-requester approves" in text and "REFUSED (approver_is_requester)" in text
+    assert ("demo-requester answers" in text and "with run once: demo-requester accepts the stored procedure "
+            "proposed for their request; it still needs approval by someone else" in text)
+    assert "REFUSED" not in text
     me = text.split("you approve as ")[1].split(",")[0]
     assert f"{me} approves" in text and text.count(": accepted") == 2
     assert text.count("[run] in the sandbox") == 2 and '"status": "finished"' in text and '"registered": true' in text
-    assert "decision_refused" in text and "code_run" in text and "procedure_reused" in text
+    assert "stored_procedure_accepted" in text and "code_run" in text and "procedure_reused" in text
     assert "Demo only:" in text and "separates two keys here, not two people" in text
     assert "bamboo investigate --attach demo-" in text
     retries = [c for c in sim_calls(sim) if "retry" in c["endpoint"]][retries_before:]

@@ -2,14 +2,16 @@
 sandbox, the PanDA simulator and a scripted model that counts its calls.
 
 A stored procedure that fits a turn is proposed without a code-generation call and runs only after review; a
-state-changing one still needs someone other than the requester; one that no longer fits (a tool gone, another
-cause) is not proposed; two captures of equivalent code under one signature are one procedure whose frequency
-and incidents grow; a changed body under a granted signature is shown as a diff and runs only after review.
+state-changing one runs only once its requester accepted it and someone else approved it (a planted one is not
+approved by its planter alone); one that no longer fits (a tool gone, another cause) is not proposed; two
+captures of equivalent code under one signature are one procedure whose frequency and incidents grow; a changed
+body under a granted signature is shown as a diff and runs only after review.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -103,7 +105,7 @@ async def test_a_fitting_procedure_is_proposed_without_a_model_call_and_runs_onl
     assert "last run" in view.reuse.provenance_line() and "(ok)" in view.reuse.provenance_line()
 
 
-async def test_a_reused_state_changing_procedure_needs_an_approver_other_than_the_requester(
+async def test_a_reused_state_changing_procedure_needs_its_requesters_acceptance_and_another_approver(
         ops, client, settings, services, running_worker, brain, llm_server, new_kills):
     await _store(services, KILL_PROC, KILL_PROC_CODE, (ASK_STOP,))
     session = await _open(client, settings)
@@ -113,16 +115,50 @@ async def test_a_reused_state_changing_procedure_needs_an_approver_other_than_th
     assert codegen_calls(llm_server) == 0 and view.reuse is not None and view.reuse.procedure == KILL_PROC
     assert not view.read_only and view.state_changing == ["kill_task"]
     assert "auto_run" not in [c.value for c in view.choices]
-    with pytest.raises(inv.InvestigationError) as refused:
+    with pytest.raises(inv.InvestigationError) as refused:  # the store proposed it: alice has not taken it yet
+        await inv.decide_by_review(client, session, view.review, DecisionKind.RUN_ONCE, ops.bob)
+    assert refused.value.refusal == "requester_not_accepted"
+
+    accepted = await inv.decide_by_review(client, session, view.review, DecisionKind.RUN_ONCE, ops.alice)
+    said = "alice accepts the stored procedure proposed for their request; it still needs approval by someone else"
+    assert accepted.detail == said
+    assert [e.text for e in await entries(client, session, "notice") if e.turn == 1] == [said]
+    with pytest.raises(inv.InvestigationError) as refused:  # accepting it is not approving it
         await inv.decide_by_review(client, session, view.review, DecisionKind.RUN_ONCE, ops.alice)
     assert refused.value.refusal == "approver_is_requester"
     assert new_kills() == [] and await inv.pending(client, session) is not None
 
     await inv.decide_by_review(client, session, view.review, DecisionKind.RUN_ONCE, ops.bob)
-    await wait_for_runs(client, session, 1)
-    assert [k["endpoint"] for k in new_kills()] and len(new_kills()) == 1
+    [run] = await wait_for_runs(client, session, 1)
+    assert run.actor == "bob" and [k["endpoint"] for k in new_kills()] and len(new_kills()) == 1
     kinds = await _audit_kinds(services, session, "code_run")
-    assert "decision_refused" in kinds and kinds.index("decision_refused") < kinds.index("code_run")
+    assert kinds.index("decision_refused") < kinds.index("stored_procedure_accepted") < kinds.index("code_run")
+
+
+async def test_a_planted_state_changing_procedure_is_not_approved_by_its_planter_alone(
+        ops, client, settings, services, running_worker, brain, llm_server, new_kills):
+    """An approver who can write `procedures` (the app role: every worker, every local user on the embedded
+    stack) plants a kill under alice's everyday question, with a made-up history. Reuse proposed it as the turn's
+    code without a model call, and bob, not being its requester, approved it alone: the kill reached PanDA. (Had
+    he edited her pending code into the kill, he could not have: an editor counts as asking.)"""
+    meta = {"triggers": [ASK_JOBS], "summary": "job summary for the task", "incidents": ["ex-001-memory-deriv-ramcount"],
+            "frequency": 7, "reviewed_by": ["shift coordinator"], "sources": ["session"]}
+    async with services.store.pool.connection() as conn:
+        await conn.execute("INSERT INTO procedures (signature, code, code_hash, status, meta) "
+                           "VALUES (%s, %s, %s, 'approved', %s)",
+                           (KILL_PROC, KILL_PROC_CODE, code_hash(KILL_PROC_CODE), json.dumps(meta)))
+    session = await _open(client, settings)
+    await inv.send_message(client, session, ASK_JOBS, ops.alice)
+
+    view = await pending_turn(client, session, 1)
+    assert codegen_calls(llm_server) == 0 and view.reuse is not None and view.reuse.procedure == KILL_PROC
+    assert not view.read_only and view.requester == "alice"
+    with pytest.raises(inv.InvestigationError) as refused:
+        await inv.decide_by_review(client, session, view.review, DecisionKind.RUN_ONCE, ops.bob)
+    assert refused.value.refusal == "requester_not_accepted" and "ask alice to accept it first" in str(refused.value)
+    await asyncio.sleep(1.0)
+    assert new_kills() == [] and await entries(client, session, "run") == []
+    assert (await inv.pending(client, session)).review == view.review  # still waiting, for alice to take or reject
 
 
 async def test_a_procedure_that_no_longer_fits_is_not_proposed(

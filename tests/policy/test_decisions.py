@@ -210,6 +210,38 @@ def test_one_key_registered_under_two_names_is_one_person() -> None:
     assert refusal(mine, decision(), doubled) is None  # another person's key approves it
 
 
+def test_state_changing_code_from_the_store_runs_for_nobody_before_its_requester_accepted_it() -> None:
+    """An approver who could write the store planted a kill under a harmless question's words; reuse proposed it
+    for someone else's question and he, not its requester, approved it alone. The requester's run answer is now
+    their acceptance (it runs nothing), and before it no one's run answer counts."""
+    key, other = "ab" * 32, "cd" * 32
+    stored = pending(read_only=False, choices=STATE_CHANGING_CHOICES, from_store=True, review=key)
+    assert refusal(stored, decision(review=key)) is DecisionRefusal.REQUESTER_NOT_ACCEPTED
+    assert refusal(stored, decision(DecisionKind.ALWAYS_ASK, review=key)) is DecisionRefusal.REQUESTER_NOT_ACCEPTED
+    accepting = decision(signer="requester", approver="requester", review=key)
+    verdict = validate_decision(stored, accepting, POLICY, now=NOW)
+    assert verdict.accepted and verdict.acceptance and verdict.signed  # asking for code is role enough to accept it
+    accepted = stored.model_copy(update={"accepted": key})
+    assert refusal(accepted, decision(review=key)) is None
+    assert not validate_decision(accepted, decision(review=key), POLICY, now=NOW).acceptance
+    assert refusal(accepted, accepting) is DecisionRefusal.APPROVER_NOT_AUTHORISED  # accepting is not approving
+    # the acceptance names the review it answered: on another review it holds nothing
+    moved = accepted.model_copy(update={"review": other})
+    assert refusal(moved, decision(review=other)) is DecisionRefusal.REQUESTER_NOT_ACCEPTED
+    # a requester who may approve state changes accepts with the same answer; approving stays someone else's
+    theirs = stored.model_copy(update={"requester": "reviewer"})
+    assert validate_decision(theirs, decision(review=key), POLICY, now=NOW).acceptance
+    assert refusal(theirs.model_copy(update={"accepted": key}), decision(review=key)) is \
+        DecisionRefusal.APPROVER_IS_REQUESTER
+    relaxed = DeploymentPolicy(rules=ApprovalRules(require_distinct_approver=False), approvers=POLICY.approvers)
+    runs = validate_decision(theirs, decision(review=key), relaxed, now=NOW)
+    assert runs.accepted and not runs.acceptance  # where requesters approve their own changes, their answer runs it
+    # unchanged: rejecting, editing, and read-only code from the store
+    assert refusal(stored, decision(DecisionKind.REJECT)) is None
+    assert refusal(stored, decision(DecisionKind.EDIT)) is None
+    assert refusal(pending(from_store=True, review=key), decision(review=key)) is None
+
+
 def test_identities_differing_only_in_case_are_one_person() -> None:
     """Issue: 'Requester' approved the code 'requester' asked for, and it ran."""
     mine = pending(read_only=False, choices=STATE_CHANGING_CHOICES, requester="reviewer")

@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from policy.approvers import ApprovalRules, DeploymentPolicy, RegisteredKey, Role
 from policy.catalog import ToolCatalog, ToolFacts
 from policy.code_identity import code_hash
 from policy.decisions import ALL_CHOICES, ALWAYS_ASK_CHOICES, STATE_CHANGING_CHOICES
@@ -21,6 +22,8 @@ from policy.phases import Phase
 from policy.review import ReviewDecision, CodeVerdict, ReviewReason, ReviewRequest, decide_review
 
 AT = datetime(2026, 11, 30, 6, 0, tzinfo=timezone.utc)
+# A deployment that takes unsigned answers from anyone: whoever chose a session auto-run may still approve.
+OPEN = DeploymentPolicy(rules=ApprovalRules(require_signatures=False))
 P = "proc__p"
 RAW_TOOLS = [
     ToolFacts(name="get_task", read_only=True),
@@ -92,6 +95,7 @@ def build_request(phase: Phase, policy: str, grant: str, read_only: str) -> Revi
         catalog=catalog,
         session_policies=policies,
         grants=grants,
+        policy=OPEN,
     )
 
 
@@ -225,6 +229,7 @@ def _interactive(
     procedure_code: dict[str, str],
     policies: dict[str, SessionPolicy] | None = None,
     grants: dict[str, ProcedureGrant] | None = None,
+    policy: DeploymentPolicy | None = OPEN,
 ) -> ReviewDecision:
     tools = [*RAW_TOOLS, *(ToolFacts(name=name, origin="procedure") for name in procedure_code)]
     return decide_review(
@@ -234,6 +239,7 @@ def _interactive(
             catalog=ToolCatalog.build(tools, procedure_code),
             session_policies=policies or {},
             grants=grants or {},
+            policy=policy,
         )
     )
 
@@ -318,6 +324,24 @@ def test_session_auto_run_never_covers_raw_state_changing_code() -> None:
     assert (decision.outcome, decision.reason) == (CodeVerdict.ASK, ReviewReason.SESSION_AUTO_RUN_STATE_CHANGING)
     assert "auto_run" not in [c.value for c in decision.choices]
     assert "auto_run" not in [c.value for c in _interactive(code, {}).choices]
+
+
+def test_a_session_auto_run_lapses_with_its_approvers_right_to_approve() -> None:
+    """A durable grant lapses with its approver (grant_is_signed); a session auto-run kept running after its
+    approver's key was revoked. It counts only while the approver may still approve read-only code."""
+    code = "await tools.get_task(task_id=1)"
+    key, entry = make_session_policy(code, CodePolicy.AUTO_RUN, {}, "bob")
+
+    def registry(**roles: set[Role]) -> DeploymentPolicy:
+        return DeploymentPolicy(approvers=tuple(RegisteredKey(identity=name, public_key="A" * 43 + "=",
+                                                              roles=frozenset(held)) for name, held in roles.items()))
+
+    for still in (registry(bob={Role.APPROVE}), registry(bob={Role.APPROVE_STATE_CHANGING})):
+        assert _interactive(code, {}, {key: entry}, policy=still).reason is ReviewReason.SESSION_AUTO_RUN
+    for gone in (registry(alice={Role.APPROVE}), registry(bob={Role.REQUEST}), None):  # revoked, demoted, unknown
+        decision = _interactive(code, {}, {key: entry}, policy=gone)
+        assert (decision.outcome, decision.reason) == (CodeVerdict.ASK, ReviewReason.SESSION_AUTO_RUN_APPROVER_GONE)
+        assert "auto_run" in [c.value for c in decision.choices]  # bob's successor may choose it again
 
 
 def test_an_approved_run_may_call_only_the_tools_its_review_showed() -> None:
