@@ -78,6 +78,10 @@ class CandidateCause(BaseModel):
     score: float = Field(default=0.0, description="share of the candidates' total support (a ranking confidence)")
     likelier: bool = Field(default=False, description="put ahead of a look-alike with more support, as it makes "
                                                       "the task's clues likelier (bamboo/analysis/look_alikes.py)")
+    wording: float | None = Field(default=None, description="how well its stored error dialogs match the task's "
+                                                            "wording, when read (bamboo/analysis/wording.py)")
+    worded: bool = Field(default=False, description="put first as its stored error dialogs match the task's wording "
+                                                    "far better than the ranking's first choice's")
 
 
 class NovelLead(BaseModel):

@@ -78,6 +78,7 @@ def prompt(evidence: Evidence, extra_context: dict[str, Any]) -> str:
         "candidates": [
             {"rank": i, "name": c.name, "description": c.description[:200], "breadth": c.breadth,
              "support": round(c.support, 2), "frequency": c.frequency, "confirmed_by_operators": c.confirmations,
+             **({"error_dialog_wording_match": c.wording} if c.wording is not None else {}),
              "matched_clues": {m.name: [round(m.share, 2), m.edge_frequency]
                                for m in c.matched[:MAX_CLUES_PER_CANDIDATE]}}
             for i, c in enumerate(evidence.candidates[:MAX_CANDIDATES_IN_PROMPT], 1)

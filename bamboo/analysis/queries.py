@@ -249,6 +249,30 @@ async def cause_stats(pool: AsyncConnectionPool, causes: list[str]) -> dict[str,
     return out
 
 
+async def stored_dialogs(pool: AsyncConnectionPool, symptoms: list[str], causes: list[str],
+                         per_cause: int) -> dict[str, list[str]]:
+    """Per cause, the error dialogs (Symptom passages) of up to `per_cause` stored incidents per symptom class,
+    of the incidents that linked one of these classes to it: first by graph id, read in the provenance index's
+    order, so the cost does not grow with how often the cause was stored (bamboo.analysis.wording)."""
+    if not symptoms or not causes:
+        return {}
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(
+            "SELECT c.name, x.content FROM nodes s "
+            "JOIN edges e ON e.src = s.id AND e.kind = 'indicate' AND e.frequency > 0 "
+            "JOIN nodes c ON c.id = e.dst AND c.kind = 'Cause' AND c.name = ANY(%s) "
+            "CROSS JOIN LATERAL (SELECT ps.content FROM edge_provenance p "
+            "  JOIN passages ps ON ps.graph_id = p.graph_id AND ps.section = 'Symptom' AND ps.node_id = s.id "
+            "  WHERE p.edge_id = e.id ORDER BY p.graph_id LIMIT %s) x "
+            "WHERE s.kind = 'Symptom' AND s.name = ANY(%s)",
+            (causes, per_cause, symptoms),
+        )).fetchall()
+    out: dict[str, list[str]] = {}
+    for cause, content in rows:
+        out.setdefault(cause, []).append(content)
+    return out
+
+
 @dataclass(frozen=True)
 class StoredResolutions:
     """Per cause, its stored resolutions (most used first) and the incidents that recorded each."""

@@ -27,25 +27,30 @@ PILOT_CODE = "pilotErrorCode="
 # candidate alone on weak evidence is not certain (issue 30: vo=atlas and coreCount=1 gave 1.00).
 UNKNOWN_SUPPORT = 0.1
 # confidence = logistic(INTERCEPT + (MARGIN_SLOPE + MARGIN_SLOPE_PER_LOG_STORED * s) * logit(lead)
-#                         + BREADTH_SLOPE * breadth lead over the runner-up + STORED_SLOPE * s),
+#                         + BREADTH_SLOPE * breadth lead over the runner-up + STORED_SLOPE * s
+#                         + MOST_STORED_SLOPE * m + worded * (WORDED_SLOPE + WORDED_SLOPE_PER_LOG_MOST_STORED * m)),
 # s = log of how often the store holds the less stored of the two causes contested (the top candidate alone
-# when it has no runner-up), capped at STORED_CAP. Fitted by logistic regression to whether the named cause
-# was the true one on the calibration corpus (bench/diagnosis/calibration.py, seeds 30-35, 2, 8 and 30
-# incidents per cause, novel-cause tasks named as a known cause counted as wrong; the answers the abstention
-# rules below leave named), each seed left out of the fit in turn to check it, and seed 36 used for nothing
-# but the check (bench/diagnosis/results.md).
+# when it has no runner-up), m the same of the more stored, both capped at STORED_CAP; worded is 1 when the
+# error dialog's wording put the top candidate first (bamboo/analysis/wording.py). Fitted by logistic regression
+# to whether the named cause was the true one on the calibration corpus (bench/diagnosis/calibration.py,
+# seeds 30-35, 2, 8 and 30 incidents per cause, novel-cause tasks named as a known cause counted as wrong; the
+# answers the abstention rules below leave named), each seed left out of the fit in turn to check it, and seed
+# 36 used for nothing but the check (bench/diagnosis/results.md).
 # Why s: the same lead means more when both causes were stored often (their clue frequencies are measured,
-# not guessed from one or two incidents). Without it (0.25, 4.3, 2.41 on lead and breadth alone) the
-# confidence was right pooled over store sizes but not at each: too high with 2 incidents per cause (0.78
-# said, 0.73 right) and too low with 30 (0.77 said, 0.83 right); ECE at 2, 8 and 30 per cause, pooled over
-# the six seeds, 0.047, 0.032, 0.065 before and 0.041, 0.017, 0.014 after (each seed left out of the fit in
-# turn: at most 0.048 on the seed left out). The intercept is held at 0.25 (the earlier fits' value) so a tie
-# between causes stored once or twice stays below even odds; between causes stored tens of times a tie reads
-# 0.52-0.56, as close calls there were right about two times in three. The fit saw causes stored at most
-# 30-odd times; the cap keeps the term where it was measured. A generated corpus is not an operator's store:
-# the figures say how well the form fits, not that these constants are right for every store.
-INTERCEPT, MARGIN_SLOPE, BREADTH_SLOPE = 0.25, 3.37, 2.55
-MARGIN_SLOPE_PER_LOG_STORED, STORED_SLOPE = 0.65, 0.16
+# not guessed from one or two incidents). Why m and the worded terms: once the wording decided, the answer was
+# right 0.61 of the time where the contested causes were stored twice, 0.85 at eight and 0.98 at thirty (a
+# dialog shared by two causes stored twice says little; one read from thirty incidents of one cause and not
+# from the other's says much), which the lead of the supports it overrode does not tell. The intercept is held
+# at 0.25 (the earlier fits' value): a tie between causes stored once stays below even odds, and one between
+# causes stored twice reads 0.55 (0.55 of such answers were right; below 0.5 before this fit). ECE at
+# 2, 8 and 30 per cause, pooled over seeds 30-36: 0.041, 0.085, 0.092 with the fit before the wording step, and
+# 0.046, 0.027, 0.016 refitted (each seed left out of the fit in turn and pooled: 0.038, 0.033, 0.020). The fit
+# saw causes stored at most 30-odd times; the cap keeps the terms where they were measured. A generated corpus is
+# not an operator's store: the figures say how well the form fits, not that these constants are right for every
+# store.
+INTERCEPT, MARGIN_SLOPE, BREADTH_SLOPE = 0.25, 3.29, 2.26
+MARGIN_SLOPE_PER_LOG_STORED, STORED_SLOPE, MOST_STORED_SLOPE = 0.21, -0.08, 0.46
+WORDED_SLOPE, WORDED_SLOPE_PER_LOG_MOST_STORED = -1.08, 0.70
 STORED_CAP = 30
 # Below this, a task whose pilot error codes no candidate is linked to is answered "no known cause"
 # (unlinked_defining): only a ranking that is nearly certain names a cause for a code the store never linked.
@@ -89,15 +94,17 @@ def ranking_confidence(candidates: list[CandidateCause]) -> float:
     second_support = runner_up.support if runner_up else 0.0
     # Alone, it is ahead on breadth of nothing: the cause the store lacks could match any kind of clue.
     second_breadth = runner_up.breadth if runner_up else top.breadth
-    if top.likelier and second_support > top_support:
-        # Look-alikes put in likelihood order (look_alikes): the contest is how far apart their supports are.
+    if (top.likelier or top.worded) and second_support > top_support:
+        # Look-alikes put in likelihood order (look_alikes), or a cause put first by the dialog's wording
+        # (wording): the contest is how far apart their supports are.
         # Only then: a cause an operator put first keeps the lead the ranking gave it.
         top_support, second_support = second_support, top_support
     lead = min(max(top_support / (top_support + second_support + UNKNOWN_SUPPORT), 0.01), 0.99)
-    contested = min(stored_incidents(top), stored_incidents(runner_up)) if runner_up else stored_incidents(top)
-    stored = math.log(min(max(contested, 1), STORED_CAP))
+    counts = [stored_incidents(top), stored_incidents(runner_up)] if runner_up else [stored_incidents(top)]
+    stored, most = (math.log(min(max(n, 1), STORED_CAP)) for n in (min(counts), max(counts)))
     z = (INTERCEPT + (MARGIN_SLOPE + MARGIN_SLOPE_PER_LOG_STORED * stored) * math.log(lead / (1 - lead))
-         + BREADTH_SLOPE * (top.breadth - second_breadth) + STORED_SLOPE * stored)
+         + BREADTH_SLOPE * (top.breadth - second_breadth) + STORED_SLOPE * stored + MOST_STORED_SLOPE * most
+         + (WORDED_SLOPE + WORDED_SLOPE_PER_LOG_MOST_STORED * most if top.worded else 0.0))
     return round(min(MAX_RANKING_CONFIDENCE, 1 / (1 + math.exp(-z))), 4)
 
 
@@ -126,6 +133,10 @@ def ranking_explanation(evidence: Evidence) -> str:
         # Its support is below the runner-up's: say why it is first all the same.
         said += (f"; ahead of {evidence.candidates[1].name} (support {evidence.candidates[1].support}), a look-alike "
                  "with the same symptom and pilot code, as the task's clues are more typical of it")
+    if top.worded and len(evidence.candidates) > 1:
+        runner_up = evidence.candidates[1]
+        said += (f"; put first as the task's error dialog is worded like its stored incidents' (match {top.wording}, "
+                 f"{runner_up.name}: {runner_up.wording})")
     return said
 
 

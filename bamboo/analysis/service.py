@@ -19,6 +19,7 @@ from bamboo.analysis.contract import Diagnosis, DiagnoseInput, EmailDraft, Email
 from bamboo.analysis.procedures import builtin_catalog, plan_procedures
 from bamboo.analysis.ranking import novel_leads, operator_first, rank_candidates, with_verdicts
 from bamboo.analysis.retrieval import similar_incidents
+from bamboo.analysis.wording import STORED_DIALOGS_PER_CAUSE, contenders, order_by_wording
 from bamboo.llm.errors import LLMOutputError
 from bamboo.offload import in_thread
 from bamboo.services import Services
@@ -50,6 +51,11 @@ class AnalysisService:
                                              commonness=commonness), clues.clues, edges, stats, fixes.texts,
                                      budget_s=RANKING_BUDGET_S, what="ranking the candidate causes")
         symptoms = [c.name for c in clues.of_type("symptom")]
+        dialogs = [c.text for c in clues.of_type("symptom") if c.text.strip()]
+        if dialogs:
+            stored = await queries.stored_dialogs(self._pool, symptoms, contenders(candidates), STORED_DIALOGS_PER_CAUSE)
+            candidates = await in_thread(order_by_wording, candidates, dialogs, stored,
+                                         budget_s=RANKING_BUDGET_S, what="matching the error dialog's wording")
         novel = novel_leads(clues.clues, await queries.known_symptoms(self._pool, symptoms))
         if not clues.of_type("symptom"):
             notes.append("the task has no errorDialog: ranking rests on status and task features only")

@@ -112,7 +112,8 @@ async def diagnose_all(corpus: Corpus, size: int, base: Path, stack,
                 dump.append({"size": size, "truth": truth, "novel": novel, "lookalike": look,
                              "clues": [c.model_dump() for c in clues], "edges": [asdict(e) for e in edges],
                              "stats": {k: asdict(v) for k, v in stats.items()},
-                             "incidents": common.incidents, "per_clue": common.per_clue})
+                             "incidents": common.incidents, "per_clue": common.per_clue,
+                             "evidence": evidence.model_dump(mode="json")})
         per_task = (time.perf_counter() - started) / len(corpus.held_out)
     return before, after, model, per_task
 

@@ -95,7 +95,9 @@ def test_the_same_lead_counts_for_more_between_causes_the_store_holds_often():
     # said, 0.73 right) and not confident enough between causes stored thirty times (0.77 said, 0.83 right).
     assert ranking_confidence(pair(1.5, 2)) < ranking_confidence(pair(1.5, 30))
     assert ranking_confidence(pair(1.5, 30)) == ranking_confidence(pair(1.5, 3000))  # held where it was measured
-    assert ranking_confidence(pair(1.0, 1)) < 0.5 and ranking_confidence(pair(1.0, 2)) < 0.5  # ties of a small store
+    # Ties of a small store: below even odds between causes stored once; near them between causes stored twice (the
+    # fit after the wording step reads such a tie 0.55, and 0.55 of those answers were right).
+    assert ranking_confidence(pair(1.0, 1)) < 0.5 and ranking_confidence(pair(1.0, 2)) < 0.6
     assert ranking_confidence(pair(3.0, 30)) > ranking_confidence(pair(1.5, 30)) > ranking_confidence(pair(1.0, 30))
 
 
