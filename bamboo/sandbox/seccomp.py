@@ -1,20 +1,19 @@
 """The seccomp filter every sandbox child runs under, compiled once with libseccomp (``pyseccomp``).
 
-Namespaces and a uid drop decide what a child can *see*; the filter decides which kernel interfaces it
-can *touch* at all. Everything a Python script legitimately needs stays allowed (the default action is
-allow); the calls below fail with EPERM, because each is either a way to reach another process
-(ptrace, process_vm_*, pidfd_getfd), a large kernel attack surface that no script needs (bpf,
-userfaultfd, io_uring, keyrings, perf, module loading), or a way to rebuild a view the sandbox took away
-(mount and friends, new namespaces), or a way to hold memory the run's total cannot see or that outlives
-the run (``memfd_create``, ``memfd_secret``, SysV shared memory, message queues and semaphores, POSIX
-message queues: in degraded mode the last four live in the host's ipc namespace; extended attributes, whose
-values on tmpfs are memory no file's size shows). Preallocation (``fallocate`` and the ioctls that do the same)
-fails with EOPNOTSUPP instead (below). ``socket`` and
-``socketpair`` fail with EAFNOSUPPORT for every family, AF_UNIX included: the child's only channel, the
-bridge, is a socket it inherits, and its event loop wakes itself through a pipe (``child_runner``), so a
-run needs no socket of its own — and in degraded mode an AF_UNIX socket would reach the host's services
-(by path or abstract name). Calls of a foreign ABI (i386 ``int 0x80``, x32) kill the process: libseccomp's
-filter only admits the native architecture.
+Namespaces and a uid drop decide what a child can *see*; the filter decides which kernel interfaces it can *touch*
+at all. Everything a Python script legitimately needs stays allowed (the default action is allow); the calls below
+fail with EPERM, because each is either a way to reach another process (ptrace, process_vm_*, pidfd_getfd), a large
+kernel attack surface that no script needs (bpf, userfaultfd, io_uring, keyrings, perf, module loading), or a way to
+rebuild a view the sandbox took away (mount and friends, new namespaces), or a way out of the run's process group
+(``setsid``, ``setpgid``), or a way to hold memory the run's total cannot see or that outlives the run
+(``memfd_create``, ``memfd_secret``, SysV shared memory, message queues and semaphores, POSIX message queues: in
+degraded mode the last four live in the host's ipc namespace; extended attributes, whose values on tmpfs are memory
+no file's size shows). Preallocation (``fallocate`` and the ioctls that do the same) fails with EOPNOTSUPP instead
+(below). ``socket`` and ``socketpair`` fail with EAFNOSUPPORT for every family, AF_UNIX included: the child's only
+channel, the bridge, is a socket it inherits, and its event loop wakes itself through a pipe (``child_runner``), so
+a run needs no socket of its own — and in degraded mode an AF_UNIX socket would reach the host's services (by path
+or abstract name). Calls of a foreign ABI (i386 ``int 0x80``, x32) kill the process: libseccomp's filter only admits
+the native architecture.
 
 With bubblewrap the program is handed over with ``--seccomp FD`` and bwrap installs it right before it
 executes the interpreter; in degraded mode the worker installs it in the forked child before ``exec``
@@ -53,6 +52,11 @@ DENIED_SYSCALLS: tuple[str, ...] = (
     # extended attributes: on tmpfs their values are kernel memory no file's blocks show (256 MiB parked in
     # user.* attributes passed a 64 MiB run total); no script needs to set one
     "setxattr", "lsetxattr", "fsetxattr", "setxattrat",
+    # leaving the run's process group: the runner ends a run with killpg, which the kernel applies to every member
+    # at once, whatever they fork meanwhile. A process in a session of its own that forked and exited over and over
+    # changed its pid faster than the /proc scan after it could follow, and in degraded mode ran on under a uid
+    # given back to the pool (review). No script needs a session or a group of its own.
+    "setsid", "setpgid",
 )
 # Taking disk without writing it. One fallocate reserved 2 GiB in 2 ms, past RLIMIT_FSIZE (FALLOC_FL_KEEP_SIZE
 # leaves the file's size, all that limit reads, at 0), and a loop of them took 6 GiB of the host's disk in 22 ms

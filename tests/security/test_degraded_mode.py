@@ -57,7 +57,10 @@ def daemon_run(marker: str, on_each_pid: str, pause_s: float = 0.0) -> str:
     return f"""
 import os, sys, time
 if os.fork() == 0:
-    os.setsid()
+    try:
+        os.setsid()
+    except PermissionError:  # the sandbox's filter refuses it: the daemon stays in the run's group
+        pass
     if os.fork() == 0:
         os.chdir("/")
         os.execve(sys.executable, [sys.executable, "-I", "-S", "-c", '''
@@ -209,7 +212,10 @@ async def test_a_daemon_that_reexecs_with_a_clean_environment_and_leaves_the_wor
         code = f"""
 import os, sys, time
 if os.fork() == 0:
-    os.setsid()
+    try:
+        os.setsid()
+    except PermissionError:  # the sandbox's filter refuses it: the daemon stays in the run's group
+        pass
     if os.fork() == 0:
         os.chdir("/")
         os.execve(sys.executable, [sys.executable, "-I", "-S", "-c", "import time; time.sleep(60)  # {marker}"], {{}})
@@ -409,7 +415,10 @@ ZOMBIE_LEADER = """
 import ctypes, os, threading, time
 r, w = os.pipe()
 if os.fork() == 0:
-    os.setsid()
+    try:
+        os.setsid()
+    except PermissionError:  # the sandbox's filter refuses it: the daemon stays in the run's group
+        pass
     threading.Thread(target=lambda: [time.sleep(0.2) for _ in range(600)], daemon=False).start()
     os.write(w, str(os.getpid()).encode())
     ctypes.CDLL(None).syscall(60, 0)  # SYS_exit: ends the calling thread only
