@@ -221,11 +221,21 @@ def worker_secret_files(settings: Any) -> tuple[Path, ...]:
     the settings file (``.env``, read from the worker's working directory, holding the LLM key, the database URL
     and the PanDA token), the key files the settings point at (the audit signing key, the PanDA X.509 proxy), the
     MCP servers' file (its ``headers`` and ``env`` may hold tokens), and every private key in the keys directory
-    (the command agent's signs the envelopes executors honour; a console's or a bot's may sit beside it)."""
+    (the command agent's signs the envelopes executors honour; a console's or a bot's may sit beside it).
+
+    The audit signing key is the one the store signs with (``resolve_store_location``): with no
+    BAMBOO_AUDIT_SIGNING_KEY it is ``audit-signing.key`` beside the checkpoint file, which no setting names, and a
+    degraded run read it at 0644 (review)."""
+    from bamboo.store import StoreNotConfigured, resolve_store_location  # the store's modules: only when asked
+
     env_files = type(settings).model_config.get("env_file")
     names = [env_files] if isinstance(env_files, (str, Path)) else list(env_files or ())
     found = [Path(name).expanduser().absolute() for name in names]
-    named = (settings.audit_signing_key, settings.panda_x509_proxy, settings.mcp_servers_config)
+    named = [settings.audit_signing_key, settings.panda_x509_proxy, settings.mcp_servers_config]
+    try:
+        named.append(resolve_store_location(settings).signing_key)
+    except (StoreNotConfigured, OSError, ValueError):  # no store (or an unreadable record of one): no key it signs with
+        pass
     found += [p.expanduser().absolute() for p in named if p is not None]
     keys = settings.resolved_keys_dir().absolute()
     try:

@@ -85,8 +85,15 @@ def public_key_path(key_path: Path) -> Path:
 
 
 def load_signing_key(path: Path) -> Ed25519PrivateKey:
+    """The key, refused when group or others may read or write it (as ``KeyStore.load`` refuses an approver's): whoever
+    reads it signs checkpoints, and a degraded sandbox run shares this host's files."""
     try:
-        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+        with open(path, "rb") as fh:
+            if os.fstat(fh.fileno()).st_mode & 0o077:  # the file read, not whatever the path names a moment later
+                raise CheckpointError(f"the audit signing key {path} is readable or writable by group or others; run "
+                                      f"chmod 600 {path}")
+            data = fh.read()
+        key = serialization.load_pem_private_key(data, password=None)
     except (OSError, ValueError) as exc:
         raise CheckpointError(f"cannot read the audit signing key {path} ({exc}); check the file or "
                               "BAMBOO_AUDIT_SIGNING_KEY") from None
