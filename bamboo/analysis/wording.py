@@ -14,10 +14,11 @@ stored dialog's. It decides only among the candidates on the leading breadth, an
 matches the task's wording by WORDING_MARGIN more than the ranking's first choice: two dialogs of one template
 share nearly every word, two templates of one symptom class share a few.
 
-Measured on the calibration corpus (bench/diagnosis/calibration.py; dialogs, candidates and margin chosen on
-seeds 30-35, seed 36 used only to check), known causes @1 at 2, 8 and 30 incidents per cause went 446/528/563
-→ 461/537/570 of 612 on seeds 30-35 and 70/87/88 → 72/94/92 of 102 on seed 36; a margin of 0.3, 0.4 or 0.6
-gained less (bench/diagnosis/results.md).
+Chosen offline on the calibration corpus's dumped rankings (bench/diagnosis/calibration.py; the measure, the
+contenders and the margin chosen on seeds 30-35, seed 36 used only to check): known causes @1 at 2, 8 and 30
+incidents per cause went 435/498/527 → 461/537/570 of 612 on seeds 30-35 and 70/87/88 → 72/94/92 of 102 on
+seed 36; a margin of 0.3, 0.4 or 0.6 gained less (448-456, 525-532, 563-566), and letting every candidate among
+the first four contend, whatever its breadth, no more. The product's own run is in bench/diagnosis/results.md.
 
 Pure, so it is tested without a database.
 """
