@@ -100,9 +100,9 @@ async def _walk(settings: Settings, task_id: int, me: str, admin: LocalKey | Non
             console.print(inert_rich(f"[reuse] {line.text}", "cyan"))
         show_pending(view)
         if not view.read_only:
-            await _accept(client, session_id, view, requester)
+            await _run_once(client, session_id, view, requester, "accepts")
         approved = max((e.seq for e in await client.transcript(session_id)), default=0)
-        await _approve(client, session_id, view, operator)
+        await _run_once(client, session_id, view, operator)
         await _show_run(client, session_id, turn, approved)
     await _show_audit(settings, session_id)
     return session_id
@@ -146,31 +146,20 @@ async def _review(client: inv.InvestigationClient, session_id: str, turn: int, s
     return f"nothing to review; the session says: {said}"
 
 
-async def _approve(client: inv.InvestigationClient, session_id: str, view: PendingView, speaker: inv.Speaker) -> None:
-    """Approve the pending code once as ``speaker``, and print the session's verdict."""
+async def _run_once(client: inv.InvestigationClient, session_id: str, view: PendingView, speaker: inv.Speaker,
+                    verb: str = "approves") -> None:
+    """Answer the pending code with run once as ``speaker``, and print the session's verdict. ``verb`` "accepts":
+    the requester's answer to a state-changing procedure the store proposed for their request, which the session
+    takes as their acceptance of it (it runs nothing; someone else must still approve it) and says so."""
     try:
         delivery = await client.decide(session_id, speaker, view.turn, view.code_hash, DecisionKind.RUN_ONCE,
                                        review=view.review)
     except inv.InvestigationError as exc:
-        console.print(inert_rich(f"{speaker.identity} approves {short_hash(view.code_hash)}: REFUSED "
+        console.print(inert_rich(f"{speaker.identity} {verb} {short_hash(view.code_hash)}: REFUSED "
                                  f"({exc.refusal}): {exc}", "red"))
         return
-    outcome = delivery.detail if delivery.durable else "accepted"
-    console.print(inert_rich(f"{speaker.identity} approves {short_hash(view.code_hash)}: {outcome}", "green"))
-
-
-async def _accept(client: inv.InvestigationClient, session_id: str, view: PendingView, speaker: inv.Speaker) -> None:
-    """The requester answers the state-changing procedure the store proposed for their request: the session takes
-    the answer as their acceptance of it (it runs nothing; someone else must still approve it), and says so."""
-    try:
-        delivery = await client.decide(session_id, speaker, view.turn, view.code_hash, DecisionKind.RUN_ONCE,
-                                       review=view.review)
-    except inv.InvestigationError as exc:
-        console.print(inert_rich(f"{speaker.identity} accepts {short_hash(view.code_hash)}: REFUSED "
-                                 f"({exc.refusal}): {exc}", "red"))
-        return
-    console.print(inert_rich(f"{speaker.identity} answers {short_hash(view.code_hash)} with run once: {delivery.detail}",
-                             "green"))
+    outcome = delivery.detail if delivery.durable or verb == "accepts" else "accepted"
+    console.print(inert_rich(f"{speaker.identity} {verb} {short_hash(view.code_hash)}: {outcome}", "green"))
 
 
 async def _show_run(client: inv.InvestigationClient, session_id: str, turn: int, approved: int) -> None:
