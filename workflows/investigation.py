@@ -503,6 +503,7 @@ class Investigation:
             reuse=_reuse_view(reuse) if reuse is not None else None, codifies=codified,
             request=request, asked_at=workflow.now(), task_status=task.status if task else "",
             task_owner=task.owner if task else "",
+            requester_accepted=False if reuse is not None and not decision.read_only else None,
         )
         self._review = PendingReview(session_id=self._inp.session_id, turn=turn, code_hash=decision.code_hash,
                                      requester=requester, requesters=tuple(askers), read_only=decision.read_only,
@@ -793,6 +794,8 @@ class Investigation:
         if verdict.accepted and verdict.acceptance and self._review is not None:
             # The requester takes the stored procedure for their request; the review waits on, for an approver.
             self._review = self._review.model_copy(update={"accepted": self._review.review})
+            if self._pending is not None:
+                self._pending = self._pending.model_copy(update={"requester_accepted": True})
             said = (f"{decision.approver} accepts the stored procedure proposed for their request; it still needs "
                     "approval by someone else")
             self._entry("notice", said, turn=decision.turn, actor=decision.approver, data=body)

@@ -169,6 +169,11 @@ def notes(view: PendingView) -> list[str]:
     the last run's status), which whoever can write the procedure rows writes, and a line break in it drew lines
     inside the review that read as the review's own (a forged "dry-run verified" line above the warnings)."""
     found = [view.reuse.provenance_line()] if view.reuse is not None else []
+    if view.requester_accepted is False:
+        found.append(f"proposed from the store and it changes PanDA: {view.requester} accepts it first (their own run "
+                     "answer), then someone else approves it")
+    elif view.requester_accepted:
+        found.append(f"{view.requester} accepted it for their request; it needs approval by someone else")
     for tool, lines in sorted(view.state_changing_lines.items()):
         found.append(f"state-changing: {tool} on line {', '.join(str(n) for n in lines)}")
     for reason in view.opaque_reasons:

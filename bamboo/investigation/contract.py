@@ -228,6 +228,9 @@ class PendingView(BaseModel):
     asked_at: datetime | None = Field(default=None, description="when the review started waiting (workflow time)")
     task_status: str = Field(default="", description="the task's status when the session read it; empty if unread")
     task_owner: str = Field(default="", description="the task's owner (PanDA's userName); empty if unread")
+    requester_accepted: bool | None = Field(
+        default=None, description="for state-changing code the store proposed: whether its requester accepted it for "
+                                  "their request yet (no approver's answer counts before); None for other code")
 
     @property
     def shown_as(self) -> tuple[int, str, str]:

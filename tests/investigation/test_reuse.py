@@ -15,6 +15,8 @@ import json
 
 import pytest
 
+from bamboo.frontends.review import notes
+
 from bamboo.investigation import client as inv
 from bamboo.investigation.procedures import ProcedureRepository
 from bamboo.investigation.provenance import Capture
@@ -115,6 +117,7 @@ async def test_a_reused_state_changing_procedure_needs_its_requesters_acceptance
     assert codegen_calls(llm_server) == 0 and view.reuse is not None and view.reuse.procedure == KILL_PROC
     assert not view.read_only and view.state_changing == ["kill_task"]
     assert "auto_run" not in [c.value for c in view.choices]
+    assert view.requester_accepted is False and any("alice accepts it first" in note for note in notes(view))
     with pytest.raises(inv.InvestigationError) as refused:  # the store proposed it: alice has not taken it yet
         await inv.decide_by_review(client, session, view.review, DecisionKind.RUN_ONCE, ops.bob)
     assert refused.value.refusal == "requester_not_accepted"
@@ -126,7 +129,9 @@ async def test_a_reused_state_changing_procedure_needs_its_requesters_acceptance
     with pytest.raises(inv.InvestigationError) as refused:  # accepting it is not approving it
         await inv.decide_by_review(client, session, view.review, DecisionKind.RUN_ONCE, ops.alice)
     assert refused.value.refusal == "approver_is_requester"
-    assert new_kills() == [] and await inv.pending(client, session) is not None
+    now = await inv.pending(client, session)
+    assert new_kills() == [] and now is not None and now.requester_accepted is True
+    assert any("alice accepted it for their request" in note for note in notes(now))
 
     await inv.decide_by_review(client, session, view.review, DecisionKind.RUN_ONCE, ops.bob)
     [run] = await wait_for_runs(client, session, 1)
