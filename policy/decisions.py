@@ -283,6 +283,14 @@ def validate_decision(
     asker = approver in pending.askers
     distinct = policy.rules.require_distinct_approver
     if pending.awaits_acceptance and asker and (distinct or not _may_approve(policy, approver, state_changing)):
+        # Their acceptance unlocks a kill for someone else's approval: it needs the standing a request needs now,
+        # not only to have asked once (a requester whose roles were removed since still accepted).
+        if not (policy.may(approver, Role.REQUEST) or _may_approve(policy, approver, state_changing)):
+            return DecisionVerdict.refuse(
+                DecisionRefusal.APPROVER_NOT_AUTHORISED,
+                f"{approver} may no longer ask for code here, so cannot accept the stored procedure proposed for "
+                "their request; ask again as someone who may.", auth.signed,
+            )
         return DecisionVerdict.accept(auth.signed, acceptance=True)
     if not _may_approve(policy, approver, state_changing):
         role = Role.APPROVE_STATE_CHANGING if state_changing else Role.APPROVE

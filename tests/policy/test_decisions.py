@@ -338,3 +338,16 @@ def test_an_answer_runs_only_the_review_it_was_given_to() -> None:
     assert refusal(pending(review=again), forged) is DecisionRefusal.BAD_SIGNATURE
     with pytest.raises(ValidationError):
         OperatorDecision(turn=3, code_hash=HASH, kind=DecisionKind.RUN_ONCE, approver="reviewer", review="ab")
+
+
+def test_a_requester_without_roles_cannot_accept_a_stored_procedure() -> None:
+    """Review: a requester whose roles were all removed after asking (key still registered) accepted a stored kill,
+    and the acceptance let another approver run it; the same person's rejection of another's code was refused."""
+    key = "ab" * 32
+    stored = pending(read_only=False, choices=STATE_CHANGING_CHOICES, from_store=True, review=key)
+    stripped = DeploymentPolicy(approvers=tuple(
+        a.model_copy(update={"roles": frozenset()}) if a.identity == "requester" else a for a in POLICY.approvers))
+    accepting = decision(signer="requester", approver="requester", review=key)
+    verdict = validate_decision(stored, accepting, stripped, now=NOW)
+    assert not verdict.accepted and verdict.refusal is DecisionRefusal.APPROVER_NOT_AUTHORISED
+    assert validate_decision(stored, accepting, POLICY, now=NOW).acceptance  # with the request role, it accepts
