@@ -8,6 +8,7 @@ approver registry. Activities receive them and build nothing.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -35,6 +36,7 @@ from bamboo.sandbox.isolation import worker_secret_files
 from bamboo.sandbox.runner import SandboxRunner
 from bamboo.services import Services
 from bamboo.settings import Settings
+from bamboo.store import StoreNotConfigured, resolve_store_location
 from bamboo.store.first_claims import SessionIds, UsedDecisions
 from bamboo.store.vectors import PgVectorIndex
 from bamboo.tools.model import ToolSpec
@@ -43,13 +45,23 @@ from bamboo.tools.selection import SelectionConfig, ToolSelector, config_namespa
 log = logging.getLogger(__name__)
 
 
+def secret_files(settings: Settings) -> tuple[Path, ...]:
+    """The worker's secret files a degraded run must not read: those its settings name, and the audit signing key
+    the store signs with, which no setting names when it sits beside the checkpoint file."""
+    try:
+        store_key = resolve_store_location(settings).signing_key
+    except (StoreNotConfigured, OSError, ValueError):  # no store (or an unreadable record of one): no key it signs with
+        store_key = None
+    return worker_secret_files(settings, store_key)
+
+
 def runner_from_settings(settings: Settings) -> SandboxRunner:
     """The worker's sandbox as configured; raises SandboxUnavailable (one line saying what to fix) when
     no sandbox of the configured strength can start here."""
     return SandboxRunner(
         isolation=settings.sandbox_isolation, pool_size=settings.sandbox_pool_size, seccomp=settings.sandbox_seccomp,
         uid_first=settings.sandbox_uid_first, uid_count=settings.sandbox_uid_count,
-        secret_files=worker_secret_files(settings),
+        secret_files=secret_files(settings),
     )
 
 

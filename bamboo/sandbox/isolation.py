@@ -216,27 +216,21 @@ def readable_by_others(paths: Iterable[str | Path]) -> list[str]:
     return found
 
 
-def worker_secret_files(settings: Any) -> tuple[Path, ...]:
+def worker_secret_files(settings: Any, *held: Path | None) -> tuple[Path, ...]:
     """The worker's own files that hold its secrets, as its ``settings`` (``bamboo.settings.Settings``) name them:
     the settings file (``.env``, read from the worker's working directory, holding the LLM key, the database URL
     and the PanDA token), the key files the settings point at (the audit signing key, the PanDA X.509 proxy), the
     MCP servers' file (its ``headers`` and ``env`` may hold tokens), and every private key in the keys directory
     (the command agent's signs the envelopes executors honour; a console's or a bot's may sit beside it).
 
-    The audit signing key is the one the store signs with (``resolve_store_location``): with no
-    BAMBOO_AUDIT_SIGNING_KEY it is ``audit-signing.key`` beside the checkpoint file, which no setting names, and a
-    degraded run read it at 0644 (review)."""
-    from bamboo.store import StoreNotConfigured, resolve_store_location  # the store's modules: only when asked
-
+    ``held``: secret files the worker holds that no setting names, which its wiring resolves (the sandbox does not
+    read the store's configuration): the audit signing key the store signs with, ``audit-signing.key`` beside the
+    checkpoint file when BAMBOO_AUDIT_SIGNING_KEY is unset, which a degraded run read at 0644 (review)."""
     env_files = type(settings).model_config.get("env_file")
     names = [env_files] if isinstance(env_files, (str, Path)) else list(env_files or ())
     found = [Path(name).expanduser().absolute() for name in names]
-    named = [settings.audit_signing_key, settings.panda_x509_proxy, settings.mcp_servers_config]
-    try:
-        named.append(resolve_store_location(settings).signing_key)
-    except (StoreNotConfigured, OSError, ValueError):  # no store (or an unreadable record of one): no key it signs with
-        pass
-    found += [p.expanduser().absolute() for p in named if p is not None]
+    named = [settings.audit_signing_key, settings.panda_x509_proxy, settings.mcp_servers_config, *held]
+    found += [p.expanduser().absolute() for p in dict.fromkeys(named) if p is not None]
     keys = settings.resolved_keys_dir().absolute()
     try:
         found += sorted(keys.glob("*.pem"))

@@ -15,12 +15,11 @@ from pathlib import Path
 import pytest
 
 from bamboo.sandbox.errors import SandboxUnavailable
-from bamboo.sandbox.isolation import worker_secret_files
 from bamboo.settings import Settings
 from bamboo.store import resolve_store_location
 from bamboo.store.audit_checkpoint import CheckpointError, CheckpointFile, create_signing_key, load_signing_key
 from tests.sandbox.conftest import harness
-from worker.wiring import runner_from_settings
+from worker.wiring import runner_from_settings, secret_files
 
 
 @pytest.fixture
@@ -64,13 +63,13 @@ async def test_a_degraded_start_checks_the_audit_key_the_store_signs_with(where,
     key = _key_the_store_signs_with(deployment, monkeypatch, where)
     settings = Settings(sandbox_isolation="degraded")
     assert resolve_store_location(settings).signing_key == key
-    assert key in worker_secret_files(settings)
+    assert key in secret_files(settings)
     with pytest.raises(SandboxUnavailable) as refused:
         runner_from_settings(settings)
     message = str(refused.value)
     assert "\n" not in message and f"chmod 600 {key}" in message, message
     key.chmod(0o600)  # what the message says to do: then the sandbox starts, and the key is closed to runs
-    async with harness("degraded", secret_files=worker_secret_files(settings)) as h:
+    async with harness("degraded", secret_files=secret_files(settings)) as h:
         res = await h.run(f"""
 try:
     return {{"read": open({str(key)!r}, "rb").read().hex()}}
