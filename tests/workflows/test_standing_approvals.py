@@ -11,8 +11,8 @@ from temporalio.client import Client
 from bamboo.contract import implements
 from bamboo.investigation import contract
 from bamboo.investigation.contract import (
-    CodegenInput, CodegenResult, GrantInput, Message, PolicyContext, PolicyContextInput, RevokeGrantsInput,
-    RevokeRequest,
+    CodegenInput, CodegenResult, GrantInput, Message, PendingView, PolicyContext, PolicyContextInput,
+    RevokeGrantsInput, RevokeRequest,
 )
 from policy.approvers import DeploymentPolicy
 from policy.catalog import ToolCatalog, ToolFacts
@@ -80,6 +80,16 @@ class GrantStore(SlowModel):
         return sorted(set(gone) | set(inp.whole))
 
 
+async def _auto_run_chosen(temporal: Client, queue: str) -> tuple[Session, PendingView]:
+    """A session where alice asked, bob chose auto-run for the code, and it ran."""
+    s = await open_session(temporal, queue)
+    await s.ask("alice", "status?")
+    review = await s.pending(turn=1)
+    await s.decide("bob", review, DecisionKind.AUTO_RUN)
+    await s.entries("run", 1)
+    return s, review
+
+
 async def _revoke_while_the_model_writes(fake: SlowModel, s: Session, target: str) -> None:
     """Alice asks again; while turn 2's code is being written, bob revokes ``target`` (acknowledged as queued)."""
     fake.gate = asyncio.Event()
@@ -95,11 +105,7 @@ async def test_a_revoke_accepted_while_a_turn_is_prepared_stops_its_session_auto
     only afterwards (revokes were served only while a review waited)."""
     fake = SlowModel(READ_CODE, READ_CODE)
     async with workers(temporal, [Investigation], fake.activities()) as queue:
-        s = await open_session(temporal, queue)
-        await s.ask("alice", "status?")
-        review = await s.pending(turn=1)
-        await s.decide("bob", review, DecisionKind.AUTO_RUN)
-        await s.entries("run", 1)
+        s, review = await _auto_run_chosen(temporal, queue)
         await _revoke_while_the_model_writes(fake, s, review.code_hash[:12])
         turn_2 = (await s.entries("policy", 2))[1]
         assert turn_2.data["reason"] == "new_code", turn_2.text  # not "session_auto_run": it is reviewed again
@@ -136,11 +142,7 @@ async def test_a_session_auto_run_lapses_when_its_approver_is_revoked(temporal: 
     administrator revoked its approver's key."""
     fake = SlowModel(READ_CODE, READ_CODE, READ_CODE)
     async with workers(temporal, [Investigation], fake.activities()) as queue:
-        s = await open_session(temporal, queue)
-        await s.ask("alice", "status?")
-        review = await s.pending(turn=1)
-        await s.decide("bob", review, DecisionKind.AUTO_RUN)
-        await s.entries("run", 1)
+        s, review = await _auto_run_chosen(temporal, queue)
         await s.ask("alice", "status again?")
         runs = await s.entries("run", 2)
         assert runs[1].actor == "policy:session_auto_run"  # while bob may approve, it stands
