@@ -86,7 +86,7 @@ def demo(
 
     from bamboo.cli.demo_loop import demo_investigation
 
-    console.rule("[bold]5. An investigation: reuse, review, a refused and an accepted approval, the sandbox, audit")
+    console.rule("[bold]5. An investigation: reuse, review, the requester accepting and an operator approving, the sandbox, audit")
     demo_investigation(settings)
 
     console.rule("[bold]Where to look")
