@@ -92,7 +92,7 @@ def out_problem(path: Path, *, directory: bool = False) -> str | None:
 
 
 def write_result(result: AnalysisResult, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Into a directory that exists: `out_problem` asked before the analysis, and a batch makes its own."""
     path.write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
 
 

@@ -49,18 +49,12 @@ def effect_line(view: PendingView) -> str:
     return f"[{'red' if what.state_changing else 'green'}]{inert_markup(what.text, one_line=True)}[/]"
 
 
-def _note_lines(found: list[str]) -> Text:
-    """The review's notes, each inert on a line of its own: a note carries the store's text (a reused procedure's
-    incidents and last run), and a line break in it drew a line inside the trusted panel that read as the panel's."""
-    return Text("\n").join(inert_rich(note, style="yellow", one_line=True) for note in found)
-
-
 def pending_panel(view: PendingView) -> RenderableType:
     highlight = {line for lines in view.state_changing_lines.values() for line in lines}
     parts: list[RenderableType] = [code_block(view.code, highlight)]
     found = notes(view)
     if found:
-        parts.append(_note_lines(found))
+        parts.append(inert_rich("\n".join(found), style="yellow"))  # each note one line (review.notes)
     changed = reuse_change(view)
     if changed is not None and view.reuse is not None:
         parts.append(inert_rich(changed, style="yellow", one_line=True))
@@ -85,7 +79,7 @@ def procedure_panel(procedure: ProcedureView, verb: str = "replays") -> Renderab
     parts: list[RenderableType] = [code_block(procedure.code)]
     found = procedure_notes(procedure)
     if found:
-        parts.append(_note_lines(found))
+        parts.append(inert_rich("\n".join(found), style="yellow"))  # each note one line (review.notes)
     if procedure.diff_from_granted:
         parts.append(Syntax(visible(procedure.diff_from_granted), "diff", word_wrap=True, theme="ansi_dark"))
     title = inert_markup(f"{verb} {procedure.name} · {short_hash(procedure.code_hash)} · "
